@@ -1,0 +1,68 @@
+"""The `agentcron` command line: an edge that translates arguments, holding no scheduling logic."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+
+import click
+
+from agentcron import __version__
+from agentcron.schedule import ScheduleError, describe, parse_when, spec_to_json, upcoming
+from agentcron.schedule.zones import get_zone
+
+DEMO_PHRASES = (
+    "in 30m",
+    "tomorrow at 09:00",
+    "every weekday at 9 Europe/Berlin",
+    "every 2h",
+    "0 30 2 * * *",
+    "30 2 * * * Europe/Berlin",
+    "0 * * * * Australia/Lord_Howe",
+)
+
+
+def _show(text: str, now: datetime, tz: str, count: int) -> None:
+    spec = parse_when(text, now, tz)
+    zone = get_zone(spec.tz)
+    click.echo(f"{text!r}: {describe(spec)}")
+    click.echo(f"  spec: {spec_to_json(spec)}")
+    for fire in upcoming(spec, now, count):
+        click.echo(f"  -> {fire.isoformat()}  ({fire.astimezone(zone):%a %Y-%m-%d %H:%M %Z})")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="agentcron")
+def main() -> None:
+    """agentcron: cron for AI agent sessions."""
+
+
+@main.command("next")
+@click.argument("when", nargs=-1, required=True)
+@click.option("--tz", default="UTC", show_default=True, help="IANA zone for wall-clock phrases.")
+@click.option("-n", "count", default=5, show_default=True, help="How many fire times to show.")
+def next_cmd(when: tuple[str, ...], tz: str, count: int) -> None:
+    """Show the spec and next fire times of a WHEN phrase ("every weekday at 9", cron, ...)."""
+    try:
+        _show(" ".join(when), datetime.now(UTC), tz, count)
+    except ScheduleError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+
+@main.command()
+@click.option("--tz", default="UTC", show_default=True, help="IANA zone for wall-clock phrases.")
+@click.option("-n", "count", default=3, show_default=True, help="Fire times per example.")
+def demo(tz: str, count: int) -> None:
+    """Print the next fire times of a few example schedules, including a rejected one."""
+    now = datetime.now(UTC)
+    click.echo(f"now: {now.isoformat()}\n")
+    for phrase in DEMO_PHRASES:
+        try:
+            _show(phrase, now, tz, count)
+        except ScheduleError as exc:
+            click.echo(f"{phrase!r}: rejected: {exc}")
+        click.echo("")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

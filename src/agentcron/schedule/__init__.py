@@ -1,0 +1,50 @@
+"""Pure schedule math: specs, next_fire/upcoming, plain-language parsing, jitter, describe."""
+
+from agentcron.schedule.cron import MACROS, parse_cron
+from agentcron.schedule.describe import describe
+from agentcron.schedule.errors import (
+    InvalidCronError,
+    InvalidSpecError,
+    InvalidZoneError,
+    PastInstantError,
+    ScheduleError,
+    WhenParseError,
+)
+from agentcron.schedule.jitter import jitter_offset, jittered
+from agentcron.schedule.spec import (
+    AtSpec,
+    CronSpec,
+    EverySpec,
+    Spec,
+    next_fire,
+    spec_from_data,
+    spec_to_data,
+    spec_to_json,
+    upcoming,
+)
+from agentcron.schedule.when import ACCEPTED_FORMS, parse_when
+
+__all__ = [
+    "ACCEPTED_FORMS",
+    "MACROS",
+    "AtSpec",
+    "CronSpec",
+    "EverySpec",
+    "InvalidCronError",
+    "InvalidSpecError",
+    "InvalidZoneError",
+    "PastInstantError",
+    "ScheduleError",
+    "Spec",
+    "WhenParseError",
+    "describe",
+    "jitter_offset",
+    "jittered",
+    "next_fire",
+    "parse_cron",
+    "parse_when",
+    "spec_from_data",
+    "spec_to_data",
+    "spec_to_json",
+    "upcoming",
+]

@@ -1,0 +1,59 @@
+"""describe(spec): short human text, e.g. "every weekday at 09:00 (Europe/Berlin)"."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from cronsim import CronSim
+
+from agentcron.schedule.spec import AtSpec, CronSpec, EverySpec
+from agentcron.schedule.zones import get_zone
+
+_DAY_NAMES = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
+_DOW_PHRASES = {"*": "every day", "1-5": "every weekday", "0,6": "every weekend day"}
+
+
+def _duration(seconds: int) -> str:
+    parts: list[str] = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, seconds = divmod(seconds, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return " ".join(parts)
+
+
+def _every(seconds: int) -> str:
+    for word, size in (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1)):
+        if seconds == size:
+            return f"every {word}"
+        if seconds % size == 0 and size > 1:
+            return f"every {seconds // size} {word}s"
+    return f"every {_duration(seconds)}"
+
+
+def _cron_phrase(expr: str) -> str:
+    minute, hour, dom, month, dow = expr.split(" ")
+    if minute.isdigit() and hour.isdigit() and dom == "*" and month == "*":
+        clock = f"{int(hour):02d}:{int(minute):02d}"
+        if dow in _DOW_PHRASES:
+            return f"{_DOW_PHRASES[dow]} at {clock}"
+        if all(part.isdigit() and int(part) <= 7 for part in dow.split(",")):
+            names = [_DAY_NAMES[int(part) % 7] for part in dow.split(",")]
+            listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+            return f"every {listed} at {clock}"
+    if expr == "0 * * * *":
+        return "every hour"
+    if expr == "* * * * *":
+        return "every minute"
+    explained = CronSim(expr, datetime(2000, 1, 1)).explain()
+    return explained[:1].lower() + explained[1:] + f" (cron '{expr}')"
+
+
+def describe(spec: CronSpec | EverySpec | AtSpec) -> str:
+    """A short plain-English description of `spec`, naming its time zone."""
+    if isinstance(spec, CronSpec):
+        return f"{_cron_phrase(spec.expr)} ({spec.tz})"
+    if isinstance(spec, EverySpec):
+        return _every(spec.seconds)
+    local = spec.at.astimezone(get_zone(spec.tz))
+    return f"once at {local:%Y-%m-%d %H:%M} ({spec.tz})"
