@@ -1,0 +1,1 @@
+"""The agent side: the runner protocol a turn executes through."""

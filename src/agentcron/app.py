@@ -1,0 +1,289 @@
+"""The library facade: `async with AgentCron(db=..., runner=...) as cron` wires store and engine."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from agentcron.agent.runner import Runner, TurnCallable, as_runner
+from agentcron.config import EngineSettings, default_db_path
+from agentcron.engine.clock import Clock, SystemClock
+from agentcron.engine.policies import arm
+from agentcron.engine.scheduler import Engine
+from agentcron.schedule import parse_when
+from agentcron.store.errors import VersionConflictError
+from agentcron.store.models import (
+    AnySpec,
+    Catchup,
+    CreatedBy,
+    Job,
+    JobKind,
+    JobPolicy,
+    NewJob,
+    Overlap,
+    Run,
+    RunState,
+)
+from agentcron.store.sql import ArmedJob, SqlStore, new_id, sqlite_url
+
+_CAS_RETRIES = 5
+
+
+class Jobs:
+    """Create, read, change and remove jobs; every change wakes the engine."""
+
+    def __init__(self, cron: AgentCron) -> None:
+        self._cron = cron
+
+    @property
+    def _store(self) -> SqlStore:
+        return self._cron.store
+
+    def _armed(self, new: NewJob, now: datetime) -> ArmedJob:
+        job_id = new_id()
+        fire, due = arm(new.spec, new.policy, job_id, now, new.policy.max_runs)
+        return ArmedJob(job_id, new, fire, due)
+
+    async def create(
+        self,
+        *,
+        name: str,
+        when: str | None = None,
+        spec: AnySpec | None = None,
+        tz: str = "UTC",
+        message: str = "",
+        session_key: str | None = None,
+        kind: JobKind = JobKind.AGENT_TURN,
+        created_by: CreatedBy = CreatedBy.API,
+        overlap: Overlap = Overlap.DEFER,
+        catchup: Catchup = Catchup.LATEST,
+        catchup_window: timedelta = timedelta(hours=24),
+        max_failures: int = 5,
+        max_runs: int | None = None,
+        end_at: datetime | None = None,
+        delete_after_run: bool = False,
+        jitter: bool = False,
+        idempotency_key: str | None = None,
+        enabled: bool = True,
+    ) -> Job:
+        """Create one job from `when` (anything parse_when reads) or a ready `spec`."""
+        now = self._cron.clock.now()
+        if (when is None) == (spec is None):
+            raise ValueError("give exactly one of `when` or `spec`")
+        resolved = spec if spec is not None else parse_when(when or "", now, tz)
+        policy = JobPolicy(
+            overlap=Overlap(overlap),
+            catchup=Catchup(catchup),
+            catchup_window=catchup_window,
+            max_failures=max_failures,
+            max_runs=max_runs,
+            end_at=end_at,
+            delete_after_run=delete_after_run,
+            jitter=jitter,
+        )
+        new = NewJob(
+            name=name,
+            spec=resolved,
+            message=message,
+            session_key=session_key,
+            kind=JobKind(kind),
+            created_by=CreatedBy(created_by),
+            policy=policy,
+            idempotency_key=idempotency_key,
+            enabled=enabled,
+        )
+        return (await self.create_many([new]))[0]
+
+    async def create_many(self, new_jobs: Sequence[NewJob]) -> list[Job]:
+        """Create many jobs in one transaction."""
+        now = self._cron.clock.now()
+        created = await self._store.insert_jobs([self._armed(n, now) for n in new_jobs], now)
+        self._cron.engine.wake()
+        return created
+
+    async def get(self, job_id: str) -> Job:
+        return await self._store.get_job(job_id)
+
+    async def list(
+        self,
+        *,
+        session_key: str | None = None,
+        kind: JobKind | None = None,
+        enabled: bool | None = None,
+        limit: int | None = None,
+    ) -> list[Job]:
+        return await self._store.list_jobs(
+            session_key=session_key, kind=kind, enabled=enabled, limit=limit
+        )
+
+    async def update(
+        self,
+        job_id: str,
+        *,
+        name: str | None = None,
+        message: str | None = None,
+        when: str | None = None,
+        spec: AnySpec | None = None,
+        tz: str | None = None,
+        expected_version: int | None = None,
+        **policy_changes: Any,
+    ) -> Job:
+        """Change a job. A new schedule re-computes the next fire at once.
+
+        `expected_version` makes it a compare-and-set (VersionConflictError when the job moved
+        on); without it the update retries on concurrent changes.
+        """
+        for attempt in range(_CAS_RETRIES):
+            job = await self._store.get_job(job_id)
+            now = self._cron.clock.now()
+            changes: dict[str, Any] = {}
+            if name is not None:
+                changes["name"] = name
+            if message is not None:
+                changes["message"] = message
+            new_spec = spec
+            if when is not None:
+                new_spec = parse_when(when, now, tz or job.spec.tz)
+            elif tz is not None and new_spec is None:
+                new_spec = job.spec.model_copy(update={"tz": tz})
+                new_spec = type(job.spec).model_validate(new_spec.model_dump())
+            policy = replace(job.policy, **policy_changes) if policy_changes else job.policy
+            if policy_changes:
+                changes["policy"] = policy
+            if new_spec is not None or policy_changes:
+                changes["spec"] = new_spec or job.spec
+                if job.enabled:
+                    remaining = (
+                        policy.max_runs if "max_runs" in policy_changes else job.remaining_runs
+                    )
+                    if "max_runs" in policy_changes and policy.max_runs is not None:
+                        remaining = max(policy.max_runs - job.run_count, 0)
+                        changes["remaining_runs"] = remaining
+                    fire, due = arm(new_spec or job.spec, policy, job.id, now, remaining)
+                    changes.update(next_fire_at=fire, next_run_at=due)
+            try:
+                updated = await self._store.update_job(
+                    job_id, changes, now, expected_version=expected_version or job.version
+                )
+            except VersionConflictError:
+                if expected_version is not None or attempt == _CAS_RETRIES - 1:
+                    raise
+                continue
+            self._cron.engine.wake()
+            return updated
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def pause(self, job_id: str, reason: str = "paused by user") -> Job:
+        return await self._set_enabled(job_id, False, reason)
+
+    async def resume(self, job_id: str) -> Job:
+        return await self._set_enabled(job_id, True, None)
+
+    async def _set_enabled(self, job_id: str, enabled: bool, reason: str | None) -> Job:
+        for attempt in range(_CAS_RETRIES):
+            job = await self._store.get_job(job_id)
+            now = self._cron.clock.now()
+            if enabled:
+                fire, due = arm(job.spec, job.policy, job.id, now, job.remaining_runs)
+                changes: dict[str, Any] = {
+                    "enabled": True,
+                    "paused_reason": None,
+                    "paused_at": None,
+                    "consecutive_failures": 0,
+                    "next_fire_at": fire,
+                    "next_run_at": due,
+                }
+            else:
+                changes = {
+                    "enabled": False,
+                    "paused_reason": reason,
+                    "paused_at": now,
+                    "next_fire_at": None,
+                    "next_run_at": None,
+                }
+            try:
+                updated = await self._store.update_job(
+                    job_id, changes, now, expected_version=job.version
+                )
+            except VersionConflictError:
+                if attempt == _CAS_RETRIES - 1:
+                    raise
+                continue
+            self._cron.engine.wake()
+            return updated
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def delete(self, job_id: str, *, allow_system: bool = False) -> Job:
+        job = await self._store.delete_job(job_id, allow_system=allow_system)
+        self._cron.engine.wake()
+        return job
+
+
+class Runs:
+    """Read run records."""
+
+    def __init__(self, cron: AgentCron) -> None:
+        self._cron = cron
+
+    async def list(
+        self,
+        job_id: str | None = None,
+        *,
+        session_key: str | None = None,
+        states: Sequence[RunState] | None = None,
+        limit: int | None = 100,
+    ) -> list[Run]:
+        return await self._cron.store.list_runs(
+            job_id=job_id, session_key=session_key, states=states, limit=limit
+        )
+
+    async def get(self, run_id: str) -> Run:
+        return await self._cron.store.get_run(run_id)
+
+
+class AgentCron:
+    """agentcron as a library: a store, an engine and a runner, started and stopped together."""
+
+    def __init__(
+        self,
+        db: str | Path | None = None,
+        *,
+        url: str | None = None,
+        runner: Runner | TurnCallable,
+        clock: Clock | None = None,
+        settings: EngineSettings | None = None,
+    ) -> None:
+        if db is not None and url is not None:
+            raise ValueError("give `db` (a SQLite file) or `url`, not both")
+        self.clock: Clock = clock or SystemClock()
+        self.store = SqlStore(url or sqlite_url(db if db is not None else default_db_path()))
+        self.engine = Engine(self.store, as_runner(runner), clock=self.clock, settings=settings)
+        self.jobs = Jobs(self)
+        self.runs = Runs(self)
+
+    async def start(self) -> None:
+        await self.store.open()
+        await self.engine.start()
+
+    async def close(self, grace: float | None = None) -> None:
+        """Stop the engine (running turns get `grace` seconds to finish) and the store."""
+        try:
+            await self.engine.stop(grace)
+        finally:
+            await self.store.close()
+
+    async def __aenter__(self) -> AgentCron:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

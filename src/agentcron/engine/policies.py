@@ -1,0 +1,174 @@
+"""Per-job policies as pure functions: arming, catch-up, overlap, limits, backoff, auto-pause."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from agentcron.config import EngineSettings
+from agentcron.schedule import AtSpec, jittered, next_fire
+from agentcron.store.models import (
+    AnySpec,
+    Catchup,
+    FirePlan,
+    Job,
+    JobOutcome,
+    JobPolicy,
+    Overlap,
+)
+
+_TICK = timedelta(microseconds=1)
+
+
+def due_time(spec: AnySpec, policy: JobPolicy, job_id: str, fire_at: datetime) -> datetime:
+    """When a fire is due: its nominal time, moved by the job's jitter if enabled."""
+    return jittered(spec, fire_at, job_id) if policy.jitter else fire_at
+
+
+def arm(
+    spec: AnySpec, policy: JobPolicy, job_id: str, after: datetime, remaining: int | None = None
+) -> tuple[datetime | None, datetime | None]:
+    """(next_fire_at, next_run_at) for a job looking for its first fire after `after`."""
+    if remaining is not None and remaining <= 0:
+        return None, None
+    fire = next_fire(spec, after)
+    if fire is None or (policy.end_at is not None and fire > policy.end_at):
+        return None, None
+    return fire, due_time(spec, policy, job_id, fire)
+
+
+def _due_fires(
+    job: Job, now: datetime, settings: EngineSettings
+) -> tuple[list[datetime], int, datetime | None]:
+    """Fires due at `now`, oldest first; how many were skipped unlisted; the first future fire."""
+    spec, policy = job.spec, job.policy
+    assert job.next_fire_at is not None
+    keep_from = now - max(policy.catchup_window, settings.misfire_grace)
+    due: list[datetime] = []
+    overflow = 0
+    fire: datetime | None = job.next_fire_at
+    while fire is not None and fire <= now:
+        if policy.end_at is not None and fire > policy.end_at:
+            fire = None
+            break
+        if len(due) >= settings.catchup_scan_limit and fire <= keep_from:
+            # Long downtime: jump to the fires that can still matter instead of listing all.
+            overflow += 1
+            fire = next_fire(spec, keep_from)
+            if fire is not None and fire <= due[-1]:
+                fire = next_fire(spec, due[-1])
+            continue
+        due.append(fire)
+        fire = next_fire(spec, fire)
+    if len(due) > settings.catchup_scan_limit:
+        overflow += len(due) - settings.catchup_scan_limit
+        due = due[-settings.catchup_scan_limit :]
+    if fire is not None and policy.end_at is not None and fire > policy.end_at:
+        fire = None
+    return due, overflow, fire
+
+
+def plan_fires(
+    job: Job, now: datetime, active: int, waiting: int, settings: EngineSettings
+) -> FirePlan:
+    """Decide, for a due job, which fires run, which are missed or skipped, and what is next.
+
+    - catch-up: fires later than `misfire_grace` are late. `skip` records them missed;
+      `latest` runs the newest late one (if inside the catch-up window) when none is on time;
+      `all` runs every fire inside the window. Everything else is recorded missed.
+    - overlap (with `active` runs of this job still queued/running, `waiting` not yet started):
+      `defer` queues every fire; `skip` runs one only when nothing is active; `buffer_one`
+      keeps at most one waiting.
+    - limits: remaining runs and end time end the job; a spent one-shot ends it too.
+    """
+    policy = job.policy
+    if job.next_fire_at is None:
+        return FirePlan(run=[], missed=[], skipped=[], next_fire_at=None, next_run_at=None)
+    due, overflow, upcoming = _due_fires(job, now, settings)
+    late_cut = now - settings.misfire_grace
+    window_cut = now - policy.catchup_window
+    on_time = [f for f in due if f > late_cut]
+    late = [f for f in due if f <= late_cut]
+    if policy.catchup is Catchup.SKIP:
+        run, missed = on_time, late
+    elif policy.catchup is Catchup.LATEST:
+        if on_time or not late or late[-1] <= window_cut:
+            run, missed = on_time, late
+        else:
+            run, missed = [late[-1]], late[:-1]
+    else:
+        run = [f for f in late if f > window_cut] + on_time
+        missed = [f for f in late if f <= window_cut]
+
+    if job.remaining_runs is not None and len(run) > job.remaining_runs:
+        # The job ends at its last allowed run; later due fires never happen.
+        run = run[: max(job.remaining_runs, 0)]
+        upcoming = None
+
+    skipped: list[datetime] = []
+    if policy.overlap is Overlap.SKIP:
+        keep = 0 if active else 1
+        run, skipped = run[:keep], run[keep:]
+    elif policy.overlap is Overlap.BUFFER_ONE:
+        running = active - waiting
+        keep = max(0, (1 if running == 0 else 0) + 1 - waiting)
+        run, skipped = run[:keep], run[keep:]
+
+    remaining = None if job.remaining_runs is None else job.remaining_runs - len(run)
+    if remaining is not None and remaining <= 0:
+        upcoming = None
+    next_run = due_time(job.spec, policy, job.id, upcoming) if upcoming is not None else None
+    return FirePlan(
+        run=run,
+        missed=missed,
+        skipped=skipped,
+        next_fire_at=upcoming,
+        next_run_at=next_run,
+        missed_overflow=overflow,
+    )
+
+
+def backoff_for(failures: int, settings: EngineSettings) -> timedelta:
+    """The pause after the n-th consecutive failure (n >= 1)."""
+    steps = settings.backoff
+    return steps[min(failures, len(steps)) - 1] if steps else timedelta(0)
+
+
+def finish_job(job: Job, outcome: JobOutcome, settings: EngineSettings) -> dict[str, Any]:
+    """New values for a job whose fire just ended (see store FINISH_COLUMNS).
+
+    Success or empty resets the failure count. A failure counts; at `max_failures` in a row
+    the job pauses with the reason recorded, otherwise a recurring job backs off: its next fire
+    is the first one at or after finish + backoff.
+    """
+    values: dict[str, Any] = {
+        "last_run_at": outcome.finished_at,
+        "last_status": outcome.status,
+        "consecutive_failures": job.consecutive_failures + 1 if outcome.failed else 0,
+        "lease_owner": None,
+        "lease_expires_at": None,
+    }
+    failures = values["consecutive_failures"]
+    if outcome.failed and job.enabled:
+        limit = job.policy.max_failures
+        if limit and failures >= limit:
+            values.update(
+                enabled=False,
+                paused_at=outcome.finished_at,
+                paused_reason=(
+                    f"auto-paused after {failures} consecutive failures; last error: "
+                    f"{(outcome.error or 'unknown error')[:300]}"
+                ),
+                next_fire_at=None,
+                next_run_at=None,
+            )
+            return values
+        if job.next_fire_at is not None and not isinstance(job.spec, AtSpec):
+            until = outcome.finished_at + backoff_for(failures, settings)
+            if job.next_run_at is not None and job.next_run_at < until:
+                fire, due = arm(job.spec, job.policy, job.id, until - _TICK, job.remaining_runs)
+                values.update(next_fire_at=fire, next_run_at=due)
+    ended = job.next_fire_at is None and values.get("next_fire_at", job.next_fire_at) is None
+    if ended and job.policy.delete_after_run and job.enabled:
+        values["delete"] = True
+    return values

@@ -1,0 +1,417 @@
+"""The engine: sleeps until the next due fire, claims it, runs it, records every outcome."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import traceback
+from collections import Counter, deque
+from collections.abc import Coroutine
+from datetime import datetime, timedelta
+from typing import Any
+
+from ulid import ULID
+
+from agentcron.agent.runner import Outcome, OutcomeStatus, Runner, Trigger
+from agentcron.config import EngineSettings
+from agentcron.engine.clock import Clock, SystemClock
+from agentcron.engine.policies import finish_job, plan_fires
+from agentcron.store.models import ClaimedFire, FirePlan, Job, JobOutcome, RunState, Transition
+from agentcron.store.sql import SqlStore
+
+log = logging.getLogger(__name__)
+
+_OUTCOME_STATE = {
+    OutcomeStatus.SUCCEEDED: RunState.SUCCEEDED,
+    OutcomeStatus.FAILED: RunState.FAILED,
+    OutcomeStatus.EMPTY: RunState.EMPTY,
+}
+_RETRY_AFTER_ERROR = timedelta(seconds=1)
+
+
+def make_owner() -> str:
+    """This engine's identity in leases: host, pid and a unique suffix."""
+    return f"{socket.gethostname()}:{os.getpid()}:{ULID()}"
+
+
+def owner_is_dead(owner: str) -> bool:
+    """True only when `owner` is certainly gone: a process of this host that no longer exists."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False  # another engine in this process: only its lease can tell
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+class Engine:
+    """Turns due fires into turns. One per process; several may share a database.
+
+    Time comes only from `clock`. Run state changes are written through a group-commit
+    recorder, so a burst of fires costs a few transactions, not several per fire.
+    """
+
+    def __init__(
+        self,
+        store: SqlStore,
+        runner: Runner,
+        *,
+        clock: Clock | None = None,
+        settings: EngineSettings | None = None,
+        owner: str | None = None,
+    ) -> None:
+        self.store = store
+        self.runner = runner
+        self.clock: Clock = clock or SystemClock()
+        self.settings = settings or EngineSettings()
+        self.owner = owner or make_owner()
+        self.stats: Counter[str] = Counter()
+        self._wake = asyncio.Event()
+        self._hb_wake = asyncio.Event()
+        self._flush_wake = asyncio.Event()
+        self._slots = asyncio.Semaphore(self.settings.max_concurrent_runs)
+        self._job_queues: dict[str, deque[ClaimedFire]] = {}
+        self._waiting: dict[str, ClaimedFire] = {}  # claimed here, turn not started yet
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._pending: list[tuple[Transition, JobOutcome | None]] = []
+        self._flushing = False
+        self._touched: set[str] = set()
+        self._next_prune: datetime | None = None
+        self._foreign_lease: datetime | None = None
+        self._loop_task: asyncio.Task[None] | None = None
+        self._service_tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+        self._closed = False
+        self._sleeping = False
+        self._deadline: datetime | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Reap fires abandoned by dead processes, adopt released ones, then start the loop."""
+        now = self.clock.now()
+        await self._reap(now)
+        lease_until = now + self.settings.lease
+        for fire in await self.store.adopt_released(self.owner, lease_until, now):
+            log.info("adopted released fire", extra=_ctx(fire))
+            self._dispatch(fire)
+        await self.store.prune_runs(
+            now,
+            keep_per_job=self.settings.retention_runs_per_job,
+            max_age=self.settings.retention_age,
+        )
+        self._service_tasks = [
+            asyncio.create_task(self._flusher(), name="agentcron-flusher"),
+            asyncio.create_task(self._heartbeat(), name="agentcron-heartbeat"),
+        ]
+        self._loop_task = asyncio.create_task(self._loop(), name="agentcron-engine")
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Stop claiming, let running turns finish (up to `grace` s), release the rest."""
+        if self._loop_task is None or self._closed:
+            return
+        self._closed = True
+        self._stopping = True
+        self._wake.set()
+        await self._loop_task
+        wait = self.settings.stop_timeout if grace is None else grace
+        tasks = list(self._tasks)
+        if tasks:
+            _, late = await asyncio.wait(tasks, timeout=wait)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+        await self._flush_all()
+        released = await self.store.release(self.owner, list(self._waiting))
+        if released:
+            log.info("released %d fires that had not started", released)
+        self._waiting.clear()
+        self._job_queues.clear()
+        for task in self._service_tasks:
+            task.cancel()
+        await asyncio.gather(*self._service_tasks, return_exceptions=True)
+
+    def wake(self) -> None:
+        """Re-read the schedule now (a job was created, changed or removed)."""
+        self._wake.set()
+
+    # -- the loop ------------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        while not self._stopping:
+            self._wake.clear()
+            now = self.clock.now()
+            try:
+                if self._foreign_lease is not None and self._foreign_lease <= now:
+                    await self._reap(now)
+                await self._claim_due(now)
+                await self._maybe_prune(now)
+                deadline = await self._next_deadline(now)
+            except Exception:
+                log.exception("engine tick failed; retrying in %s", _RETRY_AFTER_ERROR)
+                deadline = now + _RETRY_AFTER_ERROR
+            if self._stopping:
+                break
+            self._deadline, self._sleeping = deadline, True
+            try:
+                await self.clock.sleep_until(deadline, self._wake)
+            finally:
+                self._sleeping = False
+
+    async def _claim_due(self, now: datetime) -> None:
+        settings = self.settings
+        lease_until = now + settings.lease
+
+        def planner(job: Job, at: datetime, active: int, waiting: int) -> FirePlan:
+            return plan_fires(job, at, active, waiting, settings)
+
+        while not self._stopping:
+            fires, examined = await self.store.claim_due(
+                now,
+                owner=self.owner,
+                lease_until=lease_until,
+                limit=settings.batch_size,
+                planner=planner,
+            )
+            self.stats["claimed"] += len(fires)
+            for fire in fires:
+                self._dispatch(fire)
+            if examined < settings.batch_size:
+                return
+
+    async def _next_deadline(self, now: datetime) -> datetime | None:
+        candidates = [await self.store.next_due_at()]
+        self._foreign_lease = await self.store.earliest_foreign_lease(self.owner)
+        candidates.append(self._foreign_lease)
+        if self._touched:
+            candidates.append(self._next_prune)
+        found = [c for c in candidates if c is not None]
+        return min(found) if found else None
+
+    async def _reap(self, now: datetime) -> None:
+        for run in await self.store.reap(now, self.owner, owner_is_dead):
+            self.stats["interrupted"] += 1
+            log.warning(
+                "fire interrupted: its process stopped mid-way; not re-run",
+                extra={"job_id": run.job_id, "run_id": run.id, "session_key": run.session_key},
+            )
+
+    async def _maybe_prune(self, now: datetime) -> None:
+        if not self._touched:
+            return
+        if self._next_prune is None:
+            self._next_prune = now + self.settings.prune_interval
+        if now < self._next_prune:
+            return
+        touched, self._touched = self._touched, set()
+        removed = await self.store.prune_runs(
+            now,
+            keep_per_job=self.settings.retention_runs_per_job,
+            max_age=self.settings.retention_age,
+            job_ids=touched,
+        )
+        self._next_prune = None
+        if removed:
+            log.info("pruned %d run records", removed)
+
+    # -- dispatch and turns --------------------------------------------------------------
+
+    def _dispatch(self, fire: ClaimedFire) -> None:
+        """Queue a claimed fire behind earlier fires of its job; start it when it is first."""
+        self._record(Transition(fire.run_id, RunState.QUEUED, self.clock.now()))
+        self._waiting[fire.run_id] = fire
+        self._hb_wake.set()
+        queue = self._job_queues.get(fire.job.id)
+        if queue is None:
+            self._job_queues[fire.job.id] = deque([fire])
+            self._spawn(self._execute(fire))
+        else:
+            queue.append(fire)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _next_of_job(self, job_id: str) -> None:
+        queue = self._job_queues.get(job_id)
+        if queue is None:
+            return
+        queue.popleft()
+        if not queue:
+            del self._job_queues[job_id]
+        elif not self._stopping:
+            self._spawn(self._execute(queue[0]))
+
+    async def _execute(self, fire: ClaimedFire) -> None:
+        started = False
+        try:
+            async with self._slots:
+                if self._stopping:
+                    return  # never started: released at stop for the next engine
+                started = True
+                await self._run_turn(fire)
+        finally:
+            if started:
+                self._next_of_job(fire.job.id)
+
+    async def _run_turn(self, fire: ClaimedFire) -> None:
+        job = fire.job
+        ctx = _ctx(fire)
+        self._waiting.pop(fire.run_id, None)
+        current = asyncio.current_task()
+        assert current is not None
+        self._running[fire.run_id] = current
+        self._record(Transition(fire.run_id, RunState.RUNNING, self.clock.now()))
+        trigger = Trigger(
+            run_id=fire.run_id,
+            job_id=job.id,
+            job_name=job.name,
+            kind=job.kind.value,
+            session_key=job.session_key,
+            message=job.message,
+            fire_at=fire.fire_at,
+        )
+        try:
+            outcome = await self.runner.run_turn(job.session_key, trigger)
+        except asyncio.CancelledError:
+            self._finish(
+                fire,
+                RunState.INTERRUPTED,
+                Outcome.failed(
+                    "interrupted: the engine stopped while this turn was running; not re-run"
+                ),
+            )
+            raise
+        except Exception as exc:
+            log.warning("turn failed: %s", exc, extra=ctx)
+            outcome = Outcome.failed(
+                f"{type(exc).__name__}: {exc}",
+                error_details={"traceback": traceback.format_exc(limit=20)},
+            )
+        finally:
+            self._running.pop(fire.run_id, None)
+        if not isinstance(outcome, Outcome):
+            outcome = Outcome.failed(f"runner returned {type(outcome).__name__}, not an Outcome")
+        self._finish(fire, _OUTCOME_STATE[outcome.status], outcome)
+
+    def _finish(self, fire: ClaimedFire, state: RunState, outcome: Outcome) -> None:
+        now = self.clock.now()
+        self.stats[state.value] += 1
+        transition = Transition(
+            fire.run_id,
+            state,
+            now,
+            output=outcome.text,
+            error=outcome.error,
+            error_details=outcome.error_details,
+            usage=outcome.usage,
+        )
+        self._record(transition, JobOutcome(fire.job.id, state, now, error=outcome.error))
+        self._touched.add(fire.job.id)
+
+    # -- group commit ----------------------------------------------------------------------
+
+    def _record(self, transition: Transition, outcome: JobOutcome | None = None) -> None:
+        self._pending.append((transition, outcome))
+        self._flush_wake.set()
+
+    def _finisher(self, job: Job, outcome: JobOutcome) -> dict[str, Any]:
+        return finish_job(job, outcome, self.settings)
+
+    async def _flush_once(self) -> None:
+        batch = self._pending[: self.settings.flush_batch]
+        del self._pending[: len(batch)]
+        self._flushing = True
+        try:
+            await self.store.record(
+                [t for t, _ in batch], [o for _, o in batch if o is not None], self._finisher
+            )
+        except BaseException:
+            self._pending[:0] = batch  # keep them: nothing recorded is dropped
+            raise
+        finally:
+            self._flushing = False
+        if any(o is not None and o.status is RunState.FAILED for _, o in batch):
+            self._wake.set()  # a backoff or auto-pause may have moved a job's next fire
+
+    async def _flusher(self) -> None:
+        while True:
+            await self._flush_wake.wait()
+            self._flush_wake.clear()
+            while self._pending:
+                try:
+                    await self._flush_once()
+                except Exception:
+                    log.exception("recording run states failed; retrying")
+                    await asyncio.sleep(_RETRY_AFTER_ERROR.total_seconds())
+
+    async def _flush_all(self) -> None:
+        while self._pending or self._flushing:
+            if self._flushing:
+                await asyncio.sleep(0.001)
+                continue
+            await self._flush_once()
+
+    async def _heartbeat(self) -> None:
+        """Renew the leases of this engine's active fires every lease/3 while there are any."""
+        interval = self.settings.lease / 3
+        while True:
+            if not self._waiting and not self._running:
+                await self._hb_wake.wait()
+                self._hb_wake.clear()
+                continue
+            never = asyncio.Event()
+            await self.clock.sleep_until(self.clock.now() + interval, never)
+            if self._waiting or self._running:
+                try:
+                    await self.store.renew_leases(
+                        self.owner, self.clock.now() + self.settings.lease
+                    )
+                except Exception:
+                    log.exception("lease renewal failed")
+
+    # -- observation -----------------------------------------------------------------------
+
+    @property
+    def active_runs(self) -> int:
+        return len(self._running)
+
+    @property
+    def waiting_runs(self) -> int:
+        return len(self._waiting)
+
+    def idle(self) -> bool:
+        """Asleep with nothing due, no turn in flight and every state change recorded."""
+        due = self._deadline is not None and self._deadline <= self.clock.now()
+        return (
+            self._sleeping
+            and not self._wake.is_set()
+            and not due
+            and not self._tasks
+            and not self._pending
+            and not self._flushing
+        )
+
+    async def settled(self, limit: float = 10.0) -> None:
+        """Wait until the engine is idle (tests and benchmarks: after moving a fake clock)."""
+        async with asyncio.timeout(limit):
+            quiet = 0
+            while quiet < 2:
+                await asyncio.sleep(0.001)
+                quiet = quiet + 1 if self.idle() else 0
+
+
+def _ctx(fire: ClaimedFire) -> dict[str, Any]:
+    return {"job_id": fire.job.id, "run_id": fire.run_id, "session_key": fire.job.session_key}

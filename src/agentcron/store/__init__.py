@@ -1,0 +1,56 @@
+"""The durable store: one narrow async interface over SQL (SQLite default, PostgreSQL-ready)."""
+
+from agentcron.store.errors import (
+    JobNotFoundError,
+    ProtectedJobError,
+    RunNotFoundError,
+    StoreError,
+    VersionConflictError,
+)
+from agentcron.store.models import (
+    ACTIVE_STATES,
+    OUTCOME_STATES,
+    TERMINAL_STATES,
+    Catchup,
+    ClaimedFire,
+    CreatedBy,
+    FirePlan,
+    Job,
+    JobKind,
+    JobOutcome,
+    JobPolicy,
+    NewJob,
+    Overlap,
+    Run,
+    RunState,
+    Transition,
+)
+from agentcron.store.sql import ArmedJob, SqlStore, new_id, sqlite_url
+
+__all__ = [
+    "ACTIVE_STATES",
+    "OUTCOME_STATES",
+    "TERMINAL_STATES",
+    "ArmedJob",
+    "Catchup",
+    "ClaimedFire",
+    "CreatedBy",
+    "FirePlan",
+    "Job",
+    "JobKind",
+    "JobNotFoundError",
+    "JobOutcome",
+    "JobPolicy",
+    "NewJob",
+    "Overlap",
+    "ProtectedJobError",
+    "Run",
+    "RunNotFoundError",
+    "RunState",
+    "SqlStore",
+    "StoreError",
+    "Transition",
+    "VersionConflictError",
+    "new_id",
+    "sqlite_url",
+]

@@ -1,0 +1,31 @@
+"""Typed store errors, mapped to clear messages at the edges."""
+
+
+class StoreError(Exception):
+    """Base class for store failures."""
+
+
+class JobNotFoundError(StoreError, LookupError):
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"no job with id {job_id!r}")
+        self.job_id = job_id
+
+
+class RunNotFoundError(StoreError, LookupError):
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"no run with id {run_id!r}")
+        self.run_id = run_id
+
+
+class VersionConflictError(StoreError):
+    """A compare-and-set update lost: the job changed since the caller read it."""
+
+    def __init__(self, job_id: str, expected: int, actual: int) -> None:
+        super().__init__(
+            f"job {job_id!r} is at version {actual}, not {expected}: re-read it and retry"
+        )
+        self.job_id, self.expected, self.actual = job_id, expected, actual
+
+
+class ProtectedJobError(StoreError):
+    """System jobs cannot be deleted by users."""

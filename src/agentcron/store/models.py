@@ -1,0 +1,214 @@
+"""Records and enums shared by the store interface and its callers (no SQL here)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from agentcron.schedule import AtSpec, CronSpec, EverySpec
+
+AnySpec = CronSpec | EverySpec | AtSpec
+
+
+class JobKind(enum.StrEnum):
+    AGENT_TURN = "agent_turn"
+    RECALL = "recall"
+    SYSTEM_EVENT = "system_event"
+
+
+class CreatedBy(enum.StrEnum):
+    USER = "user"
+    AGENT = "agent"
+    API = "api"
+    SYSTEM = "system"
+
+
+class Overlap(enum.StrEnum):
+    """What a fire does while the previous fire of the same job is still queued or running."""
+
+    DEFER = "defer"  # wait for it, then run
+    SKIP = "skip"  # record `skipped`
+    BUFFER_ONE = "buffer_one"  # at most one waiting; further ones `skipped`
+
+
+class Catchup(enum.StrEnum):
+    """What happens to fires that came due while no engine was running."""
+
+    SKIP = "skip"  # record them `missed`
+    LATEST = "latest"  # run the most recent one, record the rest `missed`
+    ALL = "all"  # run every one inside the catch-up window
+
+
+class RunState(enum.StrEnum):
+    CLAIMED = "claimed"
+    QUEUED = "queued"
+    DEFERRED = "deferred"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    EMPTY = "empty"
+    MISSED = "missed"
+    SKIPPED = "skipped"
+    INTERRUPTED = "interrupted"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self not in ACTIVE_STATES
+
+
+ACTIVE_STATES = frozenset({RunState.CLAIMED, RunState.QUEUED, RunState.DEFERRED, RunState.RUNNING})
+TERMINAL_STATES = frozenset(RunState) - ACTIVE_STATES
+OUTCOME_STATES = frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.EMPTY})
+
+
+@dataclass(frozen=True, slots=True)
+class JobPolicy:
+    """Per-job policies; defaults are the documented ones (README "Jobs and runs")."""
+
+    overlap: Overlap = Overlap.DEFER
+    catchup: Catchup = Catchup.LATEST
+    catchup_window: timedelta = timedelta(hours=24)
+    max_failures: int = 5  # consecutive failures before auto-pause; 0 = never
+    max_runs: int | None = None
+    end_at: datetime | None = None
+    delete_after_run: bool = False
+    jitter: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """What a caller gives to create a job."""
+
+    name: str
+    spec: AnySpec
+    message: str = ""
+    session_key: str | None = None
+    kind: JobKind = JobKind.AGENT_TURN
+    created_by: CreatedBy = CreatedBy.API
+    policy: JobPolicy = field(default_factory=JobPolicy)
+    idempotency_key: str | None = None
+    enabled: bool = True
+    # legacy unbound jobs only
+    deliver: bool | None = None
+    channel: str | None = None
+    to: str | None = None
+    channel_meta: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A stored job."""
+
+    id: str
+    name: str
+    kind: JobKind
+    session_key: str | None
+    spec: AnySpec
+    message: str
+    enabled: bool
+    paused_reason: str | None
+    paused_at: datetime | None
+    created_by: CreatedBy
+    policy: JobPolicy
+    next_fire_at: datetime | None  # nominal time of the next fire (the fire's identity)
+    next_run_at: datetime | None  # when it is due: nominal + jitter / backoff; None = not armed
+    last_run_at: datetime | None
+    last_status: RunState | None
+    consecutive_failures: int
+    run_count: int
+    remaining_runs: int | None
+    idempotency_key: str | None
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    version: int
+    created_at: datetime
+    updated_at: datetime
+    deliver: bool | None = None
+    channel: str | None = None
+    to: str | None = None
+    channel_meta: dict[str, Any] | None = None
+
+    @property
+    def bound(self) -> bool:
+        return self.session_key is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """The durable record of one fire."""
+
+    id: str
+    job_id: str
+    session_key: str | None
+    fire_at: datetime
+    state: RunState
+    owner: str | None
+    lease_expires_at: datetime | None
+    claimed_at: datetime | None
+    queued_at: datetime | None
+    deferred_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    prompt_ref: dict[str, Any] | None = None
+    prompt: str | None = None
+    prompt_vars: dict[str, Any] | None = None
+    output: str | None = None
+    error: str | None = None
+    error_details: dict[str, Any] | None = None
+    message_id: str | None = None
+    usage: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FirePlan:
+    """What the engine decided for one due job inside a claim transaction."""
+
+    run: list[datetime]  # fires to claim and run, oldest first
+    missed: list[datetime]  # fires recorded `missed`
+    skipped: list[datetime]  # fires recorded `skipped` (overlap policy)
+    next_fire_at: datetime | None
+    next_run_at: datetime | None
+    missed_overflow: int = 0  # fires beyond the scan limit, folded into the last missed record
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedFire:
+    """A fire this process claimed and must carry to a terminal state."""
+
+    run_id: str
+    job: Job  # the job as of the claim (after its state was advanced)
+    fire_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """A run state change, applied in batches by the store (group commit)."""
+
+    run_id: str
+    state: RunState
+    at: datetime
+    output: str | None = None
+    error: str | None = None
+    error_details: dict[str, Any] | None = None
+    message_id: str | None = None
+    usage: dict[str, Any] | None = None
+    prompt_ref: dict[str, Any] | None = None
+    prompt: str | None = None
+    prompt_vars: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutcome:
+    """How a finished fire changes its job (applied with the run's terminal transition)."""
+
+    job_id: str
+    status: RunState
+    finished_at: datetime
+    error: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status is RunState.FAILED

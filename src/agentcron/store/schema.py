@@ -1,0 +1,152 @@
+"""Table definitions (SQLAlchemy Core), shared by the store and the Alembic migrations."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes in, aware UTC datetimes out, on every backend.
+
+    SQLite keeps them as fixed-width naive UTC text, so comparisons and indexes order correctly.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r} given to the store; use aware UTC")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        assert isinstance(value, datetime)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+# Python None is SQL NULL (not the JSON text 'null'), so COALESCE and IS NULL work.
+JSONValue = sa.JSON(none_as_null=True)
+
+metadata = sa.MetaData()
+
+jobs = sa.Table(
+    "jobs",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("session_key", sa.Text, nullable=True),  # NULL = legacy unbound job
+    sa.Column("spec", JSONValue, nullable=False),
+    sa.Column("message", sa.Text, nullable=False, server_default=""),
+    sa.Column("enabled", sa.Boolean, nullable=False, server_default=sa.true()),
+    sa.Column("paused_reason", sa.Text),
+    sa.Column("paused_at", UTCDateTime),
+    sa.Column("created_by", sa.String(16), nullable=False),
+    # policies
+    sa.Column("overlap", sa.String(16), nullable=False),
+    sa.Column("catchup", sa.String(16), nullable=False),
+    sa.Column("catchup_window_s", sa.Integer, nullable=False),
+    sa.Column("max_failures", sa.Integer, nullable=False),
+    sa.Column("max_runs", sa.Integer),
+    sa.Column("end_at", UTCDateTime),
+    sa.Column("delete_after_run", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("jitter", sa.Boolean, nullable=False, server_default=sa.false()),
+    # schedule state
+    sa.Column("next_fire_at", UTCDateTime),
+    sa.Column("next_run_at", UTCDateTime),
+    sa.Column("last_run_at", UTCDateTime),
+    sa.Column("last_status", sa.String(16)),
+    sa.Column("consecutive_failures", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("run_count", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("remaining_runs", sa.Integer),
+    sa.Column("idempotency_key", sa.Text),
+    sa.Column("lease_owner", sa.Text),
+    sa.Column("lease_expires_at", UTCDateTime),
+    sa.Column("version", sa.Integer, nullable=False, server_default="1"),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    # legacy delivery fields, kept only for old unbound jobs
+    sa.Column("deliver", sa.Boolean),
+    sa.Column("channel", sa.Text),
+    sa.Column("to", sa.Text),
+    sa.Column("channel_meta", JSONValue),
+)
+# Only armed jobs are in the due index: paused / finished jobs have next_run_at NULL.
+sa.Index("ix_jobs_next_run_at", jobs.c.next_run_at)
+sa.Index("ix_jobs_session_key", jobs.c.session_key)
+sa.Index(
+    "ux_jobs_session_idempotency",
+    sa.func.coalesce(jobs.c.session_key, ""),
+    jobs.c.idempotency_key,
+    unique=True,
+)
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    # no foreign key: run history outlives a deleted job until retention prunes it
+    sa.Column("job_id", sa.String(32), nullable=False),
+    sa.Column("session_key", sa.Text),
+    sa.Column("fire_at", UTCDateTime, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("owner", sa.Text),
+    sa.Column("lease_expires_at", UTCDateTime),
+    sa.Column("claimed_at", UTCDateTime),
+    sa.Column("queued_at", UTCDateTime),
+    sa.Column("deferred_at", UTCDateTime),
+    sa.Column("started_at", UTCDateTime),
+    sa.Column("finished_at", UTCDateTime),
+    sa.Column("prompt_ref", JSONValue),
+    sa.Column("prompt", sa.Text),
+    sa.Column("prompt_vars", JSONValue),
+    sa.Column("output", sa.Text),
+    sa.Column("error", sa.Text),
+    sa.Column("error_details", JSONValue),
+    sa.Column("message_id", sa.Text),
+    sa.Column("usage", JSONValue),
+    sa.UniqueConstraint("job_id", "fire_at", name="uq_runs_job_fire"),
+)
+sa.Index("ix_runs_state", runs.c.state)
+sa.Index("ix_runs_session_key", runs.c.session_key)
+sa.Index("ix_runs_finished_at", runs.c.finished_at)
+
+sessions = sa.Table(
+    "sessions",
+    metadata,
+    sa.Column("session_key", sa.Text, primary_key=True),
+    sa.Column("channel", sa.Text, nullable=False),
+    sa.Column("chat_id", sa.Text, nullable=False),
+    sa.Column("channel_meta", JSONValue),
+    sa.Column("title", sa.Text),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+)
+
+messages = sa.Table(
+    "messages",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column(
+        "session_key",
+        sa.Text,
+        sa.ForeignKey("sessions.session_key", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("role", sa.String(16), nullable=False),
+    sa.Column("content", sa.Text, nullable=False),
+    sa.Column("meta", JSONValue),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.UniqueConstraint("session_key", "seq", name="uq_messages_session_seq"),
+)
