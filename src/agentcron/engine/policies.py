@@ -39,33 +39,38 @@ def arm(
 
 def _due_fires(
     job: Job, now: datetime, settings: EngineSettings
-) -> tuple[list[datetime], int, datetime | None]:
-    """Fires due at `now`, oldest first; how many were skipped unlisted; the first future fire."""
+) -> tuple[list[datetime], int, bool, datetime | None]:
+    """Fires due at `now`, oldest first; how many older ones were dropped from that list;
+    whether a long gap was jumped without counting; and the first fire after `now`.
+    """
     spec, policy = job.spec, job.policy
     assert job.next_fire_at is not None
-    keep_from = now - max(policy.catchup_window, settings.misfire_grace)
+    # Older than this, a fire can only be missed: no need to list each one.
+    keep_span = settings.misfire_grace
+    if policy.catchup is not Catchup.SKIP:
+        keep_span = max(policy.catchup_window, settings.misfire_grace)
+    keep_from = now - keep_span
+    limit = settings.catchup_scan_limit
     due: list[datetime] = []
-    overflow = 0
+    jumped = False
     fire: datetime | None = job.next_fire_at
     while fire is not None and fire <= now:
         if policy.end_at is not None and fire > policy.end_at:
-            fire = None
             break
-        if len(due) >= settings.catchup_scan_limit and fire <= keep_from:
+        if len(due) >= limit and fire <= keep_from and not jumped:
             # Long downtime: jump to the fires that can still matter instead of listing all.
-            overflow += 1
-            fire = next_fire(spec, keep_from)
-            if fire is not None and fire <= due[-1]:
-                fire = next_fire(spec, due[-1])
+            jumped = True
+            fire = next_fire(spec, max(keep_from, due[-1]))
             continue
         due.append(fire)
         fire = next_fire(spec, fire)
-    if len(due) > settings.catchup_scan_limit:
-        overflow += len(due) - settings.catchup_scan_limit
-        due = due[-settings.catchup_scan_limit :]
+    dropped = max(0, len(due) - limit)
+    due = due[dropped:]
+    while fire is not None and fire <= now:  # only when end_at stopped the loop
+        fire = next_fire(spec, fire)
     if fire is not None and policy.end_at is not None and fire > policy.end_at:
         fire = None
-    return due, overflow, fire
+    return due, dropped, jumped, fire
 
 
 def plan_fires(
@@ -84,7 +89,7 @@ def plan_fires(
     policy = job.policy
     if job.next_fire_at is None:
         return FirePlan(run=[], missed=[], skipped=[], next_fire_at=None, next_run_at=None)
-    due, overflow, upcoming = _due_fires(job, now, settings)
+    due, dropped, jumped, upcoming = _due_fires(job, now, settings)
     late_cut = now - settings.misfire_grace
     window_cut = now - policy.catchup_window
     on_time = [f for f in due if f > late_cut]
@@ -124,7 +129,8 @@ def plan_fires(
         skipped=skipped,
         next_fire_at=upcoming,
         next_run_at=next_run,
-        missed_overflow=overflow,
+        unrecorded_missed=dropped,
+        uncounted_missed=jumped,
     )
 
 

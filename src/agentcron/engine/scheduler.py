@@ -86,6 +86,7 @@ class Engine:
         self._tasks: set[asyncio.Task[None]] = set()
         self._pending: list[tuple[Transition, JobOutcome | None]] = []
         self._flushing = False
+        self._awaiting_slot = 0
         self._touched: set[str] = set()
         self._next_prune: datetime | None = None
         self._foreign_lease: datetime | None = None
@@ -257,11 +258,18 @@ class Engine:
     async def _execute(self, fire: ClaimedFire) -> None:
         started = False
         try:
-            async with self._slots:
+            self._awaiting_slot += 1
+            try:
+                await self._slots.acquire()
+            finally:
+                self._awaiting_slot -= 1
+            try:
                 if self._stopping:
                     return  # never started: released at stop for the next engine
                 started = True
                 await self._run_turn(fire)
+            finally:
+                self._slots.release()
         finally:
             if started:
                 self._next_of_job(fire.job.id)
@@ -392,25 +400,29 @@ class Engine:
     def waiting_runs(self) -> int:
         return len(self._waiting)
 
-    def idle(self) -> bool:
-        """Asleep with nothing due, no turn in flight and every state change recorded."""
+    def idle(self, *, busy_ok: bool = False) -> bool:
+        """Asleep with nothing due and every state change recorded; and no turn in flight,
+        or with `busy_ok`, every turn either inside its runner or waiting for a slot.
+        """
         due = self._deadline is not None and self._deadline <= self.clock.now()
-        return (
+        quiet = (
             self._sleeping
             and not self._wake.is_set()
             and not due
-            and not self._tasks
             and not self._pending
             and not self._flushing
         )
+        if busy_ok:
+            return quiet and len(self._tasks) == len(self._running) + self._awaiting_slot
+        return quiet and not self._tasks
 
-    async def settled(self, limit: float = 10.0) -> None:
+    async def settled(self, limit: float = 10.0, *, busy_ok: bool = False) -> None:
         """Wait until the engine is idle (tests and benchmarks: after moving a fake clock)."""
         async with asyncio.timeout(limit):
             quiet = 0
             while quiet < 2:
                 await asyncio.sleep(0.001)
-                quiet = quiet + 1 if self.idle() else 0
+                quiet = quiet + 1 if self.idle(busy_ok=busy_ok) else 0
 
 
 def _ctx(fire: ClaimedFire) -> dict[str, Any]:

@@ -171,7 +171,9 @@ class FirePlan:
     skipped: list[datetime]  # fires recorded `skipped` (overlap policy)
     next_fire_at: datetime | None
     next_run_at: datetime | None
-    missed_overflow: int = 0  # fires beyond the scan limit, folded into the last missed record
+    # after a long downtime: missed fires not listed one by one (noted on the newest missed run)
+    unrecorded_missed: int = 0
+    uncounted_missed: bool = False  # a stretch of missed fires was skipped without counting
 
 
 @dataclass(frozen=True, slots=True)

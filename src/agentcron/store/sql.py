@@ -95,11 +95,7 @@ def _transition_stmt() -> Any:
     clear = sa.bindparam("clear_owner", type_=sa.Boolean)
     values["owner"] = sa.case((clear, sa.null()), else_=runs.c.owner)
     values["lease_expires_at"] = sa.case((clear, sa.null()), else_=runs.c.lease_expires_at)
-    return (
-        runs.update()
-        .where(runs.c.id == sa.bindparam("b_id"), _ACTIVE_INLINE)
-        .values(values)
-    )
+    return runs.update().where(runs.c.id == sa.bindparam("b_id"), _ACTIVE_INLINE).values(values)
 
 
 _TRANSITION_STMT = _transition_stmt()
@@ -536,9 +532,11 @@ class SqlStore:
                 for i, fire_at in enumerate(plan.missed):
                     row = _run_values(advanced, fire_at, RunState.MISSED, now, None, None)
                     row["error"] = "missed: the engine was not running when this fire was due"
-                    if plan.missed_overflow and i == len(plan.missed) - 1:
+                    noted = plan.unrecorded_missed or plan.uncounted_missed
+                    if noted and i == len(plan.missed) - 1:
                         row["error_details"] = {
-                            "more_missed_fires_not_recorded": plan.missed_overflow
+                            "unrecorded_missed_fires": plan.unrecorded_missed,
+                            "more_uncounted": plan.uncounted_missed,
                         }
                     run_rows.append(row)
                 for fire_at in plan.skipped:

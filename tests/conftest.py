@@ -1,0 +1,92 @@
+"""Shared fixtures: a fake clock, store backends for the contract tests, and AgentCron factories."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from agentcron.agent.runner import Trigger
+from agentcron.app import AgentCron
+from agentcron.config import EngineSettings
+from agentcron.engine.clock import FakeClock
+from agentcron.store.sql import SqlStore, sqlite_url
+
+T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+
+# PostgreSQL joins this list when its backend lands; every contract test runs on each.
+BACKENDS = ["sqlite"]
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(T0)
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "agentcron.db"
+
+
+@pytest.fixture(params=BACKENDS)
+def store_url(request: pytest.FixtureRequest, db_path: Path) -> str:
+    assert request.param == "sqlite"
+    return sqlite_url(db_path)
+
+
+@pytest.fixture
+async def store(store_url: str) -> AsyncIterator[SqlStore]:
+    s = SqlStore(store_url)
+    await s.open()
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+class Recorder:
+    """A runner that records every trigger and answers with a scripted result."""
+
+    def __init__(self) -> None:
+        self.triggers: list[Trigger] = []
+        self.result: Callable[[Trigger], Awaitable[str | None]] | None = None
+
+    async def __call__(self, trigger: Trigger) -> str | None:
+        self.triggers.append(trigger)
+        if self.result is not None:
+            return await self.result(trigger)
+        return f"done: {trigger.job_name}"
+
+    def names(self) -> list[str]:
+        return [t.job_name for t in self.triggers]
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()
+
+
+CronFactory = Callable[..., Awaitable[AgentCron]]
+
+
+@pytest.fixture
+async def make_cron(
+    db_path: Path, clock: FakeClock, recorder: Recorder
+) -> AsyncIterator[CronFactory]:
+    """Start AgentCron instances on the test DB and fake clock; all are closed at the end."""
+    started: list[AgentCron] = []
+
+    async def factory(**kw: object) -> AgentCron:
+        kw.setdefault("runner", recorder)
+        kw.setdefault("clock", clock)
+        kw.setdefault("settings", EngineSettings())
+        cron = AgentCron(db=db_path, **kw)  # type: ignore[arg-type]
+        await cron.start()
+        started.append(cron)
+        return cron
+
+    yield factory
+    for cron in reversed(started):
+        await cron.close(grace=1.0)

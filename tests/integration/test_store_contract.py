@@ -1,0 +1,358 @@
+"""Store contract: the behaviour every backend must have (parametrized over BACKENDS)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from agentcron.config import EngineSettings
+from agentcron.engine.policies import arm, finish_job, plan_fires
+from agentcron.schedule import AtSpec, CronSpec, EverySpec
+from agentcron.store import (
+    ArmedJob,
+    CreatedBy,
+    FirePlan,
+    Job,
+    JobKind,
+    JobNotFoundError,
+    JobOutcome,
+    JobPolicy,
+    NewJob,
+    ProtectedJobError,
+    RunNotFoundError,
+    RunState,
+    SqlStore,
+    Transition,
+    VersionConflictError,
+    new_id,
+)
+from tests.conftest import T0
+
+MIN = timedelta(minutes=1)
+SETTINGS = EngineSettings()
+
+
+def planner(job: Job, now: datetime, active: int, waiting: int) -> FirePlan:
+    return plan_fires(job, now, active, waiting, SETTINGS)
+
+
+def finisher(job: Job, outcome: JobOutcome) -> dict[str, Any]:
+    return finish_job(job, outcome, SETTINGS)
+
+
+def armed(name: str = "j", spec: Any = None, **kw: Any) -> ArmedJob:
+    spec = spec or EverySpec(seconds=60, anchor=T0)
+    job_id = new_id()
+    policy = kw.pop("policy", JobPolicy())
+    fire, due = arm(spec, policy, job_id, T0)
+    return ArmedJob(job_id, NewJob(name=name, spec=spec, policy=policy, **kw), fire, due)
+
+
+async def claim(store: SqlStore, now: datetime, owner: str = "me:1:A") -> list[Any]:
+    fires, _ = await store.claim_due(
+        now, owner=owner, lease_until=now + MIN, limit=100, planner=planner
+    )
+    return fires
+
+
+async def test_insert_get_list_and_filters(store: SqlStore) -> None:
+    a, b, c = (
+        armed("a", session_key="web:1"),
+        armed("b", session_key="web:2", kind=JobKind.RECALL, created_by=CreatedBy.AGENT),
+        armed("c", enabled=False),
+    )
+    created = await store.insert_jobs([a, b, c], T0)
+    assert [j.name for j in created] == ["a", "b", "c"]
+    got = await store.get_job(a.id)
+    assert got == created[0]
+    assert got.spec == EverySpec(seconds=60, anchor=T0)
+    assert got.next_fire_at == T0 + MIN
+    assert got.created_at == T0
+    assert got.version == 1
+    assert [j.name for j in await store.list_jobs(session_key="web:2")] == ["b"]
+    assert [j.name for j in await store.list_jobs(kind=JobKind.RECALL)] == ["b"]
+    assert [j.name for j in await store.list_jobs(enabled=False)] == ["c"]
+    disabled = await store.get_job(c.id)
+    assert disabled.next_run_at is None  # created paused: not armed
+    assert await store.count_jobs() == 3
+    ids = [j.id for j in await store.list_jobs()]
+    assert ids == sorted(ids)  # ULIDs sort by creation
+
+
+async def test_ids_are_sortable_and_unique() -> None:
+    ids = [new_id() for _ in range(2000)]
+    assert len(set(ids)) == 2000
+    assert all(len(i) == 26 for i in ids)
+
+
+async def test_missing_rows_raise_typed_errors(store: SqlStore) -> None:
+    with pytest.raises(JobNotFoundError, match="no job with id 'nope'"):
+        await store.get_job("nope")
+    with pytest.raises(RunNotFoundError, match="no run with id 'nope'"):
+        await store.get_run("nope")
+    with pytest.raises(JobNotFoundError):
+        await store.update_job("nope", {"name": "x"}, T0, expected_version=1)
+    with pytest.raises(JobNotFoundError):
+        await store.delete_job("nope")
+
+
+async def test_idempotency_key_is_unique_per_session(store: SqlStore) -> None:
+    first = armed("a", session_key="web:1", idempotency_key="k")
+    (a,) = await store.insert_jobs([first], T0)
+    (again,) = await store.insert_jobs([armed("b", session_key="web:1", idempotency_key="k")], T0)
+    (other,) = await store.insert_jobs([armed("c", session_key="web:2", idempotency_key="k")], T0)
+    (legacy1,) = await store.insert_jobs([armed("d", idempotency_key="k")], T0)
+    (legacy2,) = await store.insert_jobs([armed("e", idempotency_key="k")], T0)
+    assert again.id == a.id
+    assert other.id != a.id
+    assert legacy2.id == legacy1.id  # unbound jobs share one idempotency scope
+    assert await store.count_jobs() == 3
+
+
+async def test_compare_and_set_update(store: SqlStore) -> None:
+    (job,) = await store.insert_jobs([armed("a")], T0)
+    updated = await store.update_job(
+        job.id, {"name": "b", "spec": CronSpec(expr="@daily")}, T0 + MIN, expected_version=1
+    )
+    assert updated.name == "b"
+    assert updated.spec == CronSpec(expr="0 0 * * *")
+    assert updated.version == 2
+    assert updated.updated_at == T0 + MIN
+    with pytest.raises(VersionConflictError, match="is at version 2, not 1"):
+        await store.update_job(job.id, {"name": "c"}, T0, expected_version=1)
+    assert (await store.get_job(job.id)).name == "b"
+
+
+async def test_system_jobs_are_protected_from_deletion(store: SqlStore) -> None:
+    (system,) = await store.insert_jobs([armed("hb", kind=JobKind.SYSTEM_EVENT)], T0)
+    with pytest.raises(ProtectedJobError):
+        await store.delete_job(system.id)
+    await store.delete_job(system.id, allow_system=True)
+    assert await store.count_jobs() == 0
+
+
+async def test_next_due_is_the_earliest_armed_job(store: SqlStore) -> None:
+    assert await store.next_due_at() is None
+    await store.insert_jobs(
+        [
+            armed("late", spec=AtSpec(at=T0 + 10 * MIN)),
+            armed("paused", spec=AtSpec(at=T0 + MIN), enabled=False),
+            armed("soon", spec=AtSpec(at=T0 + 3 * MIN)),
+        ],
+        T0,
+    )
+    assert await store.next_due_at() == T0 + 3 * MIN
+
+
+async def test_claim_advances_the_job_in_the_same_transaction(store: SqlStore) -> None:
+    (job,) = await store.insert_jobs([armed("a", policy=JobPolicy(max_runs=5))], T0)
+    assert await claim(store, T0 + 30 * timedelta(seconds=1)) == []  # not due yet
+    (fire,) = await claim(store, T0 + MIN)
+    assert fire.fire_at == T0 + MIN
+    assert fire.job.next_fire_at == T0 + 2 * MIN
+    stored = await store.get_job(job.id)
+    assert stored.next_fire_at == T0 + 2 * MIN
+    assert stored.remaining_runs == 4
+    assert stored.run_count == 1
+    assert stored.version == 2
+    assert stored.lease_owner == "me:1:A"
+    run = await store.get_run(fire.run_id)
+    assert run.state is RunState.CLAIMED
+    assert run.owner == "me:1:A"
+    assert run.lease_expires_at == T0 + 2 * MIN
+    assert run.claimed_at == T0 + MIN
+
+
+async def test_a_second_claim_of_the_same_fire_loses(store: SqlStore) -> None:
+    (job,) = await store.insert_jobs([armed("a")], T0)
+    (first,) = await claim(store, T0 + MIN, owner="a:1:A")
+    assert await claim(store, T0 + MIN, owner="b:1:B") == []  # already advanced
+    # even if the job is rewound to the same fire, the unique (job_id, fire_at) wins
+    current = await store.get_job(job.id)
+    await store.update_job(
+        job.id,
+        {"next_fire_at": T0 + MIN, "next_run_at": T0 + MIN},
+        T0 + MIN,
+        expected_version=current.version,
+    )
+    assert await claim(store, T0 + MIN, owner="b:1:B") == []
+    runs = await store.list_runs(job_id=job.id)
+    assert [r.id for r in runs] == [first.run_id]
+
+
+async def test_concurrent_claims_split_the_fires(store: SqlStore) -> None:
+    await store.insert_jobs([armed(f"j{i}") for i in range(40)], T0)
+    results = await asyncio.gather(*(claim(store, T0 + MIN, owner=f"o:{i}:X") for i in range(6)))
+    fires = [(f.job.id, f.fire_at) for batch in results for f in batch]
+    assert len(fires) == 40
+    assert len(set(fires)) == 40
+
+
+async def test_claim_work_is_proportional_to_due_jobs(store: SqlStore) -> None:
+    await store.insert_jobs(
+        [armed(f"far{i}", spec=AtSpec(at=T0 + timedelta(days=9))) for i in range(300)], T0
+    )
+    await store.insert_jobs([armed("due", spec=AtSpec(at=T0 + MIN))], T0)
+    fires, examined = await store.claim_due(
+        T0 + MIN, owner="o:1:A", lease_until=T0 + 2 * MIN, limit=100, planner=planner
+    )
+    assert examined == 1
+    assert [f.job.name for f in fires] == ["due"]
+
+
+async def test_transitions_merge_and_terminal_states_are_final(store: SqlStore) -> None:
+    (job,) = await store.insert_jobs([armed("a")], T0)
+    (fire,) = await claim(store, T0 + MIN)
+    t = T0 + MIN
+    await store.record(
+        [
+            Transition(fire.run_id, RunState.QUEUED, t),
+            Transition(fire.run_id, RunState.RUNNING, t + timedelta(seconds=1)),
+            Transition(
+                fire.run_id,
+                RunState.SUCCEEDED,
+                t + timedelta(seconds=5),
+                output="hello",
+                usage={"input_tokens": 10},
+                prompt="rendered",
+                prompt_ref={"id": "p", "version": 1, "sha256": "x"},
+            ),
+        ],
+        [JobOutcome(job.id, RunState.SUCCEEDED, t + timedelta(seconds=5))],
+        finisher,
+    )
+    run = await store.get_run(fire.run_id)
+    assert run.state is RunState.SUCCEEDED
+    assert (run.queued_at, run.started_at, run.finished_at) == (
+        t,
+        t + timedelta(seconds=1),
+        t + timedelta(seconds=5),
+    )
+    assert run.output == "hello"
+    assert run.usage == {"input_tokens": 10}
+    assert run.prompt_ref == {"id": "p", "version": 1, "sha256": "x"}
+    assert run.owner is None
+    assert run.lease_expires_at is None
+    await store.record([Transition(fire.run_id, RunState.RUNNING, t + MIN)])
+    assert (await store.get_run(fire.run_id)).state is RunState.SUCCEEDED
+    stored = await store.get_job(job.id)
+    assert stored.last_status is RunState.SUCCEEDED
+    assert stored.last_run_at == t + timedelta(seconds=5)
+    assert stored.lease_owner is None
+
+
+async def test_reap_interrupts_expired_and_dead_owners_only(store: SqlStore) -> None:
+    jobs = await store.insert_jobs([armed(f"j{i}") for i in range(3)], T0)
+    now = T0 + MIN
+    short = await store.claim_due(
+        now, owner="gone:1:A", lease_until=now + MIN, limit=1, planner=planner
+    )
+    dead = await store.claim_due(
+        now, owner="dead:2:B", lease_until=now + timedelta(hours=1), limit=1, planner=planner
+    )
+    alive = await store.claim_due(
+        now, owner="alive:3:C", lease_until=now + timedelta(hours=1), limit=1, planner=planner
+    )
+    assert all(len(x[0]) == 1 for x in (short, dead, alive))
+    assert await store.earliest_foreign_lease("me") == now + MIN
+    reaped = await store.reap(now + 2 * MIN, "me", lambda owner: owner.startswith("dead:"))
+    assert {r.owner for r in reaped} == {"gone:1:A", "dead:2:B"}
+    assert all(r.state is RunState.INTERRUPTED for r in reaped)
+    states = {r.owner or r.error_details["owner"]: r.state for r in await store.list_runs()}  # type: ignore[index]
+    assert states == {
+        "gone:1:A": RunState.INTERRUPTED,
+        "dead:2:B": RunState.INTERRUPTED,
+        "alive:3:C": RunState.CLAIMED,
+    }
+    assert {j.last_status for j in await store.list_jobs()} == {RunState.INTERRUPTED, None}
+    assert len(jobs) == 3
+
+
+async def test_release_and_adopt(store: SqlStore) -> None:
+    (job, gone) = await store.insert_jobs([armed("kept"), armed("gone")], T0)
+    fires = await claim(store, T0 + MIN, owner="old:1:A")
+    assert await store.release("old:1:A", [f.run_id for f in fires]) == 2
+    await store.delete_job(gone.id)
+    adopted = await store.adopt_released("new:1:B", T0 + 3 * MIN, T0 + 2 * MIN)
+    assert [f.job.id for f in adopted] == [job.id]
+    run = await store.get_run(adopted[0].run_id)
+    assert (run.owner, run.state) == ("new:1:B", RunState.CLAIMED)
+    orphan = (await store.list_runs(job_id=gone.id))[0]
+    assert orphan.state is RunState.CANCELLED
+
+
+async def test_prune_keeps_the_newest_per_job_and_drops_old_ones(store: SqlStore) -> None:
+    (job,) = await store.insert_jobs([armed("a")], T0)
+    now = T0
+    for _ in range(8):
+        now += MIN
+        (fire,) = await claim(store, now)
+        await store.record([Transition(fire.run_id, RunState.SUCCEEDED, now)])
+    removed = await store.prune_runs(
+        now, keep_per_job=3, max_age=timedelta(days=1), job_ids=[job.id]
+    )
+    assert removed == 5
+    kept = await store.list_runs(job_id=job.id)
+    assert [r.fire_at for r in kept] == [now, now - MIN, now - 2 * MIN]
+    assert (
+        await store.prune_runs(now + timedelta(days=2), keep_per_job=3, max_age=timedelta(days=1))
+        == 3
+    )
+
+
+async def test_schema_is_migrated_and_sqlite_is_configured(store: SqlStore, store_url: str) -> None:
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(store_url)
+    async with engine.connect() as conn:
+        version = (await conn.execute(sa.text("select version_num from alembic_version"))).scalar()
+        tables = set(await conn.run_sync(lambda c: sa.inspect(c).get_table_names()))
+        if store.dialect == "sqlite":
+            mode = (await conn.execute(sa.text("pragma journal_mode"))).scalar()
+            assert mode == "wal"
+    await engine.dispose()
+    assert version == "0001"
+    assert {"jobs", "runs", "sessions", "messages"} <= tables
+    # opening again is a no-op upgrade
+    again = SqlStore(store_url)
+    await again.open()
+    await again.close()
+
+
+async def test_concurrent_writers_do_not_hit_database_is_locked(store: SqlStore) -> None:
+    async def writer(i: int) -> None:
+        for k in range(20):
+            (job,) = await store.insert_jobs([armed(f"w{i}-{k}", spec=AtSpec(at=T0 + MIN))], T0)
+            while True:  # a claim may bump the version between our read and write
+                current = await store.get_job(job.id)
+                try:
+                    await store.update_job(
+                        job.id, {"name": f"w{i}-{k}!"}, T0, expected_version=current.version
+                    )
+                    break
+                except VersionConflictError:
+                    continue
+
+    async def claimer() -> None:
+        for _ in range(20):
+            await claim(store, T0 + MIN, owner="c:1:C")
+            await asyncio.sleep(0)
+
+    await asyncio.gather(*(writer(i) for i in range(10)), claimer(), claimer())
+    assert await store.count_jobs() == 200
+    while await claim(store, T0 + MIN, owner="c:1:C"):
+        pass
+    assert await store.count_runs() == 200
+
+
+def test_naive_datetimes_are_refused_by_the_store() -> None:
+    from agentcron.store.schema import UTCDateTime
+
+    with pytest.raises(ValueError, match="naive datetime"):
+        UTCDateTime().process_bind_param(
+            datetime(2026, 1, 1), sa.create_engine("sqlite://").dialect
+        )
