@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 import click
 
 from agentcron import __version__
+from agentcron.config import DB_ENV, default_db_path
 from agentcron.schedule import ScheduleError, describe, parse_when, spec_to_json, upcoming
 from agentcron.schedule.zones import get_zone
 
@@ -62,6 +65,40 @@ def demo(tz: str, count: int) -> None:
         except ScheduleError as exc:
             click.echo(f"{phrase!r}: rejected: {exc}")
         click.echo("")
+
+
+@main.group()
+def db() -> None:
+    """The database: create, upgrade, inspect."""
+
+
+_DB_OPTION = click.option(
+    "--db",
+    "db_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help=f"SQLite file (default: ${DB_ENV}, else agentcron.db in the user data dir).",
+)
+
+
+async def _db_status(path: Path) -> tuple[str | None, int, int]:
+    from agentcron.store.sql import SqlStore, sqlite_url
+
+    store = SqlStore(sqlite_url(path))
+    await store.open()
+    try:
+        return await store.schema_revision(), await store.count_jobs(), await store.count_runs()
+    finally:
+        await store.close()
+
+
+@db.command("upgrade")
+@_DB_OPTION
+def db_upgrade(db_path: Path | None) -> None:
+    """Create the database, or upgrade its schema to the newest revision."""
+    path = db_path or default_db_path()
+    revision, jobs, runs = asyncio.run(_db_status(path))
+    click.echo(f"{path}: schema at revision {revision} ({jobs} jobs, {runs} runs)")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -28,3 +28,24 @@ def test_demo_runs_every_example() -> None:
     assert result.exit_code == 0, result.output
     assert "6 fields (a seconds or year field) are not supported" in result.output
     assert "every hour (Australia/Lord_Howe)" in result.output
+
+
+def test_db_upgrade_creates_and_reports_the_schema(tmp_path: object) -> None:
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "sub" / "cron.db"
+    for _ in range(2):  # creating, then upgrading an up-to-date database
+        result = CliRunner().invoke(main, ["db", "upgrade", "--db", str(path)])
+        assert result.exit_code == 0, result.output
+        assert f"{path}: schema at revision 0001 (0 jobs, 0 runs)" in result.output
+    assert path.exists()
+
+
+def test_db_path_comes_from_the_environment(tmp_path: object, monkeypatch: object) -> None:
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "env.db"
+    monkeypatch.setenv("AGENTCRON_DB", str(path))  # type: ignore[attr-defined]
+    result = CliRunner().invoke(main, ["db", "upgrade"])
+    assert result.exit_code == 0, result.output
+    assert path.exists()

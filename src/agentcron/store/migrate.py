@@ -6,6 +6,7 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
 from sqlalchemy.engine import Connection
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -27,6 +28,4 @@ def upgrade_connection(connection: Connection, revision: str = "head") -> None:
 
 def current_revision(connection: Connection) -> str | None:
     """The revision the database is at, or None for an empty database."""
-    from alembic.runtime.migration import MigrationContext
-
     return MigrationContext.configure(connection).get_current_revision()

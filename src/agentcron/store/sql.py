@@ -25,7 +25,7 @@ from agentcron.store.errors import (
     RunNotFoundError,
     VersionConflictError,
 )
-from agentcron.store.migrate import upgrade_connection
+from agentcron.store.migrate import current_revision, upgrade_connection
 from agentcron.store.models import (
     ACTIVE_STATES,
     TERMINAL_STATES,
@@ -357,6 +357,11 @@ class SqlStore:
             raise RuntimeError("store is not open")
         async with self._reader.connect() as conn:
             yield conn
+
+    async def schema_revision(self) -> str | None:
+        """The Alembic revision the database is at."""
+        async with self._read() as conn:
+            return await conn.run_sync(current_revision)
 
     def _insert(self, table: sa.Table) -> Any:
         return (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(table)
