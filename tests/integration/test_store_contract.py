@@ -356,3 +356,25 @@ def test_naive_datetimes_are_refused_by_the_store() -> None:
         UTCDateTime().process_bind_param(
             datetime(2026, 1, 1), sa.create_engine("sqlite://").dialect
         )
+
+
+async def test_an_unreadable_job_is_paused_and_the_others_still_fire(store: SqlStore) -> None:
+    good, bad = await store.insert_jobs([armed("good"), armed("bad")], T0)
+    # a row written by something else with a spec this version cannot read
+    from agentcron.store.schema import jobs as jobs_table
+
+    async with store._tx() as conn:
+        await conn.execute(
+            jobs_table.update()
+            .where(jobs_table.c.id == bad.id)
+            .values(spec={"kind": "cron", "expr": "H H * * *"})
+        )
+    fires = await claim(store, T0 + MIN)
+    assert [f.job.id for f in fires] == [good.id]
+    async with store._read() as conn:
+        row = (
+            await conn.execute(sa.select(jobs_table).where(jobs_table.c.id == bad.id))
+        ).one()
+    assert not row.enabled
+    assert row.next_run_at is None
+    assert row.paused_reason.startswith("auto-paused: cannot plan this job: invalid cron")

@@ -504,16 +504,35 @@ class SqlStore:
         if self.skip_locked:
             query = query.with_for_update(skip_locked=True)
         async with self._tx() as conn:
-            due = [_job(r) for r in await conn.execute(query)]
-            if not due:
+            rows = (await conn.execute(query)).all()
+            if not rows:
                 return [], 0
-            counts = await self._active_counts(conn, [j.id for j in due])
+            counts = await self._active_counts(conn, [r.id for r in rows])
             job_updates: list[dict[str, Any]] = []
             run_rows: list[dict[str, Any]] = []
             claimed_meta: dict[str, tuple[Job, datetime]] = {}
-            for job in due:
-                active, waiting = counts.get(job.id, (0, 0))
-                plan = planner(job, now, active, waiting)
+            for row in rows:
+                try:
+                    job = _job(row)
+                    active, waiting = counts.get(job.id, (0, 0))
+                    plan = planner(job, now, active, waiting)
+                except Exception as exc:
+                    # One unreadable job must not stop every other job from firing.
+                    log.exception("cannot plan job; pausing it", extra={"job_id": row.id})
+                    await conn.execute(
+                        jobs.update()
+                        .where(jobs.c.id == row.id)
+                        .values(
+                            enabled=False,
+                            next_fire_at=None,
+                            next_run_at=None,
+                            paused_at=now,
+                            paused_reason=f"auto-paused: cannot plan this job: {exc}"[:500],
+                            version=jobs.c.version + 1,
+                            updated_at=now,
+                        )
+                    )
+                    continue
                 advanced = job_after_claim(job, plan, now, owner, lease_until)
                 job_updates.append(
                     {
@@ -561,7 +580,7 @@ class SqlStore:
                         job, fire_at = claimed_meta[run_id]
                         claimed.append(ClaimedFire(run_id=run_id, job=job, fire_at=fire_at))
         claimed.sort(key=lambda c: (c.fire_at, c.run_id))
-        return claimed, len(due)
+        return claimed, len(rows)
 
     async def _active_counts(
         self, conn: AsyncConnection, job_ids: Sequence[str]
