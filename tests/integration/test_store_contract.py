@@ -372,9 +372,7 @@ async def test_an_unreadable_job_is_paused_and_the_others_still_fire(store: SqlS
     fires = await claim(store, T0 + MIN)
     assert [f.job.id for f in fires] == [good.id]
     async with store._read() as conn:
-        row = (
-            await conn.execute(sa.select(jobs_table).where(jobs_table.c.id == bad.id))
-        ).one()
+        row = (await conn.execute(sa.select(jobs_table).where(jobs_table.c.id == bad.id))).one()
     assert not row.enabled
     assert row.next_run_at is None
     assert row.paused_reason.startswith("auto-paused: cannot plan this job: invalid cron")
