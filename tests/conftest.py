@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import os
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,8 +18,10 @@ from agentcron.store.sql import SqlStore, sqlite_url
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
-# PostgreSQL joins this list when its backend lands; every contract test runs on each.
-BACKENDS = ["sqlite"]
+# Every store contract test runs on each backend. PostgreSQL is used for real: a server on
+# 127.0.0.1:5432 (trust auth, user postgres; override with AGENTCRON_TEST_PG).
+BACKENDS = ["sqlite", "postgresql"]
+PG_ADMIN_URL = os.environ.get("AGENTCRON_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
 @pytest.fixture
@@ -31,9 +35,28 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(params=BACKENDS)
-def store_url(request: pytest.FixtureRequest, db_path: Path) -> str:
-    assert request.param == "sqlite"
-    return sqlite_url(db_path)
+def store_url(request: pytest.FixtureRequest, db_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield sqlite_url(db_path)
+        return
+    yield from _scratch_pg_database()
+
+
+def _scratch_pg_database() -> Iterator[str]:
+    """A fresh PostgreSQL database for one test, dropped afterwards."""
+    import psycopg
+
+    name = f"agentcron_test_{uuid.uuid4().hex[:12]}"
+    try:
+        admin = psycopg.connect(PG_ADMIN_URL, autocommit=True)
+    except psycopg.OperationalError as exc:
+        pytest.fail(f"PostgreSQL contract tests need a server at {PG_ADMIN_URL}: {exc}")
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+        finally:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture

@@ -26,7 +26,11 @@ class EngineSettings:
 
     batch_size: int = 500  # due jobs claimed per transaction
     lease: timedelta = timedelta(seconds=60)  # renewed every lease/3 while a fire is active
+    reap_interval: timedelta = timedelta(seconds=60)  # look for other engines' dead fires
     max_concurrent_runs: int = 16  # turns running at once
+    # Claim fires this much before they are due and start each at its exact time, so the
+    # claim transaction is not part of a fire's lateness.
+    claim_ahead: timedelta = timedelta(milliseconds=5)
     misfire_grace: timedelta = timedelta(seconds=60)  # later than this = a missed fire
     catchup_scan_limit: int = 1000  # due fires enumerated per job and claim
     backoff: tuple[timedelta, ...] = field(

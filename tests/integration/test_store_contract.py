@@ -53,7 +53,7 @@ def armed(name: str = "j", spec: Any = None, **kw: Any) -> ArmedJob:
 
 
 async def claim(store: SqlStore, now: datetime, owner: str = "me:1:A") -> list[Any]:
-    fires, _ = await store.claim_due(
+    fires, *_ = await store.claim_due(
         now, owner=owner, lease_until=now + MIN, limit=100, planner=planner
     )
     return fires
@@ -197,11 +197,12 @@ async def test_claim_work_is_proportional_to_due_jobs(store: SqlStore) -> None:
         [armed(f"far{i}", spec=AtSpec(at=T0 + timedelta(days=9))) for i in range(300)], T0
     )
     await store.insert_jobs([armed("due", spec=AtSpec(at=T0 + MIN))], T0)
-    fires, examined = await store.claim_due(
+    fires, examined, next_due = await store.claim_due(
         T0 + MIN, owner="o:1:A", lease_until=T0 + 2 * MIN, limit=100, planner=planner
     )
     assert examined == 1
     assert [f.job.name for f in fires] == ["due"]
+    assert next_due == T0 + timedelta(days=9)
 
 
 async def test_transitions_merge_and_terminal_states_are_final(store: SqlStore) -> None:
@@ -305,17 +306,14 @@ async def test_prune_keeps_the_newest_per_job_and_drops_old_ones(store: SqlStore
 
 
 async def test_schema_is_migrated_and_sqlite_is_configured(store: SqlStore, store_url: str) -> None:
-    from sqlalchemy.ext.asyncio import create_async_engine
-
-    engine = create_async_engine(store_url)
-    async with engine.connect() as conn:
-        version = (await conn.execute(sa.text("select version_num from alembic_version"))).scalar()
-        tables = set(await conn.run_sync(lambda c: sa.inspect(c).get_table_names()))
+    engine = sa.create_engine(store_url)
+    with engine.connect() as conn:
+        version = conn.execute(sa.text("select version_num from alembic_version")).scalar()
+        tables = set(sa.inspect(conn).get_table_names())
         if store.dialect == "sqlite":
-            mode = (await conn.execute(sa.text("pragma journal_mode"))).scalar()
-            assert mode == "wal"
-    await engine.dispose()
-    assert version == "0001"
+            assert conn.execute(sa.text("pragma journal_mode")).scalar() == "wal"
+    engine.dispose()
+    assert await store.schema_revision() == version == "0001"
     assert {"jobs", "runs", "sessions", "messages"} <= tables
     # opening again is a no-op upgrade
     again = SqlStore(store_url)
@@ -363,16 +361,18 @@ async def test_an_unreadable_job_is_paused_and_the_others_still_fire(store: SqlS
     # a row written by something else with a spec this version cannot read
     from agentcron.store.schema import jobs as jobs_table
 
-    async with store._tx() as conn:
-        await conn.execute(
+    await store._db.write(
+        lambda conn: conn.execute(
             jobs_table.update()
             .where(jobs_table.c.id == bad.id)
             .values(spec={"kind": "cron", "expr": "H H * * *"})
         )
+    )
     fires = await claim(store, T0 + MIN)
     assert [f.job.id for f in fires] == [good.id]
-    async with store._read() as conn:
-        row = (await conn.execute(sa.select(jobs_table).where(jobs_table.c.id == bad.id))).one()
+    row = await store._db.read(
+        lambda conn: conn.execute(sa.select(jobs_table).where(jobs_table.c.id == bad.id)).one()
+    )
     assert not row.enabled
     assert row.next_run_at is None
     assert row.paused_reason.startswith("auto-paused: cannot plan this job: invalid cron")

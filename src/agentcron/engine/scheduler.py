@@ -89,7 +89,10 @@ class Engine:
         self._awaiting_slot = 0
         self._touched: set[str] = set()
         self._next_prune: datetime | None = None
-        self._foreign_lease: datetime | None = None
+        self._next_due: datetime | None = None
+        # Fires of other engines are reaped when their lease runs out; we look for them at
+        # start and then once per lease period, not on every wake-up.
+        self._next_reap: datetime | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._service_tasks: list[asyncio.Task[None]] = []
         self._stopping = False
@@ -103,6 +106,7 @@ class Engine:
         """Reap fires abandoned by dead processes, adopt released ones, then start the loop."""
         now = self.clock.now()
         await self._reap(now)
+        self._next_reap = await self._reap_deadline(now)
         lease_until = now + self.settings.lease
         for fire in await self.store.adopt_released(self.owner, lease_until, now):
             log.info("adopted released fire", extra=_ctx(fire))
@@ -154,11 +158,12 @@ class Engine:
             self._wake.clear()
             now = self.clock.now()
             try:
-                if self._foreign_lease is not None and self._foreign_lease <= now:
+                if self._next_reap is not None and self._next_reap <= now:
                     await self._reap(now)
+                    self._next_reap = await self._reap_deadline(now)
                 await self._claim_due(now)
                 await self._maybe_prune(now)
-                deadline = await self._next_deadline(now)
+                deadline = self._next_deadline()
             except Exception:
                 log.exception("engine tick failed; retrying in %s", _RETRY_AFTER_ERROR)
                 deadline = now + _RETRY_AFTER_ERROR
@@ -173,32 +178,44 @@ class Engine:
     async def _claim_due(self, now: datetime) -> None:
         settings = self.settings
         lease_until = now + settings.lease
+        # Claim a few ms ahead and start each fire at its exact time (see claim_ahead).
+        due_by = now + settings.claim_ahead
 
         def planner(job: Job, at: datetime, active: int, waiting: int) -> FirePlan:
             return plan_fires(job, at, active, waiting, settings)
 
         while not self._stopping:
-            fires, examined = await self.store.claim_due(
+            result = await self.store.claim_due(
                 now,
                 owner=self.owner,
                 lease_until=lease_until,
                 limit=settings.batch_size,
                 planner=planner,
+                due_by=due_by,
             )
-            self.stats["claimed"] += len(fires)
-            for fire in fires:
+            self._next_due = result.next_due_at
+            self.stats["claimed"] += len(result.fires)
+            for fire in result.fires:
                 self._dispatch(fire)
-            if examined < settings.batch_size:
+            if result.examined < settings.batch_size:
                 return
 
-    async def _next_deadline(self, now: datetime) -> datetime | None:
-        candidates = [await self.store.next_due_at()]
-        self._foreign_lease = await self.store.earliest_foreign_lease(self.owner)
-        candidates.append(self._foreign_lease)
+    def _next_deadline(self) -> datetime | None:
+        due = None if self._next_due is None else self._next_due - self.settings.claim_ahead
+        candidates = [due, self._next_reap]
         if self._touched:
             candidates.append(self._next_prune)
         found = [c for c in candidates if c is not None]
         return min(found) if found else None
+
+    async def _reap_deadline(self, now: datetime) -> datetime:
+        """When to look again for fires abandoned by other engines: at the earliest lease
+        expiry among them, and at least every `reap_interval` (another engine may start,
+        claim and die at any time; one indexed query per interval finds its fires).
+        """
+        expiry = await self.store.earliest_foreign_lease(self.owner)
+        sweep = now + self.settings.reap_interval
+        return sweep if expiry is None else min(expiry, sweep)
 
     async def _reap(self, now: datetime) -> None:
         for run in await self.store.reap(now, self.owner, owner_is_dead):
@@ -230,10 +247,12 @@ class Engine:
 
     def _dispatch(self, fire: ClaimedFire) -> None:
         """Queue a claimed fire behind earlier fires of its job; start it when it is first."""
-        self._record(Transition(fire.run_id, RunState.QUEUED, self.clock.now()))
+        queue = self._job_queues.get(fire.job.id)
+        if queue is not None or self._slots.locked():
+            # It has to wait (for its job's earlier fire or for a free slot): say so.
+            self._record(Transition(fire.run_id, RunState.QUEUED, self.clock.now()))
         self._waiting[fire.run_id] = fire
         self._hb_wake.set()
-        queue = self._job_queues.get(fire.job.id)
         if queue is None:
             self._job_queues[fire.job.id] = deque([fire])
             self._spawn(self._execute(fire))
@@ -257,6 +276,8 @@ class Engine:
 
     async def _execute(self, fire: ClaimedFire) -> None:
         started = False
+        if fire.fire_at > self.clock.now():  # claimed ahead: start on the dot
+            await self.clock.sleep_until(fire.fire_at, asyncio.Event())
         try:
             self._awaiting_slot += 1
             try:
@@ -326,7 +347,16 @@ class Engine:
             error_details=outcome.error_details,
             usage=outcome.usage,
         )
-        self._record(transition, JobOutcome(fire.job.id, state, now, error=outcome.error))
+        self._record(
+            transition,
+            JobOutcome(
+                fire.job.id,
+                state,
+                now,
+                error=outcome.error,
+                delete_after_run=fire.job.policy.delete_after_run,
+            ),
+        )
         self._touched.add(fire.job.id)
 
     # -- group commit ----------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from agentcron.schedule import AtSpec, CronSpec, EverySpec
 
@@ -185,6 +185,14 @@ class ClaimedFire:
     fire_at: datetime
 
 
+class ClaimResult(NamedTuple):
+    """What one claim transaction did."""
+
+    fires: list[ClaimedFire]
+    examined: int  # due jobs looked at (== limit means: claim again)
+    next_due_at: datetime | None  # earliest armed job after this claim
+
+
 @dataclass(frozen=True, slots=True)
 class Transition:
     """A run state change, applied in batches by the store (group commit)."""
@@ -210,6 +218,12 @@ class JobOutcome:
     status: RunState
     finished_at: datetime
     error: str | None = None
+    delete_after_run: bool = False  # from the claim's snapshot: may need the finisher
+
+    @property
+    def simple(self) -> bool:
+        """A plain success/empty: the job update needs no read of the job first."""
+        return self.status is not RunState.FAILED and not self.delete_after_run
 
     @property
     def failed(self) -> bool:

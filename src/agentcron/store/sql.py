@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Row
+from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from ulid import ULID
 
 from agentcron.schedule import spec_from_data, spec_to_data
+from agentcron.store.database import Database
 from agentcron.store.errors import (
     JobNotFoundError,
     ProtectedJobError,
@@ -31,6 +30,7 @@ from agentcron.store.models import (
     TERMINAL_STATES,
     Catchup,
     ClaimedFire,
+    ClaimResult,
     CreatedBy,
     FirePlan,
     Job,
@@ -99,6 +99,43 @@ def _transition_stmt() -> Any:
 
 
 _TRANSITION_STMT = _transition_stmt()
+# Statements on the hot path are built once (building costs more than running them).
+_DUE = (
+    sa.select(jobs)
+    .where(jobs.c.next_run_at <= sa.bindparam("now", type_=jobs.c.next_run_at.type))
+    .order_by(jobs.c.next_run_at)
+    .limit(sa.bindparam("limit", type_=sa.Integer))
+)
+_DUE_LOCKED = _DUE.with_for_update(skip_locked=True)
+_NEXT_DUE = sa.select(sa.func.min(jobs.c.next_run_at))
+_CLAIM_COLUMNS = (
+    "next_fire_at",
+    "next_run_at",
+    "remaining_runs",
+    "run_count",
+    "last_status",
+    "lease_owner",
+    "lease_expires_at",
+    "version",
+    "updated_at",
+)
+_CLAIM_UPDATE = (
+    jobs.update()
+    .where(jobs.c.id == sa.bindparam("b_id"), jobs.c.version == sa.bindparam("b_version"))
+    .values({c: sa.bindparam(c, type_=jobs.c[c].type) for c in _CLAIM_COLUMNS})
+)
+_STAMP_STMT = (
+    jobs.update()
+    .where(jobs.c.id == sa.bindparam("b_id"))
+    .values(
+        last_run_at=sa.bindparam("last_run_at", type_=jobs.c.last_run_at.type),
+        last_status=sa.bindparam("last_status"),
+        consecutive_failures=0,
+        lease_owner=None,
+        lease_expires_at=None,
+        version=jobs.c.version + 1,
+    )
+)
 
 Planner = Callable[[Job, datetime, int, int], FirePlan]
 """(job, now, active runs of the job, waiting runs of the job) -> what to do with its due fires."""
@@ -123,7 +160,7 @@ def new_id() -> str:
 
 
 def sqlite_url(path: str | Path) -> str:
-    return f"sqlite+aiosqlite:///{Path(path).expanduser()}"
+    return f"sqlite:///{Path(path).expanduser()}"
 
 
 def _chunks(items: Sequence[Any], size: int = _IN_CHUNK) -> Iterable[Sequence[Any]]:
@@ -288,80 +325,28 @@ class SqlStore:
     other processes, and a small pool of readers.
     """
 
-    def __init__(self, url: str, *, busy_timeout_ms: int = 10_000, echo: bool = False) -> None:
-        self.url = url
-        self.dialect = sa.engine.make_url(url).get_backend_name()
+    def __init__(self, url: str, *, busy_timeout_ms: int = 10_000) -> None:
+        self._db = Database(url, busy_timeout_ms=busy_timeout_ms)
+        self.url = str(self._db.url)
+        self.dialect = self._db.dialect
         self.skip_locked = self.dialect == "postgresql"
-        self._busy_timeout_ms = busy_timeout_ms
-        self._echo = echo
-        self._writer: AsyncEngine | None = None
-        self._reader: AsyncEngine | None = None
+        self._insert_runs = self._insert(runs).on_conflict_do_nothing().returning(runs.c.id)
 
     # -- lifecycle -----------------------------------------------------------------------
 
     async def open(self) -> None:
         """Connect, then create or upgrade the schema (Alembic)."""
-        if self._writer is not None:
+        if self._db.is_open:
             return
-        if self.dialect == "sqlite":
-            db_path = sa.engine.make_url(self.url).database
-            if not db_path or db_path == ":memory:":
-                raise ValueError("the SQLite store needs a file path, not an in-memory database")
-            Path(db_path).parent.mkdir(parents=True, exist_ok=True)
-            self._writer = self._sqlite_engine(pool_size=1, begin="BEGIN IMMEDIATE")
-            self._reader = self._sqlite_engine(pool_size=4, begin="BEGIN")
-        else:
-            self._writer = create_async_engine(self.url, echo=self._echo, pool_size=5)
-            self._reader = self._writer
-        async with self._tx() as conn:
-            await conn.run_sync(upgrade_connection)
-
-    def _sqlite_engine(self, *, pool_size: int, begin: str) -> AsyncEngine:
-        engine = create_async_engine(
-            self.url, echo=self._echo, pool_size=pool_size, max_overflow=0, pool_timeout=60
-        )
-        busy = self._busy_timeout_ms
-
-        @event.listens_for(engine.sync_engine, "connect")
-        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-            # Take transaction control from the driver so that we choose the BEGIN kind.
-            dbapi_conn.isolation_level = None
-            cur = dbapi_conn.cursor()
-            cur.execute(f"PRAGMA busy_timeout = {busy}")
-            cur.execute("PRAGMA journal_mode = WAL")
-            cur.execute("PRAGMA synchronous = NORMAL")
-            cur.execute("PRAGMA foreign_keys = ON")
-            cur.close()
-
-        @event.listens_for(engine.sync_engine, "begin")
-        def _on_begin(conn: Any) -> None:
-            conn.exec_driver_sql(begin)
-
-        return engine
+        self._db.open()
+        await self._db.write(upgrade_connection)
 
     async def close(self) -> None:
-        for engine in {id(e): e for e in (self._writer, self._reader) if e is not None}.values():
-            await engine.dispose()
-        self._writer = self._reader = None
-
-    @asynccontextmanager
-    async def _tx(self) -> AsyncIterator[AsyncConnection]:
-        if self._writer is None:
-            raise RuntimeError("store is not open")
-        async with self._writer.begin() as conn:
-            yield conn
-
-    @asynccontextmanager
-    async def _read(self) -> AsyncIterator[AsyncConnection]:
-        if self._reader is None:
-            raise RuntimeError("store is not open")
-        async with self._reader.connect() as conn:
-            yield conn
+        await asyncio.get_running_loop().run_in_executor(None, self._db.close)
 
     async def schema_revision(self) -> str | None:
         """The Alembic revision the database is at."""
-        async with self._read() as conn:
-            return await conn.run_sync(current_revision)
+        return await self._db.read(current_revision)
 
     def _insert(self, table: sa.Table) -> Any:
         return (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(table)
@@ -370,40 +355,60 @@ class SqlStore:
 
     async def insert_jobs(self, armed: Sequence[ArmedJob], now: datetime) -> list[Job]:
         """Insert jobs in one transaction; an idempotency-key duplicate returns the stored job."""
+        return await self._db.write(lambda conn: self._insert_jobs_op(conn, armed, now))
+
+    def _insert_jobs_op(
+        self, conn: Connection, armed: Sequence[ArmedJob], now: datetime
+    ) -> list[Job]:
         if not armed:
             return []
         values = [_job_values(a, now) for a in armed]
         stmt = self._insert(jobs).on_conflict_do_nothing().returning(jobs.c.id)
-        async with self._tx() as conn:
-            inserted = {r.id for r in await conn.execute(stmt, values)}
-            out: list[Job] = []
-            for value in values:
-                if value["id"] in inserted:
-                    out.append(_job(value))
-                    continue
-                row = (
-                    await conn.execute(
-                        sa.select(jobs).where(
-                            sa.func.coalesce(jobs.c.session_key, "")
-                            == (value["session_key"] or ""),
-                            jobs.c.idempotency_key == value["idempotency_key"],
-                        )
+        inserted = {r.id for r in conn.execute(stmt, values)}
+        out: list[Job] = []
+        for value in values:
+            if value["id"] in inserted:
+                out.append(_job(value))
+                continue
+            row = (
+                conn.execute(
+                    sa.select(jobs).where(
+                        sa.func.coalesce(jobs.c.session_key, "") == (value["session_key"] or ""),
+                        jobs.c.idempotency_key == value["idempotency_key"],
                     )
-                ).first()
-                if row is None:  # a conflict other than the idempotency key
-                    raise IntegrityError("insert job", value["id"], Exception("duplicate job id"))
-                out.append(_job(row))
+                )
+            ).first()
+            if row is None:  # a conflict other than the idempotency key
+                raise IntegrityError("insert job", value["id"], Exception("duplicate job id"))
+            out.append(_job(row))
         return out
 
     async def get_job(self, job_id: str) -> Job:
-        async with self._read() as conn:
-            row = (await conn.execute(sa.select(jobs).where(jobs.c.id == job_id))).first()
+        return await self._db.read(lambda conn: self._get_job_op(conn, job_id))
+
+    def _get_job_op(self, conn: Connection, job_id: str) -> Job:
+        row = (conn.execute(sa.select(jobs).where(jobs.c.id == job_id))).first()
         if row is None:
             raise JobNotFoundError(job_id)
         return _job(row)
 
     async def list_jobs(
         self,
+        *,
+        session_key: str | None = None,
+        kind: JobKind | None = None,
+        enabled: bool | None = None,
+        limit: int | None = None,
+    ) -> list[Job]:
+        return await self._db.read(
+            lambda conn: self._list_jobs_op(
+                conn, session_key=session_key, kind=kind, enabled=enabled, limit=limit
+            )
+        )
+
+    def _list_jobs_op(
+        self,
+        conn: Connection,
         *,
         session_key: str | None = None,
         kind: JobKind | None = None,
@@ -419,14 +424,13 @@ class SqlStore:
             query = query.where(jobs.c.enabled == enabled)
         if limit is not None:
             query = query.limit(limit)
-        async with self._read() as conn:
-            return [_job(r) for r in await conn.execute(query)]
+        return [_job(r) for r in conn.execute(query)]
 
     async def count_jobs(self) -> int:
-        async with self._read() as conn:
-            return int(
-                (await conn.execute(sa.select(sa.func.count()).select_from(jobs))).scalar_one()
-            )
+        return await self._db.read(lambda conn: self._count_jobs_op(conn))
+
+    def _count_jobs_op(self, conn: Connection) -> int:
+        return int((conn.execute(sa.select(sa.func.count()).select_from(jobs))).scalar_one())
 
     async def update_job(
         self,
@@ -437,6 +441,21 @@ class SqlStore:
         expected_version: int,
     ) -> Job:
         """Compare-and-set update of raw job columns (the caller computed them from a read)."""
+        return await self._db.write(
+            lambda conn: self._update_job_op(
+                conn, job_id, changes, now, expected_version=expected_version
+            )
+        )
+
+    def _update_job_op(
+        self,
+        conn: Connection,
+        job_id: str,
+        changes: Mapping[str, Any],
+        now: datetime,
+        *,
+        expected_version: int,
+    ) -> Job:
         values = dict(changes)
         if "spec" in values and not isinstance(values["spec"], dict):
             values["spec"] = spec_to_data(values["spec"])
@@ -444,40 +463,45 @@ class SqlStore:
             values.update(_policy_values(values.pop("policy")))
         values["updated_at"] = now
         values["version"] = jobs.c.version + 1
-        async with self._tx() as conn:
-            result = await conn.execute(
-                jobs.update()
-                .where(jobs.c.id == job_id, jobs.c.version == expected_version)
-                .values(values)
-                .returning(*jobs.c)
-            )
-            row = result.first()
-            if row is None:
-                current = (
-                    await conn.execute(sa.select(jobs.c.version).where(jobs.c.id == job_id))
-                ).scalar_one_or_none()
-                if current is None:
-                    raise JobNotFoundError(job_id)
-                raise VersionConflictError(job_id, expected_version, current)
+        result = conn.execute(
+            jobs.update()
+            .where(jobs.c.id == job_id, jobs.c.version == expected_version)
+            .values(values)
+            .returning(*jobs.c)
+        )
+        row = result.first()
+        if row is None:
+            current = (
+                conn.execute(sa.select(jobs.c.version).where(jobs.c.id == job_id))
+            ).scalar_one_or_none()
+            if current is None:
+                raise JobNotFoundError(job_id)
+            raise VersionConflictError(job_id, expected_version, current)
         return _job(row)
 
     async def delete_job(self, job_id: str, *, allow_system: bool = False) -> Job:
-        async with self._tx() as conn:
-            row = (await conn.execute(sa.select(jobs).where(jobs.c.id == job_id))).first()
-            if row is None:
-                raise JobNotFoundError(job_id)
-            job = _job(row)
-            if job.kind is JobKind.SYSTEM_EVENT and not allow_system:
-                raise ProtectedJobError(f"job {job_id!r} is a system job and cannot be deleted")
-            await conn.execute(jobs.delete().where(jobs.c.id == job_id))
+        return await self._db.write(
+            lambda conn: self._delete_job_op(conn, job_id, allow_system=allow_system)
+        )
+
+    def _delete_job_op(self, conn: Connection, job_id: str, *, allow_system: bool = False) -> Job:
+        row = (conn.execute(sa.select(jobs).where(jobs.c.id == job_id))).first()
+        if row is None:
+            raise JobNotFoundError(job_id)
+        job = _job(row)
+        if job.kind is JobKind.SYSTEM_EVENT and not allow_system:
+            raise ProtectedJobError(f"job {job_id!r} is a system job and cannot be deleted")
+        conn.execute(jobs.delete().where(jobs.c.id == job_id))
         return job
 
     # -- engine ------------------------------------------------------------------------------
 
     async def next_due_at(self) -> datetime | None:
         """The earliest `next_run_at` of any armed job (one indexed query)."""
-        async with self._read() as conn:
-            value = (await conn.execute(sa.select(sa.func.min(jobs.c.next_run_at)))).scalar_one()
+        return await self._db.read(lambda conn: self._next_due_at_op(conn))
+
+    def _next_due_at_op(self, conn: Connection) -> datetime | None:
+        value = (conn.execute(sa.select(sa.func.min(jobs.c.next_run_at)))).scalar_one()
         return value  # type: ignore[no-any-return]
 
     async def claim_due(
@@ -488,107 +512,126 @@ class SqlStore:
         lease_until: datetime,
         limit: int,
         planner: Planner,
-    ) -> tuple[list[ClaimedFire], int]:
-        """Claim the fires of up to `limit` due jobs in one transaction.
+        due_by: datetime | None = None,
+    ) -> ClaimResult:
+        """Claim the fires of up to `limit` jobs due by `due_by` (default `now`) in one
+        transaction; `now` stamps the records.
 
         Each job's state (next fire, remaining runs) advances in the same transaction, under a
         version compare-and-set; fire uniqueness `(job_id, fire_at)` makes a second claim of the
-        same fire lose. Returns the claimed fires and the number of due jobs examined.
+        same fire lose. Also returns the earliest remaining due time, so the caller can sleep
+        without another query.
         """
-        query = (
-            sa.select(jobs)
-            .where(jobs.c.next_run_at <= now)
-            .order_by(jobs.c.next_run_at)
-            .limit(limit)
+        return await self._db.write(
+            lambda conn: self._claim_due_op(
+                conn,
+                now,
+                owner=owner,
+                lease_until=lease_until,
+                limit=limit,
+                planner=planner,
+                due_by=due_by or now,
+            )
         )
-        if self.skip_locked:
-            query = query.with_for_update(skip_locked=True)
-        async with self._tx() as conn:
-            rows = (await conn.execute(query)).all()
-            if not rows:
-                return [], 0
-            counts = await self._active_counts(conn, [r.id for r in rows])
-            job_updates: list[dict[str, Any]] = []
-            run_rows: list[dict[str, Any]] = []
-            claimed_meta: dict[str, tuple[Job, datetime]] = {}
-            for row in rows:
-                try:
-                    job = _job(row)
-                    active, waiting = counts.get(job.id, (0, 0))
-                    plan = planner(job, now, active, waiting)
-                except Exception as exc:
-                    # One unreadable job must not stop every other job from firing.
-                    log.exception("cannot plan job; pausing it", extra={"job_id": row.id})
-                    await conn.execute(
-                        jobs.update()
-                        .where(jobs.c.id == row.id)
-                        .values(
-                            enabled=False,
-                            next_fire_at=None,
-                            next_run_at=None,
-                            paused_at=now,
-                            paused_reason=f"auto-paused: cannot plan this job: {exc}"[:500],
-                            version=jobs.c.version + 1,
-                            updated_at=now,
-                        )
-                    )
-                    continue
-                advanced = job_after_claim(job, plan, now, owner, lease_until)
-                job_updates.append(
-                    {
-                        "b_id": job.id,
-                        "b_version": job.version,
-                        "next_fire_at": advanced.next_fire_at,
-                        "next_run_at": advanced.next_run_at,
-                        "remaining_runs": advanced.remaining_runs,
-                        "run_count": advanced.run_count,
-                        "last_status": advanced.last_status.value if advanced.last_status else None,
-                        "lease_owner": advanced.lease_owner,
-                        "lease_expires_at": advanced.lease_expires_at,
-                        "version": advanced.version,
-                        "updated_at": now,
-                    }
-                )
-                for fire_at in plan.run:
-                    row = _run_values(advanced, fire_at, RunState.CLAIMED, now, owner, lease_until)
-                    claimed_meta[row["id"]] = (advanced, fire_at)
-                    run_rows.append(row)
-                for i, fire_at in enumerate(plan.missed):
-                    row = _run_values(advanced, fire_at, RunState.MISSED, now, None, None)
-                    row["error"] = "missed: the engine was not running when this fire was due"
-                    noted = plan.unrecorded_missed or plan.uncounted_missed
-                    if noted and i == len(plan.missed) - 1:
-                        row["error_details"] = {
-                            "unrecorded_missed_fires": plan.unrecorded_missed,
-                            "more_uncounted": plan.uncounted_missed,
-                        }
-                    run_rows.append(row)
-                for fire_at in plan.skipped:
-                    row = _run_values(advanced, fire_at, RunState.SKIPPED, now, None, None)
-                    row["error"] = (
-                        "skipped: the previous fire of this job was still queued or running"
-                    )
-                    run_rows.append(row)
-            won = await self._cas_update_jobs(conn, job_updates)
-            run_rows = [r for r in run_rows if r["job_id"] in won]
-            claimed: list[ClaimedFire] = []
-            if run_rows:
-                stmt = self._insert(runs).on_conflict_do_nothing().returning(runs.c.id)
-                inserted = {r.id for r in await conn.execute(stmt, run_rows)}
-                for run_id in inserted:
-                    if run_id in claimed_meta:
-                        job, fire_at = claimed_meta[run_id]
-                        claimed.append(ClaimedFire(run_id=run_id, job=job, fire_at=fire_at))
-        claimed.sort(key=lambda c: (c.fire_at, c.run_id))
-        return claimed, len(rows)
 
-    async def _active_counts(
-        self, conn: AsyncConnection, job_ids: Sequence[str]
+    def _claim_due_op(
+        self,
+        conn: Connection,
+        now: datetime,
+        *,
+        owner: str,
+        lease_until: datetime,
+        limit: int,
+        planner: Planner,
+        due_by: datetime,
+    ) -> ClaimResult:
+        query = _DUE_LOCKED if self.skip_locked else _DUE
+        rows = conn.execute(query, {"now": due_by, "limit": limit}).all()
+        if not rows:
+            return ClaimResult([], 0, conn.execute(_NEXT_DUE).scalar_one())
+        # Only the skip / buffer_one policies look at a job's other active fires.
+        counts = self._active_counts(conn, [r.id for r in rows if r.overlap != Overlap.DEFER.value])
+        job_updates: list[dict[str, Any]] = []
+        run_rows: list[dict[str, Any]] = []
+        claimed_meta: dict[str, tuple[Job, datetime]] = {}
+        for row in rows:
+            try:
+                job = _job(row)
+                active, waiting = counts.get(job.id, (0, 0))
+                plan = planner(job, due_by, active, waiting)
+            except Exception as exc:
+                # One unreadable job must not stop every other job from firing.
+                log.exception("cannot plan job; pausing it", extra={"job_id": row.id})
+                conn.execute(
+                    jobs.update()
+                    .where(jobs.c.id == row.id)
+                    .values(
+                        enabled=False,
+                        next_fire_at=None,
+                        next_run_at=None,
+                        paused_at=now,
+                        paused_reason=f"auto-paused: cannot plan this job: {exc}"[:500],
+                        version=jobs.c.version + 1,
+                        updated_at=now,
+                    )
+                )
+                continue
+            advanced = job_after_claim(job, plan, now, owner, lease_until)
+            job_updates.append(
+                {
+                    "b_id": job.id,
+                    "b_version": job.version,
+                    "next_fire_at": advanced.next_fire_at,
+                    "next_run_at": advanced.next_run_at,
+                    "remaining_runs": advanced.remaining_runs,
+                    "run_count": advanced.run_count,
+                    "last_status": advanced.last_status.value if advanced.last_status else None,
+                    "lease_owner": advanced.lease_owner,
+                    "lease_expires_at": advanced.lease_expires_at,
+                    "version": advanced.version,
+                    "updated_at": now,
+                }
+            )
+            for fire_at in plan.run:
+                run_row = _run_values(advanced, fire_at, RunState.CLAIMED, now, owner, lease_until)
+                claimed_meta[run_row["id"]] = (advanced, fire_at)
+                run_rows.append(run_row)
+            for i, fire_at in enumerate(plan.missed):
+                run_row = _run_values(advanced, fire_at, RunState.MISSED, now, None, None)
+                run_row["error"] = "missed: the engine was not running when this fire was due"
+                noted = plan.unrecorded_missed or plan.uncounted_missed
+                if noted and i == len(plan.missed) - 1:
+                    run_row["error_details"] = {
+                        "unrecorded_missed_fires": plan.unrecorded_missed,
+                        "more_uncounted": plan.uncounted_missed,
+                    }
+                run_rows.append(run_row)
+            for fire_at in plan.skipped:
+                run_row = _run_values(advanced, fire_at, RunState.SKIPPED, now, None, None)
+                run_row["error"] = (
+                    "skipped: the previous fire of this job was still queued or running"
+                )
+                run_rows.append(run_row)
+        won = self._cas_update_jobs(conn, job_updates)
+        run_rows = [r for r in run_rows if r["job_id"] in won]
+        claimed: list[ClaimedFire] = []
+        if run_rows:
+            inserted = {r.id for r in conn.execute(self._insert_runs, run_rows)}
+            for run_id in inserted:
+                if run_id in claimed_meta:
+                    job, fire_at = claimed_meta[run_id]
+                    claimed.append(ClaimedFire(run_id=run_id, job=job, fire_at=fire_at))
+        due_next = conn.execute(_NEXT_DUE).scalar_one()
+        claimed.sort(key=lambda c: (c.fire_at, c.run_id))
+        return ClaimResult(claimed, len(rows), due_next)
+
+    def _active_counts(
+        self, conn: Connection, job_ids: Sequence[str]
     ) -> dict[str, tuple[int, int]]:
         waiting = sa.func.sum(sa.case((runs.c.state.in_(WAITING), 1), else_=0))
         out: dict[str, tuple[int, int]] = {}
         for chunk in _chunks(job_ids):
-            result = await conn.execute(
+            result = conn.execute(
                 sa.select(runs.c.job_id, sa.func.count(), waiting)
                 .where(runs.c.job_id.in_(chunk), runs.c.state.in_(ACTIVE))
                 .group_by(runs.c.job_id)
@@ -597,25 +640,17 @@ class SqlStore:
                 out[job_id] = (int(active), int(wait or 0))
         return out
 
-    async def _cas_update_jobs(
-        self, conn: AsyncConnection, updates: Sequence[dict[str, Any]]
-    ) -> set[str]:
+    def _cas_update_jobs(self, conn: Connection, updates: Sequence[dict[str, Any]]) -> set[str]:
         """Apply version-checked job updates; return the ids whose update won."""
         if not updates:
             return set()
-        columns = [k for k in updates[0] if not k.startswith("b_")]
-        stmt = (
-            jobs.update()
-            .where(jobs.c.id == sa.bindparam("b_id"), jobs.c.version == sa.bindparam("b_version"))
-            .values({c: sa.bindparam(c) for c in columns})
-        )
-        result = await conn.execute(stmt, list(updates))
+        result = conn.execute(_CLAIM_UPDATE, list(updates))
         if result.rowcount == len(updates):
             return {u["b_id"] for u in updates}
         # Some lost (rare): find the winners one by one.
         won: set[str] = set()
         for update in updates:
-            check = await conn.execute(sa.select(jobs.c.version).where(jobs.c.id == update["b_id"]))
+            check = conn.execute(sa.select(jobs.c.version).where(jobs.c.id == update["b_id"]))
             if check.scalar_one_or_none() == update["version"]:
                 won.add(update["b_id"])
         return won
@@ -631,6 +666,17 @@ class SqlStore:
         Several transitions of one run collapse into one row update that keeps every state's
         timestamp. Only an active run moves: a terminal state is final.
         """
+        return await self._db.write(
+            lambda conn: self._record_op(conn, transitions, outcomes, finisher)
+        )
+
+    def _record_op(
+        self,
+        conn: Connection,
+        transitions: Sequence[Transition],
+        outcomes: Sequence[JobOutcome] = (),
+        finisher: Finisher | None = None,
+    ) -> None:
         if not transitions and not outcomes:
             return
         merged: dict[str, dict[str, Any]] = {}
@@ -645,33 +691,48 @@ class SqlStore:
                 value = getattr(t, col)
                 if value is not None:
                     row[col] = value
-        async with self._tx() as conn:
-            if merged:
-                await conn.execute(_TRANSITION_STMT, list(merged.values()))
-            if outcomes:
-                if finisher is None:
-                    raise ValueError("outcomes need a finisher")
-                await self._apply_outcomes(conn, outcomes, finisher)
+        if merged:
+            conn.execute(_TRANSITION_STMT, list(merged.values()))
+        if outcomes:
+            if finisher is None:
+                raise ValueError("outcomes need a finisher")
+            self._apply_outcomes(conn, outcomes, finisher)
 
-    async def _apply_outcomes(
-        self, conn: AsyncConnection, outcomes: Sequence[JobOutcome], finisher: Finisher
+    def _apply_outcomes(
+        self, conn: Connection, outcomes: Sequence[JobOutcome], finisher: Finisher
     ) -> None:
-        ids = list({o.job_id for o in outcomes})
+        by_job: dict[str, list[JobOutcome]] = {}
+        for outcome in outcomes:
+            by_job.setdefault(outcome.job_id, []).append(outcome)
+        simple = [v[-1] for v in by_job.values() if all(o.simple for o in v)]
+        if simple:
+            # The common case: a success or empty result only stamps the job.
+            conn.execute(
+                _STAMP_STMT,
+                [
+                    {"b_id": o.job_id, "last_run_at": o.finished_at, "last_status": o.status.value}
+                    for o in simple
+                ],
+            )
+        ids = [job_id for job_id, v in by_job.items() if not all(o.simple for o in v)]
+        if not ids:
+            return
         current: dict[str, Job] = {}
         for chunk in _chunks(ids):
-            for row in await conn.execute(sa.select(jobs).where(jobs.c.id.in_(chunk))):
+            for row in conn.execute(sa.select(jobs).where(jobs.c.id.in_(chunk))):
                 current[row.id] = _job(row)
         deletes: list[dict[str, Any]] = []
-        for outcome in outcomes:  # in finish order: later outcomes see earlier ones
-            job = current.get(outcome.job_id)
-            if job is None:
-                continue  # deleted while its fire ran
-            values = finisher(job, outcome)
-            if values.pop("delete", False):
-                deletes.append({"b_id": job.id})
-                del current[job.id]
-            else:
-                current[job.id] = job_with(job, values)
+        for job_id in ids:
+            for outcome in by_job[job_id]:  # in finish order: later outcomes see earlier ones
+                job = current.get(job_id)
+                if job is None:
+                    break  # deleted while its fire ran
+                values = finisher(job, outcome)
+                if values.pop("delete", False):
+                    deletes.append({"b_id": job.id})
+                    del current[job.id]
+                else:
+                    current[job.id] = job_with(job, values)
         updates: list[dict[str, Any]] = []
         for job in current.values():
             values = {c: getattr(job, c) for c in FINISH_COLUMNS}
@@ -685,17 +746,19 @@ class SqlStore:
                     {c: sa.bindparam(c) for c in FINISH_COLUMNS} | {"version": jobs.c.version + 1}
                 )
             )
-            await conn.execute(stmt, updates)
+            conn.execute(stmt, updates)
         if deletes:
-            await conn.execute(jobs.delete().where(jobs.c.id == sa.bindparam("b_id")), deletes)
+            conn.execute(jobs.delete().where(jobs.c.id == sa.bindparam("b_id")), deletes)
 
     async def renew_leases(self, owner: str, until: datetime) -> int:
-        async with self._tx() as conn:
-            result = await conn.execute(
-                runs.update()
-                .where(runs.c.owner == owner, runs.c.state.in_(ACTIVE))
-                .values(lease_expires_at=until)
-            )
+        return await self._db.write(lambda conn: self._renew_leases_op(conn, owner, until))
+
+    def _renew_leases_op(self, conn: Connection, owner: str, until: datetime) -> int:
+        result = conn.execute(
+            runs.update()
+            .where(runs.c.owner == owner, runs.c.state.in_(ACTIVE))
+            .values(lease_expires_at=until)
+        )
         return int(result.rowcount)
 
     async def reap(self, now: datetime, owner: str, is_dead: Callable[[str], bool]) -> list[Run]:
@@ -704,49 +767,50 @@ class SqlStore:
         Such a fire may have started its turn, so it is never run again silently. Runs that a
         graceful stop released (owner NULL) are left for `adopt_released`.
         """
-        async with self._tx() as conn:
-            rows = (
-                await conn.execute(
-                    sa.select(runs).where(
-                        runs.c.state.in_(ACTIVE), runs.c.owner.is_not(None), runs.c.owner != owner
-                    )
+        return await self._db.write(lambda conn: self._reap_op(conn, now, owner, is_dead))
+
+    def _reap_op(
+        self, conn: Connection, now: datetime, owner: str, is_dead: Callable[[str], bool]
+    ) -> list[Run]:
+        rows = (
+            conn.execute(
+                sa.select(runs).where(
+                    runs.c.state.in_(ACTIVE), runs.c.owner.is_not(None), runs.c.owner != owner
                 )
-            ).all()
-            gone = [
-                _run(r)
-                for r in rows
-                if (r.lease_expires_at is not None and r.lease_expires_at <= now)
-                or is_dead(r.owner)
-            ]
-            if not gone:
-                return []
-            error = (
-                "interrupted: the process running this fire stopped before it finished; not re-run"
             )
-            await conn.execute(
-                runs.update()
-                .where(runs.c.id == sa.bindparam("b_id"), _ACTIVE_INLINE)
-                .values(
-                    state=RunState.INTERRUPTED.value,
-                    finished_at=now,
-                    owner=None,
-                    lease_expires_at=None,
-                    error=error,
-                    error_details=sa.bindparam("details", type_=runs.c.error_details.type),
-                ),
-                [{"b_id": r.id, "details": {"owner": r.owner, "was": r.state.value}} for r in gone],
-            )
-            await conn.execute(
-                jobs.update()
-                .where(jobs.c.id == sa.bindparam("b_id"))
-                .values(
-                    last_status=RunState.INTERRUPTED.value,
-                    last_run_at=now,
-                    lease_owner=None,
-                    lease_expires_at=None,
-                ),
-                [{"b_id": job_id} for job_id in {r.job_id for r in gone}],
-            )
+        ).all()
+        gone = [
+            _run(r)
+            for r in rows
+            if (r.lease_expires_at is not None and r.lease_expires_at <= now) or is_dead(r.owner)
+        ]
+        if not gone:
+            return []
+        error = "interrupted: the process running this fire stopped before it finished; not re-run"
+        conn.execute(
+            runs.update()
+            .where(runs.c.id == sa.bindparam("b_id"), _ACTIVE_INLINE)
+            .values(
+                state=RunState.INTERRUPTED.value,
+                finished_at=now,
+                owner=None,
+                lease_expires_at=None,
+                error=error,
+                error_details=sa.bindparam("details", type_=runs.c.error_details.type),
+            ),
+            [{"b_id": r.id, "details": {"owner": r.owner, "was": r.state.value}} for r in gone],
+        )
+        conn.execute(
+            jobs.update()
+            .where(jobs.c.id == sa.bindparam("b_id"))
+            .values(
+                last_status=RunState.INTERRUPTED.value,
+                last_run_at=now,
+                lease_owner=None,
+                lease_expires_at=None,
+            ),
+            [{"b_id": job_id} for job_id in {r.job_id for r in gone}],
+        )
         return [
             Run(
                 **{
@@ -759,65 +823,73 @@ class SqlStore:
 
     async def earliest_foreign_lease(self, owner: str) -> datetime | None:
         """When the next lease of another owner's active run expires (to reap it then)."""
-        async with self._read() as conn:
-            value = (
-                await conn.execute(
-                    sa.select(sa.func.min(runs.c.lease_expires_at)).where(
-                        runs.c.state.in_(ACTIVE), runs.c.owner.is_not(None), runs.c.owner != owner
-                    )
+        return await self._db.read(lambda conn: self._earliest_foreign_lease_op(conn, owner))
+
+    def _earliest_foreign_lease_op(self, conn: Connection, owner: str) -> datetime | None:
+        value = (
+            conn.execute(
+                sa.select(sa.func.min(runs.c.lease_expires_at)).where(
+                    runs.c.state.in_(ACTIVE), runs.c.owner.is_not(None), runs.c.owner != owner
                 )
-            ).scalar_one()
+            )
+        ).scalar_one()
         return value  # type: ignore[no-any-return]
 
     async def release(self, owner: str, run_ids: Sequence[str]) -> int:
         """Give back runs that never started (graceful stop), for the next engine to adopt."""
+        return await self._db.write(lambda conn: self._release_op(conn, owner, run_ids))
+
+    def _release_op(self, conn: Connection, owner: str, run_ids: Sequence[str]) -> int:
         released = 0
-        async with self._tx() as conn:
-            for chunk in _chunks(list(run_ids)):
-                result = await conn.execute(
-                    runs.update()
-                    .where(runs.c.id.in_(chunk), runs.c.owner == owner, runs.c.state.in_(WAITING))
-                    .values(owner=None, lease_expires_at=None)
-                )
-                released += int(result.rowcount)
+        for chunk in _chunks(list(run_ids)):
+            result = conn.execute(
+                runs.update()
+                .where(runs.c.id.in_(chunk), runs.c.owner == owner, runs.c.state.in_(WAITING))
+                .values(owner=None, lease_expires_at=None)
+            )
+            released += int(result.rowcount)
         return released
 
     async def adopt_released(
         self, owner: str, lease_until: datetime, now: datetime
     ) -> list[ClaimedFire]:
         """Take over runs released by a graceful stop; cancel those whose job is gone."""
-        async with self._tx() as conn:
-            rows = (
-                await conn.execute(
-                    sa.select(runs).where(runs.c.owner.is_(None), runs.c.state.in_(WAITING))
-                )
-            ).all()
-            if not rows:
-                return []
-            job_rows: dict[str, Job] = {}
-            for chunk in _chunks(list({r.job_id for r in rows})):
-                for jr in await conn.execute(sa.select(jobs).where(jobs.c.id.in_(chunk))):
-                    job_rows[jr.id] = _job(jr)
-            adopted = [r for r in rows if r.job_id in job_rows]
-            orphaned = [r for r in rows if r.job_id not in job_rows]
-            if adopted:
-                await conn.execute(
-                    runs.update()
-                    .where(runs.c.id == sa.bindparam("b_id"), runs.c.owner.is_(None))
-                    .values(owner=owner, lease_expires_at=lease_until),
-                    [{"b_id": r.id} for r in adopted],
-                )
-            if orphaned:
-                await conn.execute(
-                    runs.update()
-                    .where(runs.c.id == sa.bindparam("b_id"))
-                    .values(
-                        state=RunState.CANCELLED.value,
-                        finished_at=now,
-                        error="cancelled: the job was deleted before this fire ran",
-                    ),
-                    [{"b_id": r.id} for r in orphaned],
-                )
+        return await self._db.write(
+            lambda conn: self._adopt_released_op(conn, owner, lease_until, now)
+        )
+
+    def _adopt_released_op(
+        self, conn: Connection, owner: str, lease_until: datetime, now: datetime
+    ) -> list[ClaimedFire]:
+        rows = (
+            conn.execute(sa.select(runs).where(runs.c.owner.is_(None), runs.c.state.in_(WAITING)))
+        ).all()
+        if not rows:
+            return []
+        job_rows: dict[str, Job] = {}
+        for chunk in _chunks(list({r.job_id for r in rows})):
+            for jr in conn.execute(sa.select(jobs).where(jobs.c.id.in_(chunk))):
+                job_rows[jr.id] = _job(jr)
+        adopted = [r for r in rows if r.job_id in job_rows]
+        orphaned = [r for r in rows if r.job_id not in job_rows]
+        if adopted:
+            conn.execute(
+                runs.update()
+                .where(runs.c.id == sa.bindparam("b_id"), runs.c.owner.is_(None))
+                .values(owner=owner, lease_expires_at=lease_until),
+                [{"b_id": r.id} for r in adopted],
+            )
+        if orphaned:
+            conn.execute(
+                runs.update()
+                .where(runs.c.id == sa.bindparam("b_id"))
+                .values(
+                    state=RunState.CANCELLED.value,
+                    finished_at=now,
+                    error="cancelled: the job was deleted before this fire ran",
+                ),
+                [{"b_id": r.id} for r in orphaned],
+            )
         return sorted(
             (ClaimedFire(run_id=r.id, job=job_rows[r.job_id], fire_at=r.fire_at) for r in adopted),
             key=lambda c: (c.fire_at, c.run_id),
@@ -827,35 +899,51 @@ class SqlStore:
         self, now: datetime, *, keep_per_job: int, max_age: timedelta, job_ids: Iterable[str] = ()
     ) -> int:
         """Delete terminal runs older than `max_age`, and beyond the newest `keep_per_job`."""
+        return await self._db.write(
+            lambda conn: self._prune_runs_op(
+                conn, now, keep_per_job=keep_per_job, max_age=max_age, job_ids=job_ids
+            )
+        )
+
+    def _prune_runs_op(
+        self,
+        conn: Connection,
+        now: datetime,
+        *,
+        keep_per_job: int,
+        max_age: timedelta,
+        job_ids: Iterable[str] = (),
+    ) -> int:
         removed = 0
-        async with self._tx() as conn:
-            result = await conn.execute(
-                runs.delete().where(runs.c.state.in_(TERMINAL), runs.c.finished_at < now - max_age)
+        result = conn.execute(
+            runs.delete().where(runs.c.state.in_(TERMINAL), runs.c.finished_at < now - max_age)
+        )
+        removed += int(result.rowcount)
+        for job_id in job_ids:
+            keep = (
+                sa.select(runs.c.id)
+                .where(runs.c.job_id == job_id)
+                .order_by(runs.c.fire_at.desc())
+                .limit(keep_per_job)
+                .scalar_subquery()
+            )
+            result = conn.execute(
+                runs.delete().where(
+                    runs.c.job_id == job_id,
+                    runs.c.state.in_(TERMINAL),
+                    runs.c.id.not_in(keep),
+                )
             )
             removed += int(result.rowcount)
-            for job_id in job_ids:
-                keep = (
-                    sa.select(runs.c.id)
-                    .where(runs.c.job_id == job_id)
-                    .order_by(runs.c.fire_at.desc())
-                    .limit(keep_per_job)
-                    .scalar_subquery()
-                )
-                result = await conn.execute(
-                    runs.delete().where(
-                        runs.c.job_id == job_id,
-                        runs.c.state.in_(TERMINAL),
-                        runs.c.id.not_in(keep),
-                    )
-                )
-                removed += int(result.rowcount)
         return removed
 
     # -- runs --------------------------------------------------------------------------------
 
     async def get_run(self, run_id: str) -> Run:
-        async with self._read() as conn:
-            row = (await conn.execute(sa.select(runs).where(runs.c.id == run_id))).first()
+        return await self._db.read(lambda conn: self._get_run_op(conn, run_id))
+
+    def _get_run_op(self, conn: Connection, run_id: str) -> Run:
+        row = (conn.execute(sa.select(runs).where(runs.c.id == run_id))).first()
         if row is None:
             raise RunNotFoundError(run_id)
         return _run(row)
@@ -869,6 +957,21 @@ class SqlStore:
         limit: int | None = 100,
     ) -> list[Run]:
         """Runs, newest fire first."""
+        return await self._db.read(
+            lambda conn: self._list_runs_op(
+                conn, job_id=job_id, session_key=session_key, states=states, limit=limit
+            )
+        )
+
+    def _list_runs_op(
+        self,
+        conn: Connection,
+        *,
+        job_id: str | None = None,
+        session_key: str | None = None,
+        states: Iterable[RunState] | None = None,
+        limit: int | None = 100,
+    ) -> list[Run]:
         query = sa.select(runs).order_by(runs.c.fire_at.desc(), runs.c.id.desc())
         if job_id is not None:
             query = query.where(runs.c.job_id == job_id)
@@ -878,15 +981,16 @@ class SqlStore:
             query = query.where(runs.c.state.in_([s.value for s in states]))
         if limit is not None:
             query = query.limit(limit)
-        async with self._read() as conn:
-            return [_run(r) for r in await conn.execute(query)]
+        return [_run(r) for r in conn.execute(query)]
 
     async def count_runs(self, *, states: Iterable[RunState] | None = None) -> int:
+        return await self._db.read(lambda conn: self._count_runs_op(conn, states=states))
+
+    def _count_runs_op(self, conn: Connection, *, states: Iterable[RunState] | None = None) -> int:
         query = sa.select(sa.func.count()).select_from(runs)
         if states is not None:
             query = query.where(runs.c.state.in_([s.value for s in states]))
-        async with self._read() as conn:
-            return int((await conn.execute(query)).scalar_one())
+        return int((conn.execute(query)).scalar_one())
 
 
 def job_after_claim(
