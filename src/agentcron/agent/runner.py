@@ -1,9 +1,9 @@
-"""The runner protocol: what executes a turn for a fire, plus an adapter for plain callables."""
+"""The runner protocol: what executes a turn of a session, plus an adapter for plain callables."""
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -21,6 +21,64 @@ class Trigger:
     message: str
     fire_at: datetime
     scheduled_by: str = "agentcron"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """The session a turn runs in: its key and the execution context resolved from the store."""
+
+    key: str
+    channel: str = "api"
+    chat_id: str = ""
+    channel_meta: dict[str, Any] | None = None
+    title: str | None = None
+    tz: str = "UTC"
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """One transcript entry as the runner sees it."""
+
+    role: str  # "user" | "assistant" | "system"
+    content: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class TurnSource(enum.StrEnum):
+    USER = "user"
+    AUTOMATION = "automation"
+    RECALL = "recall"
+    HOOK = "hook"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnInput:
+    """Everything a runner needs for one turn."""
+
+    turn_id: str
+    source: TurnSource
+    prompt: str  # the user's text, or the rendered execution prompt of a fire
+    history: Sequence[HistoryEntry] = ()
+    now: datetime | None = None
+    system_context: str | None = None  # e.g. a recall's self-instruction, for this turn only
+    trigger: Trigger | None = None
+
+
+class TurnEvents(Protocol):
+    """Where a runner streams what happens during a turn.
+
+    Event dicts: {"type": "text_delta", "text": str}, {"type": "tool_started", "name": str,
+    "args": dict}, {"type": "tool_call", "name": str, "args": dict, "result": str}.
+    """
+
+    async def emit(self, event: dict[str, Any]) -> None: ...
+
+
+class NullEvents:
+    """Drops every event (a turn nobody is watching)."""
+
+    async def emit(self, event: dict[str, Any]) -> None:
+        return None
 
 
 class OutcomeStatus(enum.StrEnum):
@@ -54,20 +112,30 @@ class Outcome:
 
 
 class Runner(Protocol):
-    async def run_turn(self, session_key: str | None, trigger: Trigger) -> Outcome: ...
+    """Executes one turn. Raising counts as a failed turn; cancellation stops it."""
+
+    async def run_turn(
+        self, session: SessionInfo, turn: TurnInput, events: TurnEvents
+    ) -> Outcome: ...
 
 
 TurnCallable = Callable[[Trigger], Awaitable[Outcome | str | None]]
 
 
 class CallableRunner:
-    """Adapts `async def fn(trigger) -> Outcome | str | None`: text = success, None/"" = empty."""
+    """Adapts `async def fn(trigger) -> Outcome | str | None`: text = success, None/"" = empty.
+
+    For turns that come from a fire; a user turn reaches `fn` as a Trigger-less call only if
+    `fn` accepts a TurnInput, so prefer a full Runner for chat use.
+    """
 
     def __init__(self, fn: TurnCallable) -> None:
         self._fn = fn
 
-    async def run_turn(self, session_key: str | None, trigger: Trigger) -> Outcome:
-        result = await self._fn(trigger)
+    async def run_turn(self, session: SessionInfo, turn: TurnInput, events: TurnEvents) -> Outcome:
+        if turn.trigger is None:
+            raise TypeError("a plain-callable runner only runs scheduled turns")
+        result = await self._fn(turn.trigger)
         if isinstance(result, Outcome):
             return result
         if result is None or not result.strip():

@@ -14,11 +14,28 @@ from typing import Any
 
 from ulid import ULID
 
-from agentcron.agent.runner import Outcome, OutcomeStatus, Runner, Trigger
+from agentcron.agent.runner import (
+    NullEvents,
+    Outcome,
+    OutcomeStatus,
+    Runner,
+    SessionInfo,
+    Trigger,
+    TurnInput,
+    TurnSource,
+)
 from agentcron.config import EngineSettings
 from agentcron.engine.clock import Clock, SystemClock
 from agentcron.engine.policies import finish_job, plan_fires
-from agentcron.store.models import ClaimedFire, FirePlan, Job, JobOutcome, RunState, Transition
+from agentcron.store.models import (
+    ClaimedFire,
+    FirePlan,
+    Job,
+    JobKind,
+    JobOutcome,
+    RunState,
+    Transition,
+)
 from agentcron.store.sql import SqlStore
 
 log = logging.getLogger(__name__)
@@ -312,8 +329,16 @@ class Engine:
             message=job.message,
             fire_at=fire.fire_at,
         )
+        session = SessionInfo(key=job.session_key or f"cron:{job.id}")
+        turn = TurnInput(
+            turn_id=fire.run_id,
+            source=TurnSource.RECALL if job.kind is JobKind.RECALL else TurnSource.AUTOMATION,
+            prompt=job.message,
+            now=self.clock.now(),
+            trigger=trigger,
+        )
         try:
-            outcome = await self.runner.run_turn(job.session_key, trigger)
+            outcome = await self.runner.run_turn(session, turn, NullEvents())
         except asyncio.CancelledError:
             self._finish(
                 fire,
