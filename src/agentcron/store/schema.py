@@ -129,9 +129,38 @@ sessions = sa.Table(
     sa.Column("chat_id", sa.Text, nullable=False),
     sa.Column("channel_meta", JSONValue),
     sa.Column("title", sa.Text),
+    sa.Column("tz", sa.Text, nullable=False, server_default="UTC"),
+    # which turn owns the session now (a lease, so that several processes share sessions)
+    sa.Column("turn_owner", sa.Text),
+    sa.Column("turn_id", sa.String(32)),
+    sa.Column("turn_lease_expires_at", UTCDateTime),
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=False),
 )
+
+turns = sa.Table(
+    "turns",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column(
+        "session_key",
+        sa.Text,
+        sa.ForeignKey("sessions.session_key", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("source", sa.String(16), nullable=False),  # user | automation | recall | hook
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("run_id", sa.String(32)),
+    sa.Column("content", sa.Text, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("started_at", UTCDateTime),
+    sa.Column("finished_at", UTCDateTime),
+    sa.Column("error", sa.Text),
+    sa.Column("error_details", JSONValue),
+    sa.Column("usage", JSONValue),
+    sa.Column("reply_message_id", sa.String(32)),
+)
+sa.Index("ix_turns_session_key", turns.c.session_key)
 
 messages = sa.Table(
     "messages",
