@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from agentcron.agent.runner import Outcome, Trigger
 from agentcron.config import EngineSettings
 from agentcron.engine.clock import FakeClock
+from agentcron.engine.policies import plan_fires
 from agentcron.schedule import AtSpec, CronSpec, EverySpec
 from agentcron.store import (
     ACTIVE_STATES,
@@ -20,6 +22,7 @@ from agentcron.store import (
     Overlap,
     ProtectedJobError,
     RunState,
+    Transition,
     VersionConflictError,
 )
 from tests.conftest import T0, CronFactory, Recorder
@@ -435,68 +438,67 @@ async def test_delete_while_running_and_system_jobs_are_protected(
     await cron.jobs.delete(system.id, allow_system=True)
 
 
-async def test_restart_interrupts_fires_of_a_dead_process(
+def _planner(job: Any, now: datetime, active: int, waiting: int) -> Any:
+    return plan_fires(job, now, active, waiting, EngineSettings())
+
+
+async def test_restart_settles_fires_of_a_dead_process(
     make_cron: CronFactory, clock: FakeClock, recorder: Recorder
 ) -> None:
     cron = await make_cron()
-    job = await cron.jobs.create(name="j", when="every 1m")
+    started = await cron.jobs.create(name="started", when="every 1m")
+    waiting = await cron.jobs.create(name="waiting", when="every 1m")
     await cron.close()
     clock.advance(MIN)
-    # a process that has since died claimed the fire (pid 2**22+1 never exists on Linux)
+    # a process that has since died (pid 2**22+1 never exists on Linux) claimed both fires
+    # and had begun the turn of one of them
     dead = f"{socket.gethostname()}:4194305:01DEAD"
-
-    def planner(j: object, now: datetime, active: int, waiting: int) -> object:
-        from agentcron.config import EngineSettings as S
-        from agentcron.engine.policies import plan_fires
-
-        return plan_fires(j, now, active, waiting, S())  # type: ignore[arg-type]
-
     await cron.store.open()
     claimed, *_ = await cron.store.claim_due(
-        clock.now(),
-        owner=dead,
-        lease_until=clock.now() + timedelta(hours=1),
-        limit=10,
-        planner=planner,  # type: ignore[arg-type]
-    )
+        clock.now(), owner=dead, lease_until=clock.now() + timedelta(hours=1), limit=10,
+        planner=_planner,
+    )  # fmt: skip
+    running = next(c for c in claimed if c.job.id == started.id)
+    await cron.store.record([Transition(running.run_id, RunState.RUNNING, clock.now())])
     await cron.store.close()
-    assert len(claimed) == 1
     cron = await make_cron()
     await cron.engine.settled()
-    (run,) = await cron.runs.list(job.id)
-    assert run.state is RunState.INTERRUPTED  # never re-run silently
+    (run,) = await cron.runs.list(started.id)
+    assert run.state is RunState.INTERRUPTED  # it may have half-run: never re-run silently
     assert run.error is not None
     assert "not re-run" in run.error
-    assert recorder.triggers == []
-    assert (await cron.jobs.get(job.id)).last_status is RunState.INTERRUPTED
-    await step(cron, clock, MIN)  # the schedule continues
-    assert recorder.names() == ["j"]
+    assert (await cron.jobs.get(started.id)).last_status is RunState.INTERRUPTED
+    # the other never started: it is adopted and runs once, late but not lost
+    (adopted,) = await cron.runs.list(waiting.id)
+    assert adopted.state is RunState.SUCCEEDED
+    assert recorder.names() == ["waiting"]
+    await step(cron, clock, MIN)  # the schedules continue
+    assert sorted(recorder.names()) == ["started", "waiting", "waiting"]
 
 
-async def test_lease_expiry_reaps_fires_of_a_silent_process(
+async def test_lease_expiry_settles_fires_of_a_silent_process(
     make_cron: CronFactory, clock: FakeClock, recorder: Recorder
 ) -> None:
     cron = await make_cron(settings=EngineSettings(lease=timedelta(seconds=30)))
-    job = await cron.jobs.create(name="j", when="in 1h")
-    # another live process (same pid, so not provably dead) holds an unexpired lease
-    from agentcron.engine.policies import plan_fires
-
+    started = await cron.jobs.create(name="started", when="in 1h")
+    waiting = await cron.jobs.create(name="waiting", when="in 1h")
     clock.advance(timedelta(hours=1))
+    # another live process (not provably dead) holds unexpired leases
     other = "elsewhere:1:01OTHER"
     claimed, *_ = await cron.store.claim_due(
-        clock.now(),
-        owner=other,
-        lease_until=clock.now() + timedelta(seconds=30),
-        limit=10,
-        planner=lambda j, n, a, w: plan_fires(j, n, a, w, EngineSettings()),
-    )
-    assert len(claimed) == 1
+        clock.now(), owner=other, lease_until=clock.now() + timedelta(seconds=30), limit=10,
+        planner=_planner,
+    )  # fmt: skip
+    running = next(c for c in claimed if c.job.id == started.id)
+    await cron.store.record([Transition(running.run_id, RunState.RUNNING, clock.now())])
     cron.engine.wake()
     await cron.engine.settled()
-    assert await states(cron, job.id) == ["claimed"]
+    assert await states(cron, started.id) == ["running"]
+    assert await states(cron, waiting.id) == ["claimed"]
     await step(cron, clock, timedelta(seconds=31))  # the engine wakes at the lease expiry
-    assert await states(cron, job.id) == ["interrupted"]
-    assert recorder.triggers == []
+    assert await states(cron, started.id) == ["interrupted"]
+    assert await states(cron, waiting.id) == ["succeeded"]
+    assert recorder.names() == ["waiting"]
 
 
 async def test_graceful_stop_waits_then_releases_unstarted_fires(

@@ -246,31 +246,43 @@ async def test_transitions_merge_and_terminal_states_are_final(store: SqlStore) 
     assert stored.lease_owner is None
 
 
-async def test_reap_interrupts_expired_and_dead_owners_only(store: SqlStore) -> None:
-    jobs = await store.insert_jobs([armed(f"j{i}") for i in range(3)], T0)
+async def test_reap_settles_runs_of_expired_and_dead_owners_only(store: SqlStore) -> None:
+    await store.insert_jobs([armed(f"j{i}") for i in range(4)], T0)
     now = T0 + MIN
-    short = await store.claim_due(
-        now, owner="gone:1:A", lease_until=now + MIN, limit=1, planner=planner
+    owners = {
+        "gone:1:A": now + MIN,  # lease runs out
+        "dead:2:B": now + timedelta(hours=1),  # process provably gone
+        "dead:3:C": now + timedelta(hours=1),
+        "alive:4:D": now + timedelta(hours=1),
+    }
+    run_of: dict[str, str] = {}
+    for owner, until in owners.items():
+        (fire,) = (
+            await store.claim_due(now, owner=owner, lease_until=until, limit=1, planner=planner)
+        ).fires
+        run_of[owner] = fire.run_id
+    # A and B had started their turns; C had not
+    await store.record(
+        [Transition(run_of[o], RunState.RUNNING, now) for o in ("gone:1:A", "dead:2:B")]
     )
-    dead = await store.claim_due(
-        now, owner="dead:2:B", lease_until=now + timedelta(hours=1), limit=1, planner=planner
-    )
-    alive = await store.claim_due(
-        now, owner="alive:3:C", lease_until=now + timedelta(hours=1), limit=1, planner=planner
-    )
-    assert all(len(x[0]) == 1 for x in (short, dead, alive))
     assert await store.earliest_foreign_lease("me") == now + MIN
     reaped = await store.reap(now + 2 * MIN, "me", lambda owner: owner.startswith("dead:"))
-    assert {r.owner for r in reaped} == {"gone:1:A", "dead:2:B"}
+    assert {r.id for r in reaped} == {run_of["gone:1:A"], run_of["dead:2:B"]}
     assert all(r.state is RunState.INTERRUPTED for r in reaped)
-    states = {r.owner or r.error_details["owner"]: r.state for r in await store.list_runs()}  # type: ignore[index]
-    assert states == {
-        "gone:1:A": RunState.INTERRUPTED,
-        "dead:2:B": RunState.INTERRUPTED,
-        "alive:3:C": RunState.CLAIMED,
-    }
-    assert {j.last_status for j in await store.list_jobs()} == {RunState.INTERRUPTED, None}
-    assert len(jobs) == 3
+    after = {r.id: r for r in await store.list_runs()}
+    assert after[run_of["gone:1:A"]].state is RunState.INTERRUPTED
+    assert after[run_of["dead:2:B"]].state is RunState.INTERRUPTED
+    # never started: released (no owner) for adoption, not interrupted
+    assert (after[run_of["dead:3:C"]].state, after[run_of["dead:3:C"]].owner) == (
+        RunState.CLAIMED,
+        None,
+    )
+    assert (after[run_of["alive:4:D"]].state, after[run_of["alive:4:D"]].owner) == (
+        RunState.CLAIMED,
+        "alive:4:D",
+    )
+    adopted = await store.adopt_released("me", now + 3 * MIN, now + 2 * MIN)
+    assert [f.run_id for f in adopted] == [run_of["dead:3:C"]]
 
 
 async def test_release_and_adopt(store: SqlStore) -> None:

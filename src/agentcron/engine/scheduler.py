@@ -27,6 +27,7 @@ from agentcron.agent.runner import (
 from agentcron.config import EngineSettings
 from agentcron.engine.clock import Clock, SystemClock
 from agentcron.engine.policies import finish_job, plan_fires
+from agentcron.sessions.lane import Lanes
 from agentcron.store.models import (
     ClaimedFire,
     FirePlan,
@@ -97,11 +98,13 @@ class Engine:
         self._hb_wake = asyncio.Event()
         self._flush_wake = asyncio.Event()
         self._slots = asyncio.Semaphore(self.settings.max_concurrent_runs)
+        # Bound fires become turns of their session through its lane (sharing the slots).
+        self.lanes = Lanes(store, runner, self.clock, owner=self.owner, slots=self._slots)
         self._job_queues: dict[str, deque[ClaimedFire]] = {}
         self._waiting: dict[str, ClaimedFire] = {}  # claimed here, turn not started yet
         self._running: dict[str, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._pending: list[tuple[Transition, JobOutcome | None]] = []
+        self._pending: list[tuple[Transition, JobOutcome | None, asyncio.Future[None] | None]] = []
         self._flushing = False
         self._awaiting_slot = 0
         self._touched: set[str] = set()
@@ -124,10 +127,7 @@ class Engine:
         now = self.clock.now()
         await self._reap(now)
         self._next_reap = await self._reap_deadline(now)
-        lease_until = now + self.settings.lease
-        for fire in await self.store.adopt_released(self.owner, lease_until, now):
-            log.info("adopted released fire", extra=_ctx(fire))
-            self._dispatch(fire)
+        await self._adopt(now)
         await self.store.prune_runs(
             now,
             keep_per_job=self.settings.retention_runs_per_job,
@@ -148,6 +148,7 @@ class Engine:
         self._wake.set()
         await self._loop_task
         wait = self.settings.stop_timeout if grace is None else grace
+        await self.lanes.shutdown(wait)
         tasks = list(self._tasks)
         if tasks:
             _, late = await asyncio.wait(tasks, timeout=wait)
@@ -177,6 +178,7 @@ class Engine:
             try:
                 if self._next_reap is not None and self._next_reap <= now:
                     await self._reap(now)
+                    await self._adopt(now)
                     self._next_reap = await self._reap_deadline(now)
                 await self._claim_due(now)
                 await self._maybe_prune(now)
@@ -242,6 +244,12 @@ class Engine:
                 extra={"job_id": run.job_id, "run_id": run.id, "session_key": run.session_key},
             )
 
+    async def _adopt(self, now: datetime) -> None:
+        """Take over fires that were claimed but never started by an engine that is gone."""
+        for fire in await self.store.adopt_released(self.owner, now + self.settings.lease, now):
+            log.info("adopted a fire that never started", extra=_ctx(fire))
+            self._dispatch(fire)
+
     async def _maybe_prune(self, now: datetime) -> None:
         if not self._touched:
             return
@@ -295,6 +303,13 @@ class Engine:
         started = False
         if fire.fire_at > self.clock.now():  # claimed ahead: start on the dot
             await self.clock.sleep_until(fire.fire_at, asyncio.Event())
+        if fire.job.session_turn:
+            try:
+                started = await self._run_bound(fire)
+            finally:
+                if started:
+                    self._next_of_job(fire.job.id)
+            return
         try:
             self._awaiting_slot += 1
             try:
@@ -312,15 +327,37 @@ class Engine:
             if started:
                 self._next_of_job(fire.job.id)
 
-    async def _run_turn(self, fire: ClaimedFire) -> None:
+    async def _run_bound(self, fire: ClaimedFire) -> bool:
+        """Run a session-bound fire as a turn of its session. False if it never started."""
+
+        async def on_state(state: RunState, **fields: Any) -> None:
+            if state is RunState.RUNNING:
+                self._waiting.pop(fire.run_id, None)
+                await self._record_now(Transition(fire.run_id, state, self.clock.now(), **fields))
+            else:
+                self._record(Transition(fire.run_id, state, self.clock.now(), **fields))
+
+        try:
+            result = await self.lanes.run_fire(fire, self._trigger(fire), on_state)
+        except asyncio.CancelledError:
+            if fire.run_id in self._waiting:
+                return False  # never started: released at stop for the next engine
+            raise
+        except Exception as exc:
+            log.exception("bound fire failed outside its turn", extra=_ctx(fire))
+            result_state, outcome = RunState.FAILED, Outcome.failed(f"{type(exc).__name__}: {exc}")
+            self._waiting.pop(fire.run_id, None)
+            self._finish(fire, result_state, outcome)
+            return True
+        state = (
+            RunState.INTERRUPTED if result.interrupted else _OUTCOME_STATE[result.outcome.status]
+        )
+        self._finish(fire, state, result.outcome, message_id=result.message_id)
+        return True
+
+    def _trigger(self, fire: ClaimedFire) -> Trigger:
         job = fire.job
-        ctx = _ctx(fire)
-        self._waiting.pop(fire.run_id, None)
-        current = asyncio.current_task()
-        assert current is not None
-        self._running[fire.run_id] = current
-        self._record(Transition(fire.run_id, RunState.RUNNING, self.clock.now()))
-        trigger = Trigger(
+        return Trigger(
             run_id=fire.run_id,
             job_id=job.id,
             job_name=job.name,
@@ -329,6 +366,16 @@ class Engine:
             message=job.message,
             fire_at=fire.fire_at,
         )
+
+    async def _run_turn(self, fire: ClaimedFire) -> None:
+        job = fire.job
+        ctx = _ctx(fire)
+        self._waiting.pop(fire.run_id, None)
+        current = asyncio.current_task()
+        assert current is not None
+        self._running[fire.run_id] = current
+        await self._record_now(Transition(fire.run_id, RunState.RUNNING, self.clock.now()))
+        trigger = self._trigger(fire)
         session = SessionInfo(key=job.session_key or f"cron:{job.id}")
         turn = TurnInput(
             turn_id=fire.run_id,
@@ -360,7 +407,14 @@ class Engine:
             outcome = Outcome.failed(f"runner returned {type(outcome).__name__}, not an Outcome")
         self._finish(fire, _OUTCOME_STATE[outcome.status], outcome)
 
-    def _finish(self, fire: ClaimedFire, state: RunState, outcome: Outcome) -> None:
+    def _finish(
+        self,
+        fire: ClaimedFire,
+        state: RunState,
+        outcome: Outcome,
+        *,
+        message_id: str | None = None,
+    ) -> None:
         now = self.clock.now()
         self.stats[state.value] += 1
         transition = Transition(
@@ -371,6 +425,7 @@ class Engine:
             error=outcome.error,
             error_details=outcome.error_details,
             usage=outcome.usage,
+            message_id=message_id,
         )
         self._record(
             transition,
@@ -387,8 +442,15 @@ class Engine:
     # -- group commit ----------------------------------------------------------------------
 
     def _record(self, transition: Transition, outcome: JobOutcome | None = None) -> None:
-        self._pending.append((transition, outcome))
+        self._pending.append((transition, outcome, None))
         self._flush_wake.set()
+
+    async def _record_now(self, transition: Transition) -> None:
+        """Record `transition` and wait until it is committed."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append((transition, None, done))
+        self._flush_wake.set()
+        await done
 
     def _finisher(self, job: Job, outcome: JobOutcome) -> dict[str, Any]:
         return finish_job(job, outcome, self.settings)
@@ -399,14 +461,17 @@ class Engine:
         self._flushing = True
         try:
             await self.store.record(
-                [t for t, _ in batch], [o for _, o in batch if o is not None], self._finisher
+                [t for t, _, _ in batch], [o for _, o, _ in batch if o is not None], self._finisher
             )
         except BaseException:
             self._pending[:0] = batch  # keep them: nothing recorded is dropped
             raise
         finally:
             self._flushing = False
-        if any(o is not None and o.status is RunState.FAILED for _, o in batch):
+        for _, _, done in batch:
+            if done is not None and not done.done():
+                done.set_result(None)
+        if any(o is not None and o.status is RunState.FAILED for _, o, _ in batch):
             self._wake.set()  # a backoff or auto-pause may have moved a job's next fire
 
     async def _flusher(self) -> None:

@@ -4,9 +4,12 @@ from agentcron.store.errors import (
     JobNotFoundError,
     ProtectedJobError,
     RunNotFoundError,
+    SessionNotFoundError,
     StoreError,
+    TurnNotFoundError,
     VersionConflictError,
 )
+from agentcron.store.ids import new_id
 from agentcron.store.models import (
     ACTIVE_STATES,
     OUTCOME_STATES,
@@ -19,13 +22,18 @@ from agentcron.store.models import (
     JobKind,
     JobOutcome,
     JobPolicy,
+    Message,
     NewJob,
     Overlap,
     Run,
     RunState,
+    Session,
     Transition,
+    Turn,
+    TurnState,
 )
-from agentcron.store.sql import ArmedJob, SqlStore, new_id, sqlite_url
+from agentcron.store.sessions import SessionStore
+from agentcron.store.sql import ArmedJob, SqlStore, sqlite_url
 
 __all__ = [
     "ACTIVE_STATES",
@@ -41,15 +49,22 @@ __all__ = [
     "JobNotFoundError",
     "JobOutcome",
     "JobPolicy",
+    "Message",
     "NewJob",
     "Overlap",
     "ProtectedJobError",
     "Run",
     "RunNotFoundError",
     "RunState",
+    "Session",
+    "SessionNotFoundError",
+    "SessionStore",
     "SqlStore",
     "StoreError",
     "Transition",
+    "Turn",
+    "TurnNotFoundError",
+    "TurnState",
     "VersionConflictError",
     "new_id",
     "sqlite_url",

@@ -29,3 +29,15 @@ class VersionConflictError(StoreError):
 
 class ProtectedJobError(StoreError):
     """System jobs cannot be deleted by users."""
+
+
+class SessionNotFoundError(StoreError, LookupError):
+    def __init__(self, key: str) -> None:
+        super().__init__(f"no session with key {key!r}")
+        self.key = key
+
+
+class TurnNotFoundError(StoreError, LookupError):
+    def __init__(self, turn_id: str) -> None:
+        super().__init__(f"no turn with id {turn_id!r}")
+        self.turn_id = turn_id

@@ -135,6 +135,20 @@ class Job:
     def bound(self) -> bool:
         return self.session_key is not None
 
+    @property
+    def legacy(self) -> bool:
+        """Has old delivery fields: such a job keeps the legacy path even with a session."""
+        return bool(self.deliver or self.channel or self.to or self.channel_meta)
+
+    @property
+    def session_turn(self) -> bool:
+        """A bound user job or a recall: its fire is a turn of its session (seed 001)."""
+        return (
+            self.session_key is not None
+            and not self.legacy
+            and self.kind in (JobKind.AGENT_TURN, JobKind.RECALL)
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Run:
@@ -228,3 +242,67 @@ class JobOutcome:
     @property
     def failed(self) -> bool:
         return self.status is RunState.FAILED
+
+
+class TurnState(enum.StrEnum):
+    QUEUED = "queued"
+    DEFERRED = "deferred"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    EMPTY = "empty"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def terminal(self) -> bool:
+        return self not in (TurnState.QUEUED, TurnState.DEFERRED, TurnState.RUNNING)
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A conversation and the execution context its bound jobs resolve at fire time."""
+
+    key: str
+    channel: str
+    chat_id: str
+    channel_meta: dict[str, Any] | None
+    title: str | None
+    tz: str
+    turn_owner: str | None
+    turn_id: str | None
+    turn_lease_expires_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One transcript entry."""
+
+    id: str
+    session_key: str
+    seq: int
+    role: str
+    content: str
+    meta: dict[str, Any]
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One agent execution inside a session (a user message or a fire)."""
+
+    id: str
+    session_key: str
+    source: str
+    state: TurnState
+    run_id: str | None
+    content: str
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    error: str | None
+    error_details: dict[str, Any] | None
+    usage: dict[str, Any] | None
+    reply_message_id: str | None

@@ -14,7 +14,6 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError
-from ulid import ULID
 
 from agentcron.schedule import spec_from_data, spec_to_data
 from agentcron.store.database import Database
@@ -24,6 +23,7 @@ from agentcron.store.errors import (
     RunNotFoundError,
     VersionConflictError,
 )
+from agentcron.store.ids import new_id
 from agentcron.store.migrate import current_revision, upgrade_connection
 from agentcron.store.models import (
     ACTIVE_STATES,
@@ -44,6 +44,7 @@ from agentcron.store.models import (
     Transition,
 )
 from agentcron.store.schema import jobs, runs
+from agentcron.store.sessions import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -152,11 +153,6 @@ class ArmedJob:
     new: NewJob
     next_fire_at: datetime | None
     next_run_at: datetime | None
-
-
-def new_id() -> str:
-    """A sortable, collision-free id (ULID)."""
-    return str(ULID())
 
 
 def sqlite_url(path: str | Path) -> str:
@@ -331,6 +327,7 @@ class SqlStore:
         self.dialect = self._db.dialect
         self.skip_locked = self.dialect == "postgresql"
         self._insert_runs = self._insert(runs).on_conflict_do_nothing().returning(runs.c.id)
+        self.sessions = SessionStore(self._db)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -762,10 +759,11 @@ class SqlStore:
         return int(result.rowcount)
 
     async def reap(self, now: datetime, owner: str, is_dead: Callable[[str], bool]) -> list[Run]:
-        """Mark `interrupted` the active runs of owners that are gone (lease expired or dead).
+        """Settle the active runs of owners that are gone (lease expired or process dead).
 
-        Such a fire may have started its turn, so it is never run again silently. Runs that a
-        graceful stop released (owner NULL) are left for `adopt_released`.
+        A `running` one may have done part of its turn: it becomes `interrupted` and is never
+        run again silently. One that never started is released for `adopt_released`.
+        Returns the interrupted runs.
         """
         return await self._db.write(lambda conn: self._reap_op(conn, now, owner, is_dead))
 
@@ -784,7 +782,18 @@ class SqlStore:
             for r in rows
             if (r.lease_expires_at is not None and r.lease_expires_at <= now) or is_dead(r.owner)
         ]
-        if not gone:
+        started = [r for r in gone if r.state is RunState.RUNNING]
+        unstarted = [r for r in gone if r.state is not RunState.RUNNING]
+        if unstarted:
+            # Their turn never began (RUNNING is committed before a turn starts): hand them
+            # back, like a graceful stop does, for an engine to adopt and run once.
+            conn.execute(
+                runs.update()
+                .where(runs.c.id == sa.bindparam("b_id"), runs.c.owner == sa.bindparam("b_owner"))
+                .values(owner=None, lease_expires_at=None),
+                [{"b_id": r.id, "b_owner": r.owner} for r in unstarted],
+            )
+        if not started:
             return []
         error = "interrupted: the process running this fire stopped before it finished; not re-run"
         conn.execute(
@@ -798,7 +807,7 @@ class SqlStore:
                 error=error,
                 error_details=sa.bindparam("details", type_=runs.c.error_details.type),
             ),
-            [{"b_id": r.id, "details": {"owner": r.owner, "was": r.state.value}} for r in gone],
+            [{"b_id": r.id, "details": {"owner": r.owner, "was": r.state.value}} for r in started],
         )
         conn.execute(
             jobs.update()
@@ -809,7 +818,7 @@ class SqlStore:
                 lease_owner=None,
                 lease_expires_at=None,
             ),
-            [{"b_id": job_id} for job_id in {r.job_id for r in gone}],
+            [{"b_id": job_id} for job_id in {r.job_id for r in started}],
         )
         return [
             Run(
@@ -818,7 +827,7 @@ class SqlStore:
                     "state": RunState.INTERRUPTED,
                 }
             )
-            for r in gone
+            for r in started
         ]
 
     async def earliest_foreign_lease(self, owner: str) -> datetime | None:

@@ -1,0 +1,413 @@
+"""Lanes: one turn at a time per session; a scheduled trigger waits for the session to be idle."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import traceback
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from agentcron.agent.runner import (
+    HistoryEntry,
+    Outcome,
+    OutcomeStatus,
+    Runner,
+    SessionInfo,
+    Trigger,
+    TurnInput,
+    TurnSource,
+)
+from agentcron.engine.clock import Clock
+from agentcron.sessions.prompts import get_prompt
+from agentcron.sessions.transcript import closure, trigger_entry
+from agentcron.store.models import ClaimedFire, JobKind, RunState, Turn, TurnState
+from agentcron.store.sql import SqlStore
+
+log = logging.getLogger(__name__)
+
+StateHook = Callable[..., Awaitable[None]]
+"""(state, **run fields) -> None; awaited, so a RUNNING change is durable before the turn."""
+
+Listener = Callable[[str, dict[str, Any]], Awaitable[None] | None]
+"""(session_key, event) -> None: stream_start / text_delta / tool_* / stream_end / session_sync."""
+
+_STOPPED = "stopped by the user"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    outcome: Outcome
+    turn_id: str
+    message_id: str | None
+    interrupted: bool = False  # stopped mid-turn by a shutdown: never run again
+
+
+@dataclass(eq=False)
+class _Request:
+    turn: Turn
+    source: TurnSource
+    content: str
+    fire: ClaimedFire | None = None
+    trigger: Trigger | None = None
+    on_state: StateHook | None = None
+    started: bool = False  # the turn began (its RUNNING state is durable)
+    done: asyncio.Future[TurnResult] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+
+@dataclass(eq=False)
+class _Lane:
+    queue: deque[_Request] = field(default_factory=deque)
+    worker: asyncio.Task[None] | None = None
+    current: _Request | None = None
+    runner_task: asyncio.Task[Outcome] | None = None
+    stop_requested: bool = False
+    replay: list[dict[str, Any]] = field(default_factory=list)  # events of the current turn
+
+
+class _Events:
+    """Forwards a turn's events to the session's listeners and keeps them for replay."""
+
+    def __init__(self, lanes: Lanes, key: str, lane: _Lane) -> None:
+        self._lanes, self._key, self._lane = lanes, key, lane
+
+    async def emit(self, event: dict[str, Any]) -> None:
+        self._lane.replay.append(event)
+        await self._lanes.publish(self._key, event)
+
+
+class Lanes:
+    """Per-session serializers. User messages and fires are both submitted here; nothing else
+    starts a turn. A fire that arrives while its session has a turn waits (run state `deferred`)
+    and runs when that turn ends; it never enters the running turn.
+    """
+
+    def __init__(
+        self,
+        store: SqlStore,
+        runner: Runner,
+        clock: Clock,
+        *,
+        owner: str,
+        slots: asyncio.Semaphore,
+        lease: timedelta = timedelta(minutes=5),
+    ) -> None:
+        self.store = store
+        self.runner = runner
+        self.clock = clock
+        self.owner = owner
+        self._slots = slots
+        self._lease = lease
+        self._lanes: dict[str, _Lane] = {}
+        self._listeners: set[Listener] = set()
+        self._closing = False
+
+    # -- submission ------------------------------------------------------------------------
+
+    async def submit_message(
+        self, session_key: str, content: str, *, source: TurnSource = TurnSource.USER
+    ) -> Turn:
+        """Queue a user (or hook) message as a turn of its session; returns the turn record."""
+        if self._closing:
+            raise RuntimeError("agentcron is stopping: no new turns")
+        now = self.clock.now()
+        await self.store.sessions.ensure_session(session_key, now)
+        turn = await self.store.sessions.create_turn(session_key, source.value, content, now)
+        self._enqueue(session_key, _Request(turn=turn, source=source, content=content))
+        return turn
+
+    async def run_fire(
+        self, fire: ClaimedFire, trigger: Trigger, on_state: StateHook
+    ) -> TurnResult:
+        """Run a bound fire as a turn of its session, after any turn in progress; wait for it.
+
+        Cancelled while still waiting (engine stopping): the fire never started.
+        """
+        key = fire.job.session_key
+        assert key is not None
+        source = TurnSource.RECALL if fire.job.kind is JobKind.RECALL else TurnSource.AUTOMATION
+        now = self.clock.now()
+        await self.store.sessions.ensure_session(key, now)
+        busy = self.busy(key)
+        turn = await self.store.sessions.create_turn(
+            key,
+            source.value,
+            fire.job.message,
+            now,
+            state=TurnState.DEFERRED if busy else TurnState.QUEUED,
+            run_id=fire.run_id,
+        )
+        request = _Request(
+            turn=turn, source=source, content=fire.job.message, fire=fire, trigger=trigger,
+            on_state=on_state,
+        )  # fmt: skip
+        if busy:
+            await on_state(RunState.DEFERRED)
+            await self.publish(key, {"type": "automation_update", "action": "deferred",
+                                     "job_id": fire.job.id, "run_id": fire.run_id})  # fmt: skip
+        self._enqueue(key, request)
+        try:
+            return await asyncio.shield(request.done)
+        except asyncio.CancelledError:
+            lane = self._lanes.get(key)
+            if lane is not None and request in lane.queue and lane.current is not request:
+                lane.queue.remove(request)
+                await self.store.sessions.update_turn(turn.id, state=TurnState.CANCELLED)
+            raise
+
+    def busy(self, session_key: str) -> bool:
+        lane = self._lanes.get(session_key)
+        return lane is not None and (lane.current is not None or bool(lane.queue))
+
+    def running_turn(self, session_key: str) -> str | None:
+        lane = self._lanes.get(session_key)
+        return lane.current.turn.id if lane is not None and lane.current is not None else None
+
+    def replay(self, session_key: str) -> list[dict[str, Any]]:
+        """The events of the session's turn in progress, for a client that reconnects."""
+        lane = self._lanes.get(session_key)
+        return list(lane.replay) if lane is not None and lane.current is not None else []
+
+    async def stop(self, session_key: str) -> bool:
+        """Stop the session's running turn (user or scheduled). False if none runs."""
+        lane = self._lanes.get(session_key)
+        if lane is None or lane.runner_task is None or lane.runner_task.done():
+            return False
+        lane.stop_requested = True
+        lane.runner_task.cancel()
+        return True
+
+    # -- listeners ---------------------------------------------------------------------------
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        self._listeners.add(listener)
+        return lambda: self._listeners.discard(listener)
+
+    async def publish(self, session_key: str, event: dict[str, Any]) -> None:
+        for listener in list(self._listeners):
+            try:
+                result = listener(session_key, event)
+                if result is not None:
+                    await result
+            except Exception:
+                log.exception("event listener failed", extra={"session_key": session_key})
+
+    # -- the worker ------------------------------------------------------------------------
+
+    def _enqueue(self, key: str, request: _Request) -> None:
+        lane = self._lanes.setdefault(key, _Lane())
+        lane.queue.append(request)
+        if lane.worker is None or lane.worker.done():
+            lane.worker = asyncio.create_task(self._drain(key, lane), name=f"lane:{key}")
+
+    async def _drain(self, key: str, lane: _Lane) -> None:
+        while lane.queue and not self._closing:
+            request = lane.queue[0]
+            lane.current = request
+            try:
+                result = await self._run(key, lane, request)
+            except asyncio.CancelledError:
+                if not request.done.done():
+                    if request.started:
+                        await self._interrupted(key, request)
+                    else:
+                        request.done.cancel()
+                raise
+            except Exception as exc:  # a store failure around the turn: fail this turn only
+                log.exception("turn failed outside the runner", extra={"session_key": key})
+                result = TurnResult(
+                    Outcome.failed(f"{type(exc).__name__}: {exc}"), request.turn.id, None
+                )
+            finally:
+                lane.current = None
+                lane.replay = []
+                if lane.queue and lane.queue[0] is request:
+                    lane.queue.popleft()
+            if not request.done.done():
+                request.done.set_result(result)
+        if self._lanes.get(key) is lane and not lane.queue:
+            del self._lanes[key]
+
+    async def _run(self, key: str, lane: _Lane, request: _Request) -> TurnResult:
+        async with self._slots:
+            await self._acquire_session(key, request.turn.id)
+            try:
+                return await self._turn(key, lane, request)
+            finally:
+                await self.store.sessions.release_turn_lease(key, self.owner)
+
+    async def _acquire_session(self, key: str, turn_id: str) -> None:
+        """Hold the session's turn lease in the store, so no other process runs a turn in it."""
+        while True:
+            now = self.clock.now()
+            held_until = await self.store.sessions.acquire_turn_lease(
+                key, self.owner, turn_id, now, now + self._lease
+            )
+            if held_until is None:
+                return
+            await self.clock.sleep_until(held_until, asyncio.Event())
+
+    async def _turn(self, key: str, lane: _Lane, request: _Request) -> TurnResult:
+        sessions = self.store.sessions
+        session = await sessions.get_session(key)
+        history = [
+            HistoryEntry(m.role, m.content, m.meta) for m in await sessions.list_messages(key)
+        ]
+        now = self.clock.now()
+        fire, system_context, name = request.fire, None, None
+        if fire is not None:
+            job = fire.job
+            name = job.name
+            template = get_prompt(
+                "cron.recall" if request.source is TurnSource.RECALL else "cron.agent_turn.reminder"
+            )
+            variables = {
+                "job_id": job.id,
+                "job_name": job.name,
+                "run_id": fire.run_id,
+                "message": job.message,
+                "fire_at_local": fire.fire_at.astimezone(ZoneInfo(session.tz)).strftime(
+                    "%Y-%m-%d %H:%M"
+                ),
+                "tz": session.tz,
+            }
+            prompt = template.render(variables)
+            if request.source is TurnSource.RECALL:
+                system_context = job.message
+            assert request.on_state is not None
+            # Durable before the turn starts: after a crash this fire is interrupted, not re-run.
+            await request.on_state(
+                RunState.RUNNING, prompt=prompt, prompt_ref=template.ref, prompt_vars=variables
+            )
+            request.started = True
+            content, meta = trigger_entry(
+                request.source, job_id=job.id, job_name=job.name, run_id=fire.run_id,
+                message=job.message, prompt_ref=template.ref,
+            )  # fmt: skip
+        else:
+            prompt = request.content
+            content, meta = request.content, {"source": request.source.value}
+            request.started = True
+        meta["turn_id"] = request.turn.id
+        await sessions.append_message(key, "user", content, now, meta)
+        await sessions.update_turn(request.turn.id, state=TurnState.RUNNING, started_at=now)
+        events = _Events(self, key, lane)
+        await events.emit({"type": "stream_start", "turn_id": request.turn.id,
+                           "source": request.source.value})  # fmt: skip
+        turn_input = TurnInput(
+            turn_id=request.turn.id,
+            source=request.source,
+            prompt=prompt,
+            history=history,
+            now=now,
+            system_context=system_context,
+            trigger=request.trigger,
+        )
+        info = SessionInfo(
+            key=session.key, channel=session.channel, chat_id=session.chat_id,
+            channel_meta=session.channel_meta, title=session.title, tz=session.tz,
+        )  # fmt: skip
+        outcome = await self._call_runner(lane, info, turn_input, events)
+        text, closing_meta = closure(
+            outcome, request.source, name=name, run_id=fire.run_id if fire else None
+        )
+        closing_meta["turn_id"] = request.turn.id
+        reply = await sessions.append_message(
+            key, "assistant", text, self.clock.now(), closing_meta
+        )
+        await sessions.update_turn(
+            request.turn.id,
+            state=TurnState(outcome.status.value),
+            finished_at=self.clock.now(),
+            error=outcome.error,
+            error_details=outcome.error_details,
+            usage=outcome.usage,
+            reply_message_id=reply.id,
+        )
+        await events.emit({"type": "stream_end", "turn_id": request.turn.id,
+                           "status": outcome.status.value, "message_id": reply.id})  # fmt: skip
+        await self.publish(key, {"type": "session_sync", "session_key": key})
+        return TurnResult(outcome, request.turn.id, reply.id)
+
+    async def _call_runner(
+        self, lane: _Lane, info: SessionInfo, turn: TurnInput, events: _Events
+    ) -> Outcome:
+        lane.stop_requested = False
+        lane.runner_task = asyncio.create_task(self.runner.run_turn(info, turn, events))
+        try:
+            outcome = await asyncio.shield(lane.runner_task)
+        except asyncio.CancelledError:
+            if lane.stop_requested and lane.runner_task.cancelled():
+                return Outcome.failed(_STOPPED)
+            if not lane.runner_task.done():  # we are being cancelled (shutdown): stop the turn
+                lane.runner_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await lane.runner_task
+            raise
+        except Exception as exc:
+            log.warning("turn failed: %s", exc, extra={"session_key": info.key})
+            return Outcome.failed(
+                f"{type(exc).__name__}: {exc}",
+                error_details={"traceback": traceback.format_exc(limit=20)},
+            )
+        finally:
+            lane.runner_task = None
+        if not isinstance(outcome, Outcome):
+            return Outcome.failed(f"runner returned {type(outcome).__name__}, not an Outcome")
+        return outcome
+
+    async def _interrupted(self, key: str, request: _Request) -> None:
+        """A shutdown stopped this turn mid-way: close it visibly; its fire is not re-run."""
+        error = "interrupted: agentcron stopped while this turn was running; not re-run"
+        outcome = Outcome.failed(error)
+        reply_id = None
+        try:
+            text = "This turn was interrupted because agentcron stopped."
+            reply = await self.store.sessions.append_message(
+                key, "assistant", text, self.clock.now(),
+                {"source": request.source.value, "status": "interrupted", "_status_notice": True,
+                 "turn_id": request.turn.id},
+            )  # fmt: skip
+            reply_id = reply.id
+            await self.store.sessions.update_turn(
+                request.turn.id, state=TurnState.INTERRUPTED, finished_at=self.clock.now(),
+                error=error, reply_message_id=reply_id,
+            )  # fmt: skip
+        except Exception:
+            log.exception("could not record an interrupted turn", extra={"session_key": key})
+        request.done.set_result(TurnResult(outcome, request.turn.id, reply_id, interrupted=True))
+
+    # -- shutdown --------------------------------------------------------------------------
+
+    async def shutdown(self, grace: float) -> None:
+        """Stop taking turns: drop waiting requests (their fires were never started), let
+        running turns finish for `grace` seconds, then stop them.
+        """
+        self._closing = True
+        for lane in self._lanes.values():
+            for request in list(lane.queue):
+                if request is not lane.current:
+                    lane.queue.remove(request)
+                    if not request.done.done():
+                        request.done.cancel()
+        workers = [lane.worker for lane in self._lanes.values() if lane.worker is not None]
+        if workers:
+            _, late = await asyncio.wait(workers, timeout=grace)
+            for worker in late:
+                worker.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+
+
+def outcome_state(outcome: Outcome) -> RunState:
+    return {
+        OutcomeStatus.SUCCEEDED: RunState.SUCCEEDED,
+        OutcomeStatus.FAILED: RunState.FAILED,
+        OutcomeStatus.EMPTY: RunState.EMPTY,
+    }[outcome.status]

@@ -1,0 +1,65 @@
+"""Named, versioned prompt templates shipped in the package; each is referenced by its sha256."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import string
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+_NAME = re.compile(r"^(?P<id>[a-z0-9_.]+)\.v(?P<version>\d+)\.txt$")
+
+
+class PromptError(LookupError):
+    """A template is missing, or a variable it needs was not given."""
+
+
+@dataclass(frozen=True, slots=True)
+class PromptTemplate:
+    id: str
+    version: int
+    text: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+    @property
+    def ref(self) -> dict[str, Any]:
+        """What the transcript keeps instead of the rendered text."""
+        return {"id": self.id, "version": self.version, "sha256": self.sha256}
+
+    def render(self, variables: dict[str, Any]) -> str:
+        try:
+            return string.Template(self.text).substitute({k: str(v) for k, v in variables.items()})
+        except KeyError as exc:
+            raise PromptError(f"prompt {self.id} v{self.version} needs variable {exc}") from exc
+
+
+@cache
+def _all() -> dict[str, list[PromptTemplate]]:
+    found: dict[str, list[PromptTemplate]] = {}
+    for entry in resources.files("agentcron.sessions").joinpath("templates").iterdir():
+        match = _NAME.match(entry.name)
+        if match:
+            template = PromptTemplate(match["id"], int(match["version"]), entry.read_text("utf-8"))
+            found.setdefault(template.id, []).append(template)
+    for versions in found.values():
+        versions.sort(key=lambda t: t.version)
+    return found
+
+
+def get_prompt(prompt_id: str, version: int | None = None) -> PromptTemplate:
+    """The template `prompt_id` at `version` (default: the newest)."""
+    versions = _all().get(prompt_id)
+    if not versions:
+        raise PromptError(f"no prompt template {prompt_id!r}; known: {sorted(_all())}")
+    if version is None:
+        return versions[-1]
+    for template in versions:
+        if template.version == version:
+            return template
+    raise PromptError(f"prompt {prompt_id!r} has no version {version}")

@@ -1,0 +1,62 @@
+"""What a turn writes to its session's transcript: readable trigger entries and closures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentcron.agent.runner import Outcome, OutcomeStatus, TurnSource
+
+
+def trigger_entry(
+    source: TurnSource,
+    *,
+    job_id: str,
+    job_name: str,
+    run_id: str,
+    message: str,
+    prompt_ref: dict[str, Any],
+) -> tuple[str, dict[str, Any]]:
+    """The readable user-role entry a fire leaves (never the rendered internal prompt)."""
+    if source is TurnSource.RECALL:
+        content = f"Scheduled recall triggered: {job_name}"
+        meta: dict[str, Any] = {"_recall_turn": True, "is_recall": True}
+    else:
+        content = f"Scheduled automation triggered: {job_name}\n\n{message}"
+        meta = {"_automation_turn": True}
+    meta.update(
+        source=source.value,
+        automation_id=job_id,
+        automation_name=job_name,
+        automation_run_id=run_id,
+        automation_prompt_ref=prompt_ref,
+    )
+    return content, meta
+
+
+def _short(error: str | None) -> str:
+    """The kind of error only: details belong in the run record, not the transcript."""
+    first = (error or "unknown error").splitlines()[0]
+    kind = first.split(":", 1)[0].strip()
+    return kind if 0 < len(kind) <= 60 else first[:60]
+
+
+def closure(
+    outcome: Outcome, source: TurnSource, *, name: str | None, run_id: str | None
+) -> tuple[str, dict[str, Any]]:
+    """The assistant-role entry that closes a turn: the reply, a short failure or empty notice."""
+    scheduled = source in (TurnSource.AUTOMATION, TurnSource.RECALL)
+    what = f"Scheduled {'recall' if source is TurnSource.RECALL else 'automation'} “{name}”"
+    meta: dict[str, Any] = {"source": source.value, "status": outcome.status.value}
+    if run_id is not None:
+        meta["automation_run_id"] = run_id
+    if outcome.status is OutcomeStatus.SUCCEEDED and outcome.text:
+        return outcome.text, meta
+    if outcome.status is OutcomeStatus.FAILED:
+        meta["_status_notice"] = True
+        if scheduled:
+            return f"{what} failed ({_short(outcome.error)}). Details are in its run record.", meta
+        return f"This turn failed ({_short(outcome.error)}).", meta
+    meta["_status_notice"] = True
+    if scheduled:
+        return f"{what} ran and had nothing to report.", meta
+    return "(no reply)", meta
