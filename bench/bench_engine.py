@@ -23,8 +23,9 @@ from agentcron.app import AgentCron
 from agentcron.config import EngineSettings
 from agentcron.engine.clock import FakeClock
 from agentcron.schedule import AtSpec
+from agentcron.store.ids import new_id
 from agentcron.store.models import NewJob, RunState
-from agentcron.store.sql import ArmedJob, SqlStore, new_id, sqlite_url
+from agentcron.store.sql import ArmedJob, SqlStore, sqlite_url
 
 BENCHES = ("create", "burst", "lateness", "idle", "million")
 # A fixed fake "now" keeps the burst run independent of the wall clock.

@@ -16,6 +16,7 @@ from agentcron.engine.policies import arm
 from agentcron.engine.scheduler import Engine
 from agentcron.schedule import parse_when
 from agentcron.store.errors import VersionConflictError
+from agentcron.store.ids import new_id
 from agentcron.store.models import (
     AnySpec,
     Catchup,
@@ -28,7 +29,7 @@ from agentcron.store.models import (
     Run,
     RunState,
 )
-from agentcron.store.sql import ArmedJob, SqlStore, new_id, sqlite_url
+from agentcron.store.sql import ArmedJob, SqlStore, sqlite_url
 
 _CAS_RETRIES = 5
 
