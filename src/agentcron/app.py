@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -24,11 +25,15 @@ from agentcron.store.models import (
     Job,
     JobKind,
     JobPolicy,
+    Message,
     NewJob,
     Overlap,
     Run,
     RunState,
+    Session,
+    Turn,
 )
+from agentcron.store.sessions import SessionStore
 from agentcron.store.sql import ArmedJob, SqlStore, sqlite_url
 
 _CAS_RETRIES = 5
@@ -246,6 +251,79 @@ class Runs:
         return await self._cron.store.get_run(run_id)
 
 
+class Sessions:
+    """Sessions, their transcripts and turns; messages go through the session's lane."""
+
+    def __init__(self, cron: AgentCron) -> None:
+        self._cron = cron
+
+    @property
+    def _sessions(self) -> SessionStore:
+        return self._cron.store.sessions
+
+    async def create(
+        self,
+        key: str | None = None,
+        *,
+        title: str | None = None,
+        tz: str = "UTC",
+        channel_meta: dict[str, Any] | None = None,
+    ) -> Session:
+        """Create (or return) a session; a key `api:<id>` is generated when none is given."""
+        if tz != "UTC":
+            parse_when("in 1m", self._cron.clock.now(), tz)  # validates the zone name
+        return await self._sessions.ensure_session(
+            key or f"api:{new_id()}", self._cron.clock.now(), title=title, tz=tz,
+            channel_meta=channel_meta,
+        )  # fmt: skip
+
+    async def get(self, key: str) -> Session:
+        return await self._sessions.get_session(key)
+
+    async def list(self, *, limit: int | None = None) -> list[Session]:
+        return await self._sessions.list_sessions(limit=limit)
+
+    async def send(self, key: str, content: str) -> Turn:
+        """Submit a user message: it runs as a turn after any turn in progress."""
+        if not content.strip():
+            raise ValueError("a message needs some content")
+        return await self._cron.engine.lanes.submit_message(key, content)
+
+    async def messages(
+        self, key: str, *, after: int | None = None, limit: int | None = None
+    ) -> builtins.list[Message]:
+        return await self._sessions.list_messages(key, after=after, limit=limit)
+
+    async def turn(self, turn_id: str) -> Turn:
+        return await self._sessions.get_turn(turn_id)
+
+    async def stop(self, key: str) -> bool:
+        """Stop the session's running turn (user or scheduled)."""
+        return await self._cron.engine.lanes.stop(key)
+
+    async def delete(self, key: str, *, confirm: bool = False) -> dict[str, Any]:
+        """Delete a session. With bound automations it is two-step: without `confirm` nothing
+        is deleted and the blocking automations are listed; with it they go first.
+        System and legacy jobs never block; the session's recall is cancelled with it.
+        """
+        await self._sessions.get_session(key)
+        owned = await self._cron.jobs.list(session_key=key)
+        blocking = [j for j in owned if j.kind is JobKind.AGENT_TURN and not j.legacy]
+        if blocking and not confirm:
+            return {
+                "deleted": False,
+                "blocked_by_automations": True,
+                "automations": [
+                    {"id": j.id, "name": j.name, "enabled": j.enabled} for j in blocking
+                ],
+            }
+        for job in [*blocking, *(j for j in owned if j.kind is JobKind.RECALL)]:
+            await self._cron.jobs.delete(job.id)
+        await self._cron.engine.lanes.stop(key)
+        await self._sessions.delete_session(key)
+        return {"deleted": True, "deleted_automations": [j.id for j in blocking]}
+
+
 class AgentCron:
     """agentcron as a library: a store, an engine and a runner, started and stopped together."""
 
@@ -265,6 +343,7 @@ class AgentCron:
         self.engine = Engine(self.store, as_runner(runner), clock=self.clock, settings=settings)
         self.jobs = Jobs(self)
         self.runs = Runs(self)
+        self.sessions = Sessions(self)
 
     async def start(self) -> None:
         await self.store.open()

@@ -532,8 +532,11 @@ class Engine:
             and not self._pending
             and not self._flushing
         )
+        if not self.lanes.quiet(busy_ok=busy_ok):
+            return False
         if busy_ok:
-            return quiet and len(self._tasks) == len(self._running) + self._awaiting_slot
+            waiting = len(self._running) + self._awaiting_slot + self.lanes.parked
+            return quiet and len(self._tasks) == waiting
         return quiet and not self._tasks
 
     async def settled(self, limit: float = 10.0, *, busy_ok: bool = False) -> None:

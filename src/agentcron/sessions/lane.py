@@ -108,6 +108,9 @@ class Lanes:
         self._lanes: dict[str, _Lane] = {}
         self._listeners: set[Listener] = set()
         self._closing = False
+        self._in_runner = 0
+        self._awaiting_slot = 0
+        self.parked = 0  # fires handed over by the engine and waiting in a lane
 
     # -- submission ------------------------------------------------------------------------
 
@@ -153,6 +156,7 @@ class Lanes:
             await self.publish(key, {"type": "automation_update", "action": "deferred",
                                      "job_id": fire.job.id, "run_id": fire.run_id})  # fmt: skip
         self._enqueue(key, request)
+        self.parked += 1
         try:
             return await asyncio.shield(request.done)
         except asyncio.CancelledError:
@@ -161,6 +165,8 @@ class Lanes:
                 lane.queue.remove(request)
                 await self.store.sessions.update_turn(turn.id, state=TurnState.CANCELLED)
             raise
+        finally:
+            self.parked -= 1
 
     def busy(self, session_key: str) -> bool:
         lane = self._lanes.get(session_key)
@@ -235,13 +241,29 @@ class Lanes:
         if self._lanes.get(key) is lane and not lane.queue:
             del self._lanes[key]
 
+    def quiet(self, *, busy_ok: bool = False) -> bool:
+        """No lane has work; or with `busy_ok`, every lane is inside its runner or waiting for
+        a slot (tests and benchmarks use this to know the engine has settled).
+        """
+        working = sum(1 for lane in self._lanes.values() if lane.worker and not lane.worker.done())
+        if busy_ok:
+            return working == self._in_runner + self._awaiting_slot
+        return working == 0
+
     async def _run(self, key: str, lane: _Lane, request: _Request) -> TurnResult:
-        async with self._slots:
+        self._awaiting_slot += 1
+        try:
+            await self._slots.acquire()
+        finally:
+            self._awaiting_slot -= 1
+        try:
             await self._acquire_session(key, request.turn.id)
             try:
                 return await self._turn(key, lane, request)
             finally:
                 await self.store.sessions.release_turn_lease(key, self.owner)
+        finally:
+            self._slots.release()
 
     async def _acquire_session(self, key: str, turn_id: str) -> None:
         """Hold the session's turn lease in the store, so no other process runs a turn in it."""
@@ -341,6 +363,7 @@ class Lanes:
     ) -> Outcome:
         lane.stop_requested = False
         lane.runner_task = asyncio.create_task(self.runner.run_turn(info, turn, events))
+        self._in_runner += 1
         try:
             outcome = await asyncio.shield(lane.runner_task)
         except asyncio.CancelledError:
@@ -358,6 +381,7 @@ class Lanes:
                 error_details={"traceback": traceback.format_exc(limit=20)},
             )
         finally:
+            self._in_runner -= 1
             lane.runner_task = None
         if not isinstance(outcome, Outcome):
             return Outcome.failed(f"runner returned {type(outcome).__name__}, not an Outcome")

@@ -1,0 +1,260 @@
+"""Bound fires as session turns: lanes, deferral, transcript entries, closures, deletion."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput, TurnSource
+from agentcron.config import EngineSettings
+from agentcron.engine.clock import FakeClock
+from agentcron.sessions.prompts import get_prompt
+from agentcron.store import Overlap, RunState, TurnState
+from tests.conftest import CronFactory
+
+MIN = timedelta(minutes=1)
+KEY = "websocket:chat-1"
+
+
+class ScriptedAgent:
+    """A Runner that streams a scripted reply; turns can be held open to make a session busy."""
+
+    def __init__(self) -> None:
+        self.turns: list[TurnInput] = []
+        self.hold = asyncio.Event()
+        self.hold.set()
+        self.started = asyncio.Event()
+        self.fail_with: Exception | None = None
+        self.reply: str | None = None
+
+    async def run_turn(self, session: SessionInfo, turn: TurnInput, events: TurnEvents) -> Outcome:
+        self.turns.append(turn)
+        self.started.set()
+        await events.emit({"type": "text_delta", "text": "thinking"})
+        await self.hold.wait()
+        if self.fail_with is not None:
+            raise self.fail_with
+        reply = self.reply if self.reply is not None else f"reply to: {turn.prompt[:40]}"
+        return Outcome.succeeded(reply) if reply else Outcome.empty()
+
+
+async def settle(cron: Any, clock: FakeClock, delta: timedelta = timedelta(0)) -> None:
+    clock.advance(delta)
+    await cron.engine.settled(busy_ok=True)
+
+
+@pytest.fixture
+def agent() -> ScriptedAgent:
+    return ScriptedAgent()
+
+
+async def test_a_fire_is_a_turn_of_its_session_with_a_readable_entry(
+    make_cron: CronFactory, clock: FakeClock, agent: ScriptedAgent
+) -> None:
+    cron = await make_cron(runner=agent)
+    await cron.sessions.create(KEY, tz="Europe/Berlin")
+    job = await cron.jobs.create(
+        name="daily monitor", when="in 1m", message="Check the build", session_key=KEY
+    )
+    await settle(cron, clock, MIN)
+    await cron.engine.settled()
+    (run,) = await cron.runs.list(job.id)
+    assert run.state is RunState.SUCCEEDED
+    entries = await cron.sessions.messages(KEY)
+    assert [e.role for e in entries] == ["user", "assistant"]
+    trigger, reply = entries
+    assert trigger.content == "Scheduled automation triggered: daily monitor\n\nCheck the build"
+    template = get_prompt("cron.agent_turn.reminder")
+    assert trigger.meta["_automation_turn"] is True
+    assert trigger.meta["automation_id"] == job.id
+    assert trigger.meta["automation_name"] == "daily monitor"
+    assert trigger.meta["automation_run_id"] == run.id
+    assert trigger.meta["automation_prompt_ref"] == template.ref
+    assert len(template.ref["sha256"]) == 64
+    # the rendered prompt lives in the run record only, never in the transcript
+    assert run.prompt is not None
+    assert "Check the build" in run.prompt
+    assert "[scheduled]" in run.prompt
+    assert "[scheduled]" not in trigger.content
+    assert run.prompt_ref == template.ref
+    assert run.prompt_vars is not None
+    assert run.prompt_vars["tz"] == "Europe/Berlin"
+    assert agent.turns[0].prompt == run.prompt
+    assert agent.turns[0].source is TurnSource.AUTOMATION
+    assert reply.content.startswith("reply to: [scheduled]")
+    assert reply.meta["automation_run_id"] == run.id
+    assert run.message_id == reply.id
+
+
+async def test_a_fire_while_a_user_turn_streams_waits_and_runs_right_after(
+    make_cron: CronFactory, clock: FakeClock, agent: ScriptedAgent
+) -> None:
+    cron = await make_cron(runner=agent)
+    job = await cron.jobs.create(name="ping", when="in 1m", message="ping", session_key=KEY)
+    agent.hold.clear()
+    user_turn = await cron.sessions.send(KEY, "tell me a long story")
+    await agent.started.wait()
+    await settle(cron, clock, MIN)
+    (run,) = await cron.runs.list(job.id)
+    assert run.state is RunState.DEFERRED  # queued behind the answer in progress
+    assert len(agent.turns) == 1  # the running turn never saw the trigger
+    assert all("ping" not in t.prompt for t in agent.turns)
+    agent.hold.set()
+    await cron.engine.settled()
+    assert [t.source for t in agent.turns] == [TurnSource.USER, TurnSource.AUTOMATION]
+    (run,) = await cron.runs.list(job.id)
+    assert run.state is RunState.SUCCEEDED
+    assert run.deferred_at == clock.now()
+    roles = [(e.role, e.meta.get("turn_id")) for e in await cron.sessions.messages(KEY)]
+    assert roles[:2] == [("user", user_turn.id), ("assistant", user_turn.id)]  # not interleaved
+    assert (await cron.sessions.turn(user_turn.id)).state is TurnState.SUCCEEDED
+
+
+async def test_two_fires_of_one_job_while_busy_follow_the_overlap_policy(
+    make_cron: CronFactory, clock: FakeClock, agent: ScriptedAgent
+) -> None:
+    cron = await make_cron(runner=agent)
+    deferring = await cron.jobs.create(name="d", when="every 1m", session_key=KEY)
+    skipping = await cron.jobs.create(
+        name="s", when="every 1m", session_key="websocket:other", overlap=Overlap.SKIP
+    )
+    agent.hold.clear()
+    await cron.sessions.send(KEY, "busy")
+    await cron.sessions.send("websocket:other", "busy too")
+    await settle(cron, clock, MIN)
+    await settle(cron, clock, MIN)
+    agent.hold.set()
+    await cron.engine.settled()
+    assert [r.state for r in reversed(await cron.runs.list(deferring.id))] == [
+        RunState.SUCCEEDED,
+        RunState.SUCCEEDED,
+    ]
+    assert [r.state for r in reversed(await cron.runs.list(skipping.id))] == [
+        RunState.SUCCEEDED,
+        RunState.SKIPPED,
+    ]
+
+
+async def test_a_deferred_trigger_survives_a_restart(
+    make_cron: CronFactory, clock: FakeClock, agent: ScriptedAgent
+) -> None:
+    cron = await make_cron(runner=agent)
+    job = await cron.jobs.create(name="ping", when="in 1m", message="ping", session_key=KEY)
+    agent.hold.clear()
+    await cron.sessions.send(KEY, "long answer")
+    await agent.started.wait()
+    await settle(cron, clock, MIN)
+    assert (await cron.runs.list(job.id))[0].state is RunState.DEFERRED
+
+    async def unblock() -> None:
+        await asyncio.sleep(0.05)
+        agent.hold.set()
+
+    task = asyncio.create_task(unblock())
+    await cron.close(grace=5)  # the user turn finishes; the deferred trigger is released
+    await task
+    again = ScriptedAgent()
+    cron2 = await make_cron(runner=again)
+    await cron2.engine.settled()
+    (run,) = await cron2.runs.list(job.id)
+    assert run.state is RunState.SUCCEEDED
+    assert [t.source for t in again.turns] == [TurnSource.AUTOMATION]
+
+
+async def test_a_failing_model_leaves_a_short_failure_and_details_in_the_run(
+    make_cron: CronFactory, clock: FakeClock, agent: ScriptedAgent
+) -> None:
+    agent.fail_with = ConnectionError("api.example: 503 Service Unavailable, body: <html>...")
+    cron = await make_cron(runner=agent)
+    job = await cron.jobs.create(name="digest", when="in 1m", session_key=KEY)
+    await settle(cron, clock, MIN)
+    await cron.engine.settled()
+    (run,) = await cron.runs.list(job.id)
+    assert run.state is RunState.FAILED
+    assert run.error is not None
+    assert "503" in run.error
+    assert run.error_details is not None
+    assert "Traceback" in run.error_details["traceback"]
+    closing = (await cron.sessions.messages(KEY))[-1]
+    assert closing.role == "assistant"
+    assert closing.content == (
+        "Scheduled automation “digest” failed (ConnectionError). Details are in its run record."
+    )
+    assert "503" not in closing.content
+
+
+async def test_an_empty_result_leaves_a_status_message(
+    make_cron: CronFactory, clock: FakeClock, agent: ScriptedAgent
+) -> None:
+    agent.reply = ""
+    cron = await make_cron(runner=agent)
+    job = await cron.jobs.create(name="quiet", when="in 1m", session_key=KEY)
+    await settle(cron, clock, MIN)
+    await cron.engine.settled()
+    assert (await cron.runs.list(job.id))[0].state is RunState.EMPTY
+    closing = (await cron.sessions.messages(KEY))[-1]
+    assert closing.content == "Scheduled automation “quiet” ran and had nothing to report."
+
+
+async def test_history_reaches_the_runner_and_stop_ends_a_turn(
+    make_cron: CronFactory, clock: FakeClock, agent: ScriptedAgent
+) -> None:
+    cron = await make_cron(runner=agent)
+    first = await cron.sessions.send(KEY, "my name is Ada")
+    await cron.engine.settled()
+    agent.hold.clear()
+    agent.started.clear()
+    second = await cron.sessions.send(KEY, "what is my name?")
+    await agent.started.wait()
+    assert [h.content for h in agent.turns[1].history] == [
+        "my name is Ada",
+        "reply to: my name is Ada",
+    ]
+    assert await cron.sessions.stop(KEY) is True
+    await cron.engine.settled()
+    stopped = await cron.sessions.turn(second.id)
+    assert stopped.state is TurnState.FAILED
+    assert stopped.error == "stopped by the user"
+    assert (await cron.sessions.turn(first.id)).state is TurnState.SUCCEEDED
+    assert await cron.sessions.stop(KEY) is False
+
+
+async def test_session_delete_is_two_step_with_bound_automations(
+    make_cron: CronFactory, clock: FakeClock, agent: ScriptedAgent
+) -> None:
+    cron = await make_cron(runner=agent)
+    await cron.sessions.create(KEY)
+    bound = await cron.jobs.create(name="monitor", when="every 1h", session_key=KEY)
+    from agentcron.store import JobKind
+
+    system = await cron.jobs.create(
+        name="heartbeat", when="every 30m", session_key=KEY, kind=JobKind.SYSTEM_EVENT
+    )
+    answer = await cron.sessions.delete(KEY)
+    assert answer == {
+        "deleted": False,
+        "blocked_by_automations": True,
+        "automations": [{"id": bound.id, "name": "monitor", "enabled": True}],
+    }
+    assert await cron.sessions.get(KEY)  # nothing was lost
+    answer = await cron.sessions.delete(KEY, confirm=True)
+    assert answer == {"deleted": True, "deleted_automations": [bound.id]}
+    assert [j.id for j in await cron.jobs.list()] == [system.id]
+
+
+async def test_concurrency_slots_are_shared_by_user_and_scheduled_turns(
+    make_cron: CronFactory, clock: FakeClock, agent: ScriptedAgent
+) -> None:
+    cron = await make_cron(runner=agent, settings=EngineSettings(max_concurrent_runs=2))
+    agent.hold.clear()
+    for i in range(3):
+        await cron.sessions.send(f"websocket:{i}", "hi")
+    await cron.engine.settled(busy_ok=True)
+    await asyncio.sleep(0.05)
+    assert len(agent.turns) == 2
+    agent.hold.set()
+    await cron.engine.settled()
+    assert len(agent.turns) == 3
