@@ -325,7 +325,7 @@ async def test_schema_is_migrated_and_sqlite_is_configured(store: SqlStore, stor
         if store.dialect == "sqlite":
             assert conn.execute(sa.text("pragma journal_mode")).scalar() == "wal"
     engine.dispose()
-    assert await store.schema_revision() == version == "0002"
+    assert await store.schema_revision() == version == "0003"
     assert {"jobs", "runs", "sessions", "messages", "turns"} <= tables
     # opening again is a no-op upgrade
     again = SqlStore(store_url)
@@ -410,3 +410,14 @@ async def test_migrations_produce_exactly_the_declared_schema(
         )
     engine.dispose()
     assert diff == []
+
+
+async def test_at_most_one_pending_recall_per_session(store: SqlStore) -> None:
+    from agentcron.store import ConflictError
+
+    await store.insert_jobs([armed("r1", session_key="web:1", kind=JobKind.RECALL)], T0)
+    with pytest.raises(ConflictError, match="already has a pending recall"):
+        await store.insert_jobs([armed("r2", session_key="web:1", kind=JobKind.RECALL)], T0)
+    await store.insert_jobs([armed("r3", session_key="web:2", kind=JobKind.RECALL)], T0)
+    await store.insert_jobs([armed("plain", session_key="web:1")], T0)
+    assert await store.count_jobs() == 3

@@ -1,6 +1,7 @@
 """The durable store: one narrow async interface over SQL (SQLite default, PostgreSQL-ready)."""
 
 from agentcron.store.errors import (
+    ConflictError,
     JobNotFoundError,
     ProtectedJobError,
     RunNotFoundError,
@@ -42,6 +43,7 @@ __all__ = [
     "ArmedJob",
     "Catchup",
     "ClaimedFire",
+    "ConflictError",
     "CreatedBy",
     "FirePlan",
     "Job",

@@ -41,3 +41,7 @@ class TurnNotFoundError(StoreError, LookupError):
     def __init__(self, turn_id: str) -> None:
         super().__init__(f"no turn with id {turn_id!r}")
         self.turn_id = turn_id
+
+
+class ConflictError(StoreError):
+    """A write collided with a uniqueness rule (e.g. a second pending recall in a session)."""

@@ -84,6 +84,14 @@ jobs = sa.Table(
 # Only armed jobs are in the due index: paused / finished jobs have next_run_at NULL.
 sa.Index("ix_jobs_next_run_at", jobs.c.next_run_at)
 sa.Index("ix_jobs_session_key", jobs.c.session_key)
+# At most one pending recall per session (a fired one-shot recall is deleted after its run).
+sa.Index(
+    "ux_jobs_one_recall_per_session",
+    jobs.c.session_key,
+    unique=True,
+    sqlite_where=jobs.c.kind == "recall",
+    postgresql_where=jobs.c.kind == "recall",
+)
 sa.Index(
     "ux_jobs_session_idempotency",
     sa.func.coalesce(jobs.c.session_key, ""),

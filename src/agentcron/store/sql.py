@@ -13,11 +13,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
-from sqlalchemy.exc import IntegrityError
 
 from agentcron.schedule import spec_from_data, spec_to_data
 from agentcron.store.database import Database
 from agentcron.store.errors import (
+    ConflictError,
     JobNotFoundError,
     ProtectedJobError,
     RunNotFoundError,
@@ -376,7 +376,12 @@ class SqlStore:
                 )
             ).first()
             if row is None:  # a conflict other than the idempotency key
-                raise IntegrityError("insert job", value["id"], Exception("duplicate job id"))
+                if value["kind"] == JobKind.RECALL.value:
+                    raise ConflictError(
+                        f"session {value['session_key']!r} already has a pending recall: "
+                        "cancel it first"
+                    )
+                raise ConflictError(f"job {value['id']!r} conflicts with a stored job")
             out.append(_job(row))
         return out
 
