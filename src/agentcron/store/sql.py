@@ -367,14 +367,14 @@ class SqlStore:
             if value["id"] in inserted:
                 out.append(_job(value))
                 continue
-            row = (
-                conn.execute(
+            row = None
+            if value["idempotency_key"] is not None:
+                row = conn.execute(
                     sa.select(jobs).where(
                         sa.func.coalesce(jobs.c.session_key, "") == (value["session_key"] or ""),
                         jobs.c.idempotency_key == value["idempotency_key"],
                     )
-                )
-            ).first()
+                ).first()
             if row is None:  # a conflict other than the idempotency key
                 if value["kind"] == JobKind.RECALL.value:
                     raise ConflictError(
