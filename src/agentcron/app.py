@@ -223,6 +223,28 @@ class Jobs:
             return updated
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def skip_next(self, job_id: str) -> Job:
+        """Skip the job's next fire; the one after it is computed from now at the earliest,
+        so a skip never schedules into the past.
+        """
+        for attempt in range(_CAS_RETRIES):
+            job = await self._store.get_job(job_id)
+            now = self._cron.clock.now()
+            after = max(job.next_fire_at or now, now)
+            fire, due = arm(job.spec, job.policy, job.id, after, job.remaining_runs)
+            try:
+                updated = await self._store.update_job(
+                    job_id, {"next_fire_at": fire, "next_run_at": due}, now,
+                    expected_version=job.version,
+                )  # fmt: skip
+            except VersionConflictError:
+                if attempt == _CAS_RETRIES - 1:
+                    raise
+                continue
+            self._cron.engine.wake()
+            return updated
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def delete(self, job_id: str, *, allow_system: bool = False) -> Job:
         job = await self._store.delete_job(job_id, allow_system=allow_system)
         self._cron.engine.wake()

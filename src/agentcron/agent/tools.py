@@ -1,0 +1,305 @@
+"""The scheduling tools the agent gets: `cron`, `schedule_recall` and `manage_recall`.
+
+They bind every new job to the current session from the turn's context, never create unbound
+jobs, read times through `parse_when` on the server, and return errors to the model as text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal, Protocol
+
+from pydantic_ai import RunContext, Tool
+
+from agentcron.schedule import (
+    AtSpec,
+    CronSpec,
+    EverySpec,
+    ScheduleError,
+    describe,
+    parse_when,
+    upcoming,
+)
+from agentcron.store.errors import ConflictError, StoreError
+from agentcron.store.models import CreatedBy, Job, JobKind
+
+
+class JobsAPI(Protocol):
+    """The part of `AgentCron.jobs` the tools use."""
+
+    async def create(self, **kw: Any) -> Job: ...
+    async def list(self, **kw: Any) -> list[Job]: ...
+    async def update(self, job_id: str, **kw: Any) -> Job: ...
+    async def pause(self, job_id: str, reason: str = ...) -> Job: ...
+    async def resume(self, job_id: str) -> Job: ...
+    async def delete(self, job_id: str, *, allow_system: bool = ...) -> Job: ...
+    async def skip_next(self, job_id: str) -> Job: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolLimits:
+    """Guard rails for agent-created jobs."""
+
+    max_jobs_per_session: int = 20
+    min_recurring_interval: timedelta = timedelta(minutes=5)
+    allow_add_from_scheduled_turn: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDeps:
+    """What a tool knows about the turn that calls it (from the request context)."""
+
+    jobs: JobsAPI
+    session_key: str | None
+    now: datetime
+    tz: str = "UTC"
+    in_scheduled_turn: bool = False
+    limits: ToolLimits = field(default_factory=ToolLimits)
+
+
+class ToolError(Exception):
+    """A refusal or bad input, told to the model as readable text."""
+
+
+def _interval(spec: AtSpec | CronSpec | EverySpec, now: datetime) -> timedelta | None:
+    if isinstance(spec, AtSpec):
+        return None
+    if isinstance(spec, EverySpec):
+        return spec.interval
+    fires = upcoming(spec, now, 3)
+    return min(b - a for a, b in itertools.pairwise(fires)) if len(fires) > 1 else None
+
+
+def _line(job: Job) -> str:
+    state = "enabled" if job.enabled else f"paused ({job.paused_reason})"
+    nxt = job.next_fire_at.isoformat() if job.next_fire_at else "none"
+    last = job.last_status.value if job.last_status else "never ran"
+    return f"- {job.name} (id {job.id}): {describe(job.spec)}; next {nxt}; last {last}; {state}"
+
+
+async def _session_jobs(deps: ToolDeps, kind: JobKind = JobKind.AGENT_TURN) -> list[Job]:
+    if deps.session_key is None:
+        return []
+    return [j for j in await deps.jobs.list(session_key=deps.session_key) if j.kind is kind]
+
+
+async def _find(deps: ToolDeps, name: str | None, job_id: str | None) -> Job:
+    jobs = await _session_jobs(deps)
+    if job_id:
+        found = [j for j in jobs if j.id == job_id]
+    elif name:
+        wanted = name.strip().lower()
+        found = [j for j in jobs if j.name.lower() == wanted] or [
+            j for j in jobs if wanted in j.name.lower()
+        ]
+    else:
+        raise ToolError("give the automation's name or job_id")
+    if not found:
+        names = ", ".join(j.name for j in jobs) or "none"
+        raise ToolError(f"no automation {name or job_id!r} in this session (automations: {names})")
+    if len(found) > 1:
+        raise ToolError(f"{name!r} matches {len(found)} automations; use job_id")
+    return found[0]
+
+
+async def cron(
+    ctx: RunContext[ToolDeps],
+    action: Literal["add", "list", "update", "pause", "resume", "remove"],
+    name: str | None = None,
+    when: str | None = None,
+    message: str | None = None,
+    timezone: str | None = None,
+    job_id: str | None = None,
+) -> str:
+    """Manage this session's scheduled automations.
+
+    Args:
+        action: add, list, update, pause, resume or remove.
+        name: a short name for the automation (add), or the one to act on.
+        when: when it runs, in plain words or cron: "in 10 minutes", "tomorrow at 9",
+            "every weekday at 9", "every 2h", "0 9 * * 1-5". Never compute dates yourself.
+        message: what to do when it runs (a task for yourself).
+        timezone: an IANA zone such as Europe/Berlin (defaults to the session's zone).
+        job_id: the automation's id, instead of its name.
+    """
+    deps = ctx.deps
+    try:
+        if action == "list":
+            jobs = await _session_jobs(deps)
+            if not jobs:
+                return "No automations in this session."
+            return "Automations in this session:\n" + "\n".join(_line(j) for j in jobs)
+        if action == "add":
+            return await _add(deps, name, when, message, timezone)
+        job = await _find(deps, name, job_id)
+        if action == "pause":
+            job = await deps.jobs.pause(job.id, reason="paused by the agent")
+            return f"Paused “{job.name}”."
+        if action == "resume":
+            job = await deps.jobs.resume(job.id)
+            return f"Resumed “{job.name}”: next run {job.next_fire_at}."
+        if action == "remove":
+            await deps.jobs.delete(job.id)
+            return f"Removed “{job.name}”."
+        changes: dict[str, Any] = {}
+        if when:
+            changes.update(when=when, tz=timezone or job.spec.tz)
+        if message:
+            changes["message"] = message
+        if not changes:
+            raise ToolError("update needs `when` or `message`")
+        job = await deps.jobs.update(job.id, **changes)
+        return f"Updated “{job.name}”: {describe(job.spec)}; next run {job.next_fire_at}."
+    except (ToolError, ScheduleError, StoreError) as exc:
+        return f"Error: {exc}"
+
+
+async def _add(
+    deps: ToolDeps, name: str | None, when: str | None, message: str | None, tz: str | None
+) -> str:
+    if deps.session_key is None:
+        raise ToolError("cannot add an automation here: this turn has no session to bind it to")
+    if deps.in_scheduled_turn and not deps.limits.allow_add_from_scheduled_turn:
+        raise ToolError("automations cannot be created from inside a scheduled turn")
+    if not when or not message:
+        raise ToolError("add needs `when` and `message`")
+    zone = tz or deps.tz
+    spec = parse_when(when, deps.now, zone)
+    gap = _interval(spec, deps.now)
+    if gap is not None and gap < deps.limits.min_recurring_interval:
+        raise ToolError(
+            f"recurring automations may run at most every "
+            f"{int(deps.limits.min_recurring_interval.total_seconds() // 60)} minutes"
+        )
+    existing = await _session_jobs(deps)
+    if len(existing) >= deps.limits.max_jobs_per_session:
+        raise ToolError(
+            f"this session already has {len(existing)} automations "
+            f"(limit {deps.limits.max_jobs_per_session}); remove one first"
+        )
+    title = (name or message).strip()[:80]
+    # The same request twice (e.g. a retried tool call) creates one job.
+    key = hashlib.sha256(f"{title}\n{when}\n{message}\n{zone}".encode()).hexdigest()[:32]
+    job = await deps.jobs.create(
+        name=title,
+        spec=spec,
+        message=message,
+        session_key=deps.session_key,
+        kind=JobKind.AGENT_TURN,
+        created_by=CreatedBy.AGENT,
+        idempotency_key=key,
+        delete_after_run=isinstance(spec, AtSpec),
+    )
+    return (
+        f"Scheduled “{job.name}” (id {job.id}): {describe(job.spec)}; next run {job.next_fire_at}."
+    )
+
+
+async def schedule_recall(
+    ctx: RunContext[ToolDeps],
+    call_type: Literal["once", "recurring", "immediate"],
+    additional_context_message: str,
+    when: str | None = None,
+    timezone_offset: str | None = None,
+    interval_seconds: int | None = None,
+    internal_comment: str | None = None,
+) -> str:
+    """Schedule a follow-up turn for yourself in this session (a recall). One per session.
+
+    Args:
+        call_type: once (at `when`), recurring (every `interval_seconds`, first at `when` or
+            after one interval), or immediate (right after this turn).
+        additional_context_message: your self-instruction, written as a todo naming the tools,
+            files or URLs to use ("Read /tmp/build.log; if errors, report the last 50 lines").
+        when: relative preferred: "30m", "in 2 hours", "tomorrow at 09:00"; ISO 8601 only
+            with a known offset.
+        timezone_offset: ±HH:MM, for an absolute `when` without an offset.
+        interval_seconds: repeat interval for recurring recalls.
+        internal_comment: a human-readable note shown with the recall.
+    """
+    deps = ctx.deps
+    try:
+        if deps.session_key is None:
+            raise ToolError("cannot schedule a recall: this turn has no session")
+        if not additional_context_message.strip():
+            raise ToolError("additional_context_message must say what to do")
+        spec: AtSpec | CronSpec | EverySpec
+        if call_type == "immediate":
+            spec = AtSpec(at=deps.now + timedelta(milliseconds=1), tz=deps.tz)
+        elif call_type == "once":
+            if not when:
+                raise ToolError("a once recall needs `when`")
+            text = when
+            if timezone_offset and when[:4].isdigit() and "+" not in when[10:] and "Z" not in when:
+                text = when.replace(" ", "T") + timezone_offset
+            spec = parse_when(text, deps.now, deps.tz)
+            if not isinstance(spec, AtSpec):
+                raise ToolError("a once recall needs a single time; use call_type=recurring")
+        else:
+            if not interval_seconds or interval_seconds < 60:
+                raise ToolError("a recurring recall needs interval_seconds >= 60")
+            first = deps.now
+            if when:
+                start = parse_when(when, deps.now, deps.tz)
+                if not isinstance(start, AtSpec):
+                    raise ToolError("`when` of a recurring recall is its first time")
+                first = start.at - timedelta(seconds=interval_seconds)
+            spec = EverySpec(seconds=interval_seconds, anchor=first, tz=deps.tz)
+        job = await deps.jobs.create(
+            name=(internal_comment or additional_context_message)[:80],
+            spec=spec,
+            message=additional_context_message,
+            session_key=deps.session_key,
+            kind=JobKind.RECALL,
+            created_by=CreatedBy.AGENT,
+            delete_after_run=call_type != "recurring",
+        )
+        return f"Recall scheduled (id {job.id}): {describe(job.spec)}; next {job.next_fire_at}."
+    except ConflictError:
+        return (
+            "Error: this session already has a pending recall. Use manage_recall(action='cancel') "
+            "first, or keep the existing one."
+        )
+    except (ToolError, ScheduleError, StoreError) as exc:
+        return f"Error: {exc}"
+
+
+async def manage_recall(
+    ctx: RunContext[ToolDeps], action: Literal["cancel", "skip", "list"]
+) -> str:
+    """Cancel this session's pending recall, skip its next occurrence, or list it.
+
+    Args:
+        action: cancel, skip (recurring only; never into the past) or list.
+    """
+    deps = ctx.deps
+    recalls = await _session_jobs(deps, JobKind.RECALL)
+    if action == "list":
+        if not recalls:
+            return "No pending recall in this session."
+        return "\n".join(_line(r) for r in recalls)
+    if not recalls:
+        return "Error: there is no pending recall in this session."
+    recall = recalls[0]
+    try:
+        if action == "cancel":
+            await deps.jobs.delete(recall.id)
+            return f"Cancelled the recall “{recall.name}”."
+        if not isinstance(recall.spec, EverySpec):
+            return "Error: only a recurring recall can skip; cancel a one-time recall instead."
+        skipped = await deps.jobs.skip_next(recall.id)
+        return f"Skipped one occurrence; next at {skipped.next_fire_at}."
+    except (ScheduleError, StoreError) as exc:
+        return f"Error: {exc}"
+
+
+def scheduling_tools() -> list[Tool[ToolDeps]]:
+    """The tools to register on the agent (with `ToolDeps` as the run's deps)."""
+    return [
+        Tool(cron, takes_ctx=True),
+        Tool(schedule_recall, takes_ctx=True),
+        Tool(manage_recall, takes_ctx=True),
+    ]
