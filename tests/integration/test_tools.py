@@ -1,0 +1,142 @@
+"""The agent's scheduling tools against a real AgentCron (fake clock): binding and guard rails."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from types import SimpleNamespace
+from typing import Any
+
+from agentcron.agent.tools import (
+    ToolDeps,
+    ToolLimits,
+    cron,
+    manage_recall,
+    schedule_recall,
+    scheduling_tools,
+)
+from agentcron.engine.clock import FakeClock
+from agentcron.schedule import AtSpec, EverySpec
+from agentcron.store import CreatedBy, JobKind
+from tests.conftest import T0, CronFactory
+
+KEY = "websocket:abc"
+
+
+def ctx(app: Any, clock: FakeClock, **kw: Any) -> Any:
+    kw.setdefault("session_key", KEY)
+    return SimpleNamespace(deps=ToolDeps(jobs=app.jobs, now=clock.now(), **kw))
+
+
+async def test_add_binds_to_the_current_session(make_cron: CronFactory, clock: FakeClock) -> None:
+    app = await make_cron()
+    text = await cron(
+        ctx(app, clock), "add", name="stretch", when="in 10 minutes", message="stand up"
+    )
+    assert text.startswith("Scheduled “stretch”")
+    (job,) = await app.jobs.list()
+    assert job.session_key == KEY
+    assert job.kind is JobKind.AGENT_TURN
+    assert job.created_by is CreatedBy.AGENT
+    assert job.spec == AtSpec(at=T0 + timedelta(minutes=10))
+    assert job.policy.delete_after_run
+    assert (job.deliver, job.channel, job.to) == (None, None, None)
+
+
+async def test_add_without_session_context_fails_clearly(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    app = await make_cron()
+    text = await cron(ctx(app, clock, session_key=None), "add", when="in 1h", message="x")
+    assert text == ("Error: cannot add an automation here: this turn has no session to bind it to")
+    assert await app.jobs.list() == []
+
+
+async def test_deliver_is_not_advertised() -> None:
+    schemas = {t.name: t.function_schema.json_schema for t in scheduling_tools()}
+    assert set(schemas) == {"cron", "schedule_recall", "manage_recall"}
+    assert "deliver" not in schemas["cron"]["properties"]
+    assert "channel" not in schemas["cron"]["properties"]
+
+
+async def test_guard_rails(make_cron: CronFactory, clock: FakeClock) -> None:
+    app = await make_cron()
+    limits = ToolLimits(max_jobs_per_session=2, min_recurring_interval=timedelta(minutes=5))
+    c = ctx(app, clock, limits=limits)
+    assert "at most every 5 minutes" in await cron(c, "add", when="every 1m", message="spam")
+    assert "at most every 5 minutes" in await cron(c, "add", when="* * * * *", message="spam")
+    assert (await cron(c, "add", when="every 10m", message="a")).startswith("Scheduled")
+    # the same request again (a retried tool call) does not create a second job
+    assert (await cron(c, "add", when="every 10m", message="a")).startswith("Scheduled")
+    assert len(await app.jobs.list()) == 1
+    assert (await cron(c, "add", when="every 1h", message="b")).startswith("Scheduled")
+    assert "limit 2" in await cron(c, "add", when="every 2h", message="c")
+    scheduled = ctx(app, clock, in_scheduled_turn=True)
+    assert "inside a scheduled turn" in await cron(scheduled, "add", when="in 1h", message="d")
+    assert "cannot read 'whenever'" in await cron(c, "add", when="whenever", message="e")
+    system = await app.jobs.create(
+        name="heartbeat", when="every 30m", session_key=KEY, kind=JobKind.SYSTEM_EVENT
+    )
+    assert "no automation 'heartbeat'" in await cron(c, "remove", name="heartbeat")
+    assert (await app.jobs.get(system.id)).enabled
+
+
+async def test_list_pause_resume_update_remove_by_name(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    app = await make_cron()
+    c = ctx(app, clock)
+    await cron(c, "add", name="check the build", when="every weekday at 9", message="check CI")
+    listing = await cron(c, "list")
+    assert "check the build" in listing
+    assert "every weekday at 09:00 (UTC)" in listing
+    assert await cron(c, "pause", name="check the build") == "Paused “check the build”."
+    assert "paused (paused by the agent)" in await cron(c, "list")
+    assert (await cron(c, "resume", name="build")).startswith("Resumed “check the build”")
+    updated = await cron(c, "update", name="build", when="every day at 7:30")
+    assert "every day at 07:30 (UTC)" in updated
+    assert await cron(c, "remove", name="check the build") == "Removed “check the build”."
+    assert await cron(c, "list") == "No automations in this session."
+    assert "no automation 'nope'" in await cron(c, "pause", name="nope")
+
+
+async def test_recalls_one_per_session_skip_and_cancel(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    app = await make_cron()
+    c = ctx(app, clock)
+    first = await schedule_recall(
+        c, "once", "Read /tmp/build.log and report errors", when="in 30 seconds"
+    )
+    assert first.startswith("Recall scheduled")
+    second = await schedule_recall(c, "once", "again", when="in 1h")
+    assert second.startswith("Error: this session already has a pending recall")
+    (recall,) = [j for j in await app.jobs.list() if j.kind is JobKind.RECALL]
+    assert recall.spec == AtSpec(at=T0 + timedelta(seconds=30))
+    assert recall.message == "Read /tmp/build.log and report errors"
+    assert (await manage_recall(c, "cancel")).startswith("Cancelled the recall")
+    assert await manage_recall(c, "list") == "No pending recall in this session."
+    # a recurring one can skip, never into the past
+    text = await schedule_recall(c, "recurring", "poll the API", interval_seconds=300)
+    assert text.startswith("Recall scheduled")
+    (recall,) = [j for j in await app.jobs.list() if j.kind is JobKind.RECALL]
+    assert isinstance(recall.spec, EverySpec)
+    assert recall.next_fire_at == T0 + timedelta(minutes=5)
+    clock.advance(timedelta(minutes=12))  # overdue, e.g. the engine was down
+    skipped = await manage_recall(ctx(app, clock), "skip")
+    assert skipped.startswith("Skipped one occurrence")
+    (recall,) = [j for j in await app.jobs.list() if j.kind is JobKind.RECALL]
+    assert recall.next_fire_at == T0 + timedelta(minutes=15)  # after now, on its grid
+    assert "interval_seconds >= 60" in await schedule_recall(
+        c, "recurring", "x", interval_seconds=5
+    )
+
+
+async def test_immediate_recall_runs_right_after_the_turn(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    app = await make_cron()
+    text = await schedule_recall(ctx(app, clock), "immediate", "continue the report")
+    assert text.startswith("Recall scheduled")
+    (recall,) = await app.jobs.list()
+    assert recall.next_fire_at is not None
+    assert recall.next_fire_at - clock.now() < timedelta(seconds=1)
