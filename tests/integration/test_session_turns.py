@@ -258,3 +258,35 @@ async def test_concurrency_slots_are_shared_by_user_and_scheduled_turns(
     agent.hold.set()
     await cron.engine.settled()
     assert len(agent.turns) == 3
+
+
+async def test_usage_is_recorded_on_runs_and_turns_and_summed(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    class Metered(ScriptedAgent):
+        async def run_turn(
+            self, session: SessionInfo, turn: TurnInput, events: TurnEvents
+        ) -> Outcome:
+            self.turns.append(turn)
+            usage = {"input_tokens": 100, "output_tokens": 20, "requests": 1, "cost_usd": 0.0005}
+            return Outcome.succeeded("ok", usage=usage)
+
+    cron = await make_cron(runner=Metered())
+    job = await cron.jobs.create(name="m", when="every 1m", session_key=KEY)
+    await cron.sessions.send(KEY, "hello")
+    for _ in range(3):
+        await settle(cron, clock, MIN)
+    await cron.engine.settled()
+    (run, *_) = await cron.runs.list(job.id)
+    assert run.usage == {
+        "input_tokens": 100,
+        "output_tokens": 20,
+        "requests": 1,
+        "cost_usd": 0.0005,
+    }
+    assert await cron.store.usage_totals(job_id=job.id) == {
+        "counted": 3, "input_tokens": 300, "output_tokens": 60, "cost_usd": 0.0015,
+    }  # fmt: skip
+    assert await cron.store.usage_totals(session_key=KEY) == {
+        "counted": 4, "input_tokens": 400, "output_tokens": 80, "cost_usd": 0.002,
+    }  # fmt: skip

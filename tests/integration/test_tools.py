@@ -121,7 +121,8 @@ async def test_recalls_one_per_session_skip_and_cancel(
     (recall,) = [j for j in await app.jobs.list() if j.kind is JobKind.RECALL]
     assert isinstance(recall.spec, EverySpec)
     assert recall.next_fire_at == T0 + timedelta(minutes=5)
-    clock.advance(timedelta(minutes=12))  # overdue, e.g. the engine was down
+    await app.engine.stop()  # the engine is down, so the recall becomes overdue
+    clock.advance(timedelta(minutes=12))
     skipped = await manage_recall(ctx(app, clock), "skip")
     assert skipped.startswith("Skipped one occurrence")
     (recall,) = [j for j in await app.jobs.list() if j.kind is JobKind.RECALL]

@@ -123,6 +123,10 @@ runs = sa.Table(
     sa.Column("error_details", JSONValue),
     sa.Column("message_id", sa.Text),
     sa.Column("usage", JSONValue),
+    # usage as numbers too, so totals per job / session are one SUM on every backend
+    sa.Column("input_tokens", sa.Integer),
+    sa.Column("output_tokens", sa.Integer),
+    sa.Column("cost_usd", sa.Float),
     sa.UniqueConstraint("job_id", "fire_at", name="uq_runs_job_fire"),
 )
 sa.Index("ix_runs_state", runs.c.state)
@@ -166,6 +170,9 @@ turns = sa.Table(
     sa.Column("error", sa.Text),
     sa.Column("error_details", JSONValue),
     sa.Column("usage", JSONValue),
+    sa.Column("input_tokens", sa.Integer),
+    sa.Column("output_tokens", sa.Integer),
+    sa.Column("cost_usd", sa.Float),
     sa.Column("reply_message_id", sa.String(32)),
 )
 sa.Index("ix_turns_session_key", turns.c.session_key)

@@ -219,6 +219,9 @@ class SessionStore:
             "error": None,
             "error_details": None,
             "usage": None,
+            "input_tokens": None,
+            "output_tokens": None,
+            "cost_usd": None,
             "reply_message_id": None,
         }
         await self._db.write(lambda conn: conn.execute(turns.insert().values(values)))
@@ -230,6 +233,9 @@ class SessionStore:
             raise ValueError(f"cannot update turn fields {sorted(unknown)}")
         if isinstance(fields.get("state"), TurnState):
             fields["state"] = fields["state"].value
+        if fields.get("usage"):
+            usage = fields["usage"]
+            fields.update({c: usage.get(c) for c in ("input_tokens", "output_tokens", "cost_usd")})
         await self._db.write(
             lambda conn: conn.execute(turns.update().where(turns.c.id == turn_id).values(fields))
         )

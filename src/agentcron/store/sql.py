@@ -43,7 +43,7 @@ from agentcron.store.models import (
     RunState,
     Transition,
 )
-from agentcron.store.schema import jobs, runs
+from agentcron.store.schema import jobs, runs, turns
 from agentcron.store.sessions import SessionStore
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,14 @@ _RUN_FIELDS = (
     "prompt",
     "prompt_vars",
 )
-_MERGED_NULLS = (*_STATE_TIME.values(), "finished_at", *_RUN_FIELDS)
+USAGE_COLUMNS = ("input_tokens", "output_tokens", "cost_usd")
+_MERGED_NULLS = (*_STATE_TIME.values(), "finished_at", *_RUN_FIELDS, *USAGE_COLUMNS)
+
+
+def usage_numbers(usage: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The numeric usage columns from a runner's usage dict."""
+    usage = usage or {}
+    return {col: usage.get(col) for col in USAGE_COLUMNS}
 
 
 def _transition_stmt() -> Any:
@@ -310,6 +317,9 @@ def _run_values(
         "error_details": None,
         "message_id": None,
         "usage": None,
+        "input_tokens": None,
+        "output_tokens": None,
+        "cost_usd": None,
     }
 
 
@@ -693,6 +703,8 @@ class SqlStore:
                 value = getattr(t, col)
                 if value is not None:
                     row[col] = value
+            if t.usage:
+                row.update(usage_numbers(t.usage))
         if merged:
             conn.execute(_TRANSITION_STMT, list(merged.values()))
         if outcomes:
@@ -996,6 +1008,33 @@ class SqlStore:
         if limit is not None:
             query = query.limit(limit)
         return [_run(r) for r in conn.execute(query)]
+
+    async def usage_totals(
+        self, *, job_id: str | None = None, session_key: str | None = None
+    ) -> dict[str, Any]:
+        """Tokens and cost summed over a job's runs, or over a session's turns (user and
+        scheduled), so a user sees what a schedule or a conversation costs.
+        """
+        if (job_id is None) == (session_key is None):
+            raise ValueError("give exactly one of job_id or session_key")
+        table, where = (
+            (runs, runs.c.job_id == job_id)
+            if job_id is not None
+            else (turns, turns.c.session_key == session_key)
+        )
+        query = sa.select(
+            sa.func.count(),
+            *(sa.func.coalesce(sa.func.sum(table.c[c]), 0) for c in USAGE_COLUMNS),
+        ).where(where, table.c.input_tokens.is_not(None))
+        count, tokens_in, tokens_out, cost = await self._db.read(
+            lambda conn: conn.execute(query).one()
+        )
+        return {
+            "counted": int(count),
+            "input_tokens": int(tokens_in),
+            "output_tokens": int(tokens_out),
+            "cost_usd": round(float(cost), 6),
+        }
 
     async def count_runs(self, *, states: Iterable[RunState] | None = None) -> int:
         return await self._db.read(lambda conn: self._count_runs_op(conn, states=states))
