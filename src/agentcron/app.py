@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -143,9 +143,8 @@ class Jobs:
         `expected_version` makes it a compare-and-set (VersionConflictError when the job moved
         on); without it the update retries on concurrent changes.
         """
-        for attempt in range(_CAS_RETRIES):
-            job = await self._store.get_job(job_id)
-            now = self._cron.clock.now()
+
+        def compute(job: Job, now: datetime) -> dict[str, Any]:
             changes: dict[str, Any] = {}
             if name is not None:
                 changes["name"] = name
@@ -155,90 +154,83 @@ class Jobs:
             if when is not None:
                 new_spec = parse_when(when, now, tz or job.spec.tz)
             elif tz is not None and new_spec is None:
-                new_spec = job.spec.model_copy(update={"tz": tz})
-                new_spec = type(job.spec).model_validate(new_spec.model_dump())
+                new_spec = type(job.spec).model_validate({**job.spec.model_dump(), "tz": tz})
             policy = replace(job.policy, **policy_changes) if policy_changes else job.policy
             if policy_changes:
                 changes["policy"] = policy
             if new_spec is not None or policy_changes:
                 changes["spec"] = new_spec or job.spec
-                if job.enabled:
+                remaining = job.remaining_runs
+                if "max_runs" in policy_changes:
                     remaining = (
-                        policy.max_runs if "max_runs" in policy_changes else job.remaining_runs
+                        None if policy.max_runs is None else max(policy.max_runs - job.run_count, 0)
                     )
-                    if "max_runs" in policy_changes and policy.max_runs is not None:
-                        remaining = max(policy.max_runs - job.run_count, 0)
-                        changes["remaining_runs"] = remaining
-                    fire, due = arm(new_spec or job.spec, policy, job.id, now, remaining)
+                    changes["remaining_runs"] = remaining
+                if job.enabled:
+                    fire, due = arm(changes["spec"], policy, job.id, now, remaining)
                     changes.update(next_fire_at=fire, next_run_at=due)
-            try:
-                updated = await self._store.update_job(
-                    job_id, changes, now, expected_version=expected_version or job.version
-                )
-            except VersionConflictError:
-                if expected_version is not None or attempt == _CAS_RETRIES - 1:
-                    raise
-                continue
-            self._cron.engine.wake()
-            return updated
-        raise AssertionError("unreachable")  # pragma: no cover
+            return changes
+
+        return await self._change(job_id, compute, expected_version)
 
     async def pause(self, job_id: str, reason: str = "paused by user") -> Job:
-        return await self._set_enabled(job_id, False, reason)
+        def compute(job: Job, now: datetime) -> dict[str, Any]:
+            return {
+                "enabled": False,
+                "paused_reason": reason,
+                "paused_at": now,
+                "next_fire_at": None,
+                "next_run_at": None,
+            }
+
+        return await self._change(job_id, compute)
 
     async def resume(self, job_id: str) -> Job:
-        return await self._set_enabled(job_id, True, None)
+        """Re-enable a job from now on (fires due while it was paused do not run)."""
 
-    async def _set_enabled(self, job_id: str, enabled: bool, reason: str | None) -> Job:
-        for attempt in range(_CAS_RETRIES):
-            job = await self._store.get_job(job_id)
-            now = self._cron.clock.now()
-            if enabled:
-                fire, due = arm(job.spec, job.policy, job.id, now, job.remaining_runs)
-                changes: dict[str, Any] = {
-                    "enabled": True,
-                    "paused_reason": None,
-                    "paused_at": None,
-                    "consecutive_failures": 0,
-                    "next_fire_at": fire,
-                    "next_run_at": due,
-                }
-            else:
-                changes = {
-                    "enabled": False,
-                    "paused_reason": reason,
-                    "paused_at": now,
-                    "next_fire_at": None,
-                    "next_run_at": None,
-                }
-            try:
-                updated = await self._store.update_job(
-                    job_id, changes, now, expected_version=job.version
-                )
-            except VersionConflictError:
-                if attempt == _CAS_RETRIES - 1:
-                    raise
-                continue
-            self._cron.engine.wake()
-            return updated
-        raise AssertionError("unreachable")  # pragma: no cover
+        def compute(job: Job, now: datetime) -> dict[str, Any]:
+            fire, due = arm(job.spec, job.policy, job.id, now, job.remaining_runs)
+            return {
+                "enabled": True,
+                "paused_reason": None,
+                "paused_at": None,
+                "consecutive_failures": 0,
+                "next_fire_at": fire,
+                "next_run_at": due,
+            }
+
+        return await self._change(job_id, compute)
 
     async def skip_next(self, job_id: str) -> Job:
         """Skip the job's next fire; the one after it is computed from now at the earliest,
         so a skip never schedules into the past.
         """
+
+        def compute(job: Job, now: datetime) -> dict[str, Any]:
+            after = max(job.next_fire_at or now, now)
+            fire, due = arm(job.spec, job.policy, job.id, after, job.remaining_runs)
+            return {"next_fire_at": fire, "next_run_at": due}
+
+        return await self._change(job_id, compute)
+
+    async def _change(
+        self,
+        job_id: str,
+        compute: Callable[[Job, datetime], dict[str, Any]],
+        expected_version: int | None = None,
+    ) -> Job:
+        """Read, compute the changes, compare-and-set; retry on a concurrent change unless the
+        caller pinned `expected_version`. Wakes the engine: the next fire may have moved.
+        """
         for attempt in range(_CAS_RETRIES):
             job = await self._store.get_job(job_id)
             now = self._cron.clock.now()
-            after = max(job.next_fire_at or now, now)
-            fire, due = arm(job.spec, job.policy, job.id, after, job.remaining_runs)
             try:
                 updated = await self._store.update_job(
-                    job_id, {"next_fire_at": fire, "next_run_at": due}, now,
-                    expected_version=job.version,
-                )  # fmt: skip
+                    job_id, compute(job, now), now, expected_version=expected_version or job.version
+                )
             except VersionConflictError:
-                if attempt == _CAS_RETRIES - 1:
+                if expected_version is not None or attempt == _CAS_RETRIES - 1:
                     raise
                 continue
             self._cron.engine.wake()
