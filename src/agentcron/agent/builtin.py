@@ -1,0 +1,286 @@
+"""The built-in runner: runs a session turn on a pydantic-ai agent and streams what happens."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import traceback
+import uuid
+from collections.abc import AsyncIterable, Callable, Mapping, Sequence
+from datetime import UTC, datetime, tzinfo
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic_ai import Agent, RunContext, Tool, capture_run_messages
+from pydantic_ai.exceptions import UsageLimitExceeded
+from pydantic_ai.messages import (
+    AgentStreamEvent,
+    FunctionToolCallEvent,
+    FunctionToolResultEvent,
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponse,
+    PartDeltaEvent,
+    PartStartEvent,
+    SystemPromptPart,
+    TextPart,
+    TextPartDelta,
+    UserPromptPart,
+)
+from pydantic_ai.models import Model, infer_model
+from pydantic_ai.usage import RunUsage, UsageLimits
+
+from agentcron.agent.offline import OFFLINE_MODEL_NAME, RECALL_CONTEXT_HEADER, OfflineModel
+from agentcron.agent.pricing import PriceTable, cost_usd, load_prices
+from agentcron.agent.runner import HistoryEntry, Outcome, SessionInfo, TurnEvents, TurnInput
+
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
+    "BuiltinRunner",
+    "history_to_messages",
+    "resolve_model",
+]
+
+MODEL_ENV = "AGENTCRON_MODEL"
+BASE_URL_ENV = "AGENTCRON_BASE_URL"
+API_KEY_ENV = "AGENTCRON_API_KEY"
+_OPENAI_PREFIXES = ("openai:", "openai-chat:")
+_MAX_ERROR_CHARS = 300
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are the assistant of a chat session run by agentcron. "
+    "When the user asks for something at a later time or on a schedule, use your tools: `cron` "
+    "for automations (reminders, recurring checks), `schedule_recall` for a follow-up you schedule "
+    "for yourself, `manage_recall` to list or cancel it. Pass times as the user said them "
+    '("in 10 minutes", "every weekday at 9"); never compute dates yourself. '
+    "A turn marked [scheduled] was started by a schedule: do the task and report the result. "
+    "Keep answers short."
+)
+
+DepsFactory = Callable[[SessionInfo, TurnInput], Any]
+
+
+def resolve_model(
+    model: str | Model | None = None, env: Mapping[str, str] | None = None
+) -> tuple[Model, str]:
+    """The model to run and its id for pricing ("provider:name"); no network is touched.
+
+    Order: `model`, else env AGENTCRON_MODEL, else the offline model. With AGENTCRON_BASE_URL set,
+    a name (optionally "openai:"-prefixed) runs on that OpenAI-compatible server (Ollama, vLLM,
+    llama.cpp) with AGENTCRON_API_KEY, if any.
+    """
+    env = os.environ if env is None else env
+    if isinstance(model, OfflineModel):
+        return model, OFFLINE_MODEL_NAME
+    if isinstance(model, Model):
+        name = model.model_name
+        return model, name if name.startswith(f"{model.system}:") else f"{model.system}:{name}"
+    spec = (model or env.get(MODEL_ENV) or OFFLINE_MODEL_NAME).strip()
+    if spec.lower() == OFFLINE_MODEL_NAME:
+        return OfflineModel(), OFFLINE_MODEL_NAME
+    base_url = env.get(BASE_URL_ENV, "").strip()
+    if base_url:
+        # Imported here: only this path needs the OpenAI SDK loaded.
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+
+        name = next((spec[len(p) :] for p in _OPENAI_PREFIXES if spec.startswith(p)), spec)
+        provider = OpenAIProvider(base_url=base_url, api_key=env.get(API_KEY_ENV) or None)
+        return OpenAIChatModel(name, provider=provider), f"openai:{name}"
+    return infer_model(spec), spec
+
+
+def history_to_messages(history: Sequence[HistoryEntry]) -> list[ModelMessage]:
+    """Transcript entries as pydantic-ai messages; neighbours of one side share a message."""
+    messages: list[ModelMessage] = []
+    request: list[ModelRequestPart] = []
+    response: list[TextPart] = []
+    for entry in history:
+        if not entry.content.strip():
+            continue
+        if entry.role == "assistant":
+            if request:
+                messages.append(ModelRequest(parts=request))
+                request = []
+            response.append(TextPart(entry.content))
+            continue
+        if response:
+            messages.append(ModelResponse(parts=response))
+            response = []
+        part = SystemPromptPart if entry.role == "system" else UserPromptPart
+        request.append(part(entry.content))
+    if request:
+        messages.append(ModelRequest(parts=request))
+    if response:
+        messages.append(ModelResponse(parts=response))
+    return messages
+
+
+def _zone(name: str) -> tuple[tzinfo, str]:
+    try:
+        return ZoneInfo(name), name
+    except (ZoneInfoNotFoundError, ValueError):
+        return UTC, "UTC"
+
+
+class _Relay:
+    """Turns pydantic-ai stream events into the runner protocol's event dicts."""
+
+    def __init__(self, events: TurnEvents) -> None:
+        self._events = events
+        self._args: dict[str, dict[str, Any]] = {}
+
+    async def __call__(self, ctx: RunContext[Any], stream: AsyncIterable[AgentStreamEvent]) -> None:
+        async for event in stream:
+            if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+                if event.part.content:
+                    await self._events.emit({"type": "text_delta", "text": event.part.content})
+            elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+                if event.delta.content_delta:
+                    text = event.delta.content_delta
+                    await self._events.emit({"type": "text_delta", "text": text})
+            elif isinstance(event, FunctionToolCallEvent):
+                args = event.part.args_as_dict()
+                self._args[event.part.tool_call_id] = args
+                await self._events.emit(
+                    {"type": "tool_started", "name": event.part.tool_name, "args": args}
+                )
+            elif isinstance(event, FunctionToolResultEvent):
+                part = event.part
+                await self._events.emit(
+                    {
+                        "type": "tool_call",
+                        "name": part.tool_name,
+                        "args": self._args.get(part.tool_call_id, {}),
+                        "result": part.model_response_str(wrap_if_error=False),
+                    }
+                )
+
+
+class BuiltinRunner:
+    """Runs each turn on a pydantic-ai agent: history in, streamed text and tool events out.
+
+    `tools` are pydantic-ai tools whose deps come from `deps_factory(session, turn)`; a turn makes
+    at most `max_steps` model requests and reaching that bound still counts as success.
+    """
+
+    def __init__(
+        self,
+        model: str | Model | None = None,
+        *,
+        tools: Sequence[Tool[Any]] = (),
+        deps_factory: DepsFactory | None = None,
+        max_steps: int = 8,
+        system_prompt: str | None = None,
+        prices: PriceTable | None = None,
+    ) -> None:
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be at least 1, got {max_steps}")
+        self.model, self.model_id = resolve_model(model)
+        self.max_steps = max_steps
+        self.system_prompt = DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt
+        self.prices = load_prices(prices)
+        self._deps_factory = deps_factory
+        # `None` allowed: a model with nothing to report answers empty (an `empty` outcome) instead
+        # of being re-prompted until it says something.
+        self._agent: Agent[Any, str | None] = Agent(
+            self.model,
+            output_type=[str, type(None)],
+            deps_type=object,
+            tools=list(tools),
+            name="agentcron",
+        )
+
+    def instructions(self, session: SessionInfo, turn: TurnInput) -> str:
+        """This turn's instructions: system prompt, local time and zone, recall self-instruction."""
+        now = turn.now or datetime.now(UTC)
+        if now.tzinfo is None:
+            now = now.replace(tzinfo=UTC)
+        zone, tz_name = _zone(session.tz)
+        local = now.astimezone(zone)
+        parts = [
+            self.system_prompt,
+            f"Current time: {local:%A %Y-%m-%d %H:%M} in {tz_name}, the session's time zone "
+            f"({now.astimezone(UTC):%Y-%m-%dT%H:%MZ} UTC).",
+            f"Session: {session.title or session.key}.",
+        ]
+        if turn.system_context and turn.system_context.strip():
+            # Last on purpose: the offline model reads the self-instruction up to the end.
+            parts.append(f"{RECALL_CONTEXT_HEADER}\n{turn.system_context.strip()}")
+        return "\n\n".join(part for part in parts if part.strip())
+
+    def _usage(self, usage: RunUsage) -> dict[str, Any]:
+        return {
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "requests": usage.requests,
+            "tool_calls": usage.tool_calls,
+            "model": self.model_id,
+            "cost_usd": cost_usd(
+                self.prices, self.model_id, usage.input_tokens, usage.output_tokens
+            ),
+        }
+
+    async def run_turn(self, session: SessionInfo, turn: TurnInput, events: TurnEvents) -> Outcome:
+        run_id = str(uuid.uuid4())
+        with capture_run_messages() as captured:
+            try:
+                deps = self._deps_factory(session, turn) if self._deps_factory else None
+                if inspect.isawaitable(deps):
+                    deps = await deps
+                result = await self._agent.run(
+                    turn.prompt,
+                    message_history=history_to_messages(turn.history) or None,
+                    instructions=self.instructions(session, turn),
+                    deps=deps,
+                    usage_limits=UsageLimits(request_limit=self.max_steps),
+                    event_stream_handler=_Relay(events),
+                    run_id=run_id,
+                )
+            except UsageLimitExceeded:
+                # The step bound is a budget, not an error (as for recalls): keep what was said.
+                responses = self._responses(captured, run_id)
+                text = "\n\n".join(
+                    part.content.strip()
+                    for response in responses
+                    for part in response.parts
+                    if isinstance(part, TextPart) and part.content.strip()
+                )
+                return Outcome.succeeded(
+                    text or f"(stopped after {self.max_steps} steps)",
+                    usage=self._usage(self._sum_usage(responses)),
+                    extra={"stopped": "max_steps", "max_steps": self.max_steps},
+                )
+            except Exception as exc:  # CancelledError is a BaseException: it propagates
+                first = (str(exc).strip().splitlines() or [""])[0]
+                error = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+                if len(error) > _MAX_ERROR_CHARS:
+                    error = error[: _MAX_ERROR_CHARS - 1] + "…"
+                return Outcome.failed(
+                    error,
+                    error_details={
+                        "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+                        "message": str(exc),
+                        "traceback": "".join(traceback.format_exception(exc)),
+                    },
+                    usage=self._usage(self._sum_usage(self._responses(captured, run_id))),
+                )
+        usage = self._usage(result.usage)
+        output = result.output
+        if output is None or not output.strip():
+            return Outcome.empty(usage=usage)
+        return Outcome.succeeded(output, usage=usage)
+
+    @staticmethod
+    def _responses(messages: Sequence[ModelMessage], run_id: str) -> list[ModelResponse]:
+        """This run's model responses (history messages carry no run id of ours)."""
+        return [m for m in messages if isinstance(m, ModelResponse) and m.run_id == run_id]
+
+    @staticmethod
+    def _sum_usage(responses: Sequence[ModelResponse]) -> RunUsage:
+        usage = RunUsage(requests=len(responses))
+        for response in responses:
+            usage.input_tokens += response.usage.input_tokens
+            usage.output_tokens += response.usage.output_tokens
+        return usage
