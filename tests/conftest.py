@@ -101,13 +101,15 @@ async def make_cron(
     """Start AgentCron instances on the test DB and fake clock; all are closed at the end."""
     started: list[AgentCron] = []
 
-    async def factory(**kw: object) -> AgentCron:
+    async def factory(*, start: bool = True, **kw: object) -> AgentCron:
+        """`start=False`: not started (open `cron.store` and start `cron.engine` yourself)."""
         kw.setdefault("runner", recorder)
         kw.setdefault("clock", clock)
         kw.setdefault("settings", EngineSettings())
         cron = AgentCron(db=db_path, **kw)  # type: ignore[arg-type]
-        await cron.start()
         started.append(cron)
+        if start:
+            await cron.start()
         return cron
 
     yield factory

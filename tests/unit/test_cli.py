@@ -1,4 +1,4 @@
-"""The CLI edge: `agentcron next` and `agentcron demo` print specs and fires, errors clearly."""
+"""The CLI edge: `agentcron next` and `agentcron examples` print specs and fires, errors clearly."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ def test_next_rejects_unreadable_phrase_with_usage_error() -> None:
     assert "cannot read 'whenever' as a time; accepted forms" in result.output
 
 
-def test_demo_runs_every_example() -> None:
-    result = CliRunner().invoke(main, ["demo"])
+def test_examples_runs_every_example() -> None:
+    result = CliRunner().invoke(main, ["examples"])
     assert result.exit_code == 0, result.output
     assert "6 fields (a seconds or year field) are not supported" in result.output
     assert "every hour (Australia/Lord_Howe)" in result.output
@@ -37,7 +37,7 @@ def test_db_upgrade_creates_and_reports_the_schema(tmp_path: object) -> None:
     for _ in range(2):  # creating, then upgrading an up-to-date database
         result = CliRunner().invoke(main, ["db", "upgrade", "--db", str(path)])
         assert result.exit_code == 0, result.output
-        assert f"{path}: schema at revision 0004 (0 jobs, 0 runs)" in result.output
+        assert f"{path}: schema at revision 0005 (0 jobs, 0 runs)" in result.output
     assert path.exists()
 
 

@@ -24,9 +24,10 @@ from agentcron.agent.runner import (
     TurnSource,
 )
 from agentcron.engine.clock import Clock
+from agentcron.engine.waiters import Waiters
 from agentcron.sessions.prompts import get_prompt
 from agentcron.sessions.transcript import closure, trigger_entry
-from agentcron.store.models import ClaimedFire, JobKind, RunState, Turn, TurnState
+from agentcron.store.models import ClaimedFire, JobKind, Message, RunState, Turn, TurnState
 from agentcron.store.sql import SqlStore
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ Listener = Callable[[str, dict[str, Any]], Awaitable[None] | None]
 """(session_key, event) -> None: stream_start / text_delta / tool_* / stream_end / session_sync."""
 
 _STOPPED = "stopped by the user"
+_INTERRUPTED_NOTICE = "This turn was interrupted because agentcron stopped."
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +113,7 @@ class Lanes:
         self._in_runner = 0
         self._awaiting_slot = 0
         self.parked = 0  # fires handed over by the engine and waiting in a lane
+        self.turn_waiters = Waiters()  # callers waiting for a turn to end
 
     # -- submission ------------------------------------------------------------------------
 
@@ -122,7 +125,9 @@ class Lanes:
             raise RuntimeError("agentcron is stopping: no new turns")
         now = self.clock.now()
         await self.store.sessions.ensure_session(session_key, now)
-        turn = await self.store.sessions.create_turn(session_key, source.value, content, now)
+        turn = await self.store.sessions.create_turn(
+            session_key, source.value, content, now, owner=self.owner
+        )
         self._enqueue(session_key, _Request(turn=turn, source=source, content=content))
         return turn
 
@@ -139,14 +144,14 @@ class Lanes:
         now = self.clock.now()
         await self.store.sessions.ensure_session(key, now)
         busy = self.busy(key)
-        turn = await self.store.sessions.create_turn(
-            key,
-            source.value,
-            fire.job.message,
-            now,
-            state=TurnState.DEFERRED if busy else TurnState.QUEUED,
-            run_id=fire.run_id,
-        )
+        state = TurnState.DEFERRED if busy else TurnState.QUEUED
+        # An adopted fire continues the turn record it left when its process stopped.
+        turn = await self.store.sessions.take_fire_turn(fire.run_id, self.owner, state)
+        if turn is None:
+            turn = await self.store.sessions.create_turn(
+                key, source.value, fire.job.message, now, state=state, run_id=fire.run_id,
+                owner=self.owner,
+            )  # fmt: skip
         request = _Request(
             turn=turn, source=source, content=fire.job.message, fire=fire, trigger=trigger,
             on_state=on_state,
@@ -163,7 +168,8 @@ class Lanes:
             lane = self._lanes.get(key)
             if lane is not None and request in lane.queue and lane.current is not request:
                 lane.queue.remove(request)
-                await self.store.sessions.update_turn(turn.id, state=TurnState.CANCELLED)
+                # The fire is released for the next engine; so is its turn record.
+                await self.store.sessions.release_turns([turn.id], self.owner)
             raise
         finally:
             self.parked -= 1
@@ -189,6 +195,30 @@ class Lanes:
         lane.stop_requested = True
         lane.runner_task.cancel()
         return True
+
+    async def deliver(
+        self,
+        session_key: str,
+        text: str,
+        meta: dict[str, Any],
+        *,
+        channel: str | None = None,
+        chat_id: str | None = None,
+        channel_meta: dict[str, Any] | None = None,
+    ) -> Message:
+        """Post an outbound assistant message that is not a turn (a legacy job's result)."""
+        now = self.clock.now()
+        await self.store.sessions.ensure_session(
+            session_key, now, channel=channel, chat_id=chat_id, channel_meta=channel_meta
+        )
+        message = await self.store.sessions.append_message(
+            session_key, "assistant", text, now, meta
+        )
+        await self.publish(session_key, {"type": "message", "session_key": session_key,
+                                         "message_id": message.id, "role": "assistant",
+                                         "content": text, "meta": meta})  # fmt: skip
+        await self.publish(session_key, {"type": "session_sync", "session_key": session_key})
+        return message
 
     # -- listeners ---------------------------------------------------------------------------
 
@@ -238,6 +268,7 @@ class Lanes:
                     lane.queue.popleft()
             if not request.done.done():
                 request.done.set_result(result)
+            self.turn_waiters.notify(request.turn.id)
         if self._lanes.get(key) is lane and not lane.queue:
             del self._lanes[key]
 
@@ -258,12 +289,57 @@ class Lanes:
             self._awaiting_slot -= 1
         try:
             await self._acquire_session(key, request.turn.id)
+            renewer = asyncio.create_task(self._renew_session(key), name=f"lease:{key}")
             try:
                 return await self._turn(key, lane, request)
             finally:
+                renewer.cancel()
+                await asyncio.gather(renewer, return_exceptions=True)
                 await self.store.sessions.release_turn_lease(key, self.owner)
         finally:
             self._slots.release()
+
+    async def _renew_session(self, key: str) -> None:
+        """Keep the session's turn lease while a turn runs (a long LLM turn outlives one lease)."""
+        never = asyncio.Event()
+        while True:
+            await self.clock.sleep_until(self.clock.now() + self._lease / 3, never)
+            try:
+                if not await self.store.sessions.renew_turn_lease(
+                    key, self.owner, self.clock.now() + self._lease
+                ):
+                    log.warning("lost the session's turn lease", extra={"session_key": key})
+                    return
+            except Exception:
+                log.exception("session lease renewal failed", extra={"session_key": key})
+
+    async def recover(self, is_dead: Callable[[str], bool]) -> None:
+        """Settle turns other processes left open: run waiting user turns here (they never
+        started), close cut-off ones with a visible notice (never re-run).
+        """
+        now = self.clock.now()
+        found = await self.store.sessions.recover_turns(now, self.owner, is_dead)
+        for turn in found.interrupted:
+            log.warning("turn interrupted: its process stopped mid-way; not re-run",
+                        extra={"session_key": turn.session_key, "turn_id": turn.id})  # fmt: skip
+            reply = await self.store.sessions.append_message(
+                turn.session_key, "assistant", _INTERRUPTED_NOTICE, now,
+                {"source": turn.source, "status": "interrupted", "_status_notice": True,
+                 "turn_id": turn.id},
+            )  # fmt: skip
+            await self.store.sessions.update_turn(turn.id, reply_message_id=reply.id)
+            self.turn_waiters.notify(turn.id)
+            await self.publish(turn.session_key, {"type": "session_sync",
+                                                  "session_key": turn.session_key})  # fmt: skip
+        for turn in found.adopted:
+            if self._closing:
+                await self.store.sessions.release_turns([turn.id], self.owner)
+                continue
+            log.info("adopted a waiting turn", extra={"session_key": turn.session_key,
+                                                      "turn_id": turn.id})  # fmt: skip
+            source = TurnSource(turn.source)
+            self._enqueue(turn.session_key, _Request(turn=turn, source=source,
+                                                     content=turn.content))  # fmt: skip
 
     async def _acquire_session(self, key: str, turn_id: str) -> None:
         """Hold the session's turn lease in the store, so no other process runs a turn in it."""
@@ -353,6 +429,7 @@ class Lanes:
             usage=outcome.usage,
             reply_message_id=reply.id,
         )
+        self.turn_waiters.notify(request.turn.id)
         await events.emit({"type": "stream_end", "turn_id": request.turn.id,
                            "status": outcome.status.value, "message_id": reply.id})  # fmt: skip
         await self.publish(key, {"type": "session_sync", "session_key": key})
@@ -393,7 +470,7 @@ class Lanes:
         outcome = Outcome.failed(error)
         reply_id = None
         try:
-            text = "This turn was interrupted because agentcron stopped."
+            text = _INTERRUPTED_NOTICE
             reply = await self.store.sessions.append_message(
                 key, "assistant", text, self.clock.now(),
                 {"source": request.source.value, "status": "interrupted", "_status_notice": True,
@@ -406,6 +483,7 @@ class Lanes:
             )  # fmt: skip
         except Exception:
             log.exception("could not record an interrupted turn", extra={"session_key": key})
+        self.turn_waiters.notify(request.turn.id)
         request.done.set_result(TurnResult(outcome, request.turn.id, reply_id, interrupted=True))
 
     # -- shutdown --------------------------------------------------------------------------
@@ -415,12 +493,19 @@ class Lanes:
         running turns finish for `grace` seconds, then stop them.
         """
         self._closing = True
+        released: list[str] = []
         for lane in self._lanes.values():
             for request in list(lane.queue):
                 if request is not lane.current:
                     lane.queue.remove(request)
+                    released.append(request.turn.id)
                     if not request.done.done():
                         request.done.cancel()
+        # Waiting turns never started: the next process to start runs them (nothing is lost).
+        try:
+            await self.store.sessions.release_turns(released, self.owner)
+        except Exception:
+            log.exception("could not release %d waiting turns", len(released))
         workers = [lane.worker for lane in self._lanes.values() if lane.worker is not None]
         if workers:
             _, late = await asyncio.wait(workers, timeout=grace)

@@ -174,6 +174,7 @@ class Run:
     error_details: dict[str, Any] | None = None
     message_id: str | None = None
     usage: dict[str, Any] | None = None
+    delivery: dict[str, Any] | None = None  # legacy runs: evaluation verdict and target
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +223,7 @@ class Transition:
     prompt_ref: dict[str, Any] | None = None
     prompt: str | None = None
     prompt_vars: dict[str, Any] | None = None
+    delivery: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,3 +308,4 @@ class Turn:
     error_details: dict[str, Any] | None
     usage: dict[str, Any] | None
     reply_message_id: str | None
+    owner: str | None = None  # the process that runs it; None = released for another to adopt

@@ -127,6 +127,8 @@ runs = sa.Table(
     sa.Column("input_tokens", sa.Integer),
     sa.Column("output_tokens", sa.Integer),
     sa.Column("cost_usd", sa.Float),
+    # legacy unbound runs: the evaluate step's verdict and where the result went
+    sa.Column("delivery", JSONValue),
     sa.UniqueConstraint("job_id", "fire_at", name="uq_runs_job_fire"),
 )
 sa.Index("ix_runs_state", runs.c.state)
@@ -174,8 +176,11 @@ turns = sa.Table(
     sa.Column("output_tokens", sa.Integer),
     sa.Column("cost_usd", sa.Float),
     sa.Column("reply_message_id", sa.String(32)),
+    # the process that will run (or runs) this turn; NULL = released for another to adopt
+    sa.Column("owner", sa.Text),
 )
 sa.Index("ix_turns_session_key", turns.c.session_key)
+sa.Index("ix_turns_state", turns.c.state)
 
 messages = sa.Table(
     "messages",

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -12,12 +13,36 @@ from sqlalchemy.engine import Connection, Row
 from agentcron.store.database import Database
 from agentcron.store.errors import SessionNotFoundError, TurnNotFoundError
 from agentcron.store.ids import new_id
-from agentcron.store.models import Message, Session, Turn, TurnState
-from agentcron.store.schema import messages, sessions, turns
+from agentcron.store.models import ACTIVE_STATES, Message, RunState, Session, Turn, TurnState
+from agentcron.store.schema import messages, runs, sessions, turns
 
 _TURN_FIELDS = frozenset(
-    {"state", "started_at", "finished_at", "error", "error_details", "usage", "reply_message_id"}
+    {
+        "state",
+        "started_at",
+        "finished_at",
+        "error",
+        "error_details",
+        "usage",
+        "reply_message_id",
+        "owner",
+    }
 )
+_WAITING_TURN = (TurnState.QUEUED.value, TurnState.DEFERRED.value)
+_OPEN_TURN = (*_WAITING_TURN, TurnState.RUNNING.value)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecovery:
+    """What `recover_turns` settled: turns to run here, and turns that were cut off."""
+
+    adopted: list[Turn]  # waiting user/hook turns of a process that is gone: now ours
+    interrupted: list[Turn]  # running turns of a process that is gone: closed as interrupted
+
+
+def _run_is_open(conn: Connection, run_id: str) -> bool:
+    state = conn.execute(sa.select(runs.c.state).where(runs.c.id == run_id)).scalar_one_or_none()
+    return state is not None and RunState(state) in ACTIVE_STATES
 
 
 def _session(row: Row[Any]) -> Session:
@@ -66,6 +91,7 @@ def _turn(row: Row[Any] | Mapping[str, Any]) -> Turn:
         error_details=m["error_details"],
         usage=m["usage"],
         reply_message_id=m["reply_message_id"],
+        owner=m.get("owner"),
     )
 
 
@@ -205,6 +231,7 @@ class SessionStore:
         state: TurnState = TurnState.QUEUED,
         run_id: str | None = None,
         turn_id: str | None = None,
+        owner: str | None = None,
     ) -> Turn:
         values: dict[str, Any] = {
             "id": turn_id or new_id(),
@@ -223,6 +250,7 @@ class SessionStore:
             "output_tokens": None,
             "cost_usd": None,
             "reply_message_id": None,
+            "owner": owner,
         }
         await self._db.write(lambda conn: conn.execute(turns.insert().values(values)))
         return _turn(values)
@@ -248,19 +276,124 @@ class SessionStore:
             raise TurnNotFoundError(turn_id)
         return _turn(row)
 
-    async def interrupt_open_turns(self, now: datetime, session_keys: list[str] | None) -> int:
-        """Close turns left open by a stopped process (their runs are settled by the engine)."""
-        query = turns.update().where(
-            turns.c.state.in_([TurnState.QUEUED.value, TurnState.RUNNING.value])
+    async def list_turns(self, session_key: str, *, limit: int | None = None) -> list[Turn]:
+        """The session's turns, oldest first."""
+        query = (
+            sa.select(turns)
+            .where(turns.c.session_key == session_key)
+            .order_by(turns.c.created_at, turns.c.id)
         )
-        if session_keys is not None:
-            query = query.where(turns.c.session_key.in_(session_keys))
-        query = query.values(
-            state=TurnState.INTERRUPTED.value,
-            finished_at=now,
-            error="interrupted: the process running this turn stopped",
-        )
-        return await self._db.write(lambda conn: int(conn.execute(query).rowcount))
+        if limit is not None:
+            query = query.limit(limit)
+        return await self._db.read(lambda conn: [_turn(r) for r in conn.execute(query)])
+
+    async def take_fire_turn(self, run_id: str, owner: str, state: TurnState) -> Turn | None:
+        """Take over the waiting turn a fire left when its process stopped, if there is one.
+
+        A fire adopted after a restart continues its old turn record instead of opening a
+        second one for the same run.
+        """
+
+        def op(conn: Connection) -> Turn | None:
+            result = conn.execute(
+                turns.update()
+                .where(turns.c.run_id == run_id, turns.c.state.in_(_WAITING_TURN))
+                .values(owner=owner, state=state.value)
+            )
+            if not result.rowcount:
+                return None
+            row = conn.execute(sa.select(turns).where(turns.c.run_id == run_id)).first()
+            return None if row is None else _turn(row)
+
+        return await self._db.write(op)
+
+    async def release_turns(self, turn_ids: list[str], owner: str) -> int:
+        """Give waiting turns back (graceful stop): the next process to start adopts them."""
+        if not turn_ids:
+            return 0
+
+        def op(conn: Connection) -> int:
+            result = conn.execute(
+                turns.update()
+                .where(
+                    turns.c.id.in_(turn_ids),
+                    turns.c.owner == owner,
+                    turns.c.state.in_(_WAITING_TURN),
+                )
+                .values(owner=None)
+            )
+            return int(result.rowcount)
+
+        return await self._db.write(op)
+
+    async def recover_turns(
+        self, now: datetime, owner: str, is_dead: Callable[[str], bool]
+    ) -> TurnRecovery:
+        """Settle the open turns of processes that are gone (released, or certainly dead).
+
+        - a waiting user/hook turn is adopted by `owner` (it never started: nothing is lost);
+        - a waiting fire turn whose run is still open is released for the run's adopter to
+          continue; one whose run already ended is cancelled;
+        - a running turn is marked interrupted (never re-run): its owner is gone, or the
+          session's turn lease no longer belongs to it and has expired.
+        """
+
+        def op(conn: Connection) -> TurnRecovery:
+            rows = conn.execute(
+                sa.select(turns, sessions.c.turn_id.label("lease_turn"),
+                          sessions.c.turn_lease_expires_at.label("lease_until"))
+                .join(sessions, sessions.c.session_key == turns.c.session_key)
+                .where(turns.c.state.in_(_OPEN_TURN),
+                       sa.or_(turns.c.owner.is_(None), turns.c.owner != owner))
+                .order_by(turns.c.created_at, turns.c.id)
+            ).all()  # fmt: skip
+            adopted: list[Turn] = []
+            interrupted: list[Turn] = []
+            for row in rows:
+                turn = _turn(row)
+                gone = turn.owner is None or is_dead(turn.owner)
+                if turn.state is TurnState.RUNNING:
+                    lease_lost = row.lease_turn != turn.id or (
+                        row.lease_until is not None and row.lease_until <= now
+                    )
+                    if gone or lease_lost:
+                        interrupted.append(turn)
+                    continue
+                if not gone:
+                    continue
+                if turn.run_id is None:
+                    adopted.append(turn)
+                elif not _run_is_open(conn, turn.run_id):
+                    conn.execute(
+                        turns.update()
+                        .where(turns.c.id == turn.id)
+                        .values(state=TurnState.CANCELLED.value, finished_at=now,
+                                error="cancelled: its fire ended without running this turn")
+                    )  # fmt: skip
+                elif turn.owner is not None:
+                    conn.execute(turns.update().where(turns.c.id == turn.id).values(owner=None))
+            if adopted:
+                conn.execute(
+                    turns.update()
+                    .where(turns.c.id.in_([t.id for t in adopted]))
+                    .values(owner=owner)
+                )
+            if interrupted:
+                conn.execute(
+                    turns.update()
+                    .where(turns.c.id.in_([t.id for t in interrupted]))
+                    .values(state=TurnState.INTERRUPTED.value, finished_at=now,
+                            error="interrupted: the process running this turn stopped")
+                )  # fmt: skip
+                # A cut-off turn's session lease is free at once, not when it would expire.
+                conn.execute(
+                    sessions.update()
+                    .where(sessions.c.turn_id.in_([t.id for t in interrupted]))
+                    .values(turn_owner=None, turn_id=None, turn_lease_expires_at=None)
+                )
+            return TurnRecovery(adopted, interrupted)
+
+        return await self._db.write(op)
 
     # -- session leases ----------------------------------------------------------------------
 
@@ -288,6 +421,19 @@ class SessionStore:
             if held is None:
                 raise SessionNotFoundError(key)
             return held  # type: ignore[no-any-return]
+
+        return await self._db.write(op)
+
+    async def renew_turn_lease(self, key: str, owner: str, until: datetime) -> bool:
+        """Extend the session's turn lease while a long turn runs; False if it was lost."""
+
+        def op(conn: Connection) -> bool:
+            result = conn.execute(
+                sessions.update()
+                .where(sessions.c.session_key == key, sessions.c.turn_owner == owner)
+                .values(turn_lease_expires_at=until)
+            )
+            return bool(result.rowcount)
 
         return await self._db.write(op)
 

@@ -85,6 +85,7 @@ _RUN_FIELDS = (
     "prompt_ref",
     "prompt",
     "prompt_vars",
+    "delivery",
 )
 USAGE_COLUMNS = ("input_tokens", "output_tokens", "cost_usd")
 _MERGED_NULLS = (*_STATE_TIME.values(), "finished_at", *_RUN_FIELDS, *USAGE_COLUMNS)
@@ -284,6 +285,7 @@ def _run(row: Row[Any] | Mapping[str, Any]) -> Run:
         error_details=m["error_details"],
         message_id=m["message_id"],
         usage=m["usage"],
+        delivery=m["delivery"],
     )
 
 
@@ -320,6 +322,7 @@ def _run_values(
         "input_tokens": None,
         "output_tokens": None,
         "cost_usd": None,
+        "delivery": None,
     }
 
 
