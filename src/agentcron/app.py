@@ -2,20 +2,41 @@
 
 from __future__ import annotations
 
+import asyncio
 import builtins
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
-from agentcron.agent.runner import Runner, TurnCallable, as_runner
-from agentcron.config import EngineSettings, default_db_path
+from pydantic_ai.models import Model
+
+from agentcron.agent.builtin import BuiltinRunner
+from agentcron.agent.runner import (
+    Runner,
+    SessionInfo,
+    TurnCallable,
+    TurnInput,
+    TurnSource,
+    as_runner,
+)
+from agentcron.agent.tools import ToolDeps, ToolLimits, scheduling_tools
+from agentcron.config import (
+    UNIFIED_ENV,
+    UNIFIED_SESSION_KEY,
+    EngineSettings,
+    default_db_path,
+    env_flag,
+    load_price_table,
+)
 from agentcron.engine.clock import Clock, SystemClock
+from agentcron.engine.legacy import Evaluator, SystemHandler, evaluate_response
 from agentcron.engine.policies import arm
 from agentcron.engine.scheduler import Engine
-from agentcron.schedule import parse_when
+from agentcron.schedule import EverySpec, parse_when
 from agentcron.store.errors import VersionConflictError
 from agentcron.store.ids import new_id
 from agentcron.store.models import (
@@ -113,6 +134,20 @@ class Jobs:
 
     async def get(self, job_id: str) -> Job:
         return await self._store.get_job(job_id)
+
+    async def usage(self, job_id: str) -> dict[str, Any]:
+        """Tokens and cost summed over the job's run records: what this schedule costs."""
+        return await self._store.usage_totals(job_id=job_id)
+
+    async def for_session(self, session_key: str) -> builtins.list[Job]:
+        """The automations and recall a chat shows: its own, and in unified mode also those
+        of `unified:default` (which every web chat lists).
+        """
+        keys = dict.fromkeys([session_key, self._cron.automation_owner(session_key)])
+        found: builtins.list[Job] = []
+        for key in keys:
+            found.extend(await self.list(session_key=key))
+        return found
 
     async def list(
         self,
@@ -264,6 +299,14 @@ class Runs:
     async def get(self, run_id: str) -> Run:
         return await self._cron.store.get_run(run_id)
 
+    async def wait(self, run_id: str, seconds: float) -> Run:
+        """The run once it is terminal, or as it is after `seconds`."""
+        engine = self._cron.engine
+        with engine.run_waiters.watch(run_id) as done:
+            return await _wait_for(
+                lambda: self.get(run_id), lambda r: r.state.terminal, done, seconds
+            )
+
 
 class Sessions:
     """Sessions, their transcripts and turns; messages go through the session's lane."""
@@ -308,8 +351,23 @@ class Sessions:
     ) -> builtins.list[Message]:
         return await self._sessions.list_messages(key, after=after, limit=limit)
 
+    async def turns(self, key: str, *, limit: int | None = None) -> builtins.list[Turn]:
+        """The session's turns (user and scheduled), oldest first."""
+        return await self._sessions.list_turns(key, limit=limit)
+
+    async def usage(self, key: str) -> dict[str, Any]:
+        """Tokens and cost summed over the session's turns, user and scheduled."""
+        return await self._cron.store.usage_totals(session_key=key)
+
     async def turn(self, turn_id: str) -> Turn:
         return await self._sessions.get_turn(turn_id)
+
+    async def wait_turn(self, turn_id: str, seconds: float) -> Turn:
+        """The turn once it has ended, or as it is after `seconds`."""
+        with self._cron.engine.lanes.turn_waiters.watch(turn_id) as done:
+            return await _wait_for(
+                lambda: self.turn(turn_id), lambda t: t.state.terminal, done, seconds
+            )
 
     async def stop(self, key: str) -> bool:
         """Stop the session's running turn (user or scheduled)."""
@@ -338,26 +396,160 @@ class Sessions:
         return {"deleted": True, "deleted_automations": [j.id for j in blocking]}
 
 
+class SystemJobs:
+    """System jobs (heartbeat, dream, ...): their own path, not session turns.
+
+    A system job runs through the handler registered for its name (or, without one, as an
+    isolated run of the runner). Users cannot delete them; the host application owns them.
+    """
+
+    def __init__(self, cron: AgentCron) -> None:
+        self._cron = cron
+
+    def register(self, name: str, handler: SystemHandler) -> None:
+        """Run system job `name` with `handler(trigger) -> Outcome | str | None`."""
+        self._cron.engine.system_handlers[name] = handler
+
+    async def ensure(
+        self,
+        name: str,
+        when: str,
+        *,
+        message: str = "",
+        tz: str = "UTC",
+        handler: SystemHandler | None = None,
+    ) -> Job:
+        """Create system job `name` once (idempotent across restarts); a changed schedule or
+        message updates it. Returns the stored job.
+        """
+        if handler is not None:
+            self.register(name, handler)
+        existing = [
+            j
+            for j in await self._cron.jobs.list(kind=JobKind.SYSTEM_EVENT)
+            if j.name == name and j.session_key is None
+        ]
+        if not existing:
+            return await self._cron.jobs.create(
+                name=name, when=when, tz=tz, message=message, kind=JobKind.SYSTEM_EVENT,
+                created_by=CreatedBy.SYSTEM, idempotency_key=f"system:{name}",
+                catchup=Catchup.LATEST,
+            )  # fmt: skip
+        job = existing[0]
+        spec = parse_when(when, self._cron.clock.now(), tz)
+        if _same_schedule(job.spec, spec) and job.message == message:
+            return job
+        return await self._cron.jobs.update(job.id, spec=spec, message=message)
+
+    async def list(self) -> builtins.list[Job]:
+        return await self._cron.jobs.list(kind=JobKind.SYSTEM_EVENT)
+
+
+_T = TypeVar("_T")
+# A record finished by another process sends no wake-up here: look again this often.
+_RECHECK_S = 2.0
+
+
+async def _wait_for(
+    read: Callable[[], Awaitable[_T]],
+    finished: Callable[[_T], bool],
+    done: asyncio.Event,
+    seconds: float,
+) -> _T:
+    """Read a record until `finished` (woken by `done`), for at most `seconds` of real time
+    (this serves callers outside the engine, such as HTTP long polls).
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0.0, seconds)
+    while True:
+        done.clear()
+        record = await read()
+        left = deadline - loop.time()
+        if finished(record) or left <= 0:
+            return record
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), min(left, _RECHECK_S))
+
+
+def _same_schedule(a: AnySpec, b: AnySpec) -> bool:
+    """Equal schedules; an `every` re-parsed now has a new anchor but the same interval."""
+    if isinstance(a, EverySpec) and isinstance(b, EverySpec):
+        return a.seconds == b.seconds and a.tz == b.tz
+    return a == b
+
+
 class AgentCron:
-    """agentcron as a library: a store, an engine and a runner, started and stopped together."""
+    """agentcron as a library: a store, an engine and a runner, started and stopped together.
+
+    Without a `runner`, turns run on the built-in agent (pydantic-ai) with the scheduling tools;
+    its model is `model`, else $AGENTCRON_MODEL, else the offline model.
+    """
 
     def __init__(
         self,
         db: str | Path | None = None,
         *,
         url: str | None = None,
-        runner: Runner | TurnCallable,
+        runner: Runner | TurnCallable | None = None,
         clock: Clock | None = None,
         settings: EngineSettings | None = None,
+        model: str | Model | None = None,
+        max_steps: int = 8,
+        system_prompt: str | None = None,
+        prices: str | Path | Mapping[str, Mapping[str, float]] | None = None,
+        tool_limits: ToolLimits | None = None,
+        unified_session: bool | None = None,
+        evaluator: Evaluator | None = None,
     ) -> None:
         if db is not None and url is not None:
             raise ValueError("give `db` (a SQLite file) or `url`, not both")
         self.clock: Clock = clock or SystemClock()
+        self.unified_session = env_flag(UNIFIED_ENV) if unified_session is None else unified_session
+        self.tool_limits = tool_limits or ToolLimits()
         self.store = SqlStore(url or sqlite_url(db if db is not None else default_db_path()))
-        self.engine = Engine(self.store, as_runner(runner), clock=self.clock, settings=settings)
+        if runner is None:
+            runner = BuiltinRunner(
+                model,
+                tools=scheduling_tools(),
+                deps_factory=self.tool_deps,
+                max_steps=max_steps,
+                system_prompt=system_prompt,
+                prices=load_price_table(prices),
+            )
+        self.runner = as_runner(runner)
+        self.engine = Engine(
+            self.store,
+            self.runner,
+            clock=self.clock,
+            settings=settings,
+            evaluator=evaluator or evaluate_response,
+        )
         self.jobs = Jobs(self)
         self.runs = Runs(self)
         self.sessions = Sessions(self)
+        self.system = SystemJobs(self)
+
+    def automation_owner(self, session_key: str) -> str:
+        """The session that automations created from `session_key` bind to: itself, or in
+        unified mode the shared `unified:default` for web chats (`websocket:*`).
+        """
+        if self.unified_session and session_key.startswith("websocket:"):
+            return UNIFIED_SESSION_KEY
+        return session_key
+
+    def tool_deps(self, session: SessionInfo, turn: TurnInput) -> ToolDeps:
+        """What the scheduling tools know about a turn: its session, time and zone (also for a
+        runner of your own that registers `agentcron.agent.tools.scheduling_tools()`).
+        """
+        return ToolDeps(
+            jobs=self.jobs,
+            session_key=session.key,
+            now=turn.now or self.clock.now(),
+            tz=session.tz,
+            in_scheduled_turn=turn.source in (TurnSource.AUTOMATION, TurnSource.RECALL),
+            limits=self.tool_limits,
+            automation_key=self.automation_owner(session.key),
+        )
 
     async def start(self) -> None:
         await self.store.open()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -10,6 +12,11 @@ from pathlib import Path
 import platformdirs
 
 DB_ENV = "AGENTCRON_DB"
+PRICES_ENV = "AGENTCRON_PRICES"
+UNIFIED_ENV = "AGENTCRON_UNIFIED_SESSION"
+UNIFIED_SESSION_KEY = "unified:default"
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"", "0", "false", "no", "off"}
 
 
 def default_db_path() -> Path:
@@ -47,3 +54,45 @@ class EngineSettings:
     prune_interval: timedelta = timedelta(minutes=1)
     stop_timeout: float = 30.0  # seconds a graceful stop waits for running turns
     flush_batch: int = 2000  # run transitions per group commit
+
+
+class ConfigError(ValueError):
+    """A setting from the environment or a config file is not usable; says what is accepted."""
+
+
+def env_flag(name: str, env: Mapping[str, str] | None = None) -> bool:
+    """A boolean environment setting: 1/true/yes/on or 0/false/no/off (unset = off)."""
+    value = (os.environ if env is None else env).get(name, "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ConfigError(f"{name} must be one of 1/true/yes/on or 0/false/no/off, got {value!r}")
+
+
+def load_price_table(
+    source: str | Path | Mapping[str, Mapping[str, float]] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Mapping[str, Mapping[str, float]]:
+    """The per-model price table: a mapping, a JSON file, or the file named by $AGENTCRON_PRICES.
+
+    The file holds `{"provider:model": {"input_per_mtok": 0.4, "output_per_mtok": 1.6}, ...}`
+    (USD per million tokens). No table means every model costs 0.
+    """
+    if isinstance(source, Mapping):
+        return source
+    path = source if source is not None else (os.environ if env is None else env).get(PRICES_ENV)
+    if not path:
+        return {}
+    try:
+        data = json.loads(Path(path).expanduser().read_text("utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read the price table {str(path)!r}: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"the price table {str(path)!r} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"the price table {str(path)!r} must be a JSON object of "
+            '{"provider:model": {"input_per_mtok": x, "output_per_mtok": y}}'
+        )
+    return data

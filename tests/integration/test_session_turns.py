@@ -290,3 +290,27 @@ async def test_usage_is_recorded_on_runs_and_turns_and_summed(
     assert await cron.store.usage_totals(session_key=KEY) == {
         "counted": 4, "input_tokens": 400, "output_tokens": 80, "cost_usd": 0.002,
     }  # fmt: skip
+
+
+async def test_waiting_for_a_turn_and_a_run_wakes_when_they_end(
+    make_cron: CronFactory, clock: FakeClock, agent: ScriptedAgent
+) -> None:
+    cron = await make_cron(runner=agent)
+    job = await cron.jobs.create(name="ping", when="in 1m", message="ping", session_key=KEY)
+    agent.hold.clear()
+    turn = await cron.sessions.send(KEY, "hold on")
+    await agent.started.wait()
+    still = await cron.sessions.wait_turn(turn.id, 0.05)  # the wait ends: returned as it is
+    assert still.state is TurnState.RUNNING
+    await settle(cron, clock, MIN)
+    (run,) = await cron.runs.list(job.id)
+    waiting_turn = asyncio.create_task(cron.sessions.wait_turn(turn.id, 30))
+    waiting_run = asyncio.create_task(cron.runs.wait(run.id, 30))
+    await asyncio.sleep(0.05)
+    assert not waiting_turn.done()
+    assert not waiting_run.done()
+    agent.hold.set()
+    async with asyncio.timeout(5):  # woken by the end, not by the 30 s bound
+        assert (await waiting_turn).state is TurnState.SUCCEEDED
+        assert (await waiting_run).state is RunState.SUCCEEDED
+    assert (await cron.runs.wait(run.id, 0)).state is RunState.SUCCEEDED

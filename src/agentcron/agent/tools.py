@@ -23,6 +23,7 @@ from agentcron.schedule import (
     parse_when,
     upcoming,
 )
+from agentcron.schedule.zones import get_zone
 from agentcron.store.errors import ConflictError, StoreError
 from agentcron.store.models import CreatedBy, Job, JobKind
 
@@ -30,8 +31,19 @@ from agentcron.store.models import CreatedBy, Job, JobKind
 class JobsAPI(Protocol):
     """The part of `AgentCron.jobs` the tools use."""
 
-    async def create(self, **kw: Any) -> Job: ...
-    async def list(self, **kw: Any) -> list[Job]: ...
+    async def create(
+        self,
+        *,
+        name: str,
+        spec: AtSpec | CronSpec | EverySpec,
+        message: str,
+        session_key: str | None,
+        kind: JobKind,
+        created_by: CreatedBy,
+        idempotency_key: str | None = ...,
+        delete_after_run: bool = ...,
+    ) -> Job: ...
+    async def list(self, *, session_key: str | None = ...) -> list[Job]: ...
     async def update(self, job_id: str, **kw: Any) -> Job: ...
     async def pause(self, job_id: str, reason: str = ...) -> Job: ...
     async def resume(self, job_id: str) -> Job: ...
@@ -53,11 +65,18 @@ class ToolDeps:
     """What a tool knows about the turn that calls it (from the request context)."""
 
     jobs: JobsAPI
-    session_key: str | None
+    session_key: str | None  # the session of this turn; recalls bind here
     now: datetime
     tz: str = "UTC"
     in_scheduled_turn: bool = False
     limits: ToolLimits = field(default_factory=ToolLimits)
+    # Where new automations bind, when not to this session (unified mode: "unified:default").
+    automation_key: str | None = None
+
+    @property
+    def owner(self) -> str | None:
+        """The session new automations bind to."""
+        return self.automation_key or self.session_key
 
 
 class ToolError(Exception):
@@ -73,17 +92,27 @@ def _interval(spec: AtSpec | CronSpec | EverySpec, now: datetime) -> timedelta |
     return min(b - a for a, b in itertools.pairwise(fires)) if len(fires) > 1 else None
 
 
+def _at(instant: datetime | None, tz: str) -> str:
+    """An instant as the user reads it: local time in the job's zone."""
+    if instant is None:
+        return "none"
+    return f"{instant.astimezone(get_zone(tz)):%a %Y-%m-%d %H:%M:%S} ({tz})"
+
+
 def _line(job: Job) -> str:
     state = "enabled" if job.enabled else f"paused ({job.paused_reason})"
-    nxt = job.next_fire_at.isoformat() if job.next_fire_at else "none"
+    nxt = _at(job.next_fire_at, job.spec.tz)
     last = job.last_status.value if job.last_status else "never ran"
     return f"- {job.name} (id {job.id}): {describe(job.spec)}; next {nxt}; last {last}; {state}"
 
 
 async def _session_jobs(deps: ToolDeps, kind: JobKind = JobKind.AGENT_TURN) -> list[Job]:
-    if deps.session_key is None:
-        return []
-    return [j for j in await deps.jobs.list(session_key=deps.session_key) if j.kind is kind]
+    """This session's jobs of `kind`; automations also from the unified owner it binds to."""
+    keys = [deps.session_key] if kind is JobKind.RECALL else [deps.owner, deps.session_key]
+    found: list[Job] = []
+    for key in dict.fromkeys(k for k in keys if k is not None):
+        found.extend(j for j in await deps.jobs.list(session_key=key) if j.kind is kind)
+    return found
 
 
 async def _find(deps: ToolDeps, name: str | None, job_id: str | None) -> Job:
@@ -140,7 +169,7 @@ async def cron(
             return f"Paused “{job.name}”."
         if action == "resume":
             job = await deps.jobs.resume(job.id)
-            return f"Resumed “{job.name}”: next run {job.next_fire_at}."
+            return f"Resumed “{job.name}”: next run {_at(job.next_fire_at, job.spec.tz)}."
         if action == "remove":
             await deps.jobs.delete(job.id)
             return f"Removed “{job.name}”."
@@ -152,7 +181,10 @@ async def cron(
         if not changes:
             raise ToolError("update needs `when` or `message`")
         job = await deps.jobs.update(job.id, **changes)
-        return f"Updated “{job.name}”: {describe(job.spec)}; next run {job.next_fire_at}."
+        return (
+            f"Updated “{job.name}”: {describe(job.spec)}; "
+            f"next run {_at(job.next_fire_at, job.spec.tz)}."
+        )
     except (ToolError, ScheduleError, StoreError) as exc:
         return f"Error: {exc}"
 
@@ -160,7 +192,7 @@ async def cron(
 async def _add(
     deps: ToolDeps, name: str | None, when: str | None, message: str | None, tz: str | None
 ) -> str:
-    if deps.session_key is None:
+    if deps.owner is None:
         raise ToolError("cannot add an automation here: this turn has no session to bind it to")
     if deps.in_scheduled_turn and not deps.limits.allow_add_from_scheduled_turn:
         raise ToolError("automations cannot be created from inside a scheduled turn")
@@ -174,7 +206,9 @@ async def _add(
             f"recurring automations may run at most every "
             f"{int(deps.limits.min_recurring_interval.total_seconds() // 60)} minutes"
         )
-    existing = await _session_jobs(deps)
+    existing = [
+        j for j in await deps.jobs.list(session_key=deps.owner) if j.kind is JobKind.AGENT_TURN
+    ]
     if len(existing) >= deps.limits.max_jobs_per_session:
         raise ToolError(
             f"this session already has {len(existing)} automations "
@@ -187,14 +221,15 @@ async def _add(
         name=title,
         spec=spec,
         message=message,
-        session_key=deps.session_key,
+        session_key=deps.owner,
         kind=JobKind.AGENT_TURN,
         created_by=CreatedBy.AGENT,
         idempotency_key=key,
         delete_after_run=isinstance(spec, AtSpec),
     )
     return (
-        f"Scheduled “{job.name}” (id {job.id}): {describe(job.spec)}; next run {job.next_fire_at}."
+        f"Scheduled “{job.name}” (id {job.id}): {describe(job.spec)}; "
+        f"next run {_at(job.next_fire_at, job.spec.tz)}."
     )
 
 
@@ -257,7 +292,10 @@ async def schedule_recall(
             created_by=CreatedBy.AGENT,
             delete_after_run=call_type != "recurring",
         )
-        return f"Recall scheduled (id {job.id}): {describe(job.spec)}; next {job.next_fire_at}."
+        return (
+            f"Recall scheduled (id {job.id}): {describe(job.spec)}; "
+            f"next {_at(job.next_fire_at, job.spec.tz)}."
+        )
     except ConflictError:
         return (
             "Error: this session already has a pending recall. Use manage_recall(action='cancel') "
@@ -291,7 +329,7 @@ async def manage_recall(
         if not isinstance(recall.spec, EverySpec):
             return "Error: only a recurring recall can skip; cancel a one-time recall instead."
         skipped = await deps.jobs.skip_next(recall.id)
-        return f"Skipped one occurrence; next at {skipped.next_fire_at}."
+        return f"Skipped one occurrence; next at {_at(skipped.next_fire_at, skipped.spec.tz)}."
     except (ScheduleError, StoreError) as exc:
         return f"Error: {exc}"
 

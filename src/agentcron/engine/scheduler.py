@@ -26,7 +26,18 @@ from agentcron.agent.runner import (
 )
 from agentcron.config import EngineSettings
 from agentcron.engine.clock import Clock, SystemClock
+from agentcron.engine.legacy import (
+    Evaluation,
+    Evaluator,
+    SystemHandler,
+    delivery_meta,
+    evaluate,
+    evaluate_response,
+    legacy_target_key,
+    run_system_handler,
+)
 from agentcron.engine.policies import finish_job, plan_fires
+from agentcron.engine.waiters import Waiters
 from agentcron.sessions.lane import Lanes
 from agentcron.store.models import (
     ClaimedFire,
@@ -87,9 +98,13 @@ class Engine:
         clock: Clock | None = None,
         settings: EngineSettings | None = None,
         owner: str | None = None,
+        evaluator: Evaluator = evaluate_response,
     ) -> None:
         self.store = store
         self.runner = runner
+        self.evaluator = evaluator
+        # System jobs (kind system_event) run through the handler registered for their name.
+        self.system_handlers: dict[str, SystemHandler] = {}
         self.clock: Clock = clock or SystemClock()
         self.settings = settings or EngineSettings()
         self.owner = owner or make_owner()
@@ -98,6 +113,7 @@ class Engine:
         self._hb_wake = asyncio.Event()
         self._flush_wake = asyncio.Event()
         self._slots = asyncio.Semaphore(self.settings.max_concurrent_runs)
+        self.run_waiters = Waiters()  # callers waiting for a run to reach a terminal state
         # Bound fires become turns of their session through its lane (sharing the slots).
         self.lanes = Lanes(store, runner, self.clock, owner=self.owner, slots=self._slots)
         self._job_queues: dict[str, deque[ClaimedFire]] = {}
@@ -127,6 +143,7 @@ class Engine:
         now = self.clock.now()
         await self._reap(now)
         self._next_reap = await self._reap_deadline(now)
+        await self.lanes.recover(owner_is_dead)
         await self._adopt(now)
         await self.store.prune_runs(
             now,
@@ -178,6 +195,7 @@ class Engine:
             try:
                 if self._next_reap is not None and self._next_reap <= now:
                     await self._reap(now)
+                    await self.lanes.recover(owner_is_dead)
                     await self._adopt(now)
                     self._next_reap = await self._reap_deadline(now)
                 await self._claim_due(now)
@@ -368,6 +386,9 @@ class Engine:
         )
 
     async def _run_turn(self, fire: ClaimedFire) -> None:
+        """A fire that is not a session turn: a system job's handler, or the isolated run of a
+        legacy unbound job followed by its evaluate step and delivery.
+        """
         job = fire.job
         ctx = _ctx(fire)
         self._waiting.pop(fire.run_id, None)
@@ -376,7 +397,15 @@ class Engine:
         self._running[fire.run_id] = current
         await self._record_now(Transition(fire.run_id, RunState.RUNNING, self.clock.now()))
         trigger = self._trigger(fire)
-        session = SessionInfo(key=job.session_key or f"cron:{job.id}")
+        system = job.kind is JobKind.SYSTEM_EVENT
+        handler = self.system_handlers.get(job.name) if system else None
+        session = SessionInfo(
+            key=f"system:{job.name}" if system else f"cron:{job.id}",
+            channel=job.channel or ("system" if system else "cron"),
+            chat_id=job.to or job.id,
+            channel_meta=job.channel_meta,
+            tz=job.spec.tz,
+        )
         turn = TurnInput(
             turn_id=fire.run_id,
             source=TurnSource.RECALL if job.kind is JobKind.RECALL else TurnSource.AUTOMATION,
@@ -385,7 +414,10 @@ class Engine:
             trigger=trigger,
         )
         try:
-            outcome = await self.runner.run_turn(session, turn, NullEvents())
+            if handler is not None:
+                outcome = await run_system_handler(handler, trigger)
+            else:
+                outcome = await self.runner.run_turn(session, turn, NullEvents())
         except asyncio.CancelledError:
             self._finish(
                 fire,
@@ -405,7 +437,42 @@ class Engine:
             self._running.pop(fire.run_id, None)
         if not isinstance(outcome, Outcome):
             outcome = Outcome.failed(f"runner returned {type(outcome).__name__}, not an Outcome")
-        self._finish(fire, _OUTCOME_STATE[outcome.status], outcome)
+        delivery, message_id = None, None
+        if not system:
+            delivery, message_id = await self._deliver_legacy(fire, outcome)
+        self._finish(
+            fire, _OUTCOME_STATE[outcome.status], outcome, message_id=message_id, delivery=delivery
+        )
+
+    async def _deliver_legacy(
+        self, fire: ClaimedFire, outcome: Outcome
+    ) -> tuple[dict[str, Any], str | None]:
+        """The legacy evaluate step, then delivery to the job's target; both go on the run."""
+        job = fire.job
+        try:
+            verdict = await evaluate(self.evaluator, job, outcome)
+        except Exception as exc:
+            log.exception("the evaluate step failed", extra=_ctx(fire))
+            verdict = Evaluation(False, f"the evaluate step failed: {type(exc).__name__}: {exc}")
+        record: dict[str, Any] = {
+            "evaluated": {"deliver": verdict.deliver, "reason": verdict.reason},
+            "target": {"channel": job.channel, "to": job.to} if job.channel or job.to else None,
+            "delivered": False,
+        }
+        if not verdict.deliver:
+            return record, None
+        key = legacy_target_key(job)
+        try:
+            message = await self.lanes.deliver(
+                key, outcome.text or "", delivery_meta(job, fire.run_id),
+                channel=job.channel, chat_id=job.to, channel_meta=job.channel_meta,
+            )  # fmt: skip
+        except Exception as exc:
+            log.exception("legacy delivery failed", extra=_ctx(fire))
+            record["error"] = f"{type(exc).__name__}: {exc}"
+            return record, None
+        record.update(delivered=True, session_key=key, message_id=message.id)
+        return record, message.id
 
     def _finish(
         self,
@@ -414,6 +481,7 @@ class Engine:
         outcome: Outcome,
         *,
         message_id: str | None = None,
+        delivery: dict[str, Any] | None = None,
     ) -> None:
         now = self.clock.now()
         self.stats[state.value] += 1
@@ -426,6 +494,7 @@ class Engine:
             error_details=outcome.error_details,
             usage=outcome.usage,
             message_id=message_id,
+            delivery=delivery,
         )
         self._record(
             transition,
@@ -468,9 +537,11 @@ class Engine:
             raise
         finally:
             self._flushing = False
-        for _, _, done in batch:
+        for transition, _, done in batch:
             if done is not None and not done.done():
                 done.set_result(None)
+            if self.run_waiters and transition.state.terminal:
+                self.run_waiters.notify(transition.run_id)
         if any(o is not None and o.status is RunState.FAILED for _, o, _ in batch):
             self._wake.set()  # a backoff or auto-pause may have moved a job's next fire
 
