@@ -43,6 +43,11 @@ ACCEPTED = [
     ("In 2 Weeks", at("2026-12-06T14:00Z")),
     # wall-clock one-shots (Berlin is +01:00 in November)
     ("tomorrow at 09:00", at("2026-11-23T09:00+01:00")),
+    # NOW is 15:00 in Berlin: "tonight" reads a small hour as the evening
+    ("tonight at 9", at("2026-11-22T21:00+01:00")),
+    ("tonight at 9pm", at("2026-11-22T21:00+01:00")),
+    ("tonight at 10:30", at("2026-11-22T22:30+01:00")),
+    ("tonight at 23:15", at("2026-11-22T23:15+01:00")),
     ("tomorrow 9:15pm", at("2026-11-23T21:15+01:00")),
     ("at 17:30", at("2026-11-22T17:30+01:00")),  # later today
     ("at 13:00", at("2026-11-23T13:00+01:00")),  # already past today: tomorrow
@@ -80,6 +85,8 @@ ACCEPTED = [
     ("every monday at 8am", CronSpec(expr="0 8 * * 1", tz=B)),
     ("each sunday at 8", CronSpec(expr="0 8 * * 0", tz=B)),
     ("every mon, wed and fri at 18:00", CronSpec(expr="0 18 * * 1,3,5", tz=B)),
+    ("every mon, wed & fri at 8", CronSpec(expr="0 8 * * 1,3,5", tz=B)),
+    ("every tue&thu at 7", CronSpec(expr="0 7 * * 2,4", tz=B)),
     ("every weekend at 10am", CronSpec(expr="0 10 * * 0,6", tz=B)),
     ("every weekday at 9 Europe/London", CronSpec(expr="0 9 * * 1-5", tz="Europe/London")),
     # raw cron

@@ -34,7 +34,7 @@ _UNIT_RE = "|".join(sorted(_UNITS, key=len, reverse=True))
 _PART = rf"(?:(\d+(?:\.\d+)?)\s*|\b(an?)\s+)({_UNIT_RE})\b"
 _DURATION_PART = re.compile(_PART)
 _DURATION = re.compile(rf"^(?:{_PART}\s*)+$")
-_JOINER = re.compile(r"\s*(?:,|\band\b)\s*")
+_JOINER = re.compile(r"\s*(?:,|&|\band\b)\s*")
 _TIME = re.compile(
     r"^(?:(?P<noon>noon|midday)|(?P<midnight>midnight)|"
     r"(?P<h>\d{1,2})(?::(?P<m>\d{2}))?(?::(?P<s>\d{2}))?\s*(?P<ampm>am|pm|a\.m\.|p\.m\.)?)$"
@@ -90,7 +90,7 @@ def _parse_days(text: str) -> tuple[int, ...] | None:
     text = text.removesuffix("s") if text.rstrip("s") in _DAY_GROUPS else text
     if text in _DAY_GROUPS:
         return _DAY_GROUPS[text]
-    names = [part for part in re.split(r"\s*(?:,|\band\b)\s*", text) if part]
+    names = [part for part in _JOINER.split(text) if part]
     days: list[int] = []
     for name in names:
         key = name.removesuffix("s") if name not in _DAYS else name
@@ -172,17 +172,19 @@ def _parse_once(text: str, original: str, now: datetime, tz: str) -> AtSpec | No
         if instant <= now:
             instant = _local_instant(today + timedelta(days=1), clock, tz)
         return AtSpec(at=instant, tz=tz)
-    day_word = ""
+    day_word, time_text = "", ""
     for pattern in (  # "monday at 8am" or "8am on monday"
         r"^(?:(?:on|next|this)\s+)?(?P<day>[a-z]+)\s+(?:at\s+)?(?P<time>.+)$",
         r"^(?:at\s+)?(?P<time>.+?)\s+(?:(?:on|next|this)\s+)?(?P<day>[a-z]+)$",
     ):
         match = re.match(pattern, text)
         if match and (clock := _parse_time(match["time"])) is not None:
-            day_word = match["day"]
+            day_word, time_text = match["day"], match["time"]
             break
     if clock is None:
         return None
+    if day_word == "tonight" and clock.hour < 12 and not re.search(r"[ap]\.?m", time_text):
+        clock = clock.replace(hour=clock.hour + 12)  # "tonight at 9" is 21:00
     if day_word in ("today", "tonight"):
         return AtSpec(at=_future(_local_instant(today, clock, tz), now, original), tz=tz)
     if day_word == "tomorrow":
