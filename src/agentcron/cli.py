@@ -55,7 +55,7 @@ def next_cmd(when: tuple[str, ...], tz: str, count: int) -> None:
 @main.command()
 @click.option("--tz", default="UTC", show_default=True, help="IANA zone for wall-clock phrases.")
 @click.option("-n", "count", default=3, show_default=True, help="Fire times per example.")
-def demo(tz: str, count: int) -> None:
+def examples(tz: str, count: int) -> None:
     """Print the next fire times of a few example schedules, including a rejected one."""
     now = datetime.now(UTC)
     click.echo(f"now: {now.isoformat()}\n")
@@ -65,6 +65,36 @@ def demo(tz: str, count: int) -> None:
         except ScheduleError as exc:
             click.echo(f"{phrase!r}: rejected: {exc}")
         click.echo("")
+
+
+@main.command()
+@click.option(
+    "--say",
+    "sentence",
+    default="remind me in 10 seconds to stretch",
+    show_default=True,
+    help="What you tell the offline agent.",
+)
+@click.option(
+    "--db",
+    "db_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help=f"SQLite file (default: ${DB_ENV}, else agentcron.db in the user data dir).",
+)
+@click.option(
+    "--wps",
+    type=float,
+    default=None,
+    help="Words per second of the offline model's streamed replies (0 = no delay).",
+)
+def demo(sentence: str, db_path: Path | None, wps: float | None) -> None:
+    """Chat with the offline agent: it schedules a reminder that comes back as a turn."""
+    from agentcron.demo import run_demo
+
+    code = asyncio.run(run_demo(db_path or default_db_path(), sentence, click.echo, wps))
+    if code:
+        raise SystemExit(code)
 
 
 @main.group()
