@@ -277,3 +277,20 @@ async def test_too_frequent_schedules_from_the_agent_are_refused_readably(
     assert "Recall scheduled" in accepted
     (recall,) = await cron.jobs.list()
     assert recall.spec == EverySpec(seconds=600, anchor=T0)
+
+
+async def test_deleting_a_session_cancels_its_recall_without_blocking(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    cron = await offline(make_cron)
+    await say(cron, "follow up in 10 minutes and check the logs")
+    await say(cron, "follow up in 10 minutes and check the logs", key="websocket:other")
+    assert len(await cron.jobs.list(kind=JobKind.RECALL)) == 2
+    # a recall is not a user automation: it does not block the delete, it goes with the session
+    assert await cron.sessions.delete(KEY) == {"deleted": True, "deleted_automations": []}
+    (left,) = await cron.jobs.list()
+    assert left.session_key == "websocket:other"
+    await advance(cron, clock, 10 * MIN)
+    assert [r.session_key for r in await cron.runs.list(left.id)] == ["websocket:other"]
+    with pytest.raises(LookupError):
+        await cron.sessions.get(KEY)
