@@ -56,6 +56,7 @@ from agentcron.store.models import (
 )
 from agentcron.store.sessions import SessionStore
 from agentcron.store.sql import ArmedJob, SqlStore, sqlite_url
+from agentcron.views import job_event_type, job_view
 
 _CAS_RETRIES = 5
 
@@ -130,6 +131,8 @@ class Jobs:
         now = self._cron.clock.now()
         created = await self._store.insert_jobs([self._armed(n, now) for n in new_jobs], now)
         self._cron.engine.wake()
+        for job in created:
+            await self._cron.publish_job("created", job)
         return created
 
     async def get(self, job_id: str) -> Job:
@@ -206,7 +209,7 @@ class Jobs:
                     changes.update(next_fire_at=fire, next_run_at=due)
             return changes
 
-        return await self._change(job_id, compute, expected_version)
+        return await self._change(job_id, compute, "updated", expected_version)
 
     async def pause(self, job_id: str, reason: str = "paused by user") -> Job:
         def compute(job: Job, now: datetime) -> dict[str, Any]:
@@ -218,7 +221,7 @@ class Jobs:
                 "next_run_at": None,
             }
 
-        return await self._change(job_id, compute)
+        return await self._change(job_id, compute, "paused")
 
     async def resume(self, job_id: str) -> Job:
         """Re-enable a job from now on (fires due while it was paused do not run)."""
@@ -234,7 +237,7 @@ class Jobs:
                 "next_run_at": due,
             }
 
-        return await self._change(job_id, compute)
+        return await self._change(job_id, compute, "resumed")
 
     async def skip_next(self, job_id: str) -> Job:
         """Skip the job's next fire; the one after it is computed from now at the earliest,
@@ -246,12 +249,13 @@ class Jobs:
             fire, due = arm(job.spec, job.policy, job.id, after, job.remaining_runs)
             return {"next_fire_at": fire, "next_run_at": due}
 
-        return await self._change(job_id, compute)
+        return await self._change(job_id, compute, "skipped")
 
     async def _change(
         self,
         job_id: str,
         compute: Callable[[Job, datetime], dict[str, Any]],
+        action: str,
         expected_version: int | None = None,
     ) -> Job:
         """Read, compute the changes, compare-and-set; retry on a concurrent change unless the
@@ -269,12 +273,14 @@ class Jobs:
                     raise
                 continue
             self._cron.engine.wake()
+            await self._cron.publish_job(action, updated)
             return updated
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def delete(self, job_id: str, *, allow_system: bool = False) -> Job:
         job = await self._store.delete_job(job_id, allow_system=allow_system)
         self._cron.engine.wake()
+        await self._cron.publish_job("deleted", job)
         return job
 
 
@@ -344,7 +350,11 @@ class Sessions:
         """Submit a user message: it runs as a turn after any turn in progress."""
         if not content.strip():
             raise ValueError("a message needs some content")
-        return await self._cron.engine.lanes.submit_message(key, content)
+        turn = await self._cron.engine.lanes.submit_message(key, content)
+        session = await self._sessions.get_session(key)
+        if session.title is None:  # a new chat is named after its first message
+            await self._sessions.update_session(key, self._cron.clock.now(), title=_title(content))
+        return turn
 
     async def messages(
         self, key: str, *, after: int | None = None, limit: int | None = None
@@ -445,6 +455,11 @@ class SystemJobs:
         return await self._cron.jobs.list(kind=JobKind.SYSTEM_EVENT)
 
 
+def _title(content: str, words: int = 8, chars: int = 60) -> str:
+    text = " ".join(content.split()[:words])
+    return text if len(text) <= chars else text[: chars - 1].rstrip() + "…"
+
+
 _T = TypeVar("_T")
 # A record finished by another process sends no wake-up here: look again this often.
 _RECHECK_S = 2.0
@@ -528,6 +543,16 @@ class AgentCron:
         self.runs = Runs(self)
         self.sessions = Sessions(self)
         self.system = SystemJobs(self)
+
+    async def publish(self, session_key: str, event: dict[str, Any]) -> None:
+        """Send an event to the listeners (WebSocket clients, channels) of `session_key`."""
+        await self.engine.lanes.publish(session_key, event)
+
+    async def publish_job(self, action: str, job: Job) -> None:
+        """`automation_update` / `recall_update`: a job was created, changed or deleted."""
+        event = {"type": job_event_type(job), "action": action, "job_id": job.id,
+                 "session_key": job.session_key, "job": job_view(job)}  # fmt: skip
+        await self.publish(job.session_key or "", event)
 
     def automation_owner(self, session_key: str) -> str:
         """The session that automations created from `session_key` bind to: itself, or in

@@ -19,12 +19,25 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
 
 
+HOME_ENV = "AGENTCRON_HOME"
+
+
+def data_dir() -> Path:
+    """Where agentcron keeps its files (database, tokens): `$AGENTCRON_HOME`, else the user's
+    data directory.
+    """
+    env = os.environ.get(HOME_ENV)
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_data_dir("agentcron"))
+
+
 def default_db_path() -> Path:
-    """`$AGENTCRON_DB`, else `agentcron.db` in the user's data directory."""
+    """`$AGENTCRON_DB`, else `agentcron.db` in the data directory."""
     env = os.environ.get(DB_ENV)
     if env:
         return Path(env).expanduser()
-    return Path(platformdirs.user_data_dir("agentcron")) / "agentcron.db"
+    return data_dir() / "agentcron.db"
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,11 +77,14 @@ async def test_a_reminder_from_a_sentence_arrives_as_a_turn_of_the_session(
     assert run.usage is not None
     assert run.usage["input_tokens"] > 0
     assert run.usage["model"] == "offline"
-    # the scheduled turn streamed to listeners exactly like a user turn
+    # the scheduled turn streamed to listeners exactly like a user turn, between job updates
     kinds = [e["type"] for key, e in events if key == KEY]
-    assert kinds[0] == "stream_start"
-    assert "text_delta" in kinds
-    assert kinds[-2:] == ["stream_end", "session_sync"]
+    actions = [e["action"] for _, e in events if e["type"] == "automation_update"]
+    assert actions == ["fired", "finished", "settled"]  # settled: the job update is committed
+    turn_kinds = [k for k in kinds if k != "automation_update"]
+    assert turn_kinds[0] == "stream_start"
+    assert "text_delta" in turn_kinds
+    assert turn_kinds[-2:] == ["stream_end", "session_sync"]
     streamed = "".join(e["text"] for _, e in events if e["type"] == "text_delta")
     assert streamed == answer.content
     assert await cron.jobs.list() == []  # a one-shot reminder is removed after its run

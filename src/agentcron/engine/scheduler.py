@@ -8,7 +8,7 @@ import os
 import socket
 import traceback
 from collections import Counter, deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -114,6 +114,8 @@ class Engine:
         self._flush_wake = asyncio.Event()
         self._slots = asyncio.Semaphore(self.settings.max_concurrent_runs)
         self.run_waiters = Waiters()  # callers waiting for a run to reach a terminal state
+        # Called as a fire starts, with its lateness in seconds (metrics).
+        self.fire_observers: list[Callable[[ClaimedFire, float], None]] = []
         # Bound fires become turns of their session through its lane (sharing the slots).
         self.lanes = Lanes(store, runner, self.clock, owner=self.owner, slots=self._slots)
         self._job_queues: dict[str, deque[ClaimedFire]] = {}
@@ -124,6 +126,8 @@ class Engine:
         self._flushing = False
         self._awaiting_slot = 0
         self._touched: set[str] = set()
+        # Bound fires whose end is being recorded: announced once the job's update is committed.
+        self._settling: dict[str, ClaimedFire] = {}
         self._next_prune: datetime | None = None
         self._next_due: datetime | None = None
         # Fires of other engines are reaped when their lease runs out; we look for them at
@@ -181,6 +185,11 @@ class Engine:
         for task in self._service_tasks:
             task.cancel()
         await asyncio.gather(*self._service_tasks, return_exceptions=True)
+
+    @property
+    def running(self) -> bool:
+        """The loop is up (started, not stopped, not crashed)."""
+        return self._loop_task is not None and not self._loop_task.done() and not self._closed
 
     def wake(self) -> None:
         """Re-read the schedule now (a job was created, changed or removed)."""
@@ -321,6 +330,10 @@ class Engine:
         started = False
         if fire.fire_at > self.clock.now():  # claimed ahead: start on the dot
             await self.clock.sleep_until(fire.fire_at, asyncio.Event())
+        if self.fire_observers:
+            lateness = (self.clock.now() - fire.fire_at).total_seconds()
+            for observe in self.fire_observers:
+                observe(fire, lateness)
         if fire.job.session_turn:
             try:
                 started = await self._run_bound(fire)
@@ -507,6 +520,8 @@ class Engine:
             ),
         )
         self._touched.add(fire.job.id)
+        if fire.job.session_key is not None:
+            self._settling[fire.run_id] = fire
 
     # -- group commit ----------------------------------------------------------------------
 
@@ -542,8 +557,20 @@ class Engine:
                 done.set_result(None)
             if self.run_waiters and transition.state.terminal:
                 self.run_waiters.notify(transition.run_id)
+            settled = self._settling.pop(transition.run_id, None)
+            if settled is not None and transition.state.terminal:
+                await self._announce_settled(settled, transition.state)
         if any(o is not None and o.status is RunState.FAILED for _, o, _ in batch):
             self._wake.set()  # a backoff or auto-pause may have moved a job's next fire
+
+    async def _announce_settled(self, fire: ClaimedFire, state: RunState) -> None:
+        """Tell listeners a fire's job is up to date (next run, auto-pause, removal)."""
+        job = fire.job
+        kind = "recall_update" if job.kind is JobKind.RECALL else "automation_update"
+        await self.lanes.publish(job.session_key or "", {
+            "type": kind, "action": "settled", "job_id": job.id, "run_id": fire.run_id,
+            "session_key": job.session_key, "status": state.value,
+        })  # fmt: skip
 
     async def _flusher(self) -> None:
         while True:

@@ -158,8 +158,7 @@ class Lanes:
         )  # fmt: skip
         if busy:
             await on_state(RunState.DEFERRED)
-            await self.publish(key, {"type": "automation_update", "action": "deferred",
-                                     "job_id": fire.job.id, "run_id": fire.run_id})  # fmt: skip
+            await self._job_event(fire, "deferred")
         self._enqueue(key, request)
         self.parked += 1
         try:
@@ -174,9 +173,30 @@ class Lanes:
         finally:
             self.parked -= 1
 
+    async def _job_event(self, fire: ClaimedFire, action: str, **fields: Any) -> None:
+        kind = "recall_update" if fire.job.kind is JobKind.RECALL else "automation_update"
+        await self.publish(fire.job.session_key or "", {
+            "type": kind, "action": action, "job_id": fire.job.id, "run_id": fire.run_id,
+            "session_key": fire.job.session_key, **fields,
+        })  # fmt: skip
+
     def busy(self, session_key: str) -> bool:
         lane = self._lanes.get(session_key)
         return lane is not None and (lane.current is not None or bool(lane.queue))
+
+    @property
+    def active_turns(self) -> int:
+        """Turns running now, in all sessions."""
+        return sum(1 for lane in self._lanes.values() if lane.current is not None)
+
+    @property
+    def queued_turns(self) -> int:
+        """Turns waiting behind another turn of their session."""
+        return sum(
+            len(lane.queue) - (lane.current is not None and lane.queue[0] is lane.current)
+            for lane in self._lanes.values()
+            if lane.queue
+        )
 
     def running_turn(self, session_key: str) -> str | None:
         lane = self._lanes.get(session_key)
@@ -385,6 +405,7 @@ class Lanes:
                 RunState.RUNNING, prompt=prompt, prompt_ref=template.ref, prompt_vars=variables
             )
             request.started = True
+            await self._job_event(fire, "fired")
             content, meta = trigger_entry(
                 request.source, job_id=job.id, job_name=job.name, run_id=fire.run_id,
                 message=job.message, prompt_ref=template.ref,
@@ -432,6 +453,8 @@ class Lanes:
         self.turn_waiters.notify(request.turn.id)
         await events.emit({"type": "stream_end", "turn_id": request.turn.id,
                            "status": outcome.status.value, "message_id": reply.id})  # fmt: skip
+        if fire is not None:
+            await self._job_event(fire, "finished", status=outcome.status.value)
         await self.publish(key, {"type": "session_sync", "session_key": key})
         return TurnResult(outcome, request.turn.id, reply.id)
 

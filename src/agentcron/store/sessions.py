@@ -13,8 +13,16 @@ from sqlalchemy.engine import Connection, Row
 from agentcron.store.database import Database
 from agentcron.store.errors import SessionNotFoundError, TurnNotFoundError
 from agentcron.store.ids import new_id
-from agentcron.store.models import ACTIVE_STATES, Message, RunState, Session, Turn, TurnState
-from agentcron.store.schema import messages, runs, sessions, turns
+from agentcron.store.models import (
+    ACTIVE_STATES,
+    JobKind,
+    Message,
+    RunState,
+    Session,
+    Turn,
+    TurnState,
+)
+from agentcron.store.schema import jobs, messages, runs, sessions, turns
 
 _TURN_FIELDS = frozenset(
     {
@@ -152,6 +160,40 @@ class SessionStore:
             query = query.limit(limit)
         return await self._db.read(lambda conn: [_session(r) for r in conn.execute(query)])
 
+    async def update_session(
+        self, key: str, now: datetime, *, title: str | None = None, tz: str | None = None
+    ) -> Session:
+        changes: dict[str, Any] = {"updated_at": now}
+        if title is not None:
+            changes["title"] = title
+        if tz is not None:
+            changes["tz"] = tz
+
+        def op(conn: Connection) -> Row[Any] | None:
+            conn.execute(sessions.update().where(sessions.c.session_key == key).values(changes))
+            return conn.execute(sa.select(sessions).where(sessions.c.session_key == key)).first()
+
+        row = await self._db.write(op)
+        if row is None:
+            raise SessionNotFoundError(key)
+        return _session(row)
+
+    async def job_summary(self) -> dict[str, dict[str, int]]:
+        """Per session: its enabled automations and pending recalls (for sidebars; one query)."""
+        query = (
+            sa.select(jobs.c.session_key, jobs.c.kind, sa.func.count())
+            .where(jobs.c.session_key.is_not(None), jobs.c.enabled.is_(sa.true()))
+            .group_by(jobs.c.session_key, jobs.c.kind)
+        )
+        summary: dict[str, dict[str, int]] = {}
+        for key, kind, count in await self._db.read(lambda conn: conn.execute(query).all()):
+            entry = summary.setdefault(key, {"automations": 0, "recalls": 0})
+            if kind == JobKind.RECALL.value:
+                entry["recalls"] += int(count)
+            elif kind == JobKind.AGENT_TURN.value:
+                entry["automations"] += int(count)
+        return summary
+
     async def delete_session(self, key: str) -> None:
         """Delete a session with its transcript and turns."""
 
@@ -203,6 +245,14 @@ class SessionStore:
             return _message(values)
 
         return await self._db.write(op)
+
+    async def get_message(self, message_id: str) -> Message | None:
+        row = await self._db.read(
+            lambda conn: conn.execute(
+                sa.select(messages).where(messages.c.id == message_id)
+            ).first()
+        )
+        return None if row is None else _message(row)
 
     async def list_messages(
         self, session_key: str, *, after: int | None = None, limit: int | None = None

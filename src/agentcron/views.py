@@ -1,0 +1,136 @@
+"""JSON views of records, shared by the API, the WebSocket events and the CLI's --json output."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from agentcron.schedule import describe
+from agentcron.store.models import Job, JobKind, Message, Run, Session, Turn
+
+
+def iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat().replace("+00:00", "Z")
+
+
+def job_event_type(job: Job) -> str:
+    """Recalls have their own event stream in the UI (the banner); the rest are automations."""
+    return "recall_update" if job.kind is JobKind.RECALL else "automation_update"
+
+
+def job_view(job: Job, *, active_run: Run | None = None) -> dict[str, Any]:
+    policy = job.policy
+    return {
+        "id": job.id,
+        "name": job.name,
+        "kind": job.kind.value,
+        "session_key": job.session_key,
+        "message": job.message,
+        "spec": job.spec.model_dump(mode="json"),
+        "schedule": describe(job.spec),
+        "tz": job.spec.tz,
+        "enabled": job.enabled,
+        "paused_reason": job.paused_reason,
+        "paused_at": iso(job.paused_at),
+        "created_by": job.created_by.value,
+        "next_run_at": iso(job.next_run_at),
+        "next_fire_at": iso(job.next_fire_at),
+        "last_run_at": iso(job.last_run_at),
+        "last_status": job.last_status.value if job.last_status else None,
+        "consecutive_failures": job.consecutive_failures,
+        "run_count": job.run_count,
+        "remaining_runs": job.remaining_runs,
+        "policy": {
+            "overlap": policy.overlap.value,
+            "catchup": policy.catchup.value,
+            "catchup_window_s": int(policy.catchup_window.total_seconds()),
+            "max_failures": policy.max_failures,
+            "max_runs": policy.max_runs,
+            "end_at": iso(policy.end_at),
+            "delete_after_run": policy.delete_after_run,
+            "jitter": policy.jitter,
+        },
+        "idempotency_key": job.idempotency_key,
+        "legacy": job.legacy,
+        "version": job.version,
+        "created_at": iso(job.created_at),
+        "updated_at": iso(job.updated_at),
+        # a fire of this job waiting (queued / deferred behind a turn) or running right now
+        "active_run": None
+        if active_run is None
+        else {"id": active_run.id, "state": active_run.state.value},
+    }
+
+
+def run_view(run: Run, *, full: bool = False) -> dict[str, Any]:
+    """A run record; `full` adds the rendered prompt, its variables and the error details."""
+    view: dict[str, Any] = {
+        "id": run.id,
+        "job_id": run.job_id,
+        "session_key": run.session_key,
+        "fire_at": iso(run.fire_at),
+        "state": run.state.value,
+        "claimed_at": iso(run.claimed_at),
+        "queued_at": iso(run.queued_at),
+        "deferred_at": iso(run.deferred_at),
+        "started_at": iso(run.started_at),
+        "finished_at": iso(run.finished_at),
+        "prompt_ref": run.prompt_ref,
+        "output": run.output,
+        "error": run.error,
+        "message_id": run.message_id,
+        "usage": run.usage,
+        "delivery": run.delivery,
+    }
+    if full:
+        view.update(
+            prompt=run.prompt,
+            prompt_vars=run.prompt_vars,
+            error_details=run.error_details,
+            owner=run.owner,
+            lease_expires_at=iso(run.lease_expires_at),
+        )
+    return view
+
+
+def session_view(session: Session, **extra: Any) -> dict[str, Any]:
+    return {
+        "key": session.key,
+        "channel": session.channel,
+        "chat_id": session.chat_id,
+        "channel_meta": session.channel_meta,
+        "title": session.title,
+        "tz": session.tz,
+        "created_at": iso(session.created_at),
+        "updated_at": iso(session.updated_at),
+        **extra,
+    }
+
+
+def message_view(message: Message) -> dict[str, Any]:
+    return {
+        "id": message.id,
+        "seq": message.seq,
+        "role": message.role,
+        "content": message.content,
+        "meta": message.meta,
+        "created_at": iso(message.created_at),
+    }
+
+
+def turn_view(turn: Turn) -> dict[str, Any]:
+    return {
+        "id": turn.id,
+        "session_key": turn.session_key,
+        "source": turn.source,
+        "state": turn.state.value,
+        "run_id": turn.run_id,
+        "content": turn.content,
+        "created_at": iso(turn.created_at),
+        "started_at": iso(turn.started_at),
+        "finished_at": iso(turn.finished_at),
+        "error": turn.error,
+        "error_details": turn.error_details,
+        "usage": turn.usage,
+        "reply_message_id": turn.reply_message_id,
+    }
