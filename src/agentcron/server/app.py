@@ -1,0 +1,79 @@
+"""The FastAPI application: /api (token), /hooks (own token), health, metrics, WS, web UI."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from importlib import resources
+from pathlib import Path
+
+from fastapi import Depends, FastAPI, WebSocket
+from fastapi.staticfiles import StaticFiles
+
+from agentcron import __version__
+from agentcron.app import AgentCron
+from agentcron.server import errors
+from agentcron.server.auth import require_token
+from agentcron.server.metrics import Metrics
+from agentcron.server.routes import health, hooks, jobs, runs, sessions
+from agentcron.server.ws import Hub
+
+
+def webui_dir() -> Path:
+    return Path(str(resources.files("agentcron").joinpath("webui")))
+
+
+Hook = Callable[[], Awaitable[None]]
+
+
+def create_app(
+    cron: AgentCron,
+    *,
+    token: str,
+    hook_token: str | None = None,
+    on_start: Sequence[Hook] = (),
+    on_stop: Sequence[Hook] = (),
+) -> FastAPI:
+    """The server for `cron`. The hooks run in the app's lifespan (`agentcron serve` starts and
+    stops AgentCron and the channels there); without them the caller owns AgentCron's life.
+    """
+    hub: Hub | None = None
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        for start in on_start:
+            await start()
+        try:
+            yield
+        finally:
+            if hub is not None:
+                hub.close()
+            for stop in on_stop:
+                await stop()
+
+    app = FastAPI(
+        title="agentcron",
+        version=__version__,
+        summary="Cron for AI agent sessions: scheduled jobs are turns of their chat session.",
+        lifespan=lifespan,
+    )
+    app.state.cron = cron
+    app.state.token = token
+    app.state.hook_token = hook_token
+    app.state.metrics = Metrics(cron)
+    hub = Hub(cron, token)
+    app.state.hub = hub
+    errors.install(app)
+    guarded = [Depends(require_token)]
+    for router in (sessions.router, jobs.router, runs.router):
+        app.include_router(router, dependencies=guarded)
+    app.include_router(hooks.router)
+    app.include_router(health.router)
+
+    @app.websocket("/api/ws")
+    async def stream(socket: WebSocket) -> None:
+        await hub.serve(socket)
+
+    # Last: the UI owns every path the API does not (no build step, files from the package).
+    app.mount("/", StaticFiles(directory=webui_dir(), html=True), name="webui")
+    return app

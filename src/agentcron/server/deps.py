@@ -1,0 +1,19 @@
+"""Request-scoped access to the running AgentCron, shared by the routes."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from agentcron.app import AgentCron
+
+
+def get_cron(request: Request) -> AgentCron:
+    cron: AgentCron = request.app.state.cron
+    return cron
+
+
+Cron = Annotated[AgentCron, Depends(get_cron)]
+# Long polls (?wait=) are bounded so a client cannot hold a request open for ever.
+MAX_WAIT_S = 120.0

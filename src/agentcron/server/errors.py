@@ -1,0 +1,82 @@
+"""Typed errors mapped once to clear HTTP answers: `{"error": <kind>, "detail": <what to fix>}`."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from agentcron.config import ConfigError
+from agentcron.schedule import ScheduleError
+from agentcron.sessions.prompts import PromptError
+from agentcron.store.errors import (
+    ConflictError,
+    JobNotFoundError,
+    ProtectedJobError,
+    RunNotFoundError,
+    SessionNotFoundError,
+    TurnNotFoundError,
+    VersionConflictError,
+)
+
+log = logging.getLogger(__name__)
+
+_STATUS: list[tuple[type[Exception], int, str]] = [
+    (JobNotFoundError, 404, "not_found"),
+    (RunNotFoundError, 404, "not_found"),
+    (SessionNotFoundError, 404, "not_found"),
+    (TurnNotFoundError, 404, "not_found"),
+    (ProtectedJobError, 403, "protected"),
+    (VersionConflictError, 409, "conflict"),
+    (ConflictError, 409, "conflict"),
+    (ScheduleError, 422, "invalid_schedule"),
+    (ConfigError, 422, "invalid_setting"),
+    (PromptError, 500, "prompt_error"),
+    (ValueError, 422, "invalid_value"),
+]
+
+
+def error_body(kind: str, detail: object) -> dict[str, object]:
+    return {"error": kind, "detail": detail}
+
+
+def _validation_detail(exc: RequestValidationError) -> list[str]:
+    """One readable line per problem: where, what is wrong, what was given."""
+    lines = []
+    for problem in exc.errors():
+        where = ".".join(str(p) for p in problem.get("loc", ()) if p != "body") or "body"
+        lines.append(f"{where}: {problem.get('msg', 'invalid')}")
+    return lines
+
+
+def install(app: FastAPI) -> None:
+    async def on_store_error(request: Request, exc: Exception) -> JSONResponse:
+        for kind, code, name in _STATUS:
+            if isinstance(exc, kind):
+                if code >= 500:
+                    log.error("request failed: %s", exc, extra={"path": request.url.path})
+                return JSONResponse(error_body(name, str(exc)), status_code=code)
+        raise exc  # pragma: no cover - only registered for the classes above
+
+    for kind, _, _ in _STATUS:
+        app.add_exception_handler(kind, on_store_error)
+
+    async def on_validation(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return JSONResponse(error_body("invalid_request", _validation_detail(exc)), 422)
+
+    app.add_exception_handler(RequestValidationError, on_validation)
+
+    async def on_http(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HTTPException)
+        kind = {401: "unauthorized", 403: "forbidden", 404: "not_found"}.get(
+            exc.status_code, "http_error"
+        )
+        return JSONResponse(
+            error_body(kind, exc.detail), status_code=exc.status_code, headers=exc.headers
+        )
+
+    app.add_exception_handler(HTTPException, on_http)

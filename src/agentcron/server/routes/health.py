@@ -1,0 +1,40 @@
+"""Liveness, readiness and Prometheus metrics (outside /api, without a token)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from agentcron.server.deps import Cron
+
+log = logging.getLogger(__name__)
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, Any]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(cron: Cron) -> JSONResponse:
+    """Ready when the database answers and the engine runs."""
+    problems = []
+    try:
+        await cron.store.count_jobs()
+    except Exception as exc:
+        log.warning("readiness: the database does not answer: %s", exc)
+        problems.append(f"database: {type(exc).__name__}: {exc}")
+    if not cron.engine.running:
+        problems.append("engine: not running")
+    body = {"status": "ready" if not problems else "not ready", "problems": problems}
+    return JSONResponse(body, status_code=200 if not problems else 503)
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE_LATEST)

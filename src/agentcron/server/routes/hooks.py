@@ -1,0 +1,30 @@
+"""The inbound hook: an external service submits a message through a session's lane."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, status
+from pydantic import BaseModel, Field
+
+from agentcron.agent.runner import TurnSource
+from agentcron.server.auth import require_hook_token
+from agentcron.server.deps import Cron
+
+router = APIRouter(tags=["hooks"], dependencies=[Depends(require_hook_token)])
+
+
+class HookMessage(BaseModel):
+    session_key: str = Field(min_length=1, description="`channel:chat_id`; created if new")
+    content: str = Field(min_length=1)
+
+
+@router.post("/hooks/agent", status_code=status.HTTP_202_ACCEPTED)
+async def hook_message(body: HookMessage, cron: Cron) -> dict[str, Any]:
+    """Like a chat message: queued behind any turn in progress, answered in the session."""
+    if not body.content.strip():
+        raise ValueError("content needs some text")
+    turn = await cron.engine.lanes.submit_message(
+        body.session_key, body.content, source=TurnSource.HOOK
+    )
+    return {"turn_id": turn.id, "session_key": body.session_key}

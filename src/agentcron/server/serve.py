@@ -1,0 +1,101 @@
+"""`agentcron serve`: one process with the engine, lanes, runner, channels, API, stream and UI."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import uvicorn
+from fastapi import FastAPI
+
+from agentcron.app import AgentCron
+from agentcron.config import data_dir, default_db_path
+from agentcron.engine.clock import Clock
+from agentcron.server.app import Hook, create_app
+from agentcron.server.auth import HOOK_TOKEN_ENV, HOOK_TOKEN_FILE, load_or_create_token
+
+log = logging.getLogger(__name__)
+DEFAULT_PORT = 8321
+
+
+@dataclass
+class ServeOptions:
+    host: str = "127.0.0.1"  # local only unless asked: the API can make the agent act
+    port: int = DEFAULT_PORT
+    db: Path | None = None
+    url: str | None = None  # a SQLAlchemy URL (PostgreSQL) instead of the SQLite file
+    home: Path | None = None  # where tokens live (default: the data dir)
+    model: str | None = None
+    unified_session: bool | None = None
+    log_level: str = "info"
+    extra_start: list[Hook] = field(default_factory=list)
+    extra_stop: list[Hook] = field(default_factory=list)
+
+
+@dataclass
+class Server:
+    app: FastAPI
+    cron: AgentCron
+    token: str
+    hook_token: str
+    where: str  # the database, for the start-up lines
+
+
+def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
+    """The app and its AgentCron, not started: the app's lifespan starts and stops them."""
+    home = options.home or data_dir()
+    token = load_or_create_token(home)
+    hook_token = load_or_create_token(home, HOOK_TOKEN_FILE, HOOK_TOKEN_ENV)
+    db = None if options.url else (options.db or default_db_path())
+    cron = AgentCron(
+        db=db,
+        url=options.url,
+        clock=clock,
+        model=options.model,
+        unified_session=options.unified_session,
+    )
+    from agentcron.channels import ChannelManager, channels_from_env
+
+    manager = ChannelManager(cron, channels_from_env())
+
+    async def start() -> None:
+        await cron.start()
+        await manager.start()
+
+    async def stop() -> None:
+        try:
+            await manager.stop()
+        finally:
+            await cron.close()
+
+    app = create_app(
+        cron,
+        token=token,
+        hook_token=hook_token,
+        on_start=[start, *options.extra_start],
+        on_stop=[*options.extra_stop, stop],
+    )
+    where = options.url or str(db)
+    return Server(app, cron, token, hook_token, where)
+
+
+def run(options: ServeOptions, echo: Callable[[str], None]) -> None:
+    """Serve until interrupted (Ctrl-C stops gracefully: running turns get time to finish)."""
+    server = build(options)
+    base = f"http://{options.host}:{options.port}/"
+    model = server.cron.runner.__class__.__name__
+    model_id = getattr(server.cron.runner, "model_id", None)
+
+    async def announce() -> None:
+        echo(f"agentcron serving at {base}  (open it and log in with the token)")
+        echo(f"database: {server.where}; runner: {model}{f' ({model_id})' if model_id else ''}")
+        echo(f"API docs: {base}docs; inbound hook token: `agentcron token --hook`")
+        echo(f"token: {server.token}")
+
+    server.app.router.on_startup.append(announce)
+    uvicorn.run(
+        server.app, host=options.host, port=options.port, log_level=options.log_level,
+        lifespan="on",
+    )  # fmt: skip

@@ -1,0 +1,178 @@
+"""The WebSocket stream: per-session turn events (user and scheduled alike) and job updates.
+
+Protocol (JSON text frames). The client authenticates first, with `Authorization: Bearer` on the
+upgrade request or with a first frame `{"type": "auth", "token": ...}` (browsers cannot set
+headers on a WebSocket). Then:
+
+- `{"type": "subscribe", "session_key": K}` -> `{"type": "subscribed", "session_key": K,
+  "running_turn": id | null, "replay": [events of the turn in progress]}`, then every event of K's
+  turns: `stream_start`, `text_delta`, `tool_started`, `tool_call`, `stream_end`, `session_sync`;
+- `{"type": "unsubscribe", "session_key": K}`;
+- `{"type": "message", "session_key": K, "content": text}` -> `{"type": "accepted", "turn_id"}`
+  (the message goes through the session's lane like any other);
+- `{"type": "ping"}` -> `{"type": "pong"}`.
+
+Every authenticated client also gets the out-of-turn events of all sessions, for sidebars:
+`automation_update`, `recall_update` (created, updated, paused, resumed, deleted, deferred, fired,
+finished, settled), `session_sync` and `message` (a delivered legacy result). Every event carries
+its `session_key`. Errors come back as `{"type": "error", "detail": ...}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from fastapi import WebSocket, WebSocketDisconnect
+
+from agentcron.app import AgentCron
+from agentcron.server.auth import bearer, token_matches
+
+log = logging.getLogger(__name__)
+
+_GLOBAL_EVENTS = frozenset(
+    {"automation_update", "recall_update", "session_sync", "message", "session_deleted"}
+)
+_QUEUE_LIMIT = 10_000  # events buffered per client; a client that falls this far behind is cut
+_AUTH_TIMEOUT_S = 10.0
+
+
+class _Client:
+    def __init__(self, socket: WebSocket) -> None:
+        self.socket = socket
+        self.sessions: set[str] = set()
+        self.queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(_QUEUE_LIMIT)
+        self.overflowed = False
+
+    def offer(self, event: dict[str, Any]) -> None:
+        """Never blocks: the lane that publishes must not wait for a slow client."""
+        if self.overflowed:
+            return
+        try:
+            self.queue.put_nowait(event)
+        except asyncio.QueueFull:
+            self.overflowed = True
+            with contextlib.suppress(asyncio.QueueFull):
+                self.queue.get_nowait()
+                self.queue.put_nowait(None)  # tells the sender to close the connection
+
+
+class Hub:
+    """Fans lane events out to WebSocket clients."""
+
+    def __init__(self, cron: AgentCron, token: str) -> None:
+        self._cron = cron
+        self._token = token
+        self._clients: set[_Client] = set()
+        self._unsubscribe = cron.engine.lanes.subscribe(self._on_event)
+
+    @property
+    def clients(self) -> int:
+        return len(self._clients)
+
+    def close(self) -> None:
+        self._unsubscribe()
+
+    def _on_event(self, session_key: str, event: dict[str, Any]) -> None:
+        payload = {**event, "session_key": event.get("session_key", session_key) or session_key}
+        everyone = event.get("type") in _GLOBAL_EVENTS
+        for client in list(self._clients):
+            if everyone or session_key in client.sessions:
+                client.offer(payload)
+
+    async def serve(self, socket: WebSocket) -> None:
+        await socket.accept()
+        if not await self._authenticate(socket):
+            return
+        client = _Client(socket)
+        self._clients.add(client)
+        sender = asyncio.create_task(self._send(client), name="ws-send")
+        try:
+            await self._receive(client)
+        except WebSocketDisconnect:
+            pass
+        finally:
+            self._clients.discard(client)
+            sender.cancel()
+            await asyncio.gather(sender, return_exceptions=True)
+
+    async def _authenticate(self, socket: WebSocket) -> bool:
+        given = bearer(socket)
+        if given is None:
+            try:
+                first = await asyncio.wait_for(socket.receive_json(), _AUTH_TIMEOUT_S)
+            except (TimeoutError, WebSocketDisconnect, ValueError, KeyError):
+                await _close(socket, 4401, 'authenticate first: {"type": "auth", "token": ...}')
+                return False
+            if isinstance(first, dict) and first.get("type") == "auth":
+                given = str(first.get("token") or "")
+        if not token_matches(given, self._token):
+            await _close(socket, 4401, "wrong or missing token")
+            return False
+        await socket.send_json({"type": "ready"})
+        return True
+
+    async def _send(self, client: _Client) -> None:
+        while True:
+            event = await client.queue.get()
+            if event is None:
+                await _close(client.socket, 4408, "too slow: events were dropped; reconnect")
+                return
+            await client.socket.send_json(event)
+
+    async def _receive(self, client: _Client) -> None:
+        while True:
+            try:
+                frame = await client.socket.receive_json()
+            except ValueError:
+                client.offer({"type": "error", "detail": "frames must be JSON objects"})
+                continue
+            if not isinstance(frame, dict):
+                client.offer({"type": "error", "detail": "frames must be JSON objects"})
+                continue
+            try:
+                await self._handle(client, frame)
+            except Exception as exc:  # one bad frame must not end the connection
+                log.warning(
+                    "websocket frame failed: %s", exc, extra={"frame_type": frame.get("type")}
+                )
+                client.offer({"type": "error", "detail": f"{type(exc).__name__}: {exc}"})
+
+    async def _handle(self, client: _Client, frame: dict[str, Any]) -> None:
+        kind = frame.get("type")
+        key = frame.get("session_key")
+        if kind == "ping":
+            client.offer({"type": "pong"})
+            return
+        if kind not in ("subscribe", "unsubscribe", "message"):
+            client.offer({"type": "error", "detail": f"unknown frame type {kind!r}; "
+                          "accepted: subscribe, unsubscribe, message, ping"})  # fmt: skip
+            return
+        if not isinstance(key, str) or not key:
+            client.offer({"type": "error", "detail": f"{kind} needs a session_key"})
+            return
+        lanes = self._cron.engine.lanes
+        if kind == "subscribe":
+            # Replay and subscription happen without an await in between, so no event is lost
+            # or sent twice: the replay holds everything of the turn so far, the queue the rest.
+            client.sessions.add(key)
+            replay = [{**e, "session_key": key} for e in lanes.replay(key)]
+            client.offer({"type": "subscribed", "session_key": key,
+                          "running_turn": lanes.running_turn(key), "replay": replay})  # fmt: skip
+        elif kind == "unsubscribe":
+            client.sessions.discard(key)
+            client.offer({"type": "unsubscribed", "session_key": key})
+        else:
+            content = frame.get("content")
+            if not isinstance(content, str) or not content.strip():
+                client.offer({"type": "error", "detail": "message needs some content"})
+                return
+            turn = await self._cron.sessions.send(key, content)
+            client.offer({"type": "accepted", "session_key": key, "turn_id": turn.id})
+
+
+async def _close(socket: WebSocket, code: int, reason: str) -> None:
+    with contextlib.suppress(RuntimeError, WebSocketDisconnect):
+        await socket.close(code=code, reason=reason)

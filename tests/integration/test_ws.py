@@ -1,0 +1,176 @@
+"""The WebSocket stream on a real server socket: auth, live turns, scheduled turns, replay."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import uvicorn
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+from agentcron.agent.offline import OfflineModel
+from agentcron.app import AgentCron
+from agentcron.engine.clock import FakeClock
+from agentcron.server import create_app
+from tests.conftest import CronFactory
+
+TOKEN = "ws-token"
+KEY = "websocket:live"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@asynccontextmanager
+async def serving(cron: AgentCron) -> AsyncIterator[str]:
+    """The API on a real localhost socket in this event loop; yields the ws URL."""
+    port = free_port()
+    app = create_app(cron, token=TOKEN)
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    )
+    task = asyncio.create_task(server.serve())
+    for _ in range(500):
+        if server.started:
+            break
+        await asyncio.sleep(0.01)
+    assert server.started, "the test server did not start"
+    try:
+        yield f"ws://127.0.0.1:{port}/api/ws"
+    finally:
+        server.should_exit = True
+        await task
+
+
+async def login(url: str) -> ClientConnection:
+    ws = await connect(url)
+    await ws.send(json.dumps({"type": "auth", "token": TOKEN}))
+    assert json.loads(await ws.recv()) == {"type": "ready"}
+    return ws
+
+
+async def until(
+    ws: ClientConnection, stop: Callable[[dict[str, Any]], bool], limit: float = 5
+) -> list[dict[str, Any]]:
+    """Frames up to and including the first for which `stop` holds."""
+    seen: list[dict[str, Any]] = []
+    async with asyncio.timeout(limit):
+        while True:
+            frame = json.loads(await ws.recv())
+            seen.append(frame)
+            if stop(frame):
+                return seen
+
+
+@pytest.fixture
+async def cron(make_cron: CronFactory) -> AgentCron:
+    return await make_cron(runner=None, model=OfflineModel(0))
+
+
+async def test_the_stream_needs_the_token(cron: AgentCron) -> None:
+    async with serving(cron) as url:
+        for first in ({"type": "auth", "token": "wrong"}, {"type": "subscribe"}):
+            ws = await connect(url)
+            await ws.send(json.dumps(first))
+            with pytest.raises(ConnectionClosed) as closed:
+                await ws.recv()
+            assert closed.value.rcvd is not None
+            assert closed.value.rcvd.code == 4401
+        header = await connect(url, additional_headers={"Authorization": f"Bearer {TOKEN}"})
+        assert json.loads(await header.recv()) == {"type": "ready"}
+        await header.close()
+
+
+async def test_a_message_over_the_socket_streams_its_turn(cron: AgentCron) -> None:
+    async with serving(cron) as url:
+        ws = await login(url)
+        await ws.send(json.dumps({"type": "subscribe", "session_key": KEY}))
+        subscribed = json.loads(await ws.recv())
+        assert subscribed == {"type": "subscribed", "session_key": KEY, "running_turn": None,
+                              "replay": []}  # fmt: skip
+        await ws.send(json.dumps({"type": "message", "session_key": KEY, "content": "hi there"}))
+        frames = await until(ws, lambda f: f["type"] == "session_sync")
+        kinds = [f["type"] for f in frames]
+        assert kinds[0] == "accepted"
+        assert kinds[1] == "stream_start"
+        assert kinds[-2:] == ["stream_end", "session_sync"]
+        assert {f["session_key"] for f in frames} == {KEY}
+        text = "".join(f["text"] for f in frames if f["type"] == "text_delta")
+        assert text.startswith('(offline model) You said: "hi there"')
+        await ws.send("not json")
+        assert json.loads(await ws.recv()) == {"type": "error",
+                                               "detail": "frames must be JSON objects"}  # fmt: skip
+        await ws.send(json.dumps({"type": "dance"}))
+        error = json.loads(await ws.recv())
+        assert error["type"] == "error"
+        assert "accepted: subscribe, unsubscribe, message, ping" in error["detail"]
+        await ws.close()
+
+
+async def test_a_scheduled_turn_streams_like_a_user_turn(cron: AgentCron, clock: FakeClock) -> None:
+    async with serving(cron) as url:
+        watcher = await login(url)  # subscribed to nothing: still gets job updates
+        ws = await login(url)
+        await ws.send(json.dumps({"type": "subscribe", "session_key": KEY}))
+        await until(ws, lambda f: f["type"] == "subscribed")
+        job = await cron.jobs.create(name="stretch", when="in 1m", message="stand up",
+                                     session_key=KEY)  # fmt: skip
+        created = await until(watcher, lambda f: f["type"] == "automation_update")
+        assert (created[-1]["action"], created[-1]["job"]["name"]) == ("created", "stretch")
+        clock.advance(timedelta(minutes=1))
+        frames = await until(ws, lambda f: f.get("action") == "settled")
+        kinds = [(f["type"], f.get("action") or f.get("source")) for f in frames]
+        assert kinds[0] == ("automation_update", "created")
+        assert ("automation_update", "fired") in kinds
+        start = kinds.index(("stream_start", "automation"))
+        end = [k for k, _ in kinds].index("stream_end")
+        assert start < end
+        assert all(k == "text_delta" for k, _ in kinds[start + 1 : end])
+        text = "".join(f["text"] for f in frames if f["type"] == "text_delta")
+        assert text == "(offline model) Reminder: stand up."
+        assert frames[-1]["job_id"] == job.id
+        assert frames[-1]["status"] == "succeeded"
+        seen_by_watcher = await until(watcher, lambda f: f.get("action") == "settled")
+        assert "text_delta" not in {f["type"] for f in seen_by_watcher}  # not subscribed
+        await ws.close()
+        await watcher.close()
+
+
+async def test_a_client_that_reconnects_mid_turn_gets_the_turn_so_far(
+    make_cron: CronFactory,
+) -> None:
+    gate = asyncio.Event()
+    paused = asyncio.Event()
+
+    async def sleep(delay: float) -> None:
+        paused.set()
+        await gate.wait()
+
+    cron = await make_cron(runner=None, model=OfflineModel(10, sleep=sleep))
+    async with serving(cron) as url:
+        turn = await cron.sessions.send(KEY, "tell me a story")
+        await paused.wait()  # the first word is out; the rest waits
+        late = await login(url)
+        await late.send(json.dumps({"type": "subscribe", "session_key": KEY}))
+        (subscribed,) = await until(late, lambda f: f["type"] == "subscribed")
+        assert subscribed["running_turn"] == turn.id
+        replay = subscribed["replay"]
+        assert [e["type"] for e in replay] == ["stream_start", "text_delta"]
+        assert replay[1]["text"] == "(offline "
+        gate.set()
+        rest = await until(late, lambda f: f["type"] == "stream_end")
+        text = "".join(e["text"] for e in replay + rest if e["type"] == "text_delta")
+        reply = (await cron.sessions.wait_turn(turn.id, 5)).reply_message_id
+        messages = await cron.sessions.messages(KEY)
+        assert text == next(m.content for m in messages if m.id == reply)
+        await late.close()
