@@ -199,3 +199,23 @@ messages = sa.Table(
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.UniqueConstraint("session_key", "seq", name="uq_messages_session_seq"),
 )
+
+deliveries = sa.Table(
+    "deliveries",
+    metadata,
+    # one record per (channel, transcript message): a channel never sends a message twice
+    sa.Column("channel", sa.Text, primary_key=True),
+    sa.Column("message_id", sa.String(32), primary_key=True),
+    sa.Column("session_key", sa.Text, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),  # pending | delivered | failed
+    # what to send, kept so that a restart can resume a pending delivery without the event
+    sa.Column("payload", JSONValue, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("last_error", sa.Text),
+    sa.Column("next_attempt_at", UTCDateTime),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    sa.Column("delivered_at", UTCDateTime),
+)
+# Resuming on start reads the pending records of one channel.
+sa.Index("ix_deliveries_state", deliveries.c.state, deliveries.c.channel)

@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection, Row
 
 from agentcron.schedule import spec_from_data, spec_to_data
 from agentcron.store.database import Database
+from agentcron.store.deliveries import DeliveryStore
 from agentcron.store.errors import (
     ConflictError,
     JobNotFoundError,
@@ -341,6 +342,7 @@ class SqlStore:
         self.skip_locked = self.dialect == "postgresql"
         self._insert_runs = self._insert(runs).on_conflict_do_nothing().returning(runs.c.id)
         self.sessions = SessionStore(self._db)
+        self.deliveries = DeliveryStore(self._db)
 
     # -- lifecycle -----------------------------------------------------------------------
 

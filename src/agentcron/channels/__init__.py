@@ -1,0 +1,36 @@
+"""Channels: the edges that carry session messages in and out (webhook, Telegram, ...)."""
+
+from agentcron.channels.base import (
+    Channel,
+    ChannelError,
+    ChannelManager,
+    ChannelStartError,
+    Inbound,
+    OutboundMessage,
+    StoreBound,
+)
+from agentcron.channels.config import ChannelConfigError, channels_from_env
+from agentcron.channels.outbox import DeliveryAttemptError, Outbox, RetryPolicy
+from agentcron.channels.telegram import TelegramApiError, TelegramChannel, split_text
+from agentcron.channels.webhook import WebhookChannel, sign, verify_signature
+
+__all__ = [
+    "Channel",
+    "ChannelConfigError",
+    "ChannelError",
+    "ChannelManager",
+    "ChannelStartError",
+    "DeliveryAttemptError",
+    "Inbound",
+    "OutboundMessage",
+    "Outbox",
+    "RetryPolicy",
+    "StoreBound",
+    "TelegramApiError",
+    "TelegramChannel",
+    "WebhookChannel",
+    "channels_from_env",
+    "sign",
+    "split_text",
+    "verify_signature",
+]

@@ -1,0 +1,345 @@
+"""The channel protocol, outbound messages, and the manager that joins channels to sessions."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+from agentcron.engine.clock import Clock
+from agentcron.store.deliveries import DeliveryStore
+from agentcron.store.errors import SessionNotFoundError, TurnNotFoundError
+from agentcron.store.models import Turn
+
+if TYPE_CHECKING:  # the facade will wire channels: no import cycle at run time
+    from agentcron.app import AgentCron
+
+log = logging.getLogger(__name__)
+
+Inbound = Callable[[str, str, str, dict[str, Any]], Awaitable[Turn]]
+"""(channel, chat_id, content, channel_meta) -> the turn the message became."""
+
+MessageKind = Literal["turn", "message"]
+
+
+class ChannelError(Exception):
+    """Base class of channel failures."""
+
+
+class ChannelStartError(ChannelError):
+    """A channel could not start (the manager stops the ones it had started)."""
+
+    def __init__(self, channel: str, cause: BaseException) -> None:
+        super().__init__(f"channel {channel!r} could not start: {type(cause).__name__}: {cause}")
+        self.channel = channel
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundMessage:
+    """One assistant message of a session, on its way to a channel.
+
+    `kind` is `turn` for the closing reply of a turn (user or scheduled; `status` is the
+    turn's outcome) and `message` for a message posted outside a turn (a legacy job's
+    delivered result). `channel`, `chat_id` and `channel_meta` are the session's execution
+    context, read from the store.
+    """
+
+    session_key: str
+    channel: str
+    chat_id: str
+    text: str
+    message_id: str
+    status: str
+    kind: MessageKind = "turn"
+    source: str | None = None
+    turn_id: str | None = None
+    run_id: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    channel_meta: dict[str, Any] | None = None
+    created_at: datetime | None = None
+
+    def to_payload(self) -> dict[str, Any]:
+        """A JSON-ready dict (kept in the delivery record to resume after a restart)."""
+        return {
+            "session_key": self.session_key,
+            "channel": self.channel,
+            "chat_id": self.chat_id,
+            "text": self.text,
+            "message_id": self.message_id,
+            "status": self.status,
+            "kind": self.kind,
+            "source": self.source,
+            "turn_id": self.turn_id,
+            "run_id": self.run_id,
+            "meta": self.meta,
+            "channel_meta": self.channel_meta,
+            "created_at": self.created_at.isoformat() if self.created_at else None,
+        }
+
+    @classmethod
+    def from_payload(cls, data: dict[str, Any]) -> OutboundMessage:
+        created = data.get("created_at")
+        kind: MessageKind = "message" if data.get("kind") == "message" else "turn"
+        return cls(
+            session_key=str(data["session_key"]),
+            channel=str(data["channel"]),
+            chat_id=str(data["chat_id"]),
+            text=str(data["text"]),
+            message_id=str(data["message_id"]),
+            status=str(data["status"]),
+            kind=kind,
+            source=data.get("source"),
+            turn_id=data.get("turn_id"),
+            run_id=data.get("run_id"),
+            meta=dict(data.get("meta") or {}),
+            channel_meta=data.get("channel_meta"),
+            created_at=datetime.fromisoformat(created) if created else None,
+        )
+
+
+class Channel(Protocol):
+    """An edge that carries session messages in and out (Telegram, a webhook, ...).
+
+    `send` should return quickly: a channel that retries records the message durably and
+    retries in its own task. `wants` says which messages the channel carries; a chat channel
+    serves the sessions of its own name (`telegram:<chat>`).
+    """
+
+    name: str
+
+    async def start(self, inbound: Inbound) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def send(self, message: OutboundMessage) -> None: ...
+
+    def wants(self, message: OutboundMessage) -> bool: ...
+
+
+@runtime_checkable
+class StoreBound(Protocol):
+    """A channel that keeps delivery records: the manager binds it to the store before start."""
+
+    def bind(self, deliveries: DeliveryStore, clock: Clock) -> None: ...
+
+
+_Event = tuple[str, dict[str, Any]]
+_STOP = object()  # queue sentinel: drain what came before, then end
+
+
+class ChannelManager:
+    """Joins channels to an AgentCron: turn results go out, inbound messages become turns.
+
+    The lane listener only queues events (it never blocks a turn); one task resolves them
+    against the store and one task per channel sends, so a slow channel delays no other.
+    Stop the manager before closing AgentCron: it needs the store to drain its queues.
+    """
+
+    def __init__(self, cron: AgentCron, channels: Iterable[Channel]) -> None:
+        self.cron = cron
+        self.channels: list[Channel] = list(channels)
+        names = [c.name for c in self.channels]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ChannelError(f"channel names must be unique; repeated: {', '.join(duplicates)}")
+        self._events: asyncio.Queue[_Event | object] = asyncio.Queue()
+        self._outgoing: dict[str, asyncio.Queue[OutboundMessage | object]] = {}
+        self._events_task: asyncio.Task[None] | None = None
+        self._senders: list[asyncio.Task[None]] = []
+        self._started: list[Channel] = []
+        self._unsubscribe: Callable[[], None] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._unsubscribe is not None
+
+    async def start(self) -> None:
+        """Bind and start every channel; listen to the lanes from before the first channel
+        starts, so no reply to an early inbound message is missed.
+        """
+        if self.running:
+            return
+        if not self.channels:  # nothing to carry: do not read the store for every turn
+            log.info("no channels configured")
+            return
+        for channel in self.channels:
+            if isinstance(channel, StoreBound):
+                channel.bind(self.cron.store.deliveries, self.cron.clock)
+        self._events = asyncio.Queue()
+        self._outgoing = {c.name: asyncio.Queue() for c in self.channels}
+        self._events_task = asyncio.create_task(self._event_loop(), name="channels:events")
+        self._unsubscribe = self.cron.engine.lanes.subscribe(self._on_event)
+        for channel in self.channels:
+            try:
+                await channel.start(self.inbound)
+            except Exception as exc:
+                log.exception("channel failed to start", extra={"channel": channel.name})
+                await self._halt(0.0)
+                raise ChannelStartError(channel.name, exc) from exc
+            self._started.append(channel)
+        self._senders = [
+            asyncio.create_task(
+                self._send_loop(c, self._outgoing[c.name]), name=f"channel:{c.name}"
+            )
+            for c in self.channels
+        ]
+        log.info("channels started", extra={"channels": [c.name for c in self.channels]})
+
+    async def stop(self, grace: float = 10.0) -> None:
+        """Stop listening, hand queued messages to their channels (for at most `grace`
+        seconds), then stop the channels. A channel with delivery records resumes what it
+        could not send on its next start.
+        """
+        if self.running:
+            await self._halt(grace)
+
+    async def _halt(self, grace: float) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        events_task, self._events_task = self._events_task, None
+        senders, self._senders = self._senders, []
+        if events_task is not None:
+            self._events.put_nowait(_STOP)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(events_task), grace)
+        for queue in self._outgoing.values():
+            queue.put_nowait(_STOP)
+        if senders:
+            _, late = await asyncio.wait(senders, timeout=grace)
+            if late:
+                log.warning("channels: queued messages not handed over before stop",
+                            extra={"channels": sorted(t.get_name() for t in late)})  # fmt: skip
+        tasks = [*senders, *([events_task] if events_task is not None else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._outgoing = {}
+        await self._stop_channels()
+
+    async def _stop_channels(self) -> None:
+        while self._started:
+            channel = self._started.pop()
+            try:
+                await channel.stop()
+            except Exception:
+                log.exception("channel failed to stop", extra={"channel": channel.name})
+
+    async def idle(self) -> None:
+        """Wait until every queued event has been handed to its channels (tests use this)."""
+        await self._events.join()
+        for queue in list(self._outgoing.values()):
+            await queue.join()
+
+    # -- inbound ---------------------------------------------------------------------------
+
+    async def inbound(self, channel: str, chat_id: str, content: str, meta: dict[str, Any]) -> Turn:
+        """A message from a chat: ensure its session (with the chat's context), then submit
+        it to the session's lane like any user message.
+        """
+        key = f"{channel}:{chat_id}"
+        await self.cron.store.sessions.ensure_session(
+            key, self.cron.clock.now(), channel=channel, chat_id=chat_id, channel_meta=meta
+        )
+        turn = await self.cron.sessions.send(key, content)
+        log.info("inbound message submitted",
+                 extra={"channel": channel, "session_key": key, "turn_id": turn.id})  # fmt: skip
+        return turn
+
+    # -- outbound --------------------------------------------------------------------------
+
+    def _on_event(self, session_key: str, event: dict[str, Any]) -> None:
+        # Called inside the lane's turn: queue only, the store reads happen in our task.
+        if event.get("type") in ("stream_end", "message"):
+            self._events.put_nowait((session_key, event))
+
+    async def _event_loop(self) -> None:
+        while True:
+            item = await self._events.get()
+            try:
+                if item is _STOP:
+                    return
+                assert isinstance(item, tuple)
+                key, event = item
+                try:
+                    message = await self._resolve(key, event)
+                except Exception:
+                    log.exception("channels: could not resolve an outbound message",
+                                  extra={"session_key": key, "event": event.get("type"),
+                                         "message_id": event.get("message_id")})  # fmt: skip
+                    continue
+                if message is not None:
+                    self._route(message)
+            finally:
+                self._events.task_done()
+
+    async def _resolve(self, key: str, event: dict[str, Any]) -> OutboundMessage | None:
+        """The outbound message an event announces, with the session's execution context."""
+        message_id = event.get("message_id")
+        if not message_id:
+            return None
+        store = self.cron.store
+        kind: MessageKind
+        if event["type"] == "stream_end":
+            kind, status = "turn", str(event.get("status") or "succeeded")
+            turn_id: str | None = event.get("turn_id")
+        else:
+            if event.get("role", "assistant") != "assistant":
+                return None
+            kind, status, turn_id = "message", "succeeded", None
+        try:
+            session = await self.cron.sessions.get(key)
+        except SessionNotFoundError:
+            log.warning("channels: session gone before its message went out",
+                        extra={"session_key": key, "message_id": message_id})  # fmt: skip
+            return None
+        reply = await store.sessions.get_message(message_id)
+        if reply is None:
+            log.warning("channels: message gone before it went out",
+                        extra={"session_key": key, "message_id": message_id})  # fmt: skip
+            return None
+        source, run_id = reply.meta.get("source"), reply.meta.get("automation_run_id")
+        if turn_id is not None:
+            with contextlib.suppress(TurnNotFoundError):
+                turn = await store.sessions.get_turn(turn_id)
+                source, run_id = turn.source, turn.run_id or run_id
+        return OutboundMessage(
+            session_key=key, channel=session.channel, chat_id=session.chat_id,
+            text=reply.content, message_id=reply.id, status=status, kind=kind, source=source,
+            turn_id=turn_id, run_id=run_id, meta=reply.meta, channel_meta=session.channel_meta,
+            created_at=reply.created_at,
+        )  # fmt: skip
+
+    def _route(self, message: OutboundMessage) -> None:
+        for channel in self.channels:
+            try:
+                wanted = channel.wants(message)
+            except Exception:
+                log.exception("channels: wants() failed", extra={"channel": channel.name,
+                              "session_key": message.session_key})  # fmt: skip
+                continue
+            queue = self._outgoing.get(channel.name)
+            if wanted and queue is not None:
+                queue.put_nowait(message)
+
+    async def _send_loop(
+        self, channel: Channel, queue: asyncio.Queue[OutboundMessage | object]
+    ) -> None:
+        while True:
+            item = await queue.get()
+            try:
+                if item is _STOP:
+                    return
+                assert isinstance(item, OutboundMessage)
+                try:
+                    await channel.send(item)
+                except Exception:
+                    log.exception("channels: send failed",
+                                  extra={"channel": channel.name, "session_key": item.session_key,
+                                         "message_id": item.message_id})  # fmt: skip
+            finally:
+                queue.task_done()

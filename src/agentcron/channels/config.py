@@ -1,0 +1,118 @@
+"""Channels from environment variables (`channels_from_env`), with typed configuration errors."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from urllib.parse import urlsplit
+
+from agentcron.channels.base import Channel, ChannelError
+from agentcron.channels.telegram import DEFAULT_API_BASE, TelegramChannel
+from agentcron.channels.webhook import WebhookChannel
+
+WEBHOOK_URL_ENV = "AGENTCRON_WEBHOOK_URL"
+WEBHOOK_SECRET_ENV = "AGENTCRON_WEBHOOK_SECRET"
+WEBHOOK_CHANNELS_ENV = "AGENTCRON_WEBHOOK_CHANNELS"
+TELEGRAM_TOKEN_ENV = "AGENTCRON_TELEGRAM_TOKEN"
+TELEGRAM_ALLOWED_CHATS_ENV = "AGENTCRON_TELEGRAM_ALLOWED_CHATS"
+TELEGRAM_API_BASE_ENV = "AGENTCRON_TELEGRAM_API_BASE"
+
+_CHANNEL_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+_TOKEN = re.compile(r"^\d+:[A-Za-z0-9_-]+$")
+_CHAT_ID = re.compile(r"^-?\d+$")
+
+
+class ChannelConfigError(ChannelError, ValueError):
+    """A channel setting is missing or malformed; the message says what is accepted."""
+
+
+def _http_url(env_name: str, value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ChannelConfigError(
+            f"{env_name} must be an http:// or https:// URL with a host, got {value!r}"
+        )
+    return value
+
+
+def _list(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def _webhook(env: Mapping[str, str]) -> WebhookChannel | None:
+    url = env.get(WEBHOOK_URL_ENV, "").strip()
+    secret = env.get(WEBHOOK_SECRET_ENV, "")
+    names = env.get(WEBHOOK_CHANNELS_ENV, "").strip()
+    if not url:
+        if secret or names:
+            set_ = WEBHOOK_SECRET_ENV if secret else WEBHOOK_CHANNELS_ENV
+            raise ChannelConfigError(f"{set_} is set but {WEBHOOK_URL_ENV} is not: set the URL "
+                                     "to POST turn results to, or unset it")  # fmt: skip
+        return None
+    if not secret.strip():
+        raise ChannelConfigError(
+            f"{WEBHOOK_URL_ENV} needs {WEBHOOK_SECRET_ENV}: a shared secret (any non-empty "
+            "string; 32+ random characters recommended) that signs every request"
+        )
+    channels: list[str] | None = None
+    if names and names.lower() not in ("*", "all"):
+        channels = _list(names)
+        bad = [n for n in channels if not _CHANNEL_NAME.match(n)]
+        if bad or not channels:
+            raise ChannelConfigError(
+                f"{WEBHOOK_CHANNELS_ENV} must be a comma-separated list of channel names "
+                f"(letters, digits, _ . -), e.g. 'telegram,websocket', or '*' for all; "
+                f"got {names!r}"
+            )
+    return WebhookChannel(_http_url(WEBHOOK_URL_ENV, url), secret, channels=channels)
+
+
+def _telegram(env: Mapping[str, str]) -> TelegramChannel | None:
+    token = env.get(TELEGRAM_TOKEN_ENV, "").strip()
+    chats = env.get(TELEGRAM_ALLOWED_CHATS_ENV, "").strip()
+    api_base = env.get(TELEGRAM_API_BASE_ENV, "").strip()
+    if not token:
+        if chats or api_base:
+            set_ = TELEGRAM_ALLOWED_CHATS_ENV if chats else TELEGRAM_API_BASE_ENV
+            raise ChannelConfigError(f"{set_} is set but {TELEGRAM_TOKEN_ENV} is not: set the "
+                                     "bot token from @BotFather, or unset it")  # fmt: skip
+        return None
+    if not _TOKEN.match(token):
+        # never echo the token itself: it is a credential
+        raise ChannelConfigError(
+            f"{TELEGRAM_TOKEN_ENV} must be a bot token as @BotFather gives it: "
+            "'<digits>:<letters, digits, _ ->'"
+        )
+    allowed = _list(chats)
+    bad = [c for c in allowed if not _CHAT_ID.match(c)]
+    if bad:
+        raise ChannelConfigError(
+            f"{TELEGRAM_ALLOWED_CHATS_ENV} must be a comma-separated list of numeric chat ids "
+            f"(e.g. '12345,-100987'); not ids: {', '.join(repr(b) for b in bad)}"
+        )
+    base = _http_url(TELEGRAM_API_BASE_ENV, api_base) if api_base else DEFAULT_API_BASE
+    return TelegramChannel(token, allowed, api_base=base)
+
+
+def channels_from_env(env: Mapping[str, str] | None = None) -> list[Channel]:
+    """The channels the environment configures (`os.environ` by default); none is fine.
+
+    - `AGENTCRON_WEBHOOK_URL` + `AGENTCRON_WEBHOOK_SECRET` (required with the URL): POST turn
+      results there, signed; `AGENTCRON_WEBHOOK_CHANNELS` limits them to the sessions of some
+      channels (comma list, default all).
+    - `AGENTCRON_TELEGRAM_TOKEN`: a Telegram bot; `AGENTCRON_TELEGRAM_ALLOWED_CHATS` (comma list
+      of chat ids) says who may use it (empty = nobody); `AGENTCRON_TELEGRAM_API_BASE` points
+      it at another Bot API server.
+
+    Raises ChannelConfigError for a missing or malformed setting.
+    """
+    env = os.environ if env is None else env
+    found: list[Channel] = []
+    webhook = _webhook(env)
+    if webhook is not None:
+        found.append(webhook)
+    telegram = _telegram(env)
+    if telegram is not None:
+        found.append(telegram)
+    return found

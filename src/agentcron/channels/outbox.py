@@ -1,0 +1,207 @@
+"""Durable outbound delivery: a record per (channel, message), attempts with exponential backoff."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from agentcron.channels.base import OutboundMessage
+from agentcron.engine.clock import Clock
+from agentcron.store.deliveries import Delivery, DeliveryState, DeliveryStore
+
+log = logging.getLogger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
+"""Waits between attempts (real seconds); tests pass a fast one."""
+
+Attempt = Callable[[OutboundMessage, int], Awaitable[None]]
+"""(message, attempt number from 1) -> None once the far end accepted it; raises
+DeliveryAttemptError (or any exception, taken as retryable) otherwise."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Exponential backoff: the wait after attempt n is initial * factor**(n-1), capped."""
+
+    max_attempts: int = 8
+    initial_delay: float = 1.0  # seconds
+    factor: float = 2.0
+    max_delay: float = 300.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        if self.initial_delay < 0 or self.max_delay < 0:
+            raise ValueError("retry delays must not be negative")
+        if self.factor < 1:
+            raise ValueError("the backoff factor must be at least 1")
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait after failed attempt `attempt`; a server's Retry-After is honoured
+        up to `max_delay`.
+        """
+        wait = min(self.max_delay, self.initial_delay * self.factor ** max(0, attempt - 1))
+        if retry_after is not None:
+            wait = min(self.max_delay, max(wait, retry_after))
+        return wait
+
+
+class DeliveryAttemptError(Exception):
+    """One attempt failed; `retryable` says whether another attempt can succeed."""
+
+    def __init__(self, reason: str, *, retryable: bool, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.retryable, self.retry_after = reason, retryable, retry_after
+
+
+class OutboxNotBoundError(RuntimeError):
+    def __init__(self, channel: str) -> None:
+        super().__init__(
+            f"channel {channel!r} keeps delivery records: bind it to a store first "
+            "(ChannelManager.start does this, or pass deliveries= and clock=)"
+        )
+
+
+class Outbox:
+    """Sends a channel's messages one at a time, in order, each at most once successfully.
+
+    `submit` records the message as pending before it returns; a worker task attempts it,
+    retries retryable failures with backoff and settles the record as delivered or failed.
+    A message already recorded on this channel is never sent again; pending records (an
+    outage, a restart mid-retry) are resumed by `start`. Attempts go on counting across
+    restarts. A process that dies during an attempt sends that message again on its next
+    start (at least once): receivers deduplicate by message id.
+    """
+
+    def __init__(
+        self,
+        channel: str,
+        attempt: Attempt,
+        *,
+        retry: RetryPolicy | None = None,
+        sleep: Sleep = asyncio.sleep,
+        deliveries: DeliveryStore | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.channel = channel
+        self.retry = retry or RetryPolicy()
+        self._attempt = attempt
+        self._sleep = sleep
+        self._deliveries = deliveries
+        self._clock = clock
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        self._queued: set[str] = set()
+        self._worker: asyncio.Task[None] | None = None
+
+    def bind(self, deliveries: DeliveryStore, clock: Clock) -> None:
+        self._deliveries, self._clock = deliveries, clock
+
+    @property
+    def _store(self) -> tuple[DeliveryStore, Clock]:
+        if self._deliveries is None or self._clock is None:
+            raise OutboxNotBoundError(self.channel)
+        return self._deliveries, self._clock
+
+    async def start(self) -> None:
+        """Start the worker and resume the channel's pending deliveries, oldest first."""
+        deliveries, _ = self._store
+        if self._worker is not None:
+            return
+        self._queue = asyncio.Queue()
+        self._queued.clear()
+        self._worker = asyncio.create_task(self._work(), name=f"outbox:{self.channel}")
+        resumed = await deliveries.pending(self.channel)
+        for record in resumed:
+            self._put(record.message_id)
+        if resumed:
+            log.info("outbox: resuming pending deliveries",
+                     extra={"channel": self.channel, "count": len(resumed)})  # fmt: skip
+
+    async def stop(self) -> None:
+        """Stop at once; what is not delivered stays pending for the next start."""
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
+
+    async def submit(self, message: OutboundMessage) -> Delivery:
+        """Record `message` as pending (durably, before returning) and queue it."""
+        deliveries, clock = self._store
+        record, created = await deliveries.enqueue(
+            self.channel, message.message_id, message.session_key, message.to_payload(),
+            clock.now(),
+        )  # fmt: skip
+        if not created:
+            log.info("outbox: message already recorded on this channel; not sent again",
+                     extra={"channel": self.channel, "session_key": message.session_key,
+                            "message_id": message.message_id,
+                            "state": record.state.value})  # fmt: skip
+        if record.state is DeliveryState.PENDING:
+            self._put(record.message_id)
+        return record
+
+    async def idle(self) -> None:
+        """Wait until every queued delivery is settled or waiting for a later start."""
+        await self._queue.join()
+
+    def _put(self, message_id: str) -> None:
+        if message_id not in self._queued:
+            self._queued.add(message_id)
+            self._queue.put_nowait(message_id)
+
+    async def _work(self) -> None:
+        while True:
+            message_id = await self._queue.get()
+            try:
+                await self._deliver(message_id)
+            except Exception:
+                # A store failure: the record stays pending and the next start resumes it.
+                log.exception(
+                    "outbox: delivery interrupted by an error; left pending",
+                    extra={"channel": self.channel, "message_id": message_id},
+                )
+            finally:
+                self._queued.discard(message_id)
+                self._queue.task_done()
+
+    async def _deliver(self, message_id: str) -> None:
+        deliveries, clock = self._store
+        record = await deliveries.get(self.channel, message_id)
+        while record.state is DeliveryState.PENDING:
+            claimed = await deliveries.begin_attempt(
+                self.channel, message_id, attempts=record.attempts, now=clock.now()
+            )
+            if claimed is None:
+                log.info("outbox: delivery taken over or settled elsewhere",
+                         extra={"channel": self.channel, "message_id": message_id})  # fmt: skip
+                return
+            ctx = {"channel": self.channel, "session_key": claimed.session_key,
+                   "message_id": message_id, "attempt": claimed.attempts}  # fmt: skip
+            try:
+                await self._attempt(OutboundMessage.from_payload(claimed.payload), claimed.attempts)
+            except DeliveryAttemptError as exc:
+                error, retryable, retry_after = exc.reason, exc.retryable, exc.retry_after
+            except Exception as exc:  # an unexpected failure may pass: retry it
+                log.exception("outbox: attempt raised unexpectedly", extra=ctx)
+                error, retryable, retry_after = f"{type(exc).__name__}: {exc}", True, None
+            else:
+                await deliveries.mark_delivered(self.channel, message_id, clock.now())
+                log.info("outbox: delivered", extra=ctx)
+                return
+            if not retryable or claimed.attempts >= self.retry.max_attempts:
+                await deliveries.mark_failed(self.channel, message_id, error=error, now=clock.now())
+                why = "permanent error" if not retryable else "no attempts left"
+                log.error("outbox: delivery failed (%s): %s", why, error, extra=ctx)
+                return
+            delay = self.retry.delay(claimed.attempts, retry_after)
+            now = clock.now()
+            await deliveries.mark_retry(
+                self.channel, message_id, error=error,
+                next_attempt_at=now + timedelta(seconds=delay), now=now,
+            )  # fmt: skip
+            log.warning("outbox: attempt failed, retrying in %.1fs: %s", delay, error, extra=ctx)
+            await self._sleep(delay)
+            record = await deliveries.get(self.channel, message_id)

@@ -1,0 +1,184 @@
+"""Outbound webhook: each turn result is POSTed as signed JSON, durably, with retries.
+
+The request::
+
+    POST <url>
+    Content-Type: application/json
+    X-Agentcron-Event: turn.result | message
+    X-Agentcron-Delivery: <message_id>          (the same on every retry: deduplicate on it)
+    X-Agentcron-Timestamp: <unix seconds, integer>
+    X-Agentcron-Signature: sha256=<hex>
+
+    {"event", "session_key", "channel", "chat_id", "channel_meta", "text", "status", "kind",
+     "source", "message_id", "turn_id", "run_id", "meta", "created_at", "attempt", "sent_at"}
+
+The signature is ``hex(HMAC-SHA256(key=secret as UTF-8, msg=timestamp + "." + raw body))``,
+where ``timestamp`` is the ``X-Agentcron-Timestamp`` header value as ASCII and ``raw body`` the
+exact bytes received. A receiver recomputes it over the bytes it got, compares in constant time,
+and rejects timestamps more than a few minutes from its own clock, so a captured request cannot
+be replayed later (`verify_signature` does all three). Every attempt is signed afresh.
+
+Responses: 2xx = delivered. 408, 429 (honouring a numeric Retry-After) and 5xx, timeouts and
+connection errors are retried with exponential backoff; any other status (3xx, 4xx) fails the
+delivery at once: the receiver rejected it and a resend would be rejected again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+import time
+from collections.abc import Callable, Collection
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from agentcron.channels.base import Inbound, OutboundMessage
+from agentcron.channels.outbox import DeliveryAttemptError, Outbox, RetryPolicy, Sleep
+from agentcron.engine.clock import Clock
+from agentcron.store.deliveries import DeliveryStore
+
+log = logging.getLogger(__name__)
+
+SIGNATURE_HEADER = "X-Agentcron-Signature"
+TIMESTAMP_HEADER = "X-Agentcron-Timestamp"
+DELIVERY_HEADER = "X-Agentcron-Delivery"
+EVENT_HEADER = "X-Agentcron-Event"
+DEFAULT_TOLERANCE_S = 300.0
+_RETRY_STATUSES = frozenset({408, 429})
+
+
+def sign(secret: str, timestamp: str, body: bytes) -> str:
+    """The `X-Agentcron-Signature` value for `body` sent at `timestamp`."""
+    mac = hmac.new(secret.encode("utf-8"), timestamp.encode("ascii") + b"." + body, hashlib.sha256)
+    return f"sha256={mac.hexdigest()}"
+
+
+def verify_signature(
+    secret: str,
+    body: bytes,
+    timestamp: str | None,
+    signature: str | None,
+    *,
+    now: float | None = None,
+    tolerance: float = DEFAULT_TOLERANCE_S,
+) -> bool:
+    """For receivers: True if `signature` signs `body` at `timestamp` with `secret` and the
+    timestamp is within `tolerance` seconds of `now` (default: the current time).
+    """
+    if not timestamp or not signature:
+        return False
+    try:
+        sent = int(timestamp)
+    except ValueError:
+        return False
+    current = time.time() if now is None else now
+    if abs(current - sent) > tolerance:
+        return False
+    return hmac.compare_digest(sign(secret, timestamp, body), signature)
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:  # an HTTP date: fall back to our own backoff
+        return None
+
+
+class WebhookChannel:
+    """POSTs turn results of all sessions, or of the sessions of some channels, to one URL."""
+
+    def __init__(
+        self,
+        url: str,
+        secret: str,
+        *,
+        channels: Collection[str] | None = None,
+        name: str = "webhook",
+        retry: RetryPolicy | None = None,
+        timeout: float = 10.0,
+        sleep: Sleep = asyncio.sleep,
+        wall_clock: Callable[[], float] = time.time,
+        transport: httpx.AsyncBaseTransport | None = None,
+        deliveries: DeliveryStore | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        if not secret:
+            raise ValueError("a webhook needs a secret to sign its requests")
+        self.name = name
+        self.url = url
+        self.channels = frozenset(channels) if channels is not None else None
+        self.timeout = timeout
+        self._secret = secret
+        self._wall_clock = wall_clock  # signatures use real time: receivers check it
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+        self.outbox = Outbox(
+            name, self._attempt, retry=retry, sleep=sleep, deliveries=deliveries, clock=clock
+        )
+
+    def bind(self, deliveries: DeliveryStore, clock: Clock) -> None:
+        self.outbox.bind(deliveries, clock)
+
+    def wants(self, message: OutboundMessage) -> bool:
+        return self.channels is None or message.channel in self.channels
+
+    async def start(self, inbound: Inbound) -> None:
+        """Outbound only (`inbound` is unused); resumes deliveries left pending."""
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=self.timeout, transport=self._transport)
+        await self.outbox.start()
+
+    async def stop(self) -> None:
+        await self.outbox.stop()
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    async def send(self, message: OutboundMessage) -> None:
+        await self.outbox.submit(message)
+
+    def body(self, message: OutboundMessage, attempt: int, sent_at: float) -> bytes:
+        """The JSON body of one attempt."""
+        payload: dict[str, Any] = {
+            "event": "turn.result" if message.kind == "turn" else "message",
+            **message.to_payload(),
+            "attempt": attempt,
+            "sent_at": datetime.fromtimestamp(sent_at, UTC).isoformat(),
+        }
+        return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+    async def _attempt(self, message: OutboundMessage, attempt: int) -> None:
+        if self._client is None:
+            raise DeliveryAttemptError("the webhook channel is not started", retryable=True)
+        sent_at = self._wall_clock()
+        timestamp = str(int(sent_at))
+        body = self.body(message, attempt, sent_at)
+        headers = {
+            "Content-Type": "application/json",
+            EVENT_HEADER: "turn.result" if message.kind == "turn" else "message",
+            DELIVERY_HEADER: message.message_id,
+            TIMESTAMP_HEADER: timestamp,
+            SIGNATURE_HEADER: sign(self._secret, timestamp, body),
+        }
+        try:
+            response = await self._client.post(self.url, content=body, headers=headers)
+        except httpx.TimeoutException as exc:
+            raise DeliveryAttemptError(f"timed out: {type(exc).__name__}", retryable=True) from exc
+        except httpx.TransportError as exc:
+            raise DeliveryAttemptError(
+                f"connection failed: {type(exc).__name__}: {exc}", retryable=True
+            ) from exc
+        status = response.status_code
+        if 200 <= status < 300:
+            return
+        detail = response.text[:200].strip()
+        reason = f"HTTP {status} {response.reason_phrase}" + (f": {detail}" if detail else "")
+        if status >= 500 or status in _RETRY_STATUSES:
+            raise DeliveryAttemptError(reason, retryable=True, retry_after=_retry_after(response))
+        raise DeliveryAttemptError(reason, retryable=False)

@@ -1,0 +1,226 @@
+"""Durable delivery records of outbound channels: one per (channel, message), pending -> done."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Row
+
+from agentcron.store.database import Database
+from agentcron.store.errors import StoreError
+from agentcron.store.schema import deliveries
+
+
+class DeliveryState(enum.StrEnum):
+    PENDING = "pending"  # not sent yet, or a retry is due
+    DELIVERED = "delivered"  # the channel accepted it: never sent again
+    FAILED = "failed"  # gave up (a permanent error, or out of attempts)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """What one channel did with one transcript message."""
+
+    channel: str
+    message_id: str
+    session_key: str
+    state: DeliveryState
+    payload: dict[str, Any]
+    attempts: int
+    last_error: str | None
+    next_attempt_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    delivered_at: datetime | None
+
+
+class DeliveryNotFoundError(StoreError, LookupError):
+    def __init__(self, channel: str, message_id: str) -> None:
+        super().__init__(f"no delivery of message {message_id!r} on channel {channel!r}")
+        self.channel, self.message_id = channel, message_id
+
+
+def _delivery(row: Row[Any] | Mapping[str, Any]) -> Delivery:
+    m = row._mapping if isinstance(row, Row) else row
+    return Delivery(
+        channel=m["channel"],
+        message_id=m["message_id"],
+        session_key=m["session_key"],
+        state=DeliveryState(m["state"]),
+        payload=m["payload"] or {},
+        attempts=m["attempts"],
+        last_error=m["last_error"],
+        next_attempt_at=m["next_attempt_at"],
+        created_at=m["created_at"],
+        updated_at=m["updated_at"],
+        delivered_at=m["delivered_at"],
+    )
+
+
+def _key(channel: str, message_id: str) -> sa.ColumnElement[bool]:
+    return sa.and_(deliveries.c.channel == channel, deliveries.c.message_id == message_id)
+
+
+def _select(conn: Connection, channel: str, message_id: str) -> Row[Any] | None:
+    return conn.execute(sa.select(deliveries).where(_key(channel, message_id))).first()
+
+
+class DeliveryStore:
+    """The delivery records part of the store; shares the database of its SqlStore.
+
+    Every state change is a compare-and-set on a pending record, so two processes that both
+    resume the same pending delivery never send it at the same time.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def _insert(self) -> Any:
+        return (postgresql.insert if self._db.dialect == "postgresql" else sqlite.insert)(
+            deliveries
+        )
+
+    async def enqueue(
+        self,
+        channel: str,
+        message_id: str,
+        session_key: str,
+        payload: dict[str, Any],
+        now: datetime,
+    ) -> tuple[Delivery, bool]:
+        """Record a pending delivery; an existing record is returned as it is.
+
+        Returns (record, created): `created` is False when the message was already recorded
+        on this channel (delivered, failed, or pending from an earlier attempt).
+        """
+        values: dict[str, Any] = {
+            "channel": channel,
+            "message_id": message_id,
+            "session_key": session_key,
+            "state": DeliveryState.PENDING.value,
+            "payload": payload,
+            "attempts": 0,
+            "last_error": None,
+            "next_attempt_at": now,
+            "created_at": now,
+            "updated_at": now,
+            "delivered_at": None,
+        }
+        # RETURNING, not rowcount: drivers disagree on rowcount for ON CONFLICT DO NOTHING.
+        stmt = (
+            self._insert()
+            .values(values)
+            .on_conflict_do_nothing()
+            .returning(deliveries.c.message_id)
+        )
+
+        def op(conn: Connection) -> tuple[Delivery, bool]:
+            created = conn.execute(stmt).first() is not None
+            row = _select(conn, channel, message_id)
+            assert row is not None
+            return _delivery(row), created
+
+        return await self._db.write(op)
+
+    async def get(self, channel: str, message_id: str) -> Delivery:
+        row = await self._db.read(lambda conn: _select(conn, channel, message_id))
+        if row is None:
+            raise DeliveryNotFoundError(channel, message_id)
+        return _delivery(row)
+
+    async def begin_attempt(
+        self, channel: str, message_id: str, *, attempts: int, now: datetime
+    ) -> Delivery | None:
+        """Count one more attempt if the record is still pending at `attempts` tries.
+
+        None when it is no longer ours to send: delivered, failed, or another process
+        started an attempt since the caller read it.
+        """
+
+        def op(conn: Connection) -> Delivery | None:
+            result = conn.execute(
+                deliveries.update()
+                .where(
+                    _key(channel, message_id),
+                    deliveries.c.state == DeliveryState.PENDING.value,
+                    deliveries.c.attempts == attempts,
+                )
+                .values(attempts=attempts + 1, updated_at=now)
+            )
+            if not result.rowcount:
+                return None
+            row = _select(conn, channel, message_id)
+            return None if row is None else _delivery(row)
+
+        return await self._db.write(op)
+
+    async def mark_delivered(self, channel: str, message_id: str, now: datetime) -> bool:
+        """Pending -> delivered. False if the record was not pending."""
+        return await self._settle(
+            channel, message_id,
+            state=DeliveryState.DELIVERED.value, delivered_at=now, next_attempt_at=None,
+            last_error=None, updated_at=now,
+        )  # fmt: skip
+
+    async def mark_retry(
+        self, channel: str, message_id: str, *, error: str, next_attempt_at: datetime, now: datetime
+    ) -> bool:
+        """Stay pending after a failed attempt; the next one is planned for `next_attempt_at`."""
+        return await self._settle(
+            channel, message_id,
+            last_error=error, next_attempt_at=next_attempt_at, updated_at=now,
+        )  # fmt: skip
+
+    async def mark_failed(
+        self, channel: str, message_id: str, *, error: str, now: datetime
+    ) -> bool:
+        """Pending -> failed (a permanent error or no attempts left): never retried."""
+        return await self._settle(
+            channel, message_id,
+            state=DeliveryState.FAILED.value, last_error=error, next_attempt_at=None,
+            updated_at=now,
+        )  # fmt: skip
+
+    async def _settle(self, channel: str, message_id: str, **values: Any) -> bool:
+        def op(conn: Connection) -> bool:
+            result = conn.execute(
+                deliveries.update()
+                .where(_key(channel, message_id), deliveries.c.state == DeliveryState.PENDING.value)
+                .values(values)
+            )
+            if result.rowcount:
+                return True
+            if _select(conn, channel, message_id) is None:
+                raise DeliveryNotFoundError(channel, message_id)
+            return False
+
+        return await self._db.write(op)
+
+    async def pending(self, channel: str, *, limit: int | None = None) -> list[Delivery]:
+        """The channel's pending deliveries, oldest first (what a restart resumes)."""
+        return await self.list_deliveries(channel=channel, state=DeliveryState.PENDING, limit=limit)
+
+    async def list_deliveries(
+        self,
+        *,
+        channel: str | None = None,
+        state: DeliveryState | None = None,
+        session_key: str | None = None,
+        limit: int | None = None,
+    ) -> list[Delivery]:
+        query = sa.select(deliveries).order_by(deliveries.c.created_at, deliveries.c.message_id)
+        if channel is not None:
+            query = query.where(deliveries.c.channel == channel)
+        if state is not None:
+            query = query.where(deliveries.c.state == DeliveryState(state).value)
+        if session_key is not None:
+            query = query.where(deliveries.c.session_key == session_key)
+        if limit is not None:
+            query = query.limit(limit)
+        return await self._db.read(lambda conn: [_delivery(r) for r in conn.execute(query)])

@@ -1,0 +1,103 @@
+"""DeliveryStore contract, on every backend: one record per (channel, message), pending -> settled."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+
+from agentcron.store.deliveries import DeliveryNotFoundError, DeliveryState
+from agentcron.store.sql import SqlStore
+from tests.conftest import T0
+
+SEC = timedelta(seconds=1)
+PAYLOAD = {"text": "hello", "meta": {"source": "user", "n": 1}}
+
+
+async def test_enqueue_records_a_pending_delivery_once(store: SqlStore) -> None:
+    deliveries = store.deliveries
+    record, created = await deliveries.enqueue("webhook", "m1", "telegram:42", PAYLOAD, T0)
+    assert created
+    assert (record.state, record.attempts, record.payload) == (DeliveryState.PENDING, 0, PAYLOAD)
+    assert (record.session_key, record.created_at, record.delivered_at) == ("telegram:42", T0, None)
+
+    again, created = await deliveries.enqueue(
+        "webhook", "m1", "telegram:42", {"other": 1}, T0 + SEC
+    )
+    assert not created
+    assert again == record  # the first record stands, payload included
+    # the same message on another channel is a delivery of its own
+    _, created = await deliveries.enqueue("telegram", "m1", "telegram:42", PAYLOAD, T0)
+    assert created
+
+
+async def test_an_attempt_is_a_compare_and_set_on_the_attempt_count(store: SqlStore) -> None:
+    deliveries = store.deliveries
+    await deliveries.enqueue("webhook", "m1", "web:1", PAYLOAD, T0)
+    first = await deliveries.begin_attempt("webhook", "m1", attempts=0, now=T0 + SEC)
+    assert first is not None
+    assert (first.attempts, first.updated_at) == (1, T0 + SEC)
+    # someone who read the record before that attempt loses
+    assert await deliveries.begin_attempt("webhook", "m1", attempts=0, now=T0 + SEC) is None
+
+    # two processes resuming the same pending record: exactly one attempts it
+    both = await asyncio.gather(
+        *(deliveries.begin_attempt("webhook", "m1", attempts=1, now=T0) for _ in range(2))
+    )
+    assert sorted(r is None for r in both) == [False, True]
+
+
+async def test_retry_then_delivered_then_nothing_more(store: SqlStore) -> None:
+    deliveries = store.deliveries
+    await deliveries.enqueue("webhook", "m1", "web:1", PAYLOAD, T0)
+    await deliveries.begin_attempt("webhook", "m1", attempts=0, now=T0)
+    assert await deliveries.mark_retry(
+        "webhook", "m1", error="HTTP 503", next_attempt_at=T0 + 2 * SEC, now=T0 + SEC
+    )
+    waiting = await deliveries.get("webhook", "m1")
+    assert (waiting.state, waiting.last_error, waiting.next_attempt_at) == (
+        DeliveryState.PENDING, "HTTP 503", T0 + 2 * SEC,
+    )  # fmt: skip
+
+    await deliveries.begin_attempt("webhook", "m1", attempts=1, now=T0 + 2 * SEC)
+    assert await deliveries.mark_delivered("webhook", "m1", T0 + 3 * SEC)
+    done = await deliveries.get("webhook", "m1")
+    assert (done.state, done.attempts, done.delivered_at) == (
+        DeliveryState.DELIVERED, 2, T0 + 3 * SEC,
+    )  # fmt: skip
+    assert (done.last_error, done.next_attempt_at) == (None, None)
+    # settled records do not move again
+    assert not await deliveries.mark_failed("webhook", "m1", error="late", now=T0 + 4 * SEC)
+    assert await deliveries.begin_attempt("webhook", "m1", attempts=2, now=T0) is None
+    assert (await deliveries.get("webhook", "m1")).state is DeliveryState.DELIVERED
+
+
+async def test_failed_records_keep_their_error_and_are_not_pending(store: SqlStore) -> None:
+    deliveries = store.deliveries
+    for i in range(3):
+        await deliveries.enqueue("webhook", f"m{i}", "web:1", PAYLOAD, T0 + i * SEC)
+    await deliveries.enqueue("telegram", "m9", "telegram:1", PAYLOAD, T0)
+    assert await deliveries.mark_failed("webhook", "m1", error="HTTP 400 Bad Request", now=T0)
+    failed = await deliveries.get("webhook", "m1")
+    assert (failed.state, failed.last_error) == (DeliveryState.FAILED, "HTTP 400 Bad Request")
+
+    assert [d.message_id for d in await deliveries.pending("webhook")] == ["m0", "m2"]
+    assert [d.message_id for d in await deliveries.pending("telegram")] == ["m9"]
+    listed = await deliveries.list_deliveries(state=DeliveryState.FAILED)
+    assert [(d.channel, d.message_id) for d in listed] == [("webhook", "m1")]
+    assert len(await deliveries.list_deliveries(session_key="web:1", limit=2)) == 2
+
+
+async def test_unknown_deliveries_raise_a_typed_error(store: SqlStore) -> None:
+    with pytest.raises(DeliveryNotFoundError, match="no delivery of message 'nope'"):
+        await store.deliveries.get("webhook", "nope")
+    with pytest.raises(DeliveryNotFoundError):
+        await store.deliveries.mark_delivered("webhook", "nope", T0)
+
+
+async def test_message_reads_one_transcript_entry(store: SqlStore) -> None:
+    await store.sessions.ensure_session("web:1", T0)
+    entry = await store.sessions.append_message("web:1", "assistant", "hi", T0, {"status": "ok"})
+    assert await store.sessions.get_message(entry.id) == entry
+    assert await store.sessions.get_message("missing") is None

@@ -1,0 +1,244 @@
+"""The Telegram channel against a fake Bot API on localhost, driving a real AgentCron."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from agentcron.agent.offline import OfflineModel
+from agentcron.app import AgentCron
+from agentcron.channels import ChannelManager, OutboundMessage, RetryPolicy, TelegramChannel
+from agentcron.engine.clock import FakeClock
+from agentcron.store import JobKind, SessionNotFoundError
+from agentcron.store.deliveries import DeliveryState
+from tests.conftest import CronFactory
+from tests.integration.test_channels_webhook import Echo, HttpStub, Received, Reply, Sleeps
+
+TOKEN = "123456:test-token_ABC"
+MIN = timedelta(minutes=1)
+FAST = RetryPolicy(max_attempts=4, initial_delay=0.01, max_delay=5.0)
+
+
+class FakeBotApi:
+    """getUpdates serves scripted updates (long polling, offsets); sendMessage is recorded."""
+
+    def __init__(self) -> None:
+        self.updates: list[dict[str, Any]] = []
+        self.sent: list[tuple[int | str, str]] = []
+        self.offsets: list[int | None] = []
+        self.fail_polls: list[dict[str, Any]] = []  # error answers for the next getUpdates
+        self.fail_sends: dict[int, dict[str, Any]] = {}  # sendMessage call number -> error
+        self._send_calls = 0
+        self._new = asyncio.Event()
+        self._changed = asyncio.Condition()
+        self._next_id = 1
+
+    def push(self, chat_id: int, text: str | None, **sender: Any) -> None:
+        message: dict[str, Any] = {
+            "message_id": self._next_id, "date": 0,
+            "chat": {"id": chat_id, "type": "private"},
+            "from": {"id": chat_id, "is_bot": False, **sender},
+        }  # fmt: skip
+        if text is not None:
+            message["text"] = text
+        self.updates.append({"update_id": self._next_id, "message": message})
+        self._next_id += 1
+        self._new.set()
+
+    async def wait_for(self, predicate: Callable[[], bool], seconds: float = 10.0) -> None:
+        async with asyncio.timeout(seconds), self._changed:
+            await self._changed.wait_for(predicate)
+
+    async def _record(self, items: list[Any], item: Any) -> None:
+        async with self._changed:
+            items.append(item)
+            self._changed.notify_all()
+
+    async def respond(self, request: Received) -> Reply:
+        prefix = f"/bot{TOKEN}/"
+        method, params = request.path.removeprefix(prefix), request.json()
+        if not request.path.startswith(prefix) or method not in ("getUpdates", "sendMessage"):
+            return Reply(404, {"ok": False, "error_code": 404, "description": "Not Found"})
+        if method == "getUpdates":
+            if self.fail_polls:
+                return _error(self.fail_polls.pop(0))
+            return Reply(200, {"ok": True, "result": await self.get_updates(params)})
+        call, self._send_calls = self._send_calls, self._send_calls + 1
+        if call in self.fail_sends:
+            return _error(self.fail_sends[call])
+        await self._record(self.sent, (params["chat_id"], params["text"]))
+        return Reply(200, {"ok": True, "result": {"message_id": 1000 + call}})
+
+    async def get_updates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        offset = params.get("offset")
+        # Telegram forgets updates once a later offset confirms them.
+        if offset is not None:
+            self.updates = [u for u in self.updates if u["update_id"] >= offset]
+        await self._record(self.offsets, offset)
+        if not self.updates and params.get("timeout"):
+            self._new.clear()
+            try:
+                async with asyncio.timeout(float(params["timeout"])):
+                    await self._new.wait()
+            except TimeoutError:
+                return []
+        return list(self.updates[: params.get("limit", 100)])
+
+
+def _error(error: dict[str, Any]) -> Reply:
+    return Reply(error["error_code"], {"ok": False, **error})
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[tuple[FakeBotApi, HttpStub]]:
+    bot = FakeBotApi()
+    async with HttpStub(bot.respond) as server:
+        yield bot, server
+
+
+async def telegram_on(
+    cron: AgentCron, url: str, allowed: list[int | str], **kw: Any
+) -> tuple[ChannelManager, TelegramChannel]:
+    kw.setdefault("retry", FAST)
+    kw.setdefault("sleep", Sleeps())
+    channel = TelegramChannel(TOKEN, allowed, api_base=url, poll_timeout=5, **kw)
+    manager = ChannelManager(cron, [channel])
+    await manager.start()
+    return manager, channel
+
+
+async def test_a_reminder_asked_for_on_telegram_comes_back_to_that_chat(
+    make_cron: CronFactory,
+    clock: FakeClock,
+    api: tuple[FakeBotApi, HttpStub],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    bot, server = api
+    cron = await make_cron(runner=None, model=OfflineModel(0))
+    manager, telegram = await telegram_on(cron, server.url, [42])
+    try:
+        with caplog.at_level(logging.WARNING, logger="agentcron.channels"):
+            bot.push(42, "remind me in 10 minutes to stretch", username="ada", first_name="Ada")
+            bot.push(99, "remind me in 5 minutes to hack", username="mallory")
+            await bot.wait_for(lambda: len(bot.sent) == 1)
+        await cron.engine.settled()
+        (chat, reply), = bot.sent  # fmt: skip
+        assert chat == 42
+        assert reply.startswith("(offline model) Done: Scheduled “stretch”")
+
+        session = await cron.sessions.get("telegram:42")
+        assert (session.channel, session.chat_id) == ("telegram", "42")
+        assert session.channel_meta == {"username": "ada", "first_name": "Ada", "user_id": 42,
+                                        "chat_type": "private"}  # fmt: skip
+        (job,) = await cron.jobs.list()
+        assert (job.session_key, job.name) == ("telegram:42", "stretch")
+        assert job.kind is JobKind.AGENT_TURN
+        assert job.channel is None  # bound through its session, not legacy delivery fields
+        # the other chat got nothing and has no session
+        with pytest.raises(SessionNotFoundError):
+            await cron.sessions.get("telegram:99")
+        assert [s.key for s in await cron.sessions.list()] == ["telegram:42"]
+        (ignored,) = [r for r in caplog.records if "not on the allow-list" in r.getMessage()]
+        assert (ignored.chat_id, ignored.username) == ("99", "mallory")  # type: ignore[attr-defined]
+
+        clock.advance(9 * MIN)
+        await cron.engine.settled()
+        assert len(bot.sent) == 1
+        clock.advance(MIN)
+        await cron.engine.settled()
+        await bot.wait_for(lambda: len(bot.sent) == 2)
+        assert bot.sent[1] == (42, "(offline model) Reminder: stretch.")
+        (run,) = await cron.runs.list(job.id)
+        await manager.idle()
+        await telegram.outbox.idle()
+        records = await cron.store.deliveries.list_deliveries(channel="telegram")
+        assert [(r.state, r.payload["source"], r.payload["run_id"]) for r in records] == [
+            (DeliveryState.DELIVERED, "user", None),
+            (DeliveryState.DELIVERED, "automation", run.id),
+        ]
+        # both updates were confirmed by the next poll
+        assert 3 in bot.offsets
+    finally:
+        await manager.stop()
+    assert bot.offsets[0] is None
+
+
+async def test_long_replies_are_split_and_rate_limits_are_waited_out(
+    make_cron: CronFactory, api: tuple[FakeBotApi, HttpStub]
+) -> None:
+    bot, server = api
+    cron = await make_cron(runner=Echo())
+    sleeps = Sleeps()
+    manager, telegram = await telegram_on(cron, server.url, ["7"], sleep=sleeps)
+    line = "word " * 600  # 3000 characters: two of them are over Telegram's 4096
+    # the second part hits a rate limit once; the retry does not send the first part again
+    bot.fail_sends[1] = {"error_code": 429, "description": "Too Many Requests: retry after 2",
+                         "parameters": {"retry_after": 2}}  # fmt: skip
+    try:
+        await telegram.send(OutboundMessage(session_key="telegram:7", channel="telegram",
+                                            chat_id="7", text=f"{line}\n{line}",
+                                            message_id="m-long", status="succeeded"))  # fmt: skip
+        await telegram.outbox.idle()
+    finally:
+        await manager.stop()
+    assert bot.sent == [(7, line), (7, line)]
+    assert sleeps.asked == [2.0]  # the server's retry_after, over our 0.01 s backoff
+    record = await cron.store.deliveries.get("telegram", "m-long")
+    assert (record.state, record.attempts) == (DeliveryState.DELIVERED, 2)
+
+
+async def test_a_blocked_chat_fails_without_retry_and_polling_backs_off(
+    make_cron: CronFactory, api: tuple[FakeBotApi, HttpStub], caplog: pytest.LogCaptureFixture
+) -> None:
+    bot, server = api
+    sleeps = Sleeps()
+    cron = await make_cron(runner=Echo())
+    bot.fail_polls.extend([{"error_code": 502, "description": "Bad Gateway"}] * 2)
+    bot.fail_sends[0] = {"error_code": 403, "description": "Forbidden: bot was blocked by the user"}
+    with caplog.at_level(logging.INFO, logger="httpx"):
+        manager, telegram = await telegram_on(cron, server.url, [7], sleep=sleeps)
+        try:
+            await bot.wait_for(lambda: len(bot.offsets) >= 1)  # polling recovered
+            assert sleeps.asked == [1.0, 2.0]  # exponential backoff between failed polls
+            await telegram.send(OutboundMessage(session_key="telegram:7", channel="telegram",
+                                                chat_id="7", text="hi", message_id="m1",
+                                                status="succeeded"))  # fmt: skip
+            await telegram.outbox.idle()
+        finally:
+            await manager.stop()
+    record = await cron.store.deliveries.get("telegram", "m1")
+    assert (record.state, record.attempts) == (DeliveryState.FAILED, 1)
+    assert record.last_error == (
+        "Telegram sendMessage failed (403): Forbidden: bot was blocked by the user"
+    )
+    assert sleeps.asked == [1.0, 2.0]  # no retry of a permanent error
+    assert bot.sent == []
+    # httpx logs each request URL; the bot token in it is redacted
+    logged = [r.getMessage() for r in caplog.records]
+    assert any("/bot<token>/getUpdates" in m for m in logged)
+    assert not any(TOKEN in m for m in logged)
+
+
+async def test_an_empty_allow_list_serves_nobody(
+    make_cron: CronFactory, api: tuple[FakeBotApi, HttpStub], caplog: pytest.LogCaptureFixture
+) -> None:
+    bot, server = api
+    cron = await make_cron(runner=Echo())
+    with caplog.at_level(logging.WARNING, logger="agentcron.channels"):
+        manager, telegram = await telegram_on(cron, server.url, [])
+    try:
+        assert any("allow-list is empty" in r.getMessage() for r in caplog.records)
+        bot.push(42, "hello")
+        await bot.wait_for(lambda: 2 in bot.offsets)
+        assert await cron.sessions.list() == []
+        message = OutboundMessage(session_key="telegram:42", channel="telegram", chat_id="42",
+                                  text="x", message_id="m1", status="succeeded")  # fmt: skip
+        assert not telegram.wants(message)
+    finally:
+        await manager.stop()
+    assert bot.sent == []
