@@ -68,7 +68,10 @@ async def test_turns_of_a_dead_process_are_adopted_or_closed_visibly(
                                         owner=DEAD_OWNER)  # fmt: skip
     await cron.close()
 
-    cron2 = await make_cron(runner=agent)
+    cron2 = await make_cron(runner=agent, start=False)
+    events: list[tuple[str, dict[str, object]]] = []
+    cron2.engine.lanes.subscribe(lambda key, event: events.append((key, event)))
+    await cron2.start()
     await cron2.engine.settled()
     closed = await cron2.sessions.turn(cut.id)
     assert closed.state is TurnState.INTERRUPTED
@@ -76,6 +79,8 @@ async def test_turns_of_a_dead_process_are_adopted_or_closed_visibly(
     assert notice.content == "This turn was interrupted because agentcron stopped."
     assert notice.meta["turn_id"] == cut.id
     assert closed.reply_message_id == notice.id
+    # published like a message outside a turn, so the chat's channel sends the closure too
+    assert (KEY, "message", notice.id) in [(k, e["type"], e.get("message_id")) for k, e in events]
     assert [t.prompt for t in agent.turns] == ["still waiting"]  # never the cut-off one
     assert (await cron2.sessions.turn(queued.id)).state is TurnState.SUCCEEDED
     # the dead owner's session lease does not block the next turn there

@@ -15,9 +15,11 @@ from agentcron.config import data_dir, default_db_path
 from agentcron.engine.clock import Clock
 from agentcron.server.app import Hook, create_app
 from agentcron.server.auth import HOOK_TOKEN_ENV, HOOK_TOKEN_FILE, load_or_create_token
+from agentcron.store.ids import new_id
 
 log = logging.getLogger(__name__)
 DEFAULT_PORT = 8321
+DEMO_SENTENCE = "remind me in 30 seconds to stretch"
 
 
 @dataclass
@@ -30,6 +32,9 @@ class ServeOptions:
     model: str | None = None
     unified_session: bool | None = None
     log_level: str = "info"
+    # Say DEMO_SENTENCE in a new session at start-up: the offline agent schedules a reminder
+    # that arrives as a turn of that session while the server runs.
+    demo: bool = False
     extra_start: list[Hook] = field(default_factory=list)
     extra_stop: list[Hook] = field(default_factory=list)
 
@@ -63,6 +68,11 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
     async def start() -> None:
         await cron.start()
         await manager.start()
+        if options.demo:
+            key = f"websocket:demo-{new_id()[-8:].lower()}"
+            await cron.sessions.create(key, title="Demo: a reminder from a sentence")
+            await cron.sessions.send(key, DEMO_SENTENCE)
+            log.info("demo session %s: said %r", key, DEMO_SENTENCE)
 
     async def stop() -> None:
         try:
@@ -92,6 +102,8 @@ def run(options: ServeOptions, echo: Callable[[str], None]) -> None:
         echo(f"agentcron serving at {base}  (open it and log in with the token)")
         echo(f"database: {server.where}; runner: {model}{f' ({model_id})' if model_id else ''}")
         echo(f"API docs: {base}docs; inbound hook token: `agentcron token --hook`")
+        if options.demo:
+            echo(f"demo: a new chat says {DEMO_SENTENCE!r}; the reminder arrives as its turn")
         echo(f"token: {server.token}")
 
     server.app.router.on_startup.append(announce)

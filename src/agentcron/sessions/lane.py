@@ -342,13 +342,18 @@ class Lanes:
         for turn in found.interrupted:
             log.warning("turn interrupted: its process stopped mid-way; not re-run",
                         extra={"session_key": turn.session_key, "turn_id": turn.id})  # fmt: skip
+            meta = {"source": turn.source, "status": "interrupted", "_status_notice": True,
+                    "turn_id": turn.id}  # fmt: skip
             reply = await self.store.sessions.append_message(
-                turn.session_key, "assistant", _INTERRUPTED_NOTICE, now,
-                {"source": turn.source, "status": "interrupted", "_status_notice": True,
-                 "turn_id": turn.id},
-            )  # fmt: skip
+                turn.session_key, "assistant", _INTERRUPTED_NOTICE, now, meta
+            )
             await self.store.sessions.update_turn(turn.id, reply_message_id=reply.id)
             self.turn_waiters.notify(turn.id)
+            # The closure reaches the chat's channel like any message outside a turn.
+            await self.publish(turn.session_key, {
+                "type": "message", "session_key": turn.session_key, "message_id": reply.id,
+                "role": "assistant", "content": _INTERRUPTED_NOTICE, "meta": meta,
+            })  # fmt: skip
             await self.publish(turn.session_key, {"type": "session_sync",
                                                   "session_key": turn.session_key})  # fmt: skip
         for turn in found.adopted:

@@ -1,0 +1,54 @@
+"""`agentcron serve` wiring: tokens in the data dir, the app's lifespan, the --demo session."""
+
+from __future__ import annotations
+
+import stat
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from agentcron.engine.clock import FakeClock
+from agentcron.server.serve import DEMO_SENTENCE, ServeOptions, build
+from agentcron.store import JobKind, RunState
+
+
+@pytest.fixture(autouse=True)
+def _no_env_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AGENTCRON_TOKEN", "AGENTCRON_HOOK_TOKEN", "AGENTCRON_WEBHOOK_URL",
+                 "AGENTCRON_TELEGRAM_TOKEN"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_tokens_are_created_once_owner_only_and_reused(tmp_path: Path) -> None:
+    first = build(ServeOptions(db=tmp_path / "a.db", home=tmp_path))
+    again = build(ServeOptions(db=tmp_path / "a.db", home=tmp_path))
+    assert first.token == again.token
+    assert first.hook_token == again.hook_token
+    assert first.token != first.hook_token
+    assert len(first.token) >= 40
+    mode = stat.S_IMODE((tmp_path / "token").stat().st_mode)
+    assert mode == 0o600
+
+
+async def test_the_demo_session_gets_its_reminder_as_a_turn(
+    tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTCRON_OFFLINE_WPS", "0")
+    server = build(ServeOptions(db=tmp_path / "d.db", home=tmp_path, demo=True), clock=clock)
+    cron = server.cron
+    async with server.app.router.lifespan_context(server.app):
+        assert cron.engine.running
+        (session,) = await cron.sessions.list()
+        assert session.key.startswith("websocket:demo-")
+        await cron.engine.settled()
+        (job,) = await cron.jobs.list()
+        assert (job.kind, job.session_key) == (JobKind.AGENT_TURN, session.key)
+        clock.advance(timedelta(seconds=30))
+        await cron.engine.settled()
+        (run,) = await cron.runs.list(job.id)
+        assert run.state is RunState.SUCCEEDED
+        contents = [m.content for m in await cron.sessions.messages(session.key)]
+        assert contents[0] == DEMO_SENTENCE
+        assert contents[-1] == "(offline model) Reminder: stretch."
+    assert not cron.engine.running
