@@ -1,0 +1,68 @@
+// The REST client: bearer token on every call, API errors as ApiError with the server's detail.
+
+export class ApiError extends Error {
+  constructor(status, detail, kind = null) {
+    super(detail);
+    this.name = "ApiError";
+    this.status = status;
+    this.kind = kind;
+  }
+}
+
+/** The API's `detail` as one readable line (validation errors come as a list of lines). */
+export function detailText(detail) {
+  if (detail === null || detail === undefined) return "";
+  if (Array.isArray(detail)) return detail.map(detailText).join("; ");
+  if (typeof detail === "string") return detail;
+  return JSON.stringify(detail);
+}
+
+export const path = {
+  sessions: () => "/api/sessions",
+  session: (key) => `/api/sessions/${encodeURIComponent(key)}`,
+  messages: (key, after) =>
+    `/api/sessions/${encodeURIComponent(key)}/messages` + (after ? `?after=${after}` : ""),
+  stop: (key) => `/api/sessions/${encodeURIComponent(key)}/stop`,
+  recall: (key) => `/api/sessions/${encodeURIComponent(key)}/recall`,
+  recallSkip: (key) => `/api/sessions/${encodeURIComponent(key)}/recall/skip`,
+  jobs: () => "/api/jobs",
+  job: (id) => `/api/jobs/${encodeURIComponent(id)}`,
+};
+
+/**
+ * A function api(method, url, body?) -> parsed JSON. `getToken` is read on every call;
+ * `onUnauthorized(error)` is told about a 401 (the token was revoked or is wrong).
+ */
+export function makeApi(getToken, onUnauthorized) {
+  return async function api(method, url, body = undefined) {
+    const headers = { Authorization: `Bearer ${getToken()}`, Accept: "application/json" };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    let response;
+    try {
+      response = await fetch(url, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        cache: "no-store",
+      });
+    } catch (error) {
+      throw new ApiError(0, `cannot reach the server (${error.message})`);
+    }
+    const text = await response.text();
+    let data = null;
+    if (text) {
+      try {
+        data = JSON.parse(text);
+      } catch {
+        data = { detail: text };
+      }
+    }
+    if (!response.ok) {
+      const detail = detailText(data && data.detail) || `${response.status} ${response.statusText}`;
+      const error = new ApiError(response.status, detail, data && data.error);
+      if (response.status === 401 && onUnauthorized) onUnauthorized(error);
+      throw error;
+    }
+    return data;
+  };
+}
