@@ -80,7 +80,8 @@ async def test_a_reminder_from_a_sentence_arrives_as_a_turn_of_the_session(
     # the scheduled turn streamed to listeners exactly like a user turn, between job updates
     kinds = [e["type"] for key, e in events if key == KEY]
     actions = [e["action"] for _, e in events if e["type"] == "automation_update"]
-    assert actions == ["fired", "finished", "settled"]  # settled: the job update is committed
+    # settled: the job's update is committed; a one-shot is then removed (deleted)
+    assert actions == ["fired", "finished", "settled", "deleted"]
     turn_kinds = [k for k in kinds if k != "automation_update"]
     assert turn_kinds[0] == "stream_start"
     assert "text_delta" in turn_kinds

@@ -39,6 +39,7 @@ from agentcron.engine.legacy import (
 from agentcron.engine.policies import finish_job, plan_fires
 from agentcron.engine.waiters import Waiters
 from agentcron.sessions.lane import Lanes
+from agentcron.store.errors import JobNotFoundError
 from agentcron.store.models import (
     ClaimedFire,
     FirePlan,
@@ -567,10 +568,14 @@ class Engine:
         """Tell listeners a fire's job is up to date (next run, auto-pause, removal)."""
         job = fire.job
         kind = "recall_update" if job.kind is JobKind.RECALL else "automation_update"
-        await self.lanes.publish(job.session_key or "", {
-            "type": kind, "action": "settled", "job_id": job.id, "run_id": fire.run_id,
-            "session_key": job.session_key, "status": state.value,
-        })  # fmt: skip
+        event = {"type": kind, "action": "settled", "job_id": job.id, "run_id": fire.run_id,
+                 "session_key": job.session_key, "status": state.value}  # fmt: skip
+        await self.lanes.publish(job.session_key or "", event)
+        if job.policy.delete_after_run and job.next_fire_at is None:
+            try:
+                await self.store.get_job(job.id)
+            except JobNotFoundError:  # a finished one-shot, removed with its outcome
+                await self.lanes.publish(job.session_key or "", {**event, "action": "deleted"})
 
     async def _flusher(self) -> None:
         while True:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import uvicorn
 from fastapi import FastAPI
+from pydantic_ai.models import Model
 
 from agentcron.app import AgentCron
 from agentcron.config import data_dir, default_db_path
@@ -29,7 +30,7 @@ class ServeOptions:
     db: Path | None = None
     url: str | None = None  # a SQLAlchemy URL (PostgreSQL) instead of the SQLite file
     home: Path | None = None  # where tokens live (default: the data dir)
-    model: str | None = None
+    model: str | Model | None = None  # a name ("openai:gpt-4.1-mini", "offline") or a model
     unified_session: bool | None = None
     log_level: str = "info"
     # Say DEMO_SENTENCE in a new session at start-up: the offline agent schedules a reminder

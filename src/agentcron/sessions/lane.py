@@ -289,6 +289,9 @@ class Lanes:
             if not request.done.done():
                 request.done.set_result(result)
             self.turn_waiters.notify(request.turn.id)
+            # After the lane let go of the turn: a client that re-reads the session on this
+            # event sees it idle (or its next turn).
+            await self.publish(key, {"type": "session_sync", "session_key": key})
         if self._lanes.get(key) is lane and not lane.queue:
             del self._lanes[key]
 
@@ -460,7 +463,6 @@ class Lanes:
                            "status": outcome.status.value, "message_id": reply.id})  # fmt: skip
         if fire is not None:
             await self._job_event(fire, "finished", status=outcome.status.value)
-        await self.publish(key, {"type": "session_sync", "session_key": key})
         return TurnResult(outcome, request.turn.id, reply.id)
 
     async def _call_runner(

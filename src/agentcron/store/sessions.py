@@ -155,7 +155,9 @@ class SessionStore:
         return _session(row)
 
     async def list_sessions(self, *, limit: int | None = None) -> list[Session]:
-        query = sa.select(sessions).order_by(sessions.c.updated_at.desc())
+        query = sa.select(sessions).order_by(
+            sessions.c.updated_at.desc(), sessions.c.created_at.desc(), sessions.c.session_key
+        )
         if limit is not None:
             query = query.limit(limit)
         return await self._db.read(lambda conn: [_session(r) for r in conn.execute(query)])
