@@ -41,6 +41,20 @@ class ScriptedAgent:
         return Outcome.succeeded(reply) if reply else Outcome.empty()
 
 
+async def close_as_the_turn_ends(cron: Any, agent: ScriptedAgent) -> None:
+    """Stop `cron` gracefully while its held turn is let go a moment later (it finishes inside
+    the grace period; whatever waits behind it is handed back for the next start).
+    """
+
+    async def finish_soon() -> None:
+        await asyncio.sleep(0.05)
+        agent.hold.set()
+
+    task = asyncio.create_task(finish_soon())
+    await cron.close(grace=5)
+    await task
+
+
 async def settle(cron: Any, clock: FakeClock, delta: timedelta = timedelta(0)) -> None:
     clock.advance(delta)
     await cron.engine.settled(busy_ok=True)
@@ -149,13 +163,7 @@ async def test_a_deferred_trigger_survives_a_restart(
     await settle(cron, clock, MIN)
     assert (await cron.runs.list(job.id))[0].state is RunState.DEFERRED
 
-    async def unblock() -> None:
-        await asyncio.sleep(0.05)
-        agent.hold.set()
-
-    task = asyncio.create_task(unblock())
-    await cron.close(grace=5)  # the user turn finishes; the deferred trigger is released
-    await task
+    await close_as_the_turn_ends(cron, agent)  # the deferred trigger is released
     again = ScriptedAgent()
     cron2 = await make_cron(runner=again)
     await cron2.engine.settled()

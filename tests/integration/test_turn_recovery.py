@@ -9,7 +9,7 @@ from datetime import timedelta
 from agentcron.engine.clock import FakeClock
 from agentcron.store import RunState, TurnState
 from tests.conftest import CronFactory
-from tests.integration.test_session_turns import KEY, ScriptedAgent
+from tests.integration.test_session_turns import KEY, ScriptedAgent, close_as_the_turn_ends
 
 MIN = timedelta(minutes=1)
 # A pid that cannot exist (above the kernel's pid_max), on this host: certainly dead.
@@ -26,13 +26,7 @@ async def test_a_waiting_user_message_survives_a_graceful_stop(
     await agent.started.wait()
     waiting = await cron.sessions.send(KEY, "and a second one")
 
-    async def finish_soon() -> None:
-        await asyncio.sleep(0.05)
-        agent.hold.set()
-
-    task = asyncio.create_task(finish_soon())
-    await cron.close(grace=5)
-    await task
+    await close_as_the_turn_ends(cron, agent)
     again = ScriptedAgent()
     cron2 = await make_cron(runner=again, start=False)
     await cron2.store.open()
@@ -117,13 +111,7 @@ async def test_a_deferred_fire_keeps_one_turn_record_across_a_restart(
     clock.advance(MIN)
     await cron.engine.settled(busy_ok=True)
 
-    async def finish_soon() -> None:
-        await asyncio.sleep(0.05)
-        agent.hold.set()
-
-    task = asyncio.create_task(finish_soon())
-    await cron.close(grace=5)
-    await task
+    await close_as_the_turn_ends(cron, agent)
     cron2 = await make_cron(runner=ScriptedAgent())
     await cron2.engine.settled()
     (run,) = await cron2.runs.list(job.id)
