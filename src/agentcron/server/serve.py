@@ -94,10 +94,7 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
 
 def run(options: ServeOptions, echo: Callable[[str], None]) -> None:
     """Serve until interrupted (Ctrl-C stops gracefully: running turns get time to finish)."""
-    server = build(options)
     base = f"http://{options.host}:{options.port}/"
-    model = server.cron.runner.__class__.__name__
-    model_id = getattr(server.cron.runner, "model_id", None)
 
     async def announce() -> None:
         echo(f"agentcron serving at {base}  (open it and log in with the token)")
@@ -107,7 +104,10 @@ def run(options: ServeOptions, echo: Callable[[str], None]) -> None:
             echo(f"demo: a new chat says {DEMO_SENTENCE!r}; the reminder arrives as its turn")
         echo(f"token: {server.token}")
 
-    server.app.router.on_startup.append(announce)
+    options.extra_start.append(announce)  # after AgentCron and the channels started
+    server = build(options)
+    model = server.cron.runner.__class__.__name__
+    model_id = getattr(server.cron.runner, "model_id", None)
     uvicorn.run(
         server.app, host=options.host, port=options.port, log_level=options.log_level,
         lifespan="on",
