@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from click.testing import CliRunner
+from typer.testing import CliRunner
 
-from agentcron.cli import main
+from agentcron.cli import app as main
 
 
 def test_next_prints_spec_description_and_fires() -> None:

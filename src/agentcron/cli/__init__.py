@@ -1,0 +1,534 @@
+"""The `agentcron` command line (typer + rich): an edge that translates, holding no logic."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from agentcron import __version__
+from agentcron.cli import render
+from agentcron.cli.backends import ApiBackend, Backend, CliError, DbBackend
+from agentcron.config import DB_ENV, data_dir, default_db_path
+from agentcron.schedule import ScheduleError, describe, parse_when, spec_to_json, upcoming
+from agentcron.schedule.zones import get_zone
+
+EXAMPLE_PHRASES = (
+    "in 30m",
+    "tomorrow at 09:00",
+    "every weekday at 9 Europe/Berlin",
+    "every 2h",
+    "0 30 2 * * *",
+    "30 2 * * * Europe/Berlin",
+    "0 * * * * Australia/Lord_Howe",
+)
+URL_ENV = "AGENTCRON_URL"
+DEFAULT_API = "http://127.0.0.1:8321"
+_T = TypeVar("_T")
+
+app = typer.Typer(
+    help="agentcron: cron for AI agent sessions.",
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+)
+jobs_app = typer.Typer(
+    help="Automations: add, list, show, pause, resume, remove.", no_args_is_help=True
+)
+runs_app = typer.Typer(help="Run records of fires.", no_args_is_help=True)
+sessions_app = typer.Typer(help="Sessions (chats) and their transcripts.", no_args_is_help=True)
+db_app = typer.Typer(help="The database: create, upgrade, inspect.", no_args_is_help=True)
+app.add_typer(jobs_app, name="jobs")
+app.add_typer(runs_app, name="runs")
+app.add_typer(sessions_app, name="sessions")
+app.add_typer(db_app, name="db")
+
+out = Console(width=160, soft_wrap=False, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def echo(text: str = "", nl: bool = True) -> None:
+    out.print(text, end="\n" if nl else "", markup=False)
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    err.print(f"error: {message}", markup=False)
+    return typer.Exit(code)
+
+
+def _run(coro: Awaitable[_T]) -> _T:
+    try:
+        return asyncio.run(coro)  # type: ignore[arg-type]
+    except CliError as exc:
+        raise _fail(str(exc)) from None
+
+
+# -- options shared by the resource commands -------------------------------------------------
+
+DbOpt = Annotated[
+    Path | None,
+    typer.Option("--db", help="Use this SQLite file directly instead of a server's API.",
+                 dir_okay=False),
+]  # fmt: skip
+UrlOpt = Annotated[
+    str | None, typer.Option("--url", help="Use this database URL directly (postgresql://...).")
+]
+ApiOpt = Annotated[
+    str | None,
+    typer.Option("--api", help=f"The server's URL (default: ${URL_ENV}, else {DEFAULT_API})."),
+]
+TokenOpt = Annotated[
+    str | None,
+    typer.Option("--token", help="API token (default: $AGENTCRON_TOKEN, else the token file)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the JSON record(s) instead.")]
+
+
+def _backend(db: Path | None, url: str | None, api: str | None, token: str | None) -> Backend:
+    """The database when --db/--url is given, else the API of a running server."""
+    if db is not None or url is not None:
+        if db is not None and url is not None:
+            raise _fail("give --db or --url, not both", 2)
+        return DbBackend(db, url)
+    from agentcron.server.auth import read_token
+
+    return ApiBackend(
+        api or os.environ.get(URL_ENV) or DEFAULT_API, token or read_token(data_dir())
+    )
+
+
+def _call(
+    backend: Backend, action: Callable[[Backend], Awaitable[dict[str, Any]]]
+) -> dict[str, Any]:
+    async def go() -> dict[str, Any]:
+        async with backend:
+            return await action(backend)
+
+    return _run(go())
+
+
+def _print_json(data: Any) -> None:
+    out.print_json(json.dumps(data))
+
+
+# -- schedule helpers (no server needed) ----------------------------------------------------
+
+
+def _show(text: str, now: datetime, tz: str, count: int) -> None:
+    spec = parse_when(text, now, tz)
+    zone = get_zone(spec.tz)
+    echo(f"{text!r}: {describe(spec)}")
+    echo(f"  spec: {spec_to_json(spec)}")
+    for fire in upcoming(spec, now, count):
+        echo(f"  -> {fire.isoformat()}  ({fire.astimezone(zone):%a %Y-%m-%d %H:%M %Z})")
+
+
+def _version(value: bool) -> None:
+    if value:
+        echo(f"agentcron, version {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_callback(
+    version: Annotated[
+        bool | None,
+        typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
+    ] = None,
+) -> None:
+    """agentcron: cron for AI agent sessions."""
+
+
+@app.command("next")
+def next_cmd(
+    when: Annotated[list[str], typer.Argument(help='A phrase: "every weekday at 9", cron, ...')],
+    tz: Annotated[str, typer.Option(help="IANA zone for wall-clock phrases.")] = "UTC",
+    count: Annotated[int, typer.Option("-n", help="How many fire times to show.")] = 5,
+) -> None:
+    """Show the spec and next fire times of a WHEN phrase."""
+    try:
+        _show(" ".join(when), datetime.now(UTC), tz, count)
+    except ScheduleError as exc:
+        raise _fail(str(exc), 2) from exc
+
+
+@app.command()
+def examples(
+    tz: Annotated[str, typer.Option(help="IANA zone for wall-clock phrases.")] = "UTC",
+    count: Annotated[int, typer.Option("-n", help="Fire times per example.")] = 3,
+) -> None:
+    """Print the next fire times of a few example schedules, including a rejected one."""
+    now = datetime.now(UTC)
+    echo(f"now: {now.isoformat()}\n")
+    for phrase in EXAMPLE_PHRASES:
+        try:
+            _show(phrase, now, tz, count)
+        except ScheduleError as exc:
+            echo(f"{phrase!r}: rejected: {exc}")
+        echo("")
+
+
+@app.command()
+def demo(
+    sentence: Annotated[
+        str, typer.Option("--say", help="What you tell the offline agent.")
+    ] = "remind me in 10 seconds to stretch",
+    db: Annotated[
+        Path | None,
+        typer.Option(help=f"SQLite file (default: ${DB_ENV}, else the data dir).", dir_okay=False),
+    ] = None,
+    wps: Annotated[
+        float | None,
+        typer.Option(help="Words per second of the offline model's replies (0 = no delay)."),
+    ] = None,
+) -> None:
+    """Chat with the offline agent in the terminal: it schedules a reminder that comes back."""
+    from agentcron.demo import run_demo
+
+    code = asyncio.run(run_demo(db or default_db_path(), sentence, echo, wps))
+    if code:
+        raise typer.Exit(code)
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Address to bind (local only by default).")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="Port.")] = 8321,
+    db: Annotated[
+        Path | None,
+        typer.Option(help=f"SQLite file (default: ${DB_ENV}, else the data dir).", dir_okay=False),
+    ] = None,
+    url: Annotated[str | None, typer.Option(help="A database URL (postgresql://...).")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Model, e.g. openai:gpt-4.1-mini (default: $AGENTCRON_MODEL, offline)."),
+    ] = None,
+    unified: Annotated[
+        bool | None,
+        typer.Option("--unified/--no-unified", help="Web-chat automations share one session."),
+    ] = None,
+    demo: Annotated[
+        bool, typer.Option(help="Start a chat where the agent schedules a reminder.")
+    ] = False,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+) -> None:
+    """Run the engine, the agent, the channels, the API, the live stream and the web UI."""
+    from agentcron.server.serve import ServeOptions, run
+
+    if db is not None and url is not None:
+        raise _fail("give --db or --url, not both", 2)
+    options = ServeOptions(host=host, port=port, db=db, url=url, model=model,
+                           unified_session=unified, demo=demo, log_level=log_level)  # fmt: skip
+    run(options, echo)
+
+
+@app.command()
+def token(
+    hook: Annotated[bool, typer.Option("--hook", help="The inbound hook's token.")] = False,
+) -> None:
+    """Print the API token (created on first use; the server prints it at start-up too)."""
+    from agentcron.server.auth import (
+        HOOK_TOKEN_ENV,
+        HOOK_TOKEN_FILE,
+        TOKEN_ENV,
+        TOKEN_FILE,
+        load_or_create_token,
+    )
+
+    name, env = (HOOK_TOKEN_FILE, HOOK_TOKEN_ENV) if hook else (TOKEN_FILE, TOKEN_ENV)
+    echo(load_or_create_token(data_dir(), name, env))
+
+
+# -- db ---------------------------------------------------------------------------------------
+
+
+async def _db_status(path: Path) -> tuple[str | None, int, int]:
+    from agentcron.store.sql import SqlStore, sqlite_url
+
+    store = SqlStore(sqlite_url(path))
+    await store.open()
+    try:
+        return await store.schema_revision(), await store.count_jobs(), await store.count_runs()
+    finally:
+        await store.close()
+
+
+@db_app.command("upgrade")
+def db_upgrade(
+    db: Annotated[
+        Path | None,
+        typer.Option(help=f"SQLite file (default: ${DB_ENV}, else the data dir).", dir_okay=False),
+    ] = None,
+) -> None:
+    """Create the database, or upgrade its schema to the newest revision."""
+    path = db or default_db_path()
+    revision, jobs, runs = asyncio.run(_db_status(path))
+    echo(f"{path}: schema at revision {revision} ({jobs} jobs, {runs} runs)")
+
+
+# -- jobs -------------------------------------------------------------------------------------
+
+
+@jobs_app.command("add")
+def jobs_add(
+    session: Annotated[str, typer.Option(help="The session it belongs to, e.g. websocket:abc.")],
+    name: Annotated[str, typer.Option(help="A short name.")],
+    message: Annotated[str, typer.Option(help="What the agent should do when it fires.")],
+    when: Annotated[str, typer.Option(help='"in 30m", "every weekday at 9", "0 9 * * 1-5", ...')],
+    tz: Annotated[str | None, typer.Option(help="IANA zone (default: the session's).")] = None,
+    overlap: Annotated[str | None, typer.Option(help="defer | skip | buffer_one")] = None,
+    catchup: Annotated[str | None, typer.Option(help="latest | skip | all")] = None,
+    max_runs: Annotated[int | None, typer.Option(help="End after this many runs.")] = None,
+    idempotency_key: Annotated[str | None, typer.Option(help="Create at most once.")] = None,
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Add an automation to a session."""
+    body: dict[str, Any] = {"session_key": session, "name": name, "message": message,
+                            "when": when}  # fmt: skip
+    optional = {"tz": tz, "overlap": overlap, "catchup": catchup, "max_runs": max_runs,
+                "idempotency_key": idempotency_key}  # fmt: skip
+    body.update({k: v for k, v in optional.items() if v is not None})
+    job = _call(_backend(db, url, api, token), lambda b: b.add_job(body))
+    if as_json:
+        _print_json(job)
+        return
+    echo(f"added {job['id']}: “{job['name']}”, {job['schedule']}; next run "
+         f"{render.when(job['next_run_at'], job['tz'])}")  # fmt: skip
+
+
+@jobs_app.command("list")
+def jobs_list(
+    session: Annotated[
+        str | None, typer.Option(help="Only this session's (what it shows).")
+    ] = None,
+    kind: Annotated[str | None, typer.Option(help="agent_turn | recall | system_event")] = None,
+    enabled: Annotated[
+        bool | None, typer.Option("--enabled/--disabled", help="Only enabled / paused ones.")
+    ] = None,
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List automations (and recalls and system jobs)."""
+    data = _call(_backend(db, url, api, token), lambda b: b.list_jobs(session, kind, enabled))
+    if as_json:
+        _print_json(data["jobs"])
+        return
+    out.print(render.jobs_table(data["jobs"]))
+
+
+@jobs_app.command("show")
+def jobs_show(
+    job_id: Annotated[str, typer.Argument(help="The job's id.")],
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """One automation: its schedule, the next 5 fires, the last runs and what it cost."""
+    job = _call(_backend(db, url, api, token), lambda b: b.get_job(job_id))
+    if as_json:
+        _print_json(job)
+        return
+    render.job_detail(out, job)
+
+
+def _job_action(job_id: str, action: str, backend: Backend, as_json: bool) -> None:
+    result = _call(backend, lambda b: b.job_action(job_id, action))
+    if as_json:
+        _print_json(result)
+    elif action == "rm":
+        echo(f"removed {result['deleted']}")
+    else:
+        state = "enabled" if result["enabled"] else "paused"
+        nxt = render.when(result["next_run_at"], result["tz"])
+        echo(f"{result['id']} “{result['name']}”: {state}; next run {nxt}")
+
+
+@jobs_app.command("pause")
+def jobs_pause(
+    job_id: Annotated[str, typer.Argument(help="The job's id.")],
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Pause an automation (no fires until it is resumed)."""
+    _job_action(job_id, "pause", _backend(db, url, api, token), as_json)
+
+
+@jobs_app.command("resume")
+def jobs_resume(
+    job_id: Annotated[str, typer.Argument(help="The job's id.")],
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Resume an automation from now on."""
+    _job_action(job_id, "resume", _backend(db, url, api, token), as_json)
+
+
+@jobs_app.command("rm")
+def jobs_rm(
+    job_id: Annotated[str, typer.Argument(help="The job's id.")],
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Remove an automation (its run records stay until retention)."""
+    _job_action(job_id, "rm", _backend(db, url, api, token), as_json)
+
+
+# -- runs -------------------------------------------------------------------------------------
+
+
+@runs_app.command("list")
+def runs_list(
+    job: Annotated[str | None, typer.Option(help="A job's runs.")] = None,
+    session: Annotated[str | None, typer.Option(help="A session's runs.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 20,
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run records, newest first."""
+    if (job is None) == (session is None):
+        raise _fail("give exactly one of --job ID or --session KEY", 2)
+    data = _call(_backend(db, url, api, token), lambda b: b.list_runs(job, session, limit))
+    if as_json:
+        _print_json(data["runs"])
+        return
+    out.print(render.runs_table(data["runs"]))
+
+
+@runs_app.command("show")
+def runs_show(
+    run_id: Annotated[str, typer.Argument(help="The run's id.")],
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The full run record: states, rendered prompt, output, error details, usage."""
+    run = _call(_backend(db, url, api, token), lambda b: b.get_run(run_id))
+    if as_json:
+        _print_json(run)
+        return
+    render.run_detail(out, run)
+
+
+# -- sessions ---------------------------------------------------------------------------------
+
+
+@sessions_app.command("add")
+def sessions_add(
+    key: Annotated[str, typer.Argument(help="channel:chat_id, e.g. api:ops")],
+    tz: Annotated[str, typer.Option(help="IANA zone of the session.")] = "UTC",
+    title: Annotated[str | None, typer.Option(help="A title.")] = None,
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Create a session (or show it if it exists)."""
+    session = _call(_backend(db, url, api, token), lambda b: b.create_session(key, tz, title))
+    if as_json:
+        _print_json(session)
+        return
+    echo(f"session {session['key']} ({session['tz']})")
+
+
+@sessions_app.command("list")
+def sessions_list(
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Sessions, most recently active first."""
+    data = _call(_backend(db, url, api, token), lambda b: b.list_sessions())
+    if as_json:
+        _print_json(data["sessions"])
+        return
+    out.print(render.sessions_table(data["sessions"]))
+
+
+@sessions_app.command("show")
+def sessions_show(
+    key: Annotated[str, typer.Argument(help="The session key.")],
+    last: Annotated[int, typer.Option(help="How many transcript entries to show.")] = 10,
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A session: its automations, recall, usage and last transcript entries."""
+
+    async def both(b: Backend) -> dict[str, Any]:
+        session = await b.get_session(key)
+        session["messages"] = (await b.messages(key))["messages"][-last:] if last else []
+        return session
+
+    session = _call(_backend(db, url, api, token), both)
+    if as_json:
+        _print_json(session)
+        return
+    render.session_detail(out, session)
+
+
+@sessions_app.command("rm")
+def sessions_rm(
+    key: Annotated[str, typer.Argument(help="The session key.")],
+    confirm: Annotated[
+        bool, typer.Option("--confirm", help="Also delete the automations bound to it.")
+    ] = False,
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete a session. With bound automations it is two-step: add --confirm to delete them."""
+    answer = _call(_backend(db, url, api, token), lambda b: b.delete_session(key, confirm))
+    if as_json:
+        _print_json(answer)
+    if answer.get("deleted"):
+        if not as_json:
+            removed = answer.get("deleted_automations") or []
+            echo(f"deleted {key}" + (f" and {len(removed)} automation(s)" if removed else ""))
+        return
+    names = ", ".join(f"“{a['name']}” ({a['id']})" for a in answer.get("automations", []))
+    raise _fail(f"{key} owns automations: {names}; nothing was deleted. Run again with "
+                "--confirm to delete them and the session")  # fmt: skip
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,223 @@
+"""Where the CLI's commands go: a running server's HTTP API, or the database directly.
+
+Both answer with the API's JSON views. The database backend calls the same route functions the
+server runs, on an AgentCron whose store is open but whose engine is not started, so a command
+behaves the same either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import httpx
+from fastapi import HTTPException
+
+from agentcron.agent.runner import Trigger
+from agentcron.app import AgentCron
+from agentcron.config import ConfigError
+from agentcron.schedule import ScheduleError
+from agentcron.server.routes import jobs as job_routes
+from agentcron.server.routes import runs as run_routes
+from agentcron.server.routes import sessions as session_routes
+from agentcron.store.errors import StoreError
+
+_T = TypeVar("_T")
+
+
+class CliError(Exception):
+    """An expected failure, told to the user in one line (exit code 1)."""
+
+
+class Backend(Protocol):
+    async def __aenter__(self) -> Backend: ...
+    async def __aexit__(self, *exc: object) -> None: ...
+    async def create_session(self, key: str, tz: str, title: str | None) -> dict[str, Any]: ...
+    async def list_sessions(self) -> dict[str, Any]: ...
+    async def get_session(self, key: str) -> dict[str, Any]: ...
+    async def messages(self, key: str) -> dict[str, Any]: ...
+    async def delete_session(self, key: str, confirm: bool) -> dict[str, Any]: ...
+    async def add_job(self, body: dict[str, Any]) -> dict[str, Any]: ...
+    async def list_jobs(
+        self, session: str | None, kind: str | None, enabled: bool | None
+    ) -> dict[str, Any]: ...
+    async def get_job(self, job_id: str) -> dict[str, Any]: ...
+    async def job_action(self, job_id: str, action: str) -> dict[str, Any]: ...
+    async def list_runs(
+        self, job: str | None, session: str | None, limit: int
+    ) -> dict[str, Any]: ...
+    async def get_run(self, run_id: str) -> dict[str, Any]: ...
+
+
+class ApiBackend:
+    """A running `agentcron serve`, over HTTP with the bearer token."""
+
+    def __init__(self, url: str, token: str | None) -> None:
+        self.url = url.rstrip("/")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._client = httpx.AsyncClient(base_url=self.url, headers=headers, timeout=30.0)
+
+    async def __aenter__(self) -> ApiBackend:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._client.aclose()
+
+    async def _call(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        try:
+            response = await self._client.request(method, path, **kw)
+        except httpx.TransportError as exc:
+            raise CliError(
+                f"cannot reach the agentcron API at {self.url} ({type(exc).__name__}): start it "
+                "with `agentcron serve`, point --api at it, or use --db for the database"
+            ) from exc
+        try:
+            body = response.json()
+        except ValueError:
+            body = {"detail": response.text[:200]}
+        if response.status_code >= 400:
+            detail = body.get("detail", body) if isinstance(body, dict) else body
+            if isinstance(detail, list):
+                detail = "; ".join(str(d) for d in detail)
+            raise CliError(f"{detail} (HTTP {response.status_code})")
+        if not isinstance(body, dict):
+            raise CliError(f"unexpected answer from {self.url}{path}: {body!r}")
+        return body
+
+    async def create_session(self, key: str, tz: str, title: str | None) -> dict[str, Any]:
+        return await self._call("POST", "/api/sessions", json={"key": key, "tz": tz,
+                                                               "title": title})  # fmt: skip
+
+    async def list_sessions(self) -> dict[str, Any]:
+        return await self._call("GET", "/api/sessions")
+
+    async def get_session(self, key: str) -> dict[str, Any]:
+        return await self._call("GET", f"/api/sessions/{key}")
+
+    async def messages(self, key: str) -> dict[str, Any]:
+        return await self._call("GET", f"/api/sessions/{key}/messages")
+
+    async def delete_session(self, key: str, confirm: bool) -> dict[str, Any]:
+        params = {"confirm": "true"} if confirm else {}
+        return await self._call("DELETE", f"/api/sessions/{key}", params=params)
+
+    async def add_job(self, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._call("POST", "/api/jobs", json=body)
+
+    async def list_jobs(
+        self, session: str | None, kind: str | None, enabled: bool | None
+    ) -> dict[str, Any]:
+        params = {"session_key": session, "kind": kind,
+                  "enabled": None if enabled is None else str(enabled).lower()}  # fmt: skip
+        return await self._call(
+            "GET", "/api/jobs", params={k: v for k, v in params.items() if v is not None}
+        )
+
+    async def get_job(self, job_id: str) -> dict[str, Any]:
+        return await self._call("GET", f"/api/jobs/{job_id}")
+
+    async def job_action(self, job_id: str, action: str) -> dict[str, Any]:
+        if action == "rm":
+            return await self._call("DELETE", f"/api/jobs/{job_id}")
+        return await self._call("POST", f"/api/jobs/{job_id}/{action}")
+
+    async def list_runs(self, job: str | None, session: str | None, limit: int) -> dict[str, Any]:
+        if job is not None:
+            return await self._call("GET", f"/api/jobs/{job}/runs", params={"limit": limit})
+        if session is not None:
+            return await self._call("GET", f"/api/sessions/{session}/runs",
+                                    params={"limit": limit})  # fmt: skip
+        raise CliError("give --job ID or --session KEY")
+
+    async def get_run(self, run_id: str) -> dict[str, Any]:
+        return await self._call("GET", f"/api/runs/{run_id}")
+
+
+async def _no_turns(trigger: Trigger) -> None:
+    raise RuntimeError("the CLI's database backend runs no turns")
+
+
+class DbBackend:
+    """The database itself, through the route functions the server runs (engine not started:
+    a running server notices new or changed jobs at its next wake-up, within 5 minutes).
+    """
+
+    def __init__(self, db: Path | None, url: str | None) -> None:
+        self._cron = AgentCron(db=db, url=url, runner=_no_turns)
+
+    async def __aenter__(self) -> DbBackend:
+        await self._cron.store.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._cron.store.close()
+
+    async def _call(self, fn: Callable[[], Awaitable[_T]]) -> _T:
+        try:
+            return await fn()
+        except HTTPException as exc:
+            raise CliError(str(exc.detail)) from exc
+        except (StoreError, ScheduleError, ConfigError, ValueError, LookupError) as exc:
+            raise CliError(str(exc)) from exc
+
+    async def create_session(self, key: str, tz: str, title: str | None) -> dict[str, Any]:
+        body = session_routes.SessionCreate(key=key, tz=tz, title=title)
+        return await self._call(lambda: session_routes.create_session(body, self._cron))
+
+    async def list_sessions(self) -> dict[str, Any]:
+        return await self._call(lambda: session_routes.list_sessions(self._cron, limit=None))
+
+    async def get_session(self, key: str) -> dict[str, Any]:
+        return await self._call(lambda: session_routes.get_session(key, self._cron))
+
+    async def messages(self, key: str) -> dict[str, Any]:
+        return await self._call(
+            lambda: session_routes.list_messages(key, self._cron, after=None, limit=None)
+        )
+
+    async def delete_session(self, key: str, confirm: bool) -> dict[str, Any]:
+        return await self._call(lambda: self._cron.sessions.delete(key, confirm=confirm))
+
+    async def add_job(self, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            model = job_routes.JobCreate.model_validate(body)
+        except ValueError as exc:
+            raise CliError(str(exc)) from exc
+        return await self._call(lambda: job_routes.create_job(model, self._cron))
+
+    async def list_jobs(
+        self, session: str | None, kind: str | None, enabled: bool | None
+    ) -> dict[str, Any]:
+        from agentcron.store.models import JobKind
+
+        try:
+            job_kind = None if kind is None else JobKind(kind)
+        except ValueError as exc:
+            kinds = ", ".join(k.value for k in JobKind)
+            raise CliError(f"unknown kind {kind!r}; one of {kinds}") from exc
+        return await self._call(
+            lambda: job_routes.list_jobs(
+                self._cron, session_key=session, kind=job_kind, enabled=enabled, limit=None
+            )
+        )
+
+    async def get_job(self, job_id: str) -> dict[str, Any]:
+        return await self._call(lambda: job_routes.get_job(job_id, self._cron))
+
+    async def job_action(self, job_id: str, action: str) -> dict[str, Any]:
+        handler = {"pause": job_routes.pause_job, "resume": job_routes.resume_job,
+                   "rm": job_routes.delete_job}[action]  # fmt: skip
+        return await self._call(lambda: handler(job_id, self._cron))
+
+    async def list_runs(self, job: str | None, session: str | None, limit: int) -> dict[str, Any]:
+        if job is not None:
+            return await self._call(lambda: job_routes.job_runs(job, self._cron, limit=limit))
+        if session is not None:
+            return await self._call(
+                lambda: session_routes.session_runs(session, self._cron, limit=limit)
+            )
+        raise CliError("give --job ID or --session KEY")
+
+    async def get_run(self, run_id: str) -> dict[str, Any]:
+        return await self._call(lambda: run_routes.get_run(run_id, self._cron, wait=0.0))

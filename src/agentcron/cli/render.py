@@ -1,0 +1,121 @@
+"""Rich tables and detail views of the API's JSON records, for the terminal."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from agentcron.schedule.zones import get_zone
+
+
+def when(value: str | None, tz: str = "UTC") -> str:
+    """An ISO instant as local time in `tz` ("-" for none)."""
+    if not value:
+        return "-"
+    instant = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return f"{instant.astimezone(get_zone(tz)):%Y-%m-%d %H:%M:%S} {tz}"
+
+
+def _state(job: dict[str, Any]) -> str:
+    active = job.get("active_run")
+    if active:
+        return f"{active['state']} ({active['id']})"
+    return "enabled" if job["enabled"] else f"paused: {job.get('paused_reason') or ''}".strip()
+
+
+def jobs_table(jobs: list[dict[str, Any]]) -> Table:
+    table = Table("id", "name", "kind", "session", "schedule", "next run", "last", "state",
+                  title=f"{len(jobs)} job(s)")  # fmt: skip
+    for job in jobs:
+        table.add_row(job["id"], job["name"], job["kind"], job["session_key"] or "-",
+                      job["schedule"], when(job["next_run_at"], job["tz"]),
+                      job["last_status"] or "-", _state(job))  # fmt: skip
+    return table
+
+
+def runs_table(runs: list[dict[str, Any]]) -> Table:
+    table = Table("id", "job", "fire at", "state", "finished", "error", title=f"{len(runs)} run(s)")
+    for run in runs:
+        table.add_row(run["id"], run["job_id"], when(run["fire_at"]), run["state"],
+                      when(run["finished_at"]), (run["error"] or "")[:60])  # fmt: skip
+    return table
+
+
+def sessions_table(sessions: list[dict[str, Any]]) -> Table:
+    table = Table("key", "title", "tz", "automations", "recall", "updated",
+                  title=f"{len(sessions)} session(s)")  # fmt: skip
+    for s in sessions:
+        table.add_row(s["key"], s["title"] or "-", s["tz"], str(s.get("automations", 0)),
+                      "yes" if s.get("has_recall") else "-", when(s["updated_at"]))  # fmt: skip
+    return table
+
+
+def _pairs(console: Console, title: str, rows: list[tuple[str, Any]]) -> None:
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in rows:
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        table.add_row(key, shown)
+    console.print(table)
+
+
+def job_detail(console: Console, job: dict[str, Any]) -> None:
+    tz = job["tz"]
+    _pairs(console, f"job {job['id']}", [
+        ("name", job["name"]), ("kind", job["kind"]), ("session", job["session_key"] or "-"),
+        ("schedule", job["schedule"]), ("message", job["message"]), ("state", _state(job)),
+        ("next run", when(job["next_run_at"], tz)), ("last run", when(job["last_run_at"], tz)),
+        ("last status", job["last_status"] or "-"), ("runs", str(job["run_count"])),
+        ("policy", job["policy"]), ("usage", job.get("usage", {})),
+    ])  # fmt: skip
+    console.print("next fires: " + ", ".join(when(f, tz) for f in job.get("upcoming", [])))
+    if job.get("runs"):
+        console.print(runs_table(job["runs"]))
+
+
+def run_detail(console: Console, run: dict[str, Any]) -> None:
+    rows: list[tuple[str, Any]] = [
+        (key, run[key] if not key.endswith("_at") else when(run[key]))
+        for key in (
+            "job_id",
+            "session_key",
+            "state",
+            "fire_at",
+            "claimed_at",
+            "queued_at",
+            "deferred_at",
+            "started_at",
+            "finished_at",
+        )
+    ]
+    rows += [(key, run[key]) for key in ("prompt_ref", "output", "error", "usage", "delivery")
+             if run.get(key) is not None]  # fmt: skip
+    _pairs(console, f"run {run['id']}", rows)
+    if run.get("prompt"):
+        console.print("[bold]rendered prompt[/bold]")
+        console.print(run["prompt"], markup=False)
+    details = run.get("error_details") or {}
+    if details:
+        console.print("[bold]error details[/bold]")
+        console.print(details.get("traceback") or json.dumps(details, indent=2), markup=False)
+
+
+def session_detail(console: Console, session: dict[str, Any]) -> None:
+    _pairs(console, f"session {session['key']}", [
+        ("title", session["title"] or "-"), ("channel", session["channel"]),
+        ("chat id", session["chat_id"]), ("tz", session["tz"]),
+        ("running turn", session.get("running_turn") or "-"),
+        ("recall", (session.get("recall") or {}).get("schedule", "-")),
+        ("usage", session.get("usage", {})),
+    ])  # fmt: skip
+    if session.get("automations"):
+        console.print(jobs_table(session["automations"]))
+    for message in session.get("messages", []):
+        first, *more = message["content"].splitlines() or [""]
+        console.print(f"{message['seq']:>4} {message['role']:<9} {first}{' …' if more else ''}",
+                      markup=False)  # fmt: skip

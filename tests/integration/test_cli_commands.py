@@ -1,0 +1,232 @@
+"""The CLI's resource commands, through the database and through a running server's API."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from typer.testing import CliRunner, Result
+
+from agentcron.cli import app
+from agentcron.server.serve import ServeOptions, build
+from tests.conftest import CronFactory, FakeClock
+
+runner = CliRunner()
+
+
+def cli(*args: str) -> Result:
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("AGENTCRON_HOME", str(tmp_path))
+    for name in ("AGENTCRON_TOKEN", "AGENTCRON_URL", "AGENTCRON_DB"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+def test_jobs_and_sessions_through_the_database(tmp_path: Path) -> None:
+    db = str(tmp_path / "cli.db")
+    assert cli("sessions", "add", "api:ops", "--tz", "Europe/Berlin", "--db", db).exit_code == 0
+    added = cli("jobs", "add", "--session", "api:ops", "--name", "build", "--message", "check",
+                "--when", "every weekday at 9", "--db", db, "--json")  # fmt: skip
+    assert added.exit_code == 0, added.output
+    job = json.loads(added.stdout)
+    assert job["schedule"] == "every weekday at 09:00 (Europe/Berlin)"
+    listed = cli("jobs", "list", "--db", db)
+    assert "build" in listed.stdout
+    assert "every weekday at 09:00 (Europe/Berlin)" in listed.stdout
+    shown = cli("jobs", "show", job["id"], "--db", db)
+    assert shown.exit_code == 0
+    assert "next fires:" in shown.stdout
+    paused = cli("jobs", "pause", job["id"], "--db", db)
+    assert f"{job['id']} “build”: paused; next run -" in paused.stdout
+    resumed = cli("jobs", "resume", job["id"], "--db", db, "--json")
+    assert json.loads(resumed.stdout)["enabled"] is True
+    # two-step session delete
+    blocked = cli("sessions", "rm", "api:ops", "--db", db)
+    assert blocked.exit_code == 1
+    assert f"api:ops owns automations: “build” ({job['id']}); nothing was deleted" in blocked.stderr
+    assert "--confirm" in blocked.stderr
+    assert cli("sessions", "list", "--db", db).stdout.count("api:ops") == 1
+    done = cli("sessions", "rm", "api:ops", "--confirm", "--db", db)
+    assert done.stdout.strip() == "deleted api:ops and 1 automation(s)"
+    assert json.loads(cli("jobs", "list", "--db", db, "--json").stdout) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            (
+                "jobs",
+                "add",
+                "--session",
+                "api:ops",
+                "--name",
+                "n",
+                "--message",
+                "m",
+                "--when",
+                "whenever",
+            ),
+            "cannot read 'whenever' as a time; accepted forms",
+        ),
+        (
+            (
+                "jobs",
+                "add",
+                "--session",
+                "api:nope",
+                "--name",
+                "n",
+                "--message",
+                "m",
+                "--when",
+                "in 1h",
+            ),
+            "no session 'api:nope': create it first",
+        ),
+        (("jobs", "show", "01NOPE"), "no job with id '01NOPE'"),
+        (("jobs", "rm", "01NOPE"), "no job with id '01NOPE'"),
+        (("runs", "show", "01NOPE"), "no run with id '01NOPE'"),
+        (("sessions", "show", "api:nope"), "no session with key 'api:nope'"),
+        (("jobs", "list", "--kind", "weird"), "unknown kind 'weird'"),
+    ],
+)
+def test_errors_are_one_clear_line(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    db = str(tmp_path / "cli.db")
+    cli("sessions", "add", "api:ops", "--db", db)
+    result = cli(*args, "--db", db)
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: ")
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+async def test_runs_of_a_fire_through_the_database(
+    tmp_path: Path, make_cron: CronFactory, clock: FakeClock
+) -> None:
+    cron = await make_cron()  # the recorder runner, on tests/conftest's db_path
+    job = await cron.jobs.create(name="ping", when="in 1m", message="ping")
+    clock.advance(timedelta(minutes=1))
+    await cron.engine.settled()
+    await cron.close()
+    db = str(tmp_path / "agentcron.db")
+    # each command runs its own event loop: keep them off this test's loop
+    listed = await asyncio.to_thread(cli, "runs", "list", "--job", job.id, "--db", db, "--json")
+    (run,) = json.loads(listed.stdout)
+    assert run["state"] == "succeeded"
+    shown = await asyncio.to_thread(cli, "runs", "show", run["id"], "--db", db)
+    assert "succeeded" in shown.stdout
+    assert "done: ping" in shown.stdout
+    both = await asyncio.to_thread(cli, "runs", "list", "--db", db)
+    assert both.exit_code == 2
+    assert "give exactly one of --job ID or --session KEY" in both.stderr
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    """A real server on a socket, in a thread with its own event loop."""
+    port = free_port()
+    built = build(ServeOptions(db=tmp_path / "srv.db", home=tmp_path, port=port))
+    srv = uvicorn.Server(uvicorn.Config(built.app, host="127.0.0.1", port=port,
+                                        log_level="warning", lifespan="on"))  # fmt: skip
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    for _ in range(500):
+        if srv.started:
+            break
+        threading.Event().wait(0.01)
+    assert srv.started, "the test server did not start"
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.should_exit = True
+        thread.join(10)
+
+
+def test_jobs_through_the_api(server: str) -> None:
+    token = cli("token").stdout.strip()
+    assert len(token) >= 40  # the server's token, from the data dir
+    api = ("--api", server)
+    assert cli("sessions", "add", "websocket:x", *api).exit_code == 0
+    added = cli("jobs", "add", "--session", "websocket:x", "--name", "news", "--message", "m",
+                "--when", "every day at 8", *api, "--json")  # fmt: skip
+    assert added.exit_code == 0, added.output
+    job = json.loads(added.stdout)
+    assert "news" in cli("jobs", "list", "--session", "websocket:x", *api).stdout
+    assert "paused" in cli("jobs", "pause", job["id"], *api).stdout
+    assert cli("jobs", "rm", job["id"], *api).stdout.strip() == f"removed {job['id']}"
+    bad = cli("jobs", "add", "--session", "websocket:x", "--name", "n", "--message", "m",
+              "--when", "whenever", *api)  # fmt: skip
+    assert bad.exit_code == 1
+    assert "cannot read 'whenever' as a time" in bad.stderr
+    assert "(HTTP 422)" in bad.stderr
+    wrong = cli("sessions", "list", *api, "--token", "nope")
+    assert "wrong token" in wrong.stderr
+
+
+def test_an_unreachable_api_says_what_to_do() -> None:
+    result = cli("jobs", "list", "--api", f"http://127.0.0.1:{free_port()}")
+    assert result.exit_code == 1
+    assert "cannot reach the agentcron API" in result.stderr
+    assert "agentcron serve" in result.stderr
+    assert "--db" in result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(30)
+def test_the_readme_run_command_serves_the_ui_and_the_demo(tmp_path: Path) -> None:
+    """`agentcron serve --demo` as a real process: start-up lines, UI, API, demo chat, Ctrl-C."""
+    port = free_port()
+    env = {**os.environ, "AGENTCRON_HOME": str(tmp_path), "AGENTCRON_OFFLINE_WPS": "0"}
+    script = Path(sys.executable).with_name("agentcron")
+    with subprocess.Popen(
+        [str(script), "serve", "--demo", "--port", str(port), "--log-level", "warning"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    ) as proc:  # fmt: skip
+        try:
+            assert proc.stdout is not None
+            lines = []
+            for line in proc.stdout:
+                lines.append(line)
+                if line.startswith("token: "):
+                    break
+            printed = "".join(lines)
+            assert f"agentcron serving at http://127.0.0.1:{port}/" in printed, printed
+            token = lines[-1].removeprefix("token: ").strip()
+            base = f"http://127.0.0.1:{port}"
+            assert "<html" in httpx.get(base + "/").text.lower()
+            headers = {"Authorization": f"Bearer {token}"}
+            (session,) = httpx.get(base + "/api/sessions", headers=headers).json()["sessions"]
+            assert session["title"] == "Demo: a reminder from a sentence"
+            key = session["key"]
+            (turn,) = httpx.get(f"{base}/api/sessions/{key}/turns", headers=headers).json()["turns"]
+            done = httpx.get(f"{base}/api/turns/{turn['id']}?wait=10", headers=headers).json()
+            assert done["state"] == "succeeded"
+            assert done["reply"].startswith("(offline model) Done: Scheduled “stretch”")
+            jobs = httpx.get(f"{base}/api/jobs?session_key={key}", headers=headers).json()["jobs"]
+            assert [j["name"] for j in jobs] == ["stretch"]
+        finally:
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(15) == 0
