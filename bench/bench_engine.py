@@ -27,7 +27,8 @@ from agentcron.store.ids import new_id
 from agentcron.store.models import NewJob, RunState
 from agentcron.store.sql import ArmedJob, SqlStore, sqlite_url
 
-BENCHES = ("create", "burst", "lateness", "idle", "million")
+BENCHES = ("create", "burst", "lateness", "turns", "idle", "million")
+SESSIONS = 100  # bound fires in the "turns" benchmark are spread over this many sessions
 # A fixed fake "now" keeps the burst run independent of the wall clock.
 FAKE_T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -43,10 +44,12 @@ class Sizes:
     idle_jobs: int
     idle_s: float
     million: int
+    turns: int  # bound fires (session turns) due at once
+    turn_lateness: int  # bound fires spread over lateness_span_s
 
 
-FULL = Sizes(10_000, 1_000, 10_000, 1_000, 2.0, 10.0, 100_000, 30.0, 1_000_000)
-QUICK = Sizes(1_000, 500, 1_000, 100, 1.0, 2.0, 5_000, 2.0, 20_000)
+FULL = Sizes(10_000, 1_000, 10_000, 1_000, 2.0, 10.0, 100_000, 30.0, 1_000_000, 2_000, 500)
+QUICK = Sizes(1_000, 500, 1_000, 100, 1.0, 2.0, 5_000, 2.0, 20_000, 300, 50)
 
 
 @dataclass(frozen=True)
@@ -73,9 +76,16 @@ def far_future() -> datetime:
     return datetime.now(UTC).replace(microsecond=0) + timedelta(days=365)
 
 
-def at_jobs(instants: Sequence[datetime], prefix: str) -> list[NewJob]:
+def at_jobs(instants: Sequence[datetime], prefix: str, *, bound: bool = False) -> list[NewJob]:
+    """One-shot jobs. Unbound ones measure the engine (claim, isolated run, record); bound ones
+    are turns of their session (lane, session lease, transcript, turn record) as well.
+    """
     return [
-        NewJob(name=f"{prefix}-{i}", spec=AtSpec(at=at), session_key=f"s-{i % 100}")
+        NewJob(
+            name=f"{prefix}-{i}",
+            spec=AtSpec(at=at),
+            session_key=f"websocket:s-{i % SESSIONS}" if bound else None,
+        )
         for i, at in enumerate(instants)
     ]
 
@@ -200,13 +210,14 @@ async def wait_count(cron: AgentCron, state: RunState, n: int, limit: float) -> 
         await asyncio.sleep(0.005)
 
 
-async def bench_burst(tmp: Path, sizes: Sizes) -> list[Row]:
-    n = sizes.burst
+async def burst_rate(tmp: Path, n: int, *, bound: bool) -> tuple[int, float]:
+    """(fires done, fires/s) for `n` one-shots due at the same instant on a fake clock."""
     clock = FakeClock(FAKE_T0)
     due = FAKE_T0 + timedelta(hours=1)
     settings = EngineSettings()  # defaults on purpose: max_concurrent_runs=16, batch_size=500
-    async with AgentCron(db=tmp / "burst.db", runner=noop, clock=clock, settings=settings) as cron:
-        jobs = at_jobs([due] * n, "burst")
+    name = "turns.db" if bound else "burst.db"
+    async with AgentCron(db=tmp / name, runner=noop, clock=clock, settings=settings) as cron:
+        jobs = at_jobs([due] * n, "burst", bound=bound)
         for i in range(0, n, 1_000):
             await cron.jobs.create_many(jobs[i : i + 1_000])
         await cron.engine.settled(limit=60)
@@ -217,8 +228,14 @@ async def bench_burst(tmp: Path, sizes: Sizes) -> list[Row]:
         await cron.engine.settled(limit=600)
         done = await wait_count(cron, RunState.SUCCEEDED, n, limit=60)
         elapsed = time.perf_counter() - start
-    log(f"burst: {done:,}/{n:,} succeeded in {elapsed:.2f} s")
-    rate = done / elapsed
+    log(f"{'turns' if bound else 'burst'}: {done:,}/{n:,} succeeded in {elapsed:.2f} s")
+    return done, done / elapsed
+
+
+async def bench_burst(tmp: Path, sizes: Sizes) -> list[Row]:
+    n = sizes.burst
+    settings = EngineSettings()
+    done, rate = await burst_rate(tmp, n, bound=False)
     ok = done == n and rate >= 2_000
     return [
         Row(
@@ -234,25 +251,33 @@ async def bench_burst(tmp: Path, sizes: Sizes) -> list[Row]:
 # -- 3. lateness ---------------------------------------------------------------------------
 
 
-async def bench_lateness(tmp: Path, sizes: Sizes) -> list[Row]:
-    n = sizes.lateness
+async def lateness_ms(tmp: Path, n: int, sizes: Sizes, *, bound: bool) -> tuple[list[float], int]:
+    """Sorted lateness (ms) of `n` fires spread over the span on the real clock; runs done."""
     late_ms: list[float] = []
 
     async def recorder(trigger: Trigger) -> str:
         late_ms.append((datetime.now(UTC) - trigger.fire_at).total_seconds() * 1_000)
         return "ok"
 
-    async with AgentCron(db=tmp / "lateness.db", runner=recorder) as cron:
+    name = "turn_lateness.db" if bound else "lateness.db"
+    async with AgentCron(db=tmp / name, runner=recorder) as cron:
         first = datetime.now(UTC) + timedelta(seconds=sizes.lateness_lead_s)
         step = timedelta(seconds=sizes.lateness_span_s / n)
-        await cron.jobs.create_many(at_jobs([first + step * i for i in range(n)], "late"))
+        instants = [first + step * i for i in range(n)]
+        await cron.jobs.create_many(at_jobs(instants, "late", bound=bound))
         budget = sizes.lateness_lead_s + sizes.lateness_span_s + 30
         done = await wait_count(cron, RunState.SUCCEEDED, n, limit=budget)
+    late_ms.sort()
+    return late_ms, done
+
+
+async def bench_lateness(tmp: Path, sizes: Sizes) -> list[Row]:
+    n = sizes.lateness
+    late_ms, done = await lateness_ms(tmp, n, sizes, bound=False)
     if not late_ms:
         return [
             Row(f"lateness of {n:,} fires over {sizes.lateness_span_s:g} s", "no fires", "", False)
         ]
-    late_ms.sort()
     p50, p99, worst = percentile(late_ms, 50), percentile(late_ms, 99), late_ms[-1]
     log(f"lateness: {len(late_ms)} fires, {done} succeeded, min {late_ms[0]:.2f} ms")
     label = f"lateness, {n:,} fires over {sizes.lateness_span_s:g} s, real clock (ms)"
@@ -264,7 +289,34 @@ async def bench_lateness(tmp: Path, sizes: Sizes) -> list[Row]:
     ]
 
 
-# -- 4. idle -------------------------------------------------------------------------------
+# -- 4. session turns ----------------------------------------------------------------------
+
+
+async def bench_turns(tmp: Path, sizes: Sizes) -> list[Row]:
+    """Bound fires: each is a turn of its session (lane, session lease, transcript, turn)."""
+    n = sizes.turns
+    done, rate = await burst_rate(tmp, n, bound=True)
+    rows = [
+        Row(
+            f"{n:,} bound fires due at once in {SESSIONS} sessions -> all turns terminal (fires/s)",
+            f"{rate:,.0f}" + ("" if done == n else f" ({done:,}/{n:,} done)"),
+            "-",
+            None,
+        )
+    ]
+    m = sizes.turn_lateness
+    late_ms, _ = await lateness_ms(tmp, m, sizes, bound=True)
+    label = f"turn lateness, {m:,} bound fires over {sizes.lateness_span_s:g} s (ms)"
+    if not late_ms:
+        return [*rows, Row(label, "no fires", "-", None)]
+    rows += [
+        Row(f"{label} p50", f"{percentile(late_ms, 50):.2f}", "-", None),
+        Row(f"{label} p99", f"{percentile(late_ms, 99):.2f}", "-", None),
+    ]
+    return rows
+
+
+# -- 5. idle -------------------------------------------------------------------------------
 
 
 async def bench_idle(tmp: Path, sizes: Sizes) -> list[Row]:
@@ -291,7 +343,7 @@ async def bench_idle(tmp: Path, sizes: Sizes) -> list[Row]:
     ]
 
 
-# -- 5. a million jobs ---------------------------------------------------------------------
+# -- 6. a million jobs ---------------------------------------------------------------------
 
 
 async def build_db(path: Path, n: int) -> None:
@@ -417,6 +469,7 @@ Bench = Callable[[Path, Sizes], Any]
 RUNNERS: dict[str, Bench] = {
     "create": bench_create,
     "burst": bench_burst,
+    "turns": bench_turns,
     "lateness": bench_lateness,
     "idle": bench_idle,
     "million": bench_million,

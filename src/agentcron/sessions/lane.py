@@ -28,6 +28,7 @@ from agentcron.engine.waiters import Waiters
 from agentcron.sessions.prompts import get_prompt
 from agentcron.sessions.transcript import closure, trigger_entry
 from agentcron.store.models import ClaimedFire, JobKind, Message, RunState, Turn, TurnState
+from agentcron.store.sessions import Entry, TakenSession
 from agentcron.store.sql import SqlStore
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ class _Request:
     trigger: Trigger | None = None
     on_state: StateHook | None = None
     started: bool = False  # the turn began (its RUNNING state is durable)
+    finished: bool = False  # its outcome is recorded and the session lease let go
     done: asyncio.Future[TurnResult] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
@@ -123,10 +125,8 @@ class Lanes:
         """Queue a user (or hook) message as a turn of its session; returns the turn record."""
         if self._closing:
             raise RuntimeError("agentcron is stopping: no new turns")
-        now = self.clock.now()
-        await self.store.sessions.ensure_session(session_key, now)
-        turn = await self.store.sessions.create_turn(
-            session_key, source.value, content, now, owner=self.owner
+        turn = await self.store.sessions.open_turn(
+            session_key, source.value, content, self.clock.now(), owner=self.owner
         )
         self._enqueue(session_key, _Request(turn=turn, source=source, content=content))
         return turn
@@ -141,17 +141,13 @@ class Lanes:
         key = fire.job.session_key
         assert key is not None
         source = TurnSource.RECALL if fire.job.kind is JobKind.RECALL else TurnSource.AUTOMATION
-        now = self.clock.now()
-        await self.store.sessions.ensure_session(key, now)
         busy = self.busy(key)
         state = TurnState.DEFERRED if busy else TurnState.QUEUED
         # An adopted fire continues the turn record it left when its process stopped.
-        turn = await self.store.sessions.take_fire_turn(fire.run_id, self.owner, state)
-        if turn is None:
-            turn = await self.store.sessions.create_turn(
-                key, source.value, fire.job.message, now, state=state, run_id=fire.run_id,
-                owner=self.owner,
-            )  # fmt: skip
+        turn = await self.store.sessions.open_turn(
+            key, source.value, fire.job.message, self.clock.now(), owner=self.owner,
+            state=state, run_id=fire.run_id,
+        )  # fmt: skip
         request = _Request(
             turn=turn, source=source, content=fire.job.message, fire=fire, trigger=trigger,
             on_state=on_state,
@@ -311,14 +307,15 @@ class Lanes:
         finally:
             self._awaiting_slot -= 1
         try:
-            await self._acquire_session(key, request.turn.id)
+            taken = await self._take_session(key, request.turn.id)
             renewer = asyncio.create_task(self._renew_session(key), name=f"lease:{key}")
             try:
-                return await self._turn(key, lane, request)
+                return await self._turn(key, lane, request, taken, renewer)
             finally:
                 renewer.cancel()
                 await asyncio.gather(renewer, return_exceptions=True)
-                await self.store.sessions.release_turn_lease(key, self.owner)
+                if not request.finished:  # a normal end lets the lease go with its outcome
+                    await self.store.sessions.release_turn_lease(key, self.owner)
         finally:
             self._slots.release()
 
@@ -369,23 +366,30 @@ class Lanes:
             self._enqueue(turn.session_key, _Request(turn=turn, source=source,
                                                      content=turn.content))  # fmt: skip
 
-    async def _acquire_session(self, key: str, turn_id: str) -> None:
-        """Hold the session's turn lease in the store, so no other process runs a turn in it."""
+    async def _take_session(self, key: str, turn_id: str) -> TakenSession:
+        """Hold the session's turn lease in the store, so no other process runs a turn in it;
+        read the session and its transcript in the same transaction.
+        """
         while True:
             now = self.clock.now()
-            held_until = await self.store.sessions.acquire_turn_lease(
+            taken = await self.store.sessions.take_session(
                 key, self.owner, turn_id, now, now + self._lease
             )
-            if held_until is None:
-                return
-            await self.clock.sleep_until(held_until, asyncio.Event())
+            if isinstance(taken, TakenSession):
+                return taken
+            await self.clock.sleep_until(taken, asyncio.Event())
 
-    async def _turn(self, key: str, lane: _Lane, request: _Request) -> TurnResult:
+    async def _turn(
+        self,
+        key: str,
+        lane: _Lane,
+        request: _Request,
+        taken: TakenSession,
+        renewer: asyncio.Task[None],
+    ) -> TurnResult:
         sessions = self.store.sessions
-        session = await sessions.get_session(key)
-        history = [
-            HistoryEntry(m.role, m.content, m.meta) for m in await sessions.list_messages(key)
-        ]
+        session = taken.session
+        history = [HistoryEntry(m.role, m.content, m.meta) for m in taken.history]
         now = self.clock.now()
         fire, system_context, name = request.fire, None, None
         if fire is not None:
@@ -423,8 +427,7 @@ class Lanes:
             content, meta = request.content, {"source": request.source.value}
             request.started = True
         meta["turn_id"] = request.turn.id
-        await sessions.append_message(key, "user", content, now, meta)
-        await sessions.update_turn(request.turn.id, state=TurnState.RUNNING, started_at=now)
+        await sessions.start_turn(key, request.turn.id, Entry("user", content, meta), now)
         events = _Events(self, key, lane)
         await events.emit({"type": "stream_start", "turn_id": request.turn.id,
                            "source": request.source.value})  # fmt: skip
@@ -446,18 +449,16 @@ class Lanes:
             outcome, request.source, name=name, run_id=fire.run_id if fire else None
         )
         closing_meta["turn_id"] = request.turn.id
-        reply = await sessions.append_message(
-            key, "assistant", text, self.clock.now(), closing_meta
-        )
-        await sessions.update_turn(
-            request.turn.id,
-            state=TurnState(outcome.status.value),
-            finished_at=self.clock.now(),
-            error=outcome.error,
-            error_details=outcome.error_details,
-            usage=outcome.usage,
-            reply_message_id=reply.id,
-        )
+        # The renewer stops first: it must not take the lease back after the outcome frees it.
+        renewer.cancel()
+        await asyncio.gather(renewer, return_exceptions=True)
+        finished_at = self.clock.now()
+        reply = await sessions.finish_turn(
+            key, request.turn.id, Entry("assistant", text, closing_meta), finished_at,
+            self.owner, state=TurnState(outcome.status.value), finished_at=finished_at,
+            error=outcome.error, error_details=outcome.error_details, usage=outcome.usage,
+        )  # fmt: skip
+        request.finished = True
         self.turn_waiters.notify(request.turn.id)
         await events.emit({"type": "stream_end", "turn_id": request.turn.id,
                            "status": outcome.status.value, "message_id": reply.id})  # fmt: skip

@@ -41,6 +41,23 @@ _OPEN_TURN = (*_WAITING_TURN, TurnState.RUNNING.value)
 
 
 @dataclass(frozen=True, slots=True)
+class Entry:
+    """A transcript entry to append (its seq and id are assigned in the transaction)."""
+
+    role: str
+    content: str
+    meta: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class TakenSession:
+    """What `take_session` read with the lease: the session and its transcript so far."""
+
+    session: Session
+    history: list[Message]
+
+
+@dataclass(frozen=True, slots=True)
 class TurnRecovery:
     """What `recover_turns` settled: turns to run here, and turns that were cut off."""
 
@@ -103,6 +120,146 @@ def _turn(row: Row[Any] | Mapping[str, Any]) -> Turn:
     )
 
 
+# -- operations inside one transaction (composed by the SessionStore methods) -------------------
+
+
+def _ensure_session_op(
+    conn: Connection,
+    key: str,
+    now: datetime,
+    *,
+    channel: str | None = None,
+    chat_id: str | None = None,
+    channel_meta: dict[str, Any] | None = None,
+    title: str | None = None,
+    tz: str = "UTC",
+) -> Session:
+    row = conn.execute(sa.select(sessions).where(sessions.c.session_key == key)).first()
+    if row is None:
+        default_channel, _, default_chat = key.partition(":")
+        conn.execute(
+            sessions.insert().values(
+                session_key=key,
+                channel=channel or default_channel or "api",
+                chat_id=chat_id if chat_id is not None else default_chat,
+                channel_meta=channel_meta,
+                title=title,
+                tz=tz,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+        row = conn.execute(sa.select(sessions).where(sessions.c.session_key == key)).one()
+    return _session(row)
+
+
+def _append_op(conn: Connection, key: str, entry: Entry, now: datetime) -> Message:
+    seq = conn.execute(
+        sa.select(sa.func.coalesce(sa.func.max(messages.c.seq), 0)).where(
+            messages.c.session_key == key
+        )
+    ).scalar_one()
+    values = {
+        "id": new_id(),
+        "session_key": key,
+        "seq": int(seq) + 1,
+        "role": entry.role,
+        "content": entry.content,
+        "meta": entry.meta,
+        "created_at": now,
+    }
+    conn.execute(messages.insert().values(values))
+    conn.execute(sessions.update().where(sessions.c.session_key == key).values(updated_at=now))
+    return _message(values)
+
+
+def _turn_values(
+    session_key: str,
+    source: str,
+    content: str,
+    now: datetime,
+    state: TurnState,
+    run_id: str | None,
+    owner: str | None,
+    turn_id: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "id": turn_id or new_id(),
+        "session_key": session_key,
+        "source": source,
+        "state": state.value,
+        "run_id": run_id,
+        "content": content,
+        "created_at": now,
+        "started_at": None,
+        "finished_at": None,
+        "error": None,
+        "error_details": None,
+        "usage": None,
+        "input_tokens": None,
+        "output_tokens": None,
+        "cost_usd": None,
+        "reply_message_id": None,
+        "owner": owner,
+    }
+
+
+def _update_turn_op(conn: Connection, turn_id: str, fields: dict[str, Any]) -> None:
+    unknown = set(fields) - _TURN_FIELDS
+    if unknown:
+        raise ValueError(f"cannot update turn fields {sorted(unknown)}")
+    values = dict(fields)
+    if isinstance(values.get("state"), TurnState):
+        values["state"] = values["state"].value
+    if values.get("usage"):
+        usage = values["usage"]
+        values.update({c: usage.get(c) for c in ("input_tokens", "output_tokens", "cost_usd")})
+    conn.execute(turns.update().where(turns.c.id == turn_id).values(values))
+
+
+def _take_fire_turn_op(conn: Connection, run_id: str, owner: str, state: TurnState) -> Turn | None:
+    result = conn.execute(
+        turns.update()
+        .where(turns.c.run_id == run_id, turns.c.state.in_(_WAITING_TURN))
+        .values(owner=owner, state=state.value)
+    )
+    if not result.rowcount:
+        return None
+    row = conn.execute(sa.select(turns).where(turns.c.run_id == run_id)).first()
+    return None if row is None else _turn(row)
+
+
+def _acquire_op(
+    conn: Connection, key: str, owner: str, turn_id: str, now: datetime, until: datetime
+) -> datetime | None:
+    free = sa.or_(
+        sessions.c.turn_owner.is_(None),
+        sessions.c.turn_owner == owner,
+        sessions.c.turn_lease_expires_at <= now,
+    )
+    result = conn.execute(
+        sessions.update()
+        .where(sessions.c.session_key == key, free)
+        .values(turn_owner=owner, turn_id=turn_id, turn_lease_expires_at=until)
+    )
+    if result.rowcount:
+        return None
+    held = conn.execute(
+        sa.select(sessions.c.turn_lease_expires_at).where(sessions.c.session_key == key)
+    ).scalar_one_or_none()
+    if held is None:
+        raise SessionNotFoundError(key)
+    return held  # type: ignore[no-any-return]
+
+
+def _release_op(conn: Connection, key: str, owner: str) -> None:
+    conn.execute(
+        sessions.update()
+        .where(sessions.c.session_key == key, sessions.c.turn_owner == owner)
+        .values(turn_owner=None, turn_id=None, turn_lease_expires_at=None)
+    )
+
+
 class SessionStore:
     """The sessions part of the store; shares the database of its SqlStore."""
 
@@ -123,27 +280,12 @@ class SessionStore:
         tz: str = "UTC",
     ) -> Session:
         """Return session `key`, creating it (channel and chat id from `channel:chat_id`)."""
-        default_channel, _, default_chat = key.partition(":")
-
-        def op(conn: Connection) -> Session:
-            row = conn.execute(sa.select(sessions).where(sessions.c.session_key == key)).first()
-            if row is None:
-                conn.execute(
-                    sessions.insert().values(
-                        session_key=key,
-                        channel=channel or default_channel or "api",
-                        chat_id=chat_id if chat_id is not None else default_chat,
-                        channel_meta=channel_meta,
-                        title=title,
-                        tz=tz,
-                        created_at=now,
-                        updated_at=now,
-                    )
-                )
-                row = conn.execute(sa.select(sessions).where(sessions.c.session_key == key)).one()
-            return _session(row)
-
-        return await self._db.write(op)
+        return await self._db.write(
+            lambda conn: _ensure_session_op(
+                conn, key, now, channel=channel, chat_id=chat_id, channel_meta=channel_meta,
+                title=title, tz=tz,
+            )
+        )  # fmt: skip
 
     async def get_session(self, key: str) -> Session:
         def op(conn: Connection) -> Row[Any] | None:
@@ -222,31 +364,8 @@ class SessionStore:
         meta: dict[str, Any] | None = None,
     ) -> Message:
         """Append one entry to the session's transcript (append-only, ordered by seq)."""
-
-        def op(conn: Connection) -> Message:
-            seq = conn.execute(
-                sa.select(sa.func.coalesce(sa.func.max(messages.c.seq), 0)).where(
-                    messages.c.session_key == session_key
-                )
-            ).scalar_one()
-            values = {
-                "id": new_id(),
-                "session_key": session_key,
-                "seq": int(seq) + 1,
-                "role": role,
-                "content": content,
-                "meta": meta or {},
-                "created_at": now,
-            }
-            conn.execute(messages.insert().values(values))
-            conn.execute(
-                sessions.update()
-                .where(sessions.c.session_key == session_key)
-                .values(updated_at=now)
-            )
-            return _message(values)
-
-        return await self._db.write(op)
+        entry = Entry(role, content, meta or {})
+        return await self._db.write(lambda conn: _append_op(conn, session_key, entry, now))
 
     async def get_message(self, message_id: str) -> Message | None:
         row = await self._db.read(
@@ -285,40 +404,81 @@ class SessionStore:
         turn_id: str | None = None,
         owner: str | None = None,
     ) -> Turn:
-        values: dict[str, Any] = {
-            "id": turn_id or new_id(),
-            "session_key": session_key,
-            "source": source,
-            "state": state.value,
-            "run_id": run_id,
-            "content": content,
-            "created_at": now,
-            "started_at": None,
-            "finished_at": None,
-            "error": None,
-            "error_details": None,
-            "usage": None,
-            "input_tokens": None,
-            "output_tokens": None,
-            "cost_usd": None,
-            "reply_message_id": None,
-            "owner": owner,
-        }
+        values = _turn_values(session_key, source, content, now, state, run_id, owner, turn_id)
         await self._db.write(lambda conn: conn.execute(turns.insert().values(values)))
         return _turn(values)
 
+    async def open_turn(
+        self,
+        session_key: str,
+        source: str,
+        content: str,
+        now: datetime,
+        *,
+        owner: str,
+        state: TurnState = TurnState.QUEUED,
+        run_id: str | None = None,
+    ) -> Turn:
+        """One transaction: ensure the session, then the turn record (for a fire adopted after
+        a restart, the waiting turn it left, taken over; else a new one).
+        """
+
+        def op(conn: Connection) -> Turn:
+            _ensure_session_op(conn, session_key, now)
+            if run_id is not None:
+                taken = _take_fire_turn_op(conn, run_id, owner, state)
+                if taken is not None:
+                    return taken
+            values = _turn_values(session_key, source, content, now, state, run_id, owner)
+            conn.execute(turns.insert().values(values))
+            return _turn(values)
+
+        return await self._db.write(op)
+
+    async def take_session(
+        self, key: str, owner: str, turn_id: str, now: datetime, until: datetime
+    ) -> TakenSession | datetime:
+        """One transaction: take the session's turn lease for `turn_id` and read what the turn
+        needs (the session and its transcript). When another holds the lease: when it ends.
+        """
+
+        def op(conn: Connection) -> TakenSession | datetime:
+            held = _acquire_op(conn, key, owner, turn_id, now, until)
+            if held is not None:
+                return held
+            row = conn.execute(sa.select(sessions).where(sessions.c.session_key == key)).one()
+            history = conn.execute(
+                sa.select(messages).where(messages.c.session_key == key).order_by(messages.c.seq)
+            )
+            return TakenSession(_session(row), [_message(r) for r in history])
+
+        return await self._db.write(op)
+
+    async def start_turn(self, key: str, turn_id: str, entry: Entry, now: datetime) -> Message:
+        """One transaction: the turn's opening entry in the transcript, the turn `running`."""
+
+        def op(conn: Connection) -> Message:
+            message = _append_op(conn, key, entry, now)
+            _update_turn_op(conn, turn_id, {"state": TurnState.RUNNING, "started_at": now})
+            return message
+
+        return await self._db.write(op)
+
+    async def finish_turn(
+        self, key: str, turn_id: str, entry: Entry, now: datetime, owner: str, **fields: Any
+    ) -> Message:
+        """One transaction: the closing entry, the turn's outcome, the session lease let go."""
+
+        def op(conn: Connection) -> Message:
+            message = _append_op(conn, key, entry, now)
+            _update_turn_op(conn, turn_id, {**fields, "reply_message_id": message.id})
+            _release_op(conn, key, owner)
+            return message
+
+        return await self._db.write(op)
+
     async def update_turn(self, turn_id: str, **fields: Any) -> None:
-        unknown = set(fields) - _TURN_FIELDS
-        if unknown:
-            raise ValueError(f"cannot update turn fields {sorted(unknown)}")
-        if isinstance(fields.get("state"), TurnState):
-            fields["state"] = fields["state"].value
-        if fields.get("usage"):
-            usage = fields["usage"]
-            fields.update({c: usage.get(c) for c in ("input_tokens", "output_tokens", "cost_usd")})
-        await self._db.write(
-            lambda conn: conn.execute(turns.update().where(turns.c.id == turn_id).values(fields))
-        )
+        await self._db.write(lambda conn: _update_turn_op(conn, turn_id, fields))
 
     async def get_turn(self, turn_id: str) -> Turn:
         row = await self._db.read(
@@ -346,18 +506,7 @@ class SessionStore:
         second one for the same run.
         """
 
-        def op(conn: Connection) -> Turn | None:
-            result = conn.execute(
-                turns.update()
-                .where(turns.c.run_id == run_id, turns.c.state.in_(_WAITING_TURN))
-                .values(owner=owner, state=state.value)
-            )
-            if not result.rowcount:
-                return None
-            row = conn.execute(sa.select(turns).where(turns.c.run_id == run_id)).first()
-            return None if row is None else _turn(row)
-
-        return await self._db.write(op)
+        return await self._db.write(lambda conn: _take_fire_turn_op(conn, run_id, owner, state))
 
     async def release_turns(self, turn_ids: list[str], owner: str) -> int:
         """Give waiting turns back (graceful stop): the next process to start adopts them."""
@@ -453,28 +602,7 @@ class SessionStore:
         self, key: str, owner: str, turn_id: str, now: datetime, until: datetime
     ) -> datetime | None:
         """Take the session for one turn. None on success; else when the holder's lease ends."""
-
-        def op(conn: Connection) -> datetime | None:
-            free = sa.or_(
-                sessions.c.turn_owner.is_(None),
-                sessions.c.turn_owner == owner,
-                sessions.c.turn_lease_expires_at <= now,
-            )
-            result = conn.execute(
-                sessions.update()
-                .where(sessions.c.session_key == key, free)
-                .values(turn_owner=owner, turn_id=turn_id, turn_lease_expires_at=until)
-            )
-            if result.rowcount:
-                return None
-            held = conn.execute(
-                sa.select(sessions.c.turn_lease_expires_at).where(sessions.c.session_key == key)
-            ).scalar_one_or_none()
-            if held is None:
-                raise SessionNotFoundError(key)
-            return held  # type: ignore[no-any-return]
-
-        return await self._db.write(op)
+        return await self._db.write(lambda conn: _acquire_op(conn, key, owner, turn_id, now, until))
 
     async def renew_turn_lease(self, key: str, owner: str, until: datetime) -> bool:
         """Extend the session's turn lease while a long turn runs; False if it was lost."""
@@ -490,10 +618,4 @@ class SessionStore:
         return await self._db.write(op)
 
     async def release_turn_lease(self, key: str, owner: str) -> None:
-        await self._db.write(
-            lambda conn: conn.execute(
-                sessions.update()
-                .where(sessions.c.session_key == key, sessions.c.turn_owner == owner)
-                .values(turn_owner=None, turn_id=None, turn_lease_expires_at=None)
-            )
-        )
+        await self._db.write(lambda conn: _release_op(conn, key, owner))
