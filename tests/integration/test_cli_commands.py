@@ -53,7 +53,7 @@ def test_jobs_and_sessions_through_the_database(tmp_path: Path) -> None:
     job = json.loads(added.stdout)
     assert job["schedule"] == "every weekday at 09:00 (Europe/Berlin)"
     listed = cli("jobs", "list", "--db", db)
-    assert "build" in listed.stdout
+    assert f"│ {job['id']} │ build " in listed.stdout  # a table 160 wide off a terminal: ids whole
     assert "every weekday at 09:00 (Europe/Berlin)" in listed.stdout
     shown = cli("jobs", "show", job["id"], "--db", db)
     assert shown.exit_code == 0
@@ -110,7 +110,10 @@ def test_jobs_and_sessions_through_the_database(tmp_path: Path) -> None:
         (("jobs", "rm", "01NOPE"), "no job with id '01NOPE'"),
         (("runs", "show", "01NOPE"), "no run with id '01NOPE'"),
         (("sessions", "show", "api:nope"), "no session with key 'api:nope'"),
-        (("jobs", "list", "--kind", "weird"), "unknown kind 'weird'"),
+        (
+            ("jobs", "add", "--session", "api:ops", "--name", "", "--message", "m", "--when", "1h"),
+            "name: String should have at least 1 character",
+        ),
     ],
 )
 def test_errors_are_one_clear_line(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
@@ -120,14 +123,50 @@ def test_errors_are_one_clear_line(tmp_path: Path, args: tuple[str, ...], messag
     assert result.exit_code == 1
     assert result.stderr.startswith("error: ")
     assert message in result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr  # one line, no traceback
+
+
+ADD = "jobs add --session s:1 --name n --message m --when 1h"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ("jobs list --kind weird", "Invalid value for '--kind'"),
+        (f"{ADD} --overlap later", "Invalid value for '--overlap'"),
+        (f"{ADD} --max-runs 0", "Invalid value for '--max-runs'"),
+        ("runs list --job x --limit 0", "Invalid value for '--limit'"),
+        ("jobs list --db a.db --url sqlite:///b.db", "give --db or --url, not both"),
+        ("jobs pause", "Missing argument 'ID'"),
+    ],
+)
+def test_usage_errors_exit_2(args: str, message: str) -> None:
+    result = cli(*args.split())
+    assert result.exit_code == 2
+    assert message in " ".join(result.stderr.replace("│", " ").split())
     assert "Traceback" not in result.stderr
+
+
+def test_a_missing_or_broken_database_file_is_one_line(tmp_path: Path) -> None:
+    missing = cli("jobs", "list", "--db", str(tmp_path / "typo.db"))
+    assert missing.exit_code == 1
+    assert missing.stderr.startswith(f"error: no database at {tmp_path / 'typo.db'}")
+    assert not (tmp_path / "typo.db").exists()  # reading never creates one
+    (tmp_path / "junk.db").write_text("not a database\n" * 100)
+    for args in (("jobs", "list", "--db"), ("db", "upgrade", "--db")):
+        broken = cli(*args, str(tmp_path / "junk.db"))
+        assert broken.exit_code == 1
+        assert broken.stderr.startswith(f"error: cannot open the database {tmp_path / 'junk.db'}")
+        assert "file is not a database" in broken.stderr
+        assert broken.stderr.count("\n") == 1, broken.stderr
 
 
 async def test_runs_of_a_fire_through_the_database(
     tmp_path: Path, make_cron: CronFactory, clock: FakeClock
 ) -> None:
     cron = await make_cron()  # the recorder runner, on tests/conftest's db_path
-    job = await cron.jobs.create(name="ping", when="in 1m", message="ping")
+    await cron.sessions.create("api:ops")
+    job = await cron.jobs.create(name="ping", when="in 1m", message="ping", session_key="api:ops")
     clock.advance(timedelta(minutes=1))
     await cron.engine.settled()
     await cron.close()
@@ -139,6 +178,16 @@ async def test_runs_of_a_fire_through_the_database(
     shown = await asyncio.to_thread(cli, "runs", "show", run["id"], "--db", db)
     assert "succeeded" in shown.stdout
     assert "done: ping" in shown.stdout
+    assert "rendered prompt" in shown.stdout
+    assert "Task:\nping\n" in shown.stdout  # the prompt verbatim
+    full = json.loads(
+        (await asyncio.to_thread(cli, "runs", "show", run["id"], "--db", db, "--json")).stdout
+    )
+    assert full["prompt"].endswith("Task:\nping\n")
+    assert full["prompt_ref"]["id"] == "cron.agent_turn.reminder"
+    detail = await asyncio.to_thread(cli, "jobs", "show", job.id, "--db", db)
+    assert "│ state       │ done " in detail.stdout  # a one-shot after its fire
+    assert run["id"] in detail.stdout  # its last runs
     both = await asyncio.to_thread(cli, "runs", "list", "--db", db)
     assert both.exit_code == 2
     assert "give exactly one of --job ID or --session KEY" in both.stderr
@@ -165,24 +214,73 @@ def server(tmp_path: Path) -> Iterator[str]:
         thread.join(10)
 
 
-def test_jobs_through_the_api(server: str) -> None:
+def test_jobs_through_the_api(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
     token = cli("token").stdout.strip()
     assert len(token) >= 40  # the server's token, from the data dir
     api = ("--api", server)
-    assert cli("sessions", "add", "websocket:x", *api).exit_code == 0
+    assert cli("sessions", "add", "websocket:x", "--tz", "Europe/Berlin", *api).exit_code == 0
     added = cli("jobs", "add", "--session", "websocket:x", "--name", "news", "--message", "m",
-                "--when", "every day at 8", *api, "--json")  # fmt: skip
+                "--when", "every day at 8", "--overlap", "skip", *api, "--json")  # fmt: skip
     assert added.exit_code == 0, added.output
     job = json.loads(added.stdout)
+    assert job["schedule"] == "every day at 08:00 (Europe/Berlin)"  # the session's zone
+    assert job["policy"]["overlap"] == "skip"
     assert "news" in cli("jobs", "list", "--session", "websocket:x", *api).stdout
-    assert "paused" in cli("jobs", "pause", job["id"], *api).stdout
+    monkeypatch.setenv("AGENTCRON_URL", server)  # the default for --api
+    listed = json.loads(cli("jobs", "list", "--enabled", "--json").stdout)
+    assert [j["id"] for j in listed] == [job["id"]]
+    shown = cli("jobs", "show", job["id"])
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout.count("08:00:00 Europe/Berlin") >= 5  # next run + the next 5 fires
+    detail = json.loads(cli("jobs", "show", job["id"], "--json").stdout)
+    assert len(detail["upcoming"]) == 5
+    assert detail["runs"] == []
+    assert "usage" in detail
+    assert "paused" in cli("jobs", "pause", job["id"]).stdout
+    assert json.loads(cli("jobs", "list", "--disabled", "--json").stdout)[0]["id"] == job["id"]
+    assert json.loads(cli("jobs", "resume", job["id"], "--json").stdout)["enabled"] is True
+    assert json.loads(cli("runs", "list", "--job", job["id"], "--json").stdout) == []
+    session = cli("sessions", "show", "websocket:x")
+    assert "Europe/Berlin" in session.stdout
+    assert "news" in session.stdout
+    # two-step delete through the API
+    blocked = cli("sessions", "rm", "websocket:x")
+    assert blocked.exit_code == 1
+    assert f"websocket:x owns automations: “news” ({job['id']})" in blocked.stderr
+    assert "--confirm" in blocked.stderr
+    assert cli("jobs", "show", job["id"]).exit_code == 0  # nothing was deleted
+    done = cli("sessions", "rm", "websocket:x", "--confirm")
+    assert done.stdout.strip() == "deleted websocket:x and 1 automation(s)"
+    gone = cli("jobs", "rm", job["id"])
+    assert gone.exit_code == 1
+    assert gone.stderr.strip() == f"error: no job with id '{job['id']}' (HTTP 404)"
+
+
+def test_api_errors_and_odd_keys(server: str) -> None:
+    api = ("--api", server)
+    odd = "api:a b?c#d%"  # a key is free text after the channel: sent percent-encoded
+    assert cli("sessions", "add", odd, *api).exit_code == 0
+    assert json.loads(cli("sessions", "show", odd, *api, "--json").stdout)["key"] == odd
+    added = cli("jobs", "add", "--session", odd, "--name", "n", "--message", "m",
+                "--when", "in 1h", *api, "--json")  # fmt: skip
+    job = json.loads(added.stdout)
     assert cli("jobs", "rm", job["id"], *api).stdout.strip() == f"removed {job['id']}"
-    bad = cli("jobs", "add", "--session", "websocket:x", "--name", "n", "--message", "m",
+    assert cli("sessions", "rm", odd, *api).stdout.strip() == f"deleted {odd}"
+    bad = cli("jobs", "add", "--session", "api:none", "--name", "n", "--message", "m",
+              "--when", "whenever", *api)  # fmt: skip
+    assert bad.exit_code == 1
+    assert "no session 'api:none'" in bad.stderr
+    assert cli("sessions", "add", "api:ops", *api).exit_code == 0
+    bad = cli("jobs", "add", "--session", "api:ops", "--name", "n", "--message", "m",
               "--when", "whenever", *api)  # fmt: skip
     assert bad.exit_code == 1
     assert "cannot read 'whenever' as a time" in bad.stderr
     assert "(HTTP 422)" in bad.stderr
+    assert bad.stderr.count("\n") == 1
+    missing = cli("runs", "show", "01NOPE", *api)
+    assert missing.stderr.strip() == "error: no run with id '01NOPE' (HTTP 404)"
     wrong = cli("sessions", "list", *api, "--token", "nope")
+    assert wrong.exit_code == 1
     assert "wrong token" in wrong.stderr
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +20,7 @@ from agentcron.cli.backends import ApiBackend, Backend, CliError, DbBackend
 from agentcron.config import DB_ENV, data_dir, default_db_path
 from agentcron.schedule import ScheduleError, describe, parse_when, spec_to_json, upcoming
 from agentcron.schedule.zones import get_zone
+from agentcron.store.models import Catchup, JobKind, Overlap
 
 EXAMPLE_PHRASES = (
     "in 30m",
@@ -51,12 +53,19 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(db_app, name="db")
 
-out = Console(width=160, soft_wrap=False, highlight=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+TABLE_WIDTH = 160  # when stdout is not a terminal (pipes, tests): wide, fixed, no surprises
+err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+
+
+def _out() -> Console:
+    """Tables and detail views: the terminal's width, or TABLE_WIDTH when not a terminal."""
+    tty = sys.stdout.isatty()
+    return Console(width=None if tty else TABLE_WIDTH, highlight=False, emoji=False)
 
 
 def echo(text: str = "", nl: bool = True) -> None:
-    out.print(text, end="\n" if nl else "", markup=False)
+    """Plain lines, exactly as written (what `demo`, `serve`, `next` print)."""
+    typer.echo(text, nl=nl)
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
@@ -73,13 +82,17 @@ def _run(coro: Awaitable[_T]) -> _T:
 
 # -- options shared by the resource commands -------------------------------------------------
 
+_DIRECT = (
+    "instead of a server's API (a server running on it sees changes made this way at its next "
+    "wake-up, within 5 minutes)"
+)
 DbOpt = Annotated[
     Path | None,
-    typer.Option("--db", help="Use this SQLite file directly instead of a server's API.",
-                 dir_okay=False),
-]  # fmt: skip
+    typer.Option("--db", help=f"Use this SQLite file directly, {_DIRECT}.", dir_okay=False),
+]
 UrlOpt = Annotated[
-    str | None, typer.Option("--url", help="Use this database URL directly (postgresql://...).")
+    str | None,
+    typer.Option("--url", help=f"Use this database URL (postgresql://...) directly, {_DIRECT}."),
 ]
 ApiOpt = Annotated[
     str | None,
@@ -92,12 +105,16 @@ TokenOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the JSON record(s) instead.")]
 
 
-def _backend(db: Path | None, url: str | None, api: str | None, token: str | None) -> Backend:
-    """The database when --db/--url is given, else the API of a running server."""
+def _backend(
+    db: Path | None, url: str | None, api: str | None, token: str | None, *, create: bool = False
+) -> Backend:
+    """The database when --db/--url is given, else the API of a running server. Only `create`
+    commands make a new SQLite file; the others say there is none (a typo, usually).
+    """
     if db is not None or url is not None:
         if db is not None and url is not None:
             raise _fail("give --db or --url, not both", 2)
-        return DbBackend(db, url)
+        return DbBackend(db, url, create=create)
     from agentcron.server.auth import read_token
 
     return ApiBackend(
@@ -116,7 +133,7 @@ def _call(
 
 
 def _print_json(data: Any) -> None:
-    out.print_json(json.dumps(data))
+    echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
 # -- schedule helpers (no server needed) ----------------------------------------------------
@@ -149,7 +166,10 @@ def main_callback(
 
 @app.command("next")
 def next_cmd(
-    when: Annotated[list[str], typer.Argument(help='A phrase: "every weekday at 9", cron, ...')],
+    when: Annotated[
+        list[str],
+        typer.Argument(metavar="WHEN", help='A phrase: "every weekday at 9", cron, ...'),
+    ],
     tz: Annotated[str, typer.Option(help="IANA zone for wall-clock phrases.")] = "UTC",
     count: Annotated[int, typer.Option("-n", help="How many fire times to show.")] = 5,
 ) -> None:
@@ -253,12 +273,17 @@ def token(
 
 
 async def _db_status(path: Path) -> tuple[str | None, int, int]:
+    from sqlalchemy.exc import SQLAlchemyError
+
     from agentcron.store.sql import SqlStore, sqlite_url
 
     store = SqlStore(sqlite_url(path))
-    await store.open()
     try:
+        await store.open()
         return await store.schema_revision(), await store.count_jobs(), await store.count_runs()
+    except (SQLAlchemyError, OSError) as exc:
+        inner = getattr(exc, "orig", None) or exc
+        raise CliError(f"cannot open the database {path}: {inner}") from exc
     finally:
         await store.close()
 
@@ -272,7 +297,7 @@ def db_upgrade(
 ) -> None:
     """Create the database, or upgrade its schema to the newest revision."""
     path = db or default_db_path()
-    revision, jobs, runs = asyncio.run(_db_status(path))
+    revision, jobs, runs = _run(_db_status(path))
     echo(f"{path}: schema at revision {revision} ({jobs} jobs, {runs} runs)")
 
 
@@ -286,9 +311,13 @@ def jobs_add(
     message: Annotated[str, typer.Option(help="What the agent should do when it fires.")],
     when: Annotated[str, typer.Option(help='"in 30m", "every weekday at 9", "0 9 * * 1-5", ...')],
     tz: Annotated[str | None, typer.Option(help="IANA zone (default: the session's).")] = None,
-    overlap: Annotated[str | None, typer.Option(help="defer | skip | buffer_one")] = None,
-    catchup: Annotated[str | None, typer.Option(help="latest | skip | all")] = None,
-    max_runs: Annotated[int | None, typer.Option(help="End after this many runs.")] = None,
+    overlap: Annotated[
+        Overlap | None, typer.Option(help="A fire while the previous one waits or runs.")
+    ] = None,
+    catchup: Annotated[
+        Catchup | None, typer.Option(help="Fires that came due while no engine ran.")
+    ] = None,
+    max_runs: Annotated[int | None, typer.Option(help="End after this many runs.", min=1)] = None,
     idempotency_key: Annotated[str | None, typer.Option(help="Create at most once.")] = None,
     db: DbOpt = None,
     url: UrlOpt = None,
@@ -315,7 +344,7 @@ def jobs_list(
     session: Annotated[
         str | None, typer.Option(help="Only this session's (what it shows).")
     ] = None,
-    kind: Annotated[str | None, typer.Option(help="agent_turn | recall | system_event")] = None,
+    kind: Annotated[JobKind | None, typer.Option(help="Only jobs of this kind.")] = None,
     enabled: Annotated[
         bool | None, typer.Option("--enabled/--disabled", help="Only enabled / paused ones.")
     ] = None,
@@ -326,16 +355,17 @@ def jobs_list(
     as_json: JsonOpt = False,
 ) -> None:
     """List automations (and recalls and system jobs)."""
-    data = _call(_backend(db, url, api, token), lambda b: b.list_jobs(session, kind, enabled))
+    kind_value = None if kind is None else kind.value
+    data = _call(_backend(db, url, api, token), lambda b: b.list_jobs(session, kind_value, enabled))
     if as_json:
         _print_json(data["jobs"])
         return
-    out.print(render.jobs_table(data["jobs"]))
+    _out().print(render.jobs_table(data["jobs"]))
 
 
 @jobs_app.command("show")
 def jobs_show(
-    job_id: Annotated[str, typer.Argument(help="The job's id.")],
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job's id.")],
     db: DbOpt = None,
     url: UrlOpt = None,
     api: ApiOpt = None,
@@ -347,7 +377,7 @@ def jobs_show(
     if as_json:
         _print_json(job)
         return
-    render.job_detail(out, job)
+    render.job_detail(_out(), job)
 
 
 def _job_action(job_id: str, action: str, backend: Backend, as_json: bool) -> None:
@@ -364,7 +394,7 @@ def _job_action(job_id: str, action: str, backend: Backend, as_json: bool) -> No
 
 @jobs_app.command("pause")
 def jobs_pause(
-    job_id: Annotated[str, typer.Argument(help="The job's id.")],
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job's id.")],
     db: DbOpt = None,
     url: UrlOpt = None,
     api: ApiOpt = None,
@@ -377,7 +407,7 @@ def jobs_pause(
 
 @jobs_app.command("resume")
 def jobs_resume(
-    job_id: Annotated[str, typer.Argument(help="The job's id.")],
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job's id.")],
     db: DbOpt = None,
     url: UrlOpt = None,
     api: ApiOpt = None,
@@ -390,7 +420,7 @@ def jobs_resume(
 
 @jobs_app.command("rm")
 def jobs_rm(
-    job_id: Annotated[str, typer.Argument(help="The job's id.")],
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job's id.")],
     db: DbOpt = None,
     url: UrlOpt = None,
     api: ApiOpt = None,
@@ -408,7 +438,9 @@ def jobs_rm(
 def runs_list(
     job: Annotated[str | None, typer.Option(help="A job's runs.")] = None,
     session: Annotated[str | None, typer.Option(help="A session's runs.")] = None,
-    limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 20,
+    limit: Annotated[
+        int, typer.Option(help="At most this many, newest first.", min=1, max=1000)
+    ] = 20,
     db: DbOpt = None,
     url: UrlOpt = None,
     api: ApiOpt = None,
@@ -422,12 +454,12 @@ def runs_list(
     if as_json:
         _print_json(data["runs"])
         return
-    out.print(render.runs_table(data["runs"]))
+    _out().print(render.runs_table(data["runs"]))
 
 
 @runs_app.command("show")
 def runs_show(
-    run_id: Annotated[str, typer.Argument(help="The run's id.")],
+    run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="The run's id.")],
     db: DbOpt = None,
     url: UrlOpt = None,
     api: ApiOpt = None,
@@ -439,7 +471,7 @@ def runs_show(
     if as_json:
         _print_json(run)
         return
-    render.run_detail(out, run)
+    render.run_detail(_out(), run)
 
 
 # -- sessions ---------------------------------------------------------------------------------
@@ -447,7 +479,7 @@ def runs_show(
 
 @sessions_app.command("add")
 def sessions_add(
-    key: Annotated[str, typer.Argument(help="channel:chat_id, e.g. api:ops")],
+    key: Annotated[str, typer.Argument(metavar="KEY", help="channel:chat_id, e.g. api:ops")],
     tz: Annotated[str, typer.Option(help="IANA zone of the session.")] = "UTC",
     title: Annotated[str | None, typer.Option(help="A title.")] = None,
     db: DbOpt = None,
@@ -457,7 +489,8 @@ def sessions_add(
     as_json: JsonOpt = False,
 ) -> None:
     """Create a session (or show it if it exists)."""
-    session = _call(_backend(db, url, api, token), lambda b: b.create_session(key, tz, title))
+    backend = _backend(db, url, api, token, create=True)
+    session = _call(backend, lambda b: b.create_session(key, tz, title))
     if as_json:
         _print_json(session)
         return
@@ -477,13 +510,13 @@ def sessions_list(
     if as_json:
         _print_json(data["sessions"])
         return
-    out.print(render.sessions_table(data["sessions"]))
+    _out().print(render.sessions_table(data["sessions"]))
 
 
 @sessions_app.command("show")
 def sessions_show(
-    key: Annotated[str, typer.Argument(help="The session key.")],
-    last: Annotated[int, typer.Option(help="How many transcript entries to show.")] = 10,
+    key: Annotated[str, typer.Argument(metavar="KEY", help="The session key.")],
+    last: Annotated[int, typer.Option(help="How many transcript entries to show.", min=0)] = 10,
     db: DbOpt = None,
     url: UrlOpt = None,
     api: ApiOpt = None,
@@ -501,12 +534,12 @@ def sessions_show(
     if as_json:
         _print_json(session)
         return
-    render.session_detail(out, session)
+    render.session_detail(_out(), session)
 
 
 @sessions_app.command("rm")
 def sessions_rm(
-    key: Annotated[str, typer.Argument(help="The session key.")],
+    key: Annotated[str, typer.Argument(metavar="KEY", help="The session key.")],
     confirm: Annotated[
         bool, typer.Option("--confirm", help="Also delete the automations bound to it.")
     ] = False,

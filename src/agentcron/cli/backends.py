@@ -7,12 +7,17 @@ behaves the same either way.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
+from urllib.parse import quote
 
 import httpx
 from fastapi import HTTPException
+from pydantic import ValidationError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
@@ -28,6 +33,33 @@ _T = TypeVar("_T")
 
 class CliError(Exception):
     """An expected failure, told to the user in one line (exit code 1)."""
+
+
+def validation_line(exc: ValidationError) -> str:
+    """A pydantic error as one line, as the API words it: `field: problem; ...`."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in problem['loc']) or 'body'}: {problem['msg']}"
+        for problem in exc.errors()
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    """The driver's own message of a database error, without SQLAlchemy's background link."""
+    inner = getattr(exc, "orig", None) or exc
+    return (str(inner).strip().splitlines() or [type(inner).__name__])[0]
+
+
+def _safe_url(url: str) -> str:
+    """A database URL fit for a message: its password masked."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url.split("@")[-1] if "@" in url else url
+
+
+def _path(prefix: str, *parts: str) -> str:
+    """`prefix` then each part percent-encoded (a session key is free text after its `:`)."""
+    return "/".join([prefix, *(quote(part, safe=":") for part in parts)])
 
 
 class Backend(Protocol):
@@ -93,14 +125,14 @@ class ApiBackend:
         return await self._call("GET", "/api/sessions")
 
     async def get_session(self, key: str) -> dict[str, Any]:
-        return await self._call("GET", f"/api/sessions/{key}")
+        return await self._call("GET", _path("/api/sessions", key))
 
     async def messages(self, key: str) -> dict[str, Any]:
-        return await self._call("GET", f"/api/sessions/{key}/messages")
+        return await self._call("GET", _path("/api/sessions", key, "messages"))
 
     async def delete_session(self, key: str, confirm: bool) -> dict[str, Any]:
         params = {"confirm": "true"} if confirm else {}
-        return await self._call("DELETE", f"/api/sessions/{key}", params=params)
+        return await self._call("DELETE", _path("/api/sessions", key), params=params)
 
     async def add_job(self, body: dict[str, Any]) -> dict[str, Any]:
         return await self._call("POST", "/api/jobs", json=body)
@@ -115,23 +147,23 @@ class ApiBackend:
         )
 
     async def get_job(self, job_id: str) -> dict[str, Any]:
-        return await self._call("GET", f"/api/jobs/{job_id}")
+        return await self._call("GET", _path("/api/jobs", job_id))
 
     async def job_action(self, job_id: str, action: str) -> dict[str, Any]:
         if action == "rm":
-            return await self._call("DELETE", f"/api/jobs/{job_id}")
-        return await self._call("POST", f"/api/jobs/{job_id}/{action}")
+            return await self._call("DELETE", _path("/api/jobs", job_id))
+        return await self._call("POST", _path("/api/jobs", job_id, action))
 
     async def list_runs(self, job: str | None, session: str | None, limit: int) -> dict[str, Any]:
         if job is not None:
-            return await self._call("GET", f"/api/jobs/{job}/runs", params={"limit": limit})
+            return await self._call("GET", _path("/api/jobs", job, "runs"), params={"limit": limit})
         if session is not None:
-            return await self._call("GET", f"/api/sessions/{session}/runs",
+            return await self._call("GET", _path("/api/sessions", session, "runs"),
                                     params={"limit": limit})  # fmt: skip
         raise CliError("give --job ID or --session KEY")
 
     async def get_run(self, run_id: str) -> dict[str, Any]:
-        return await self._call("GET", f"/api/runs/{run_id}")
+        return await self._call("GET", _path("/api/runs", run_id))
 
 
 async def _no_turns(trigger: Trigger) -> None:
@@ -139,31 +171,62 @@ async def _no_turns(trigger: Trigger) -> None:
 
 
 class DbBackend:
-    """The database itself, through the route functions the server runs (engine not started:
-    a running server notices new or changed jobs at its next wake-up, within 5 minutes).
+    """The database itself, through the route functions the server runs, on an AgentCron whose
+    store is open but whose engine is not started. A server running on the same database does
+    not hear of these changes at once: it sees them at its next wake-up (within 5 minutes).
     """
 
-    def __init__(self, db: Path | None, url: str | None) -> None:
-        self._cron = AgentCron(db=db, url=url, runner=_no_turns)
+    def __init__(self, db: Path | None, url: str | None, *, create: bool = False) -> None:
+        self._db, self._url, self._create = db, url, create
+        self._where = str(db) if url is None else _safe_url(url)
+        self._opened: AgentCron | None = None
+
+    @property
+    def _cron(self) -> AgentCron:
+        assert self._opened is not None, "use the backend in `async with`"
+        return self._opened
 
     async def __aenter__(self) -> DbBackend:
-        await self._cron.store.open()
+        if self._db is not None and not self._create and not self._db.expanduser().exists():
+            raise CliError(
+                f"no database at {self._db}: check the path (`agentcron sessions add KEY --db "
+                f"{self._db}` or `agentcron db upgrade --db {self._db}` creates one)"
+            )
+        cron: AgentCron | None = None
+        try:
+            cron = AgentCron(db=self._db, url=self._url, runner=_no_turns)
+            await cron.store.open()
+        except (SQLAlchemyError, ArgumentError, ValueError, OSError) as exc:
+            if cron is not None:
+                with contextlib.suppress(Exception):
+                    await cron.store.close()
+            raise CliError(f"cannot open the database {self._where}: {_first_line(exc)}") from exc
+        self._opened = cron
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self._cron.store.close()
+        if self._opened is not None:
+            await self._opened.store.close()
+            self._opened = None
 
     async def _call(self, fn: Callable[[], Awaitable[_T]]) -> _T:
         try:
             return await fn()
         except HTTPException as exc:
             raise CliError(str(exc.detail)) from exc
+        except ValidationError as exc:
+            raise CliError(validation_line(exc)) from exc
         except (StoreError, ScheduleError, ConfigError, ValueError, LookupError) as exc:
             raise CliError(str(exc)) from exc
+        except SQLAlchemyError as exc:
+            raise CliError(f"database error ({self._where}): {_first_line(exc)}") from exc
 
     async def create_session(self, key: str, tz: str, title: str | None) -> dict[str, Any]:
-        body = session_routes.SessionCreate(key=key, tz=tz, title=title)
-        return await self._call(lambda: session_routes.create_session(body, self._cron))
+        async def create() -> dict[str, Any]:
+            body = session_routes.SessionCreate(key=key, tz=tz, title=title)
+            return await session_routes.create_session(body, self._cron)
+
+        return await self._call(create)
 
     async def list_sessions(self) -> dict[str, Any]:
         return await self._call(lambda: session_routes.list_sessions(self._cron, limit=None))
@@ -177,13 +240,15 @@ class DbBackend:
         )
 
     async def delete_session(self, key: str, confirm: bool) -> dict[str, Any]:
-        return await self._call(lambda: self._cron.sessions.delete(key, confirm=confirm))
+        return await self._call(
+            lambda: session_routes.delete_session(key, self._cron, confirm=confirm)
+        )
 
     async def add_job(self, body: dict[str, Any]) -> dict[str, Any]:
         try:
             model = job_routes.JobCreate.model_validate(body)
-        except ValueError as exc:
-            raise CliError(str(exc)) from exc
+        except ValidationError as exc:
+            raise CliError(validation_line(exc)) from exc
         return await self._call(lambda: job_routes.create_job(model, self._cron))
 
     async def list_jobs(

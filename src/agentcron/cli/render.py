@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from agentcron.schedule.zones import get_zone
 
@@ -24,12 +24,19 @@ def _state(job: dict[str, Any]) -> str:
     active = job.get("active_run")
     if active:
         return f"{active['state']} ({active['id']})"
-    return "enabled" if job["enabled"] else f"paused: {job.get('paused_reason') or ''}".strip()
+    if not job["enabled"]:
+        return f"paused: {job.get('paused_reason') or ''}".strip()
+    return "enabled" if job["next_run_at"] else "done"
+
+
+def _id(header: str) -> Column:
+    """Ids are what a user copies: never cut, never wrapped, whatever the terminal's width."""
+    return Column(header, no_wrap=True, min_width=26)
 
 
 def jobs_table(jobs: list[dict[str, Any]]) -> Table:
-    table = Table("id", "name", "kind", "session", "schedule", "next run", "last", "state",
-                  title=f"{len(jobs)} job(s)")  # fmt: skip
+    table = Table(_id("id"), "name", Column("kind", no_wrap=True, min_width=10), "session",
+                  "schedule", "next run", "last", "state", title=f"{len(jobs)} job(s)")  # fmt: skip
     for job in jobs:
         table.add_row(job["id"], job["name"], job["kind"], job["session_key"] or "-",
                       job["schedule"], when(job["next_run_at"], job["tz"]),
@@ -38,7 +45,8 @@ def jobs_table(jobs: list[dict[str, Any]]) -> Table:
 
 
 def runs_table(runs: list[dict[str, Any]]) -> Table:
-    table = Table("id", "job", "fire at", "state", "finished", "error", title=f"{len(runs)} run(s)")
+    table = Table(_id("id"), _id("job"), "fire at", "state", "finished", "error",
+                  title=f"{len(runs)} run(s)")  # fmt: skip
     for run in runs:
         table.add_row(run["id"], run["job_id"], when(run["fire_at"]), run["state"],
                       when(run["finished_at"]), (run["error"] or "")[:60])  # fmt: skip
@@ -46,7 +54,7 @@ def runs_table(runs: list[dict[str, Any]]) -> Table:
 
 
 def sessions_table(sessions: list[dict[str, Any]]) -> Table:
-    table = Table("key", "title", "tz", "automations", "recall", "updated",
+    table = Table(Column("key", no_wrap=True), "title", "tz", "automations", "recall", "updated",
                   title=f"{len(sessions)} session(s)")  # fmt: skip
     for s in sessions:
         table.add_row(s["key"], s["title"] or "-", s["tz"], str(s.get("automations", 0)),
@@ -96,13 +104,15 @@ def run_detail(console: Console, run: dict[str, Any]) -> None:
     rows += [(key, run[key]) for key in ("prompt_ref", "output", "error", "usage", "delivery")
              if run.get(key) is not None]  # fmt: skip
     _pairs(console, f"run {run['id']}", rows)
+    # the prompt and the traceback as they are: no markup, no re-wrapping
     if run.get("prompt"):
         console.print("[bold]rendered prompt[/bold]")
-        console.print(run["prompt"], markup=False)
+        console.print(run["prompt"], markup=False, soft_wrap=True)
     details = run.get("error_details") or {}
     if details:
         console.print("[bold]error details[/bold]")
-        console.print(details.get("traceback") or json.dumps(details, indent=2), markup=False)
+        text = details.get("traceback") or json.dumps(details, indent=2)
+        console.print(text, markup=False, soft_wrap=True)
 
 
 def session_detail(console: Console, session: dict[str, Any]) -> None:
