@@ -135,12 +135,16 @@ class CallableRunner:
     async def run_turn(self, session: SessionInfo, turn: TurnInput, events: TurnEvents) -> Outcome:
         if turn.trigger is None:
             raise TypeError("a plain-callable runner only runs scheduled turns")
-        result = await self._fn(turn.trigger)
-        if isinstance(result, Outcome):
-            return result
-        if result is None or not result.strip():
-            return Outcome.empty()
-        return Outcome.succeeded(result)
+        return as_outcome(await self._fn(turn.trigger))
+
+
+def as_outcome(result: Outcome | str | None) -> Outcome:
+    """A plain callable's answer as an Outcome: text = success, None/blank = empty."""
+    if isinstance(result, Outcome):
+        return result
+    if result is None or not str(result).strip():
+        return Outcome.empty()
+    return Outcome.succeeded(str(result))
 
 
 def as_runner(runner: Runner | TurnCallable) -> Runner:

@@ -79,12 +79,3 @@ def delivery_meta(job: Job, run_id: str) -> dict[str, Any]:
         "automation_name": job.name,
         "automation_run_id": run_id,
     }
-
-
-async def run_system_handler(handler: SystemHandler, trigger: Trigger) -> Outcome:
-    result = await handler(trigger)
-    if isinstance(result, Outcome):
-        return result
-    if result is None or not str(result).strip():
-        return Outcome.empty()
-    return Outcome.succeeded(str(result))

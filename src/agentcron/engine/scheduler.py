@@ -23,6 +23,7 @@ from agentcron.agent.runner import (
     Trigger,
     TurnInput,
     TurnSource,
+    as_outcome,
 )
 from agentcron.config import EngineSettings
 from agentcron.engine.clock import Clock, SystemClock
@@ -34,7 +35,6 @@ from agentcron.engine.legacy import (
     evaluate,
     evaluate_response,
     legacy_target_key,
-    run_system_handler,
 )
 from agentcron.engine.policies import finish_job, plan_fires
 from agentcron.engine.waiters import Waiters
@@ -429,7 +429,7 @@ class Engine:
         )
         try:
             if handler is not None:
-                outcome = await run_system_handler(handler, trigger)
+                outcome = as_outcome(await handler(trigger))
             else:
                 outcome = await self.runner.run_turn(session, turn, NullEvents())
         except asyncio.CancelledError:
@@ -567,15 +567,12 @@ class Engine:
     async def _announce_settled(self, fire: ClaimedFire, state: RunState) -> None:
         """Tell listeners a fire's job is up to date (next run, auto-pause, removal)."""
         job = fire.job
-        kind = "recall_update" if job.kind is JobKind.RECALL else "automation_update"
-        event = {"type": kind, "action": "settled", "job_id": job.id, "run_id": fire.run_id,
-                 "session_key": job.session_key, "status": state.value}  # fmt: skip
-        await self.lanes.publish(job.session_key or "", event)
+        await self.lanes.job_event(fire, "settled", status=state.value)
         if job.policy.delete_after_run and job.next_fire_at is None:
             try:
                 await self.store.get_job(job.id)
             except JobNotFoundError:  # a finished one-shot, removed with its outcome
-                await self.lanes.publish(job.session_key or "", {**event, "action": "deleted"})
+                await self.lanes.job_event(fire, "deleted", status=state.value)
 
     async def _flusher(self) -> None:
         while True:

@@ -30,6 +30,7 @@ from agentcron.sessions.transcript import closure, trigger_entry
 from agentcron.store.models import ClaimedFire, JobKind, Message, RunState, Turn, TurnState
 from agentcron.store.sessions import Entry, TakenSession
 from agentcron.store.sql import SqlStore
+from agentcron.views import job_event_type
 
 log = logging.getLogger(__name__)
 
@@ -120,13 +121,20 @@ class Lanes:
     # -- submission ------------------------------------------------------------------------
 
     async def submit_message(
-        self, session_key: str, content: str, *, source: TurnSource = TurnSource.USER
+        self,
+        session_key: str,
+        content: str,
+        *,
+        source: TurnSource = TurnSource.USER,
+        title: str | None = None,
     ) -> Turn:
-        """Queue a user (or hook) message as a turn of its session; returns the turn record."""
+        """Queue a user (or hook) message as a turn of its session; returns the turn record.
+        `title` names a session that has no title yet.
+        """
         if self._closing:
             raise RuntimeError("agentcron is stopping: no new turns")
         turn = await self.store.sessions.open_turn(
-            session_key, source.value, content, self.clock.now(), owner=self.owner
+            session_key, source.value, content, self.clock.now(), owner=self.owner, title=title
         )
         self._enqueue(session_key, _Request(turn=turn, source=source, content=content))
         return turn
@@ -154,7 +162,7 @@ class Lanes:
         )  # fmt: skip
         if busy:
             await on_state(RunState.DEFERRED)
-            await self._job_event(fire, "deferred")
+            await self.job_event(fire, "deferred")
         self._enqueue(key, request)
         self.parked += 1
         try:
@@ -169,11 +177,11 @@ class Lanes:
         finally:
             self.parked -= 1
 
-    async def _job_event(self, fire: ClaimedFire, action: str, **fields: Any) -> None:
-        kind = "recall_update" if fire.job.kind is JobKind.RECALL else "automation_update"
+    async def job_event(self, fire: ClaimedFire, action: str, **fields: Any) -> None:
+        """An `automation_update` / `recall_update` about one fire of a job."""
         await self.publish(fire.job.session_key or "", {
-            "type": kind, "action": action, "job_id": fire.job.id, "run_id": fire.run_id,
-            "session_key": fire.job.session_key, **fields,
+            "type": job_event_type(fire.job), "action": action, "job_id": fire.job.id,
+            "run_id": fire.run_id, "session_key": fire.job.session_key, **fields,
         })  # fmt: skip
 
     def busy(self, session_key: str) -> bool:
@@ -230,11 +238,16 @@ class Lanes:
         message = await self.store.sessions.append_message(
             session_key, "assistant", text, now, meta
         )
-        await self.publish(session_key, {"type": "message", "session_key": session_key,
-                                         "message_id": message.id, "role": "assistant",
-                                         "content": text, "meta": meta})  # fmt: skip
-        await self.publish(session_key, {"type": "session_sync", "session_key": session_key})
+        await self._announce_message(message)
         return message
+
+    async def _announce_message(self, message: Message) -> None:
+        """A transcript entry written outside a turn: channels send it, clients re-read."""
+        key = message.session_key
+        await self.publish(key, {"type": "message", "session_key": key,
+                                 "message_id": message.id, "role": message.role,
+                                 "content": message.content, "meta": message.meta})  # fmt: skip
+        await self.publish(key, {"type": "session_sync", "session_key": key})
 
     # -- listeners ---------------------------------------------------------------------------
 
@@ -350,12 +363,7 @@ class Lanes:
             await self.store.sessions.update_turn(turn.id, reply_message_id=reply.id)
             self.turn_waiters.notify(turn.id)
             # The closure reaches the chat's channel like any message outside a turn.
-            await self.publish(turn.session_key, {
-                "type": "message", "session_key": turn.session_key, "message_id": reply.id,
-                "role": "assistant", "content": _INTERRUPTED_NOTICE, "meta": meta,
-            })  # fmt: skip
-            await self.publish(turn.session_key, {"type": "session_sync",
-                                                  "session_key": turn.session_key})  # fmt: skip
+            await self._announce_message(reply)
         for turn in found.adopted:
             if self._closing:
                 await self.store.sessions.release_turns([turn.id], self.owner)
@@ -417,7 +425,7 @@ class Lanes:
                 RunState.RUNNING, prompt=prompt, prompt_ref=template.ref, prompt_vars=variables
             )
             request.started = True
-            await self._job_event(fire, "fired")
+            await self.job_event(fire, "fired")
             content, meta = trigger_entry(
                 request.source, job_id=job.id, job_name=job.name, run_id=fire.run_id,
                 message=job.message, prompt_ref=template.ref,
@@ -463,7 +471,7 @@ class Lanes:
         await events.emit({"type": "stream_end", "turn_id": request.turn.id,
                            "status": outcome.status.value, "message_id": reply.id})  # fmt: skip
         if fire is not None:
-            await self._job_event(fire, "finished", status=outcome.status.value)
+            await self.job_event(fire, "finished", status=outcome.status.value)
         return TurnResult(outcome, request.turn.id, reply.id)
 
     async def _call_runner(
