@@ -350,11 +350,8 @@ class Sessions:
         """Submit a user message: it runs as a turn after any turn in progress."""
         if not content.strip():
             raise ValueError("a message needs some content")
-        turn = await self._cron.engine.lanes.submit_message(key, content)
-        session = await self._sessions.get_session(key)
-        if session.title is None:  # a new chat is named after its first message
-            await self._sessions.update_session(key, self._cron.clock.now(), title=_title(content))
-        return turn
+        # A new chat is named after its first message.
+        return await self._cron.engine.lanes.submit_message(key, content, title=_title(content))
 
     async def messages(
         self, key: str, *, after: int | None = None, limit: int | None = None

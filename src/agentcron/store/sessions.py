@@ -304,24 +304,6 @@ class SessionStore:
             query = query.limit(limit)
         return await self._db.read(lambda conn: [_session(r) for r in conn.execute(query)])
 
-    async def update_session(
-        self, key: str, now: datetime, *, title: str | None = None, tz: str | None = None
-    ) -> Session:
-        changes: dict[str, Any] = {"updated_at": now}
-        if title is not None:
-            changes["title"] = title
-        if tz is not None:
-            changes["tz"] = tz
-
-        def op(conn: Connection) -> Row[Any] | None:
-            conn.execute(sessions.update().where(sessions.c.session_key == key).values(changes))
-            return conn.execute(sa.select(sessions).where(sessions.c.session_key == key)).first()
-
-        row = await self._db.write(op)
-        if row is None:
-            raise SessionNotFoundError(key)
-        return _session(row)
-
     async def job_summary(self) -> dict[str, dict[str, int]]:
         """Per session: its enabled automations and pending recalls (for sidebars; one query)."""
         query = (
@@ -418,13 +400,21 @@ class SessionStore:
         owner: str,
         state: TurnState = TurnState.QUEUED,
         run_id: str | None = None,
+        title: str | None = None,
     ) -> Turn:
-        """One transaction: ensure the session, then the turn record (for a fire adopted after
-        a restart, the waiting turn it left, taken over; else a new one).
+        """One transaction: ensure the session (and give it `title` if it has none), then the
+        turn record (for a fire adopted after a restart, the waiting turn it left, taken over;
+        else a new one).
         """
 
         def op(conn: Connection) -> Turn:
             _ensure_session_op(conn, session_key, now)
+            if title is not None:
+                conn.execute(
+                    sessions.update()
+                    .where(sessions.c.session_key == session_key, sessions.c.title.is_(None))
+                    .values(title=title)
+                )
             if run_id is not None:
                 taken = _take_fire_turn_op(conn, run_id, owner, state)
                 if taken is not None:
@@ -498,15 +488,6 @@ class SessionStore:
         if limit is not None:
             query = query.limit(limit)
         return await self._db.read(lambda conn: [_turn(r) for r in conn.execute(query)])
-
-    async def take_fire_turn(self, run_id: str, owner: str, state: TurnState) -> Turn | None:
-        """Take over the waiting turn a fire left when its process stopped, if there is one.
-
-        A fire adopted after a restart continues its old turn record instead of opening a
-        second one for the same run.
-        """
-
-        return await self._db.write(lambda conn: _take_fire_turn_op(conn, run_id, owner, state))
 
     async def release_turns(self, turn_ids: list[str], owner: str) -> int:
         """Give waiting turns back (graceful stop): the next process to start adopts them."""

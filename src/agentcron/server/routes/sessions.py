@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Query, status
 from pydantic import BaseModel, Field
 
+from agentcron.config import UNIFIED_SESSION_KEY
 from agentcron.schedule import EverySpec
 from agentcron.server.deps import Cron
 from agentcron.store.models import ACTIVE_STATES, Job, JobKind
@@ -59,7 +60,7 @@ async def list_sessions(
 ) -> dict[str, Any]:
     sessions = await cron.sessions.list(limit=limit)
     summary = await cron.store.sessions.job_summary()
-    unified = summary.get(cron.automation_owner("websocket:"), {}) if cron.unified_session else {}
+    unified = summary.get(UNIFIED_SESSION_KEY, {})
     lanes = cron.engine.lanes
     views = []
     for session in sessions:
