@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -36,10 +36,12 @@ from agentcron.engine.clock import Clock, SystemClock
 from agentcron.engine.legacy import Evaluator, SystemHandler, evaluate_response
 from agentcron.engine.policies import arm
 from agentcron.engine.scheduler import Engine
+from agentcron.events import Callback, Event, EventBus, JobAction, JobEvent
 from agentcron.schedule import EverySpec, parse_when
 from agentcron.store.errors import VersionConflictError
 from agentcron.store.ids import new_id
 from agentcron.store.models import (
+    TERMINAL_STATES,
     AnySpec,
     Catchup,
     CreatedBy,
@@ -56,7 +58,6 @@ from agentcron.store.models import (
 )
 from agentcron.store.sessions import SessionStore
 from agentcron.store.sql import ArmedJob, SqlStore, sqlite_url
-from agentcron.views import job_event_type, job_view
 
 _CAS_RETRIES = 5
 
@@ -132,7 +133,7 @@ class Jobs:
         created = await self._store.insert_jobs([self._armed(n, now) for n in new_jobs], now)
         self._cron.engine.wake()
         for job in created:
-            await self._cron.publish_job("created", job)
+            await self._cron.publish_job(JobAction.CREATED, job)
         return created
 
     async def get(self, job_id: str) -> Job:
@@ -209,7 +210,7 @@ class Jobs:
                     changes.update(next_fire_at=fire, next_run_at=due)
             return changes
 
-        return await self._change(job_id, compute, "updated", expected_version)
+        return await self._change(job_id, compute, JobAction.UPDATED, expected_version)
 
     async def pause(self, job_id: str, reason: str = "paused by user") -> Job:
         def compute(job: Job, now: datetime) -> dict[str, Any]:
@@ -221,7 +222,7 @@ class Jobs:
                 "next_run_at": None,
             }
 
-        return await self._change(job_id, compute, "paused")
+        return await self._change(job_id, compute, JobAction.PAUSED)
 
     async def resume(self, job_id: str) -> Job:
         """Re-enable a job from now on (fires due while it was paused do not run)."""
@@ -237,7 +238,7 @@ class Jobs:
                 "next_run_at": due,
             }
 
-        return await self._change(job_id, compute, "resumed")
+        return await self._change(job_id, compute, JobAction.RESUMED)
 
     async def skip_next(self, job_id: str) -> Job:
         """Skip the job's next fire; the one after it is computed from now at the earliest,
@@ -249,13 +250,13 @@ class Jobs:
             fire, due = arm(job.spec, job.policy, job.id, after, job.remaining_runs)
             return {"next_fire_at": fire, "next_run_at": due}
 
-        return await self._change(job_id, compute, "skipped")
+        return await self._change(job_id, compute, JobAction.SKIPPED)
 
     async def _change(
         self,
         job_id: str,
         compute: Callable[[Job, datetime], dict[str, Any]],
-        action: str,
+        action: JobAction,
         expected_version: int | None = None,
     ) -> Job:
         """Read, compute the changes, compare-and-set; retry on a concurrent change unless the
@@ -280,7 +281,7 @@ class Jobs:
     async def delete(self, job_id: str, *, allow_system: bool = False) -> Job:
         job = await self._store.delete_job(job_id, allow_system=allow_system)
         self._cron.engine.wake()
-        await self._cron.publish_job("deleted", job)
+        await self._cron.publish_job(JobAction.DELETED, job)
         return job
 
 
@@ -346,12 +347,24 @@ class Sessions:
     async def list(self, *, limit: int | None = None) -> list[Session]:
         return await self._sessions.list_sessions(limit=limit)
 
-    async def send(self, key: str, content: str) -> Turn:
-        """Submit a user message: it runs as a turn after any turn in progress."""
+    async def send(self, key: str, content: str, *, source: TurnSource = TurnSource.USER) -> Turn:
+        """Submit a message (from the user, or a hook): it runs as a turn after any turn in
+        progress.
+        """
         if not content.strip():
             raise ValueError("a message needs some content")
         # A new chat is named after its first message.
-        return await self._cron.engine.lanes.submit_message(key, content, title=_title(content))
+        return await self._cron.engine.lanes.submit_message(
+            key, content, source=source, title=_title(content)
+        )
+
+    def running_turn(self, key: str) -> str | None:
+        """The id of the session's turn running in this process now, if any."""
+        return self._cron.engine.lanes.running_turn(key)
+
+    def replay(self, key: str) -> builtins.list[Event]:
+        """The events of the session's turn in progress (for a client that just subscribed)."""
+        return self._cron.engine.lanes.replay(key)
 
     async def messages(
         self, key: str, *, after: int | None = None, limit: int | None = None
@@ -490,6 +503,18 @@ def _same_schedule(a: AnySpec, b: AnySpec) -> bool:
     return a == b
 
 
+@dataclass(frozen=True, slots=True)
+class Status:
+    """What this process is doing: counters since start and queue depths now."""
+
+    fires_claimed: int
+    runs_finished: Mapping[RunState, int]
+    fires_waiting: int  # claimed here, turn not started
+    fires_in_lanes: int  # bound fires waiting in their session's lane
+    turns_waiting: int  # turns queued behind another turn of their session
+    turns_active: int  # turns running now
+
+
 class AgentCron:
     """agentcron as a library: a store, an engine and a runner, started and stopped together.
 
@@ -529,27 +554,53 @@ class AgentCron:
                 prices=load_price_table(prices),
             )
         self.runner = as_runner(runner)
+        self.events = EventBus()
         self.engine = Engine(
             self.store,
             self.runner,
             clock=self.clock,
             settings=settings,
             evaluator=evaluator or evaluate_response,
+            bus=self.events,
         )
         self.jobs = Jobs(self)
         self.runs = Runs(self)
         self.sessions = Sessions(self)
         self.system = SystemJobs(self)
 
-    async def publish(self, session_key: str, event: dict[str, Any]) -> None:
-        """Send an event to the listeners (WebSocket clients, channels) of `session_key`."""
-        await self.engine.lanes.publish(session_key, event)
+    def subscribe(
+        self, callback: Callback, types: Iterable[type[Event]] | None = None
+    ) -> Callable[[], None]:
+        """Call `callback(event)` for every event (or those of `types`, classes from
+        `agentcron.events`); returns a function that unsubscribes.
+        """
+        return self.events.subscribe(callback, types)
 
-    async def publish_job(self, action: str, job: Job) -> None:
-        """`automation_update` / `recall_update`: a job was created, changed or deleted."""
-        event = {"type": job_event_type(job), "action": action, "job_id": job.id,
-                 "session_key": job.session_key, "job": job_view(job)}  # fmt: skip
-        await self.publish(job.session_key or "", event)
+    async def publish(self, event: Event) -> None:
+        """Send an event to the subscribers (WebSocket clients, channels, metrics)."""
+        await self.events.publish(event)
+
+    async def publish_job(self, action: JobAction, job: Job) -> None:
+        """A job was created, changed or deleted."""
+        await self.publish(JobEvent(session_key=job.session_key or "", action=action,
+                                    job_id=job.id, kind=job.kind, job=job))  # fmt: skip
+
+    @property
+    def running(self) -> bool:
+        """The engine is up (started, not stopped, not crashed)."""
+        return self.engine.running
+
+    def status(self) -> Status:
+        """Counters and queue depths of this process, for metrics."""
+        engine, lanes = self.engine, self.engine.lanes
+        return Status(
+            fires_claimed=engine.stats["claimed"],
+            runs_finished={s: engine.stats[s.value] for s in TERMINAL_STATES},
+            fires_waiting=engine.waiting_runs,
+            fires_in_lanes=lanes.parked,
+            turns_waiting=lanes.queued_turns,
+            turns_active=lanes.active_turns,
+        )
 
     def automation_owner(self, session_key: str) -> str:
         """The session that automations created from `session_key` bind to: itself, or in

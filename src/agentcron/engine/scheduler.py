@@ -8,7 +8,7 @@ import os
 import socket
 import traceback
 from collections import Counter, deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,6 +38,7 @@ from agentcron.engine.legacy import (
 )
 from agentcron.engine.policies import finish_job, plan_fires
 from agentcron.engine.waiters import Waiters
+from agentcron.events import EventBus, FireStarted, JobAction
 from agentcron.sessions.lane import Lanes
 from agentcron.store.errors import JobNotFoundError
 from agentcron.store.models import (
@@ -100,7 +101,9 @@ class Engine:
         settings: EngineSettings | None = None,
         owner: str | None = None,
         evaluator: Evaluator = evaluate_response,
+        bus: EventBus | None = None,
     ) -> None:
+        self.bus = bus or EventBus()
         self.store = store
         self.runner = runner
         self.evaluator = evaluator
@@ -115,10 +118,10 @@ class Engine:
         self._flush_wake = asyncio.Event()
         self._slots = asyncio.Semaphore(self.settings.max_concurrent_runs)
         self.run_waiters = Waiters()  # callers waiting for a run to reach a terminal state
-        # Called as a fire starts, with its lateness in seconds (metrics).
-        self.fire_observers: list[Callable[[ClaimedFire, float], None]] = []
         # Bound fires become turns of their session through its lane (sharing the slots).
-        self.lanes = Lanes(store, runner, self.clock, owner=self.owner, slots=self._slots)
+        self.lanes = Lanes(
+            store, runner, self.clock, owner=self.owner, slots=self._slots, bus=self.bus
+        )
         self._job_queues: dict[str, deque[ClaimedFire]] = {}
         self._waiting: dict[str, ClaimedFire] = {}  # claimed here, turn not started yet
         self._running: dict[str, asyncio.Task[None]] = {}
@@ -331,10 +334,11 @@ class Engine:
         started = False
         if fire.fire_at > self.clock.now():  # claimed ahead: start on the dot
             await self.clock.sleep_until(fire.fire_at, asyncio.Event())
-        if self.fire_observers:
+        if self.bus:
             lateness = (self.clock.now() - fire.fire_at).total_seconds()
-            for observe in self.fire_observers:
-                observe(fire, lateness)
+            await self.bus.publish(FireStarted(session_key=fire.job.session_key or "",
+                                               job_id=fire.job.id, run_id=fire.run_id,
+                                               lateness_s=lateness))  # fmt: skip
         if fire.job.session_turn:
             try:
                 started = await self._run_bound(fire)
@@ -567,12 +571,12 @@ class Engine:
     async def _announce_settled(self, fire: ClaimedFire, state: RunState) -> None:
         """Tell listeners a fire's job is up to date (next run, auto-pause, removal)."""
         job = fire.job
-        await self.lanes.job_event(fire, "settled", status=state.value)
+        await self.lanes.job_event(fire, JobAction.SETTLED, status=state.value)
         if job.policy.delete_after_run and job.next_fire_at is None:
             try:
                 await self.store.get_job(job.id)
             except JobNotFoundError:  # a finished one-shot, removed with its outcome
-                await self.lanes.job_event(fire, "deleted", status=state.value)
+                await self.lanes.job_event(fire, JobAction.DELETED, status=state.value)
 
     async def _flusher(self) -> None:
         while True:

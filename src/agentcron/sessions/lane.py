@@ -25,20 +25,28 @@ from agentcron.agent.runner import (
 )
 from agentcron.engine.clock import Clock
 from agentcron.engine.waiters import Waiters
+from agentcron.events import (
+    ChatContext,
+    Event,
+    EventBus,
+    JobAction,
+    JobEvent,
+    MessagePosted,
+    SessionSync,
+    StreamEnd,
+    StreamStart,
+    runner_event,
+)
 from agentcron.sessions.prompts import get_prompt
 from agentcron.sessions.transcript import closure, trigger_entry
 from agentcron.store.models import ClaimedFire, JobKind, Message, RunState, Turn, TurnState
 from agentcron.store.sessions import Entry, TakenSession
 from agentcron.store.sql import SqlStore
-from agentcron.views import job_event_type
 
 log = logging.getLogger(__name__)
 
 StateHook = Callable[..., Awaitable[None]]
 """(state, **run fields) -> None; awaited, so a RUNNING change is durable before the turn."""
-
-Listener = Callable[[str, dict[str, Any]], Awaitable[None] | None]
-"""(session_key, event) -> None: stream_start / text_delta / tool_* / stream_end / session_sync."""
 
 _STOPPED = "stopped by the user"
 _INTERRUPTED_NOTICE = "This turn was interrupted because agentcron stopped."
@@ -74,18 +82,21 @@ class _Lane:
     current: _Request | None = None
     runner_task: asyncio.Task[Outcome] | None = None
     stop_requested: bool = False
-    replay: list[dict[str, Any]] = field(default_factory=list)  # events of the current turn
+    replay: list[Event] = field(default_factory=list)  # events of the current turn
 
 
 class _Events:
     """Forwards a turn's events to the session's listeners and keeps them for replay."""
 
-    def __init__(self, lanes: Lanes, key: str, lane: _Lane) -> None:
-        self._lanes, self._key, self._lane = lanes, key, lane
+    def __init__(self, lanes: Lanes, key: str, lane: _Lane, turn_id: str) -> None:
+        self._lanes, self._key, self._lane, self._turn_id = lanes, key, lane, turn_id
 
     async def emit(self, event: dict[str, Any]) -> None:
+        await self.put(runner_event(self._key, self._turn_id, event))
+
+    async def put(self, event: Event) -> None:
         self._lane.replay.append(event)
-        await self._lanes.publish(self._key, event)
+        await self._lanes.bus.publish(event)
 
 
 class Lanes:
@@ -102,8 +113,10 @@ class Lanes:
         *,
         owner: str,
         slots: asyncio.Semaphore,
+        bus: EventBus,
         lease: timedelta = timedelta(minutes=5),
     ) -> None:
+        self.bus = bus
         self.store = store
         self.runner = runner
         self.clock = clock
@@ -111,7 +124,6 @@ class Lanes:
         self._slots = slots
         self._lease = lease
         self._lanes: dict[str, _Lane] = {}
-        self._listeners: set[Listener] = set()
         self._closing = False
         self._in_runner = 0
         self._awaiting_slot = 0
@@ -162,7 +174,7 @@ class Lanes:
         )  # fmt: skip
         if busy:
             await on_state(RunState.DEFERRED)
-            await self.job_event(fire, "deferred")
+            await self.job_event(fire, JobAction.DEFERRED)
         self._enqueue(key, request)
         self.parked += 1
         try:
@@ -177,12 +189,14 @@ class Lanes:
         finally:
             self.parked -= 1
 
-    async def job_event(self, fire: ClaimedFire, action: str, **fields: Any) -> None:
-        """An `automation_update` / `recall_update` about one fire of a job."""
-        await self.publish(fire.job.session_key or "", {
-            "type": job_event_type(fire.job), "action": action, "job_id": fire.job.id,
-            "run_id": fire.run_id, "session_key": fire.job.session_key, **fields,
-        })  # fmt: skip
+    async def job_event(
+        self, fire: ClaimedFire, action: JobAction, status: str | None = None
+    ) -> None:
+        """A fire of a job moved (deferred, fired, finished, settled)."""
+        job = fire.job
+        await self.bus.publish(JobEvent(session_key=job.session_key or "", action=action,
+                                        job_id=job.id, kind=job.kind, run_id=fire.run_id,
+                                        status=status))  # fmt: skip
 
     def busy(self, session_key: str) -> bool:
         lane = self._lanes.get(session_key)
@@ -206,7 +220,7 @@ class Lanes:
         lane = self._lanes.get(session_key)
         return lane.current.turn.id if lane is not None and lane.current is not None else None
 
-    def replay(self, session_key: str) -> list[dict[str, Any]]:
+    def replay(self, session_key: str) -> list[Event]:
         """The events of the session's turn in progress, for a client that reconnects."""
         lane = self._lanes.get(session_key)
         return list(lane.replay) if lane is not None and lane.current is not None else []
@@ -232,37 +246,23 @@ class Lanes:
     ) -> Message:
         """Post an outbound assistant message that is not a turn (a legacy job's result)."""
         now = self.clock.now()
-        await self.store.sessions.ensure_session(
+        session = await self.store.sessions.ensure_session(
             session_key, now, channel=channel, chat_id=chat_id, channel_meta=channel_meta
         )
         message = await self.store.sessions.append_message(
             session_key, "assistant", text, now, meta
         )
-        await self._announce_message(message)
+        chat = ChatContext(
+            channel=session.channel, chat_id=session.chat_id, channel_meta=session.channel_meta
+        )
+        await self._announce_message(message, chat)
         return message
 
-    async def _announce_message(self, message: Message) -> None:
+    async def _announce_message(self, message: Message, chat: ChatContext | None = None) -> None:
         """A transcript entry written outside a turn: channels send it, clients re-read."""
         key = message.session_key
-        await self.publish(key, {"type": "message", "session_key": key,
-                                 "message_id": message.id, "role": message.role,
-                                 "content": message.content, "meta": message.meta})  # fmt: skip
-        await self.publish(key, {"type": "session_sync", "session_key": key})
-
-    # -- listeners ---------------------------------------------------------------------------
-
-    def subscribe(self, listener: Listener) -> Callable[[], None]:
-        self._listeners.add(listener)
-        return lambda: self._listeners.discard(listener)
-
-    async def publish(self, session_key: str, event: dict[str, Any]) -> None:
-        for listener in list(self._listeners):
-            try:
-                result = listener(session_key, event)
-                if result is not None:
-                    await result
-            except Exception:
-                log.exception("event listener failed", extra={"session_key": session_key})
+        await self.bus.publish(MessagePosted(session_key=key, message=message, chat=chat))
+        await self.bus.publish(SessionSync(session_key=key))
 
     # -- the worker ------------------------------------------------------------------------
 
@@ -300,7 +300,7 @@ class Lanes:
             self.turn_waiters.notify(request.turn.id)
             # After the lane let go of the turn: a client that re-reads the session on this
             # event sees it idle (or its next turn).
-            await self.publish(key, {"type": "session_sync", "session_key": key})
+            await self.bus.publish(SessionSync(session_key=key))
         if self._lanes.get(key) is lane and not lane.queue:
             del self._lanes[key]
 
@@ -425,7 +425,7 @@ class Lanes:
                 RunState.RUNNING, prompt=prompt, prompt_ref=template.ref, prompt_vars=variables
             )
             request.started = True
-            await self.job_event(fire, "fired")
+            await self.job_event(fire, JobAction.FIRED)
             content, meta = trigger_entry(
                 request.source, job_id=job.id, job_name=job.name, run_id=fire.run_id,
                 message=job.message, prompt_ref=template.ref,
@@ -436,9 +436,9 @@ class Lanes:
             request.started = True
         meta["turn_id"] = request.turn.id
         await sessions.start_turn(key, request.turn.id, Entry("user", content, meta), now)
-        events = _Events(self, key, lane)
-        await events.emit({"type": "stream_start", "turn_id": request.turn.id,
-                           "source": request.source.value})  # fmt: skip
+        events = _Events(self, key, lane, request.turn.id)
+        await events.put(StreamStart(session_key=key, turn_id=request.turn.id,
+                                     source=request.source.value))  # fmt: skip
         turn_input = TurnInput(
             turn_id=request.turn.id,
             source=request.source,
@@ -468,10 +468,14 @@ class Lanes:
         )  # fmt: skip
         request.finished = True
         self.turn_waiters.notify(request.turn.id)
-        await events.emit({"type": "stream_end", "turn_id": request.turn.id,
-                           "status": outcome.status.value, "message_id": reply.id})  # fmt: skip
+        await events.put(StreamEnd(
+            session_key=key, turn_id=request.turn.id, status=outcome.status.value,
+            source=request.source.value, run_id=fire.run_id if fire else None, reply=reply,
+            chat=ChatContext(channel=session.channel, chat_id=session.chat_id,
+                             channel_meta=session.channel_meta),
+        ))  # fmt: skip
         if fire is not None:
-            await self.job_event(fire, "finished", status=outcome.status.value)
+            await self.job_event(fire, JobAction.FINISHED, status=outcome.status.value)
         return TurnResult(outcome, request.turn.id, reply.id)
 
     async def _call_runner(

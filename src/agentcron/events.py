@@ -1,0 +1,232 @@
+"""Typed events and the bus they travel on: turns, transcript, jobs and fires, for live UIs."""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from agentcron.store.models import Job, JobKind, Message
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """Something that happened; `session_key` says whose subscribers care ("" = nobody's)."""
+
+    type: ClassVar[str] = "event"
+    session_key: str
+
+
+# -- a turn in progress (in the session's replay while it runs) -------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamStart(Event):
+    """A turn began: its trigger entry is in the transcript, the runner is called next."""
+
+    type: ClassVar[str] = "stream_start"
+    turn_id: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextDelta(Event):
+    type: ClassVar[str] = "text_delta"
+    turn_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolStarted(Event):
+    type: ClassVar[str] = "tool_started"
+    turn_id: str
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCalled(Event):
+    type: ClassVar[str] = "tool_call"
+    turn_id: str
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+    result: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunnerEvent(Event):
+    """Any other event a runner emitted (its dict as given)."""
+
+    type: ClassVar[str] = "runner_event"
+    turn_id: str
+    name: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChatContext:
+    """Where a session's messages go out: its channel, chat and channel metadata."""
+
+    channel: str
+    chat_id: str
+    channel_meta: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamEnd(Event):
+    """A turn ended and its closing entry is committed (`reply`; None if it could not be)."""
+
+    type: ClassVar[str] = "stream_end"
+    turn_id: str
+    status: str
+    source: str
+    run_id: str | None = None
+    reply: Message | None = None
+    chat: ChatContext | None = None
+
+    @property
+    def message_id(self) -> str | None:
+        return None if self.reply is None else self.reply.id
+
+
+# -- the session outside a turn ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionSync(Event):
+    """The session changed outside the stream (a turn let go, a message posted): re-read it."""
+
+    type: ClassVar[str] = "session_sync"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessagePosted(Event):
+    """A transcript entry written outside a turn (a legacy result, an interrupted notice)."""
+
+    type: ClassVar[str] = "message"
+    message: Message
+    chat: ChatContext | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionDeleted(Event):
+    type: ClassVar[str] = "session_deleted"
+
+
+# -- jobs and their fires -------------------------------------------------------------------------
+
+
+class JobAction(enum.StrEnum):
+    CREATED = "created"
+    UPDATED = "updated"
+    PAUSED = "paused"
+    RESUMED = "resumed"
+    SKIPPED = "skipped"
+    DELETED = "deleted"
+    DEFERRED = "deferred"  # a fire waits behind a turn of its session
+    FIRED = "fired"  # a fire's turn started
+    FINISHED = "finished"  # a fire's turn ended
+    SETTLED = "settled"  # the job's own record is up to date after a fire (next run, pause)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobEvent(Event):
+    """A job changed (created ... deleted) or one of its fires moved (deferred ... settled).
+
+    `job` is the job as it is now when the action changed it; fire actions carry `run_id` and,
+    once the fire ended, `status`.
+    """
+
+    type: ClassVar[str] = "job_update"
+    action: JobAction
+    job_id: str
+    kind: JobKind
+    run_id: str | None = None
+    status: str | None = None
+    job: Job | None = None
+
+    @property
+    def wire_type(self) -> str:
+        """Recalls have their own stream in the UI (the banner); the rest are automations."""
+        return "recall_update" if self.kind is JobKind.RECALL else "automation_update"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FireStarted(Event):
+    """A fire is about to run (its turn is next): how late it is against its nominal time."""
+
+    type: ClassVar[str] = "fire_started"
+    job_id: str
+    run_id: str
+    lateness_s: float
+
+
+# -- the bus --------------------------------------------------------------------------------------
+
+Callback = Callable[[Event], Awaitable[None] | None]
+
+
+@dataclass(eq=False)
+class _Subscription:
+    callback: Callback
+    types: tuple[type[Event], ...] | None
+
+
+class EventBus:
+    """Publish/subscribe inside one process. Callbacks run in order of subscription; a failing
+    callback is logged and never reaches the publisher. Keep callbacks short: a turn waits
+    for them (queue the work, as the WebSocket hub and the channels do).
+    """
+
+    def __init__(self) -> None:
+        self._subs: list[_Subscription] = []
+
+    def subscribe(
+        self, callback: Callback, types: Iterable[type[Event]] | None = None
+    ) -> Callable[[], None]:
+        """Call `callback(event)` for every event (or those of `types`); returns unsubscribe."""
+        sub = _Subscription(callback, None if types is None else tuple(types))
+        self._subs = [*self._subs, sub]
+
+        def unsubscribe() -> None:
+            self._subs = [s for s in self._subs if s is not sub]
+
+        return unsubscribe
+
+    def __bool__(self) -> bool:
+        return bool(self._subs)
+
+    async def publish(self, event: Event) -> None:
+        for sub in self._subs:
+            if sub.types is not None and not isinstance(event, sub.types):
+                continue
+            try:
+                result = sub.callback(event)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception(
+                    "event subscriber failed",
+                    extra={"event": event.type, "session_key": event.session_key},
+                )
+
+
+def runner_event(session_key: str, turn_id: str, data: dict[str, Any]) -> Event:
+    """A runner's event dict (the `TurnEvents.emit` protocol) as a typed event."""
+    kind = data.get("type")
+    if kind == "text_delta":
+        return TextDelta(session_key=session_key, turn_id=turn_id, text=str(data.get("text", "")))
+    if kind == "tool_started":
+        name, args = str(data.get("name", "")), dict(data.get("args") or {})
+        return ToolStarted(session_key=session_key, turn_id=turn_id, name=name, args=args)
+    if kind == "tool_call":
+        return ToolCalled(session_key=session_key, turn_id=turn_id,
+                          name=str(data.get("name", "")), args=dict(data.get("args") or {}),
+                          result=str(data.get("result", "")))  # fmt: skip
+    rest = {k: v for k, v in data.items() if k != "type"}
+    return RunnerEvent(session_key=session_key, turn_id=turn_id, name=str(kind), data=rest)
