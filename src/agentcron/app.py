@@ -34,12 +34,14 @@ from agentcron.config import (
 )
 from agentcron.engine.clock import Clock, SystemClock
 from agentcron.engine.legacy import Evaluator, SystemHandler, evaluate_response
-from agentcron.engine.policies import arm
-from agentcron.engine.scheduler import Engine
+from agentcron.engine.policies import arm, finish_job
+from agentcron.engine.scheduler import Engine, make_owner
 from agentcron.events import Callback, Event, EventBus, JobAction, JobEvent
 from agentcron.schedule import EverySpec, parse_when
+from agentcron.sessions.lane import Lanes
 from agentcron.store.errors import VersionConflictError
 from agentcron.store.ids import new_id
+from agentcron.store.journal import Journal
 from agentcron.store.models import (
     TERMINAL_STATES,
     AnySpec,
@@ -354,17 +356,17 @@ class Sessions:
         if not content.strip():
             raise ValueError("a message needs some content")
         # A new chat is named after its first message.
-        return await self._cron.engine.lanes.submit_message(
+        return await self._cron.lanes.submit_message(
             key, content, source=source, title=_title(content)
         )
 
     def running_turn(self, key: str) -> str | None:
         """The id of the session's turn running in this process now, if any."""
-        return self._cron.engine.lanes.running_turn(key)
+        return self._cron.lanes.running_turn(key)
 
     def replay(self, key: str) -> builtins.list[Event]:
         """The events of the session's turn in progress (for a client that just subscribed)."""
-        return self._cron.engine.lanes.replay(key)
+        return self._cron.lanes.replay(key)
 
     async def messages(
         self, key: str, *, after: int | None = None, limit: int | None = None
@@ -384,14 +386,14 @@ class Sessions:
 
     async def wait_turn(self, turn_id: str, seconds: float) -> Turn:
         """The turn once it has ended, or as it is after `seconds`."""
-        with self._cron.engine.lanes.turn_waiters.watch(turn_id) as done:
+        with self._cron.lanes.turn_waiters.watch(turn_id) as done:
             return await _wait_for(
                 lambda: self.turn(turn_id), lambda t: t.state.terminal, done, seconds
             )
 
     async def stop(self, key: str) -> bool:
         """Stop the session's running turn (user or scheduled)."""
-        return await self._cron.engine.lanes.stop(key)
+        return await self._cron.lanes.stop(key)
 
     async def delete(self, key: str, *, confirm: bool = False) -> dict[str, Any]:
         """Delete a session. With bound automations it is two-step: without `confirm` nothing
@@ -411,7 +413,7 @@ class Sessions:
             }
         for job in [*blocking, *(j for j in owned if j.kind is JobKind.RECALL)]:
             await self._cron.jobs.delete(job.id)
-        await self._cron.engine.lanes.stop(key)
+        await self._cron.lanes.stop(key)
         await self._sessions.delete_session(key)
         return {"deleted": True, "deleted_automations": [j.id for j in blocking]}
 
@@ -554,15 +556,26 @@ class AgentCron:
                 prices=load_price_table(prices),
             )
         self.runner = as_runner(runner)
+        self.settings = settings = settings or EngineSettings()
         self.events = EventBus()
-        self.engine = Engine(
+        # One group commit for every write of the fire -> turn path, one pool of turn slots.
+        self.journal = Journal(
             self.store,
-            self.runner,
-            clock=self.clock,
-            settings=settings,
-            evaluator=evaluator or evaluate_response,
-            bus=self.events,
+            lambda job, outcome: finish_job(job, outcome, settings),
+            max_batch=settings.flush_batch,
         )
+        slots = asyncio.Semaphore(settings.max_concurrent_runs)
+        owner = make_owner()
+        self.lanes = Lanes(
+            self.store, self.journal, self.runner, self.clock, owner=owner, bus=self.events,
+            slots=slots, settings=settings,
+        )  # fmt: skip
+        self.engine = Engine(
+            self.store, self.runner, journal=self.journal, turns=self.lanes, slots=slots,
+            bus=self.events, clock=self.clock, settings=settings, owner=owner,
+            evaluator=evaluator or evaluate_response, deliver=self.lanes.deliver,
+        )  # fmt: skip
+        self.lanes.on_busy = self.engine.leases_held
         self.jobs = Jobs(self)
         self.runs = Runs(self)
         self.sessions = Sessions(self)
@@ -592,7 +605,7 @@ class AgentCron:
 
     def status(self) -> Status:
         """Counters and queue depths of this process, for metrics."""
-        engine, lanes = self.engine, self.engine.lanes
+        engine, lanes = self.engine, self.lanes
         return Status(
             fires_claimed=engine.stats["claimed"],
             runs_finished={s: engine.stats[s.value] for s in TERMINAL_STATES},

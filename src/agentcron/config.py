@@ -66,7 +66,14 @@ class EngineSettings:
     retention_age: timedelta = timedelta(days=30)
     prune_interval: timedelta = timedelta(minutes=1)
     stop_timeout: float = 30.0  # seconds a graceful stop waits for running turns
-    flush_batch: int = 2000  # run transitions per group commit
+    flush_batch: int = 2000  # writes per group commit
+    # A session's turn lease: renewed with the run leases while its turn runs; a process that
+    # dies holding it is found at the next start (or after this long, by another process).
+    turn_lease: timedelta = timedelta(minutes=5)
+    turn_timeout: float | None = 1800.0  # seconds a runner call may take; None = no limit
+    # Transcript entries a runner is given (a runner may say otherwise with its own
+    # `history_window` attribute; 0 = none, and the transcript is not read at all).
+    history_window: int = 200
 
 
 class ConfigError(ValueError):

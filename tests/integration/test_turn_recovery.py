@@ -7,6 +7,7 @@ import socket
 from datetime import timedelta
 
 from agentcron.engine.clock import FakeClock
+from agentcron.events import MessagePosted
 from agentcron.store import RunState, TurnState
 from tests.conftest import CronFactory
 from tests.integration.test_session_turns import KEY, ScriptedAgent, close_as_the_turn_ends
@@ -63,8 +64,8 @@ async def test_turns_of_a_dead_process_are_adopted_or_closed_visibly(
     await cron.close()
 
     cron2 = await make_cron(runner=agent, start=False)
-    events: list[tuple[str, dict[str, object]]] = []
-    cron2.engine.lanes.subscribe(lambda key, event: events.append((key, event)))
+    events: list[MessagePosted] = []
+    cron2.subscribe(events.append, types=[MessagePosted])
     await cron2.start()
     await cron2.engine.settled()
     closed = await cron2.sessions.turn(cut.id)
@@ -74,7 +75,7 @@ async def test_turns_of_a_dead_process_are_adopted_or_closed_visibly(
     assert notice.meta["turn_id"] == cut.id
     assert closed.reply_message_id == notice.id
     # published like a message outside a turn, so the chat's channel sends the closure too
-    assert (KEY, "message", notice.id) in [(k, e["type"], e.get("message_id")) for k, e in events]
+    assert (KEY, notice.id) in [(e.session_key, e.message.id) for e in events]
     assert [t.prompt for t in agent.turns] == ["still waiting"]  # never the cut-off one
     assert (await cron2.sessions.turn(queued.id)).state is TurnState.SUCCEEDED
     # the dead owner's session lease does not block the next turn there
@@ -92,7 +93,7 @@ async def test_a_running_turn_of_a_live_process_is_left_alone(
     turn = await cron.sessions.send(KEY, "busy")
     await agent.started.wait()
     other = await make_cron(runner=ScriptedAgent())  # a second engine on the same database
-    await other.engine.lanes.recover(lambda owner: False)
+    await other.lanes.recover(lambda owner: False)
     assert (await cron.sessions.turn(turn.id)).state is TurnState.RUNNING
     agent.hold.set()
     await cron.engine.settled()

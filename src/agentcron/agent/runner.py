@@ -6,7 +6,10 @@ import enum
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from agentcron.store.models import ClaimedFire
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +24,22 @@ class Trigger:
     message: str
     fire_at: datetime
     scheduled_by: str = "agentcron"
+
+
+def fire_trigger(fire: ClaimedFire) -> Trigger:
+    """The inbound session event a fire produces (what a system handler or a plain-callable
+    runner gets).
+    """
+    job = fire.job
+    return Trigger(
+        run_id=fire.run_id,
+        job_id=job.id,
+        job_name=job.name,
+        kind=job.kind.value,
+        session_key=job.session_key,
+        message=job.message,
+        fire_at=fire.fire_at,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,24 +6,23 @@ import asyncio
 import logging
 import os
 import socket
-import traceback
 from collections import Counter, deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from ulid import ULID
 
+from agentcron.agent.guard import TurnCall
 from agentcron.agent.runner import (
     NullEvents,
     Outcome,
-    OutcomeStatus,
     Runner,
     SessionInfo,
-    Trigger,
     TurnInput,
     TurnSource,
     as_outcome,
+    fire_trigger,
 )
 from agentcron.config import EngineSettings
 from agentcron.engine.clock import Clock, SystemClock
@@ -36,29 +35,27 @@ from agentcron.engine.legacy import (
     evaluate_response,
     legacy_target_key,
 )
-from agentcron.engine.policies import finish_job, plan_fires
+from agentcron.engine.policies import plan_fires
 from agentcron.engine.waiters import Waiters
-from agentcron.events import EventBus, FireStarted, JobAction
-from agentcron.sessions.lane import Lanes
-from agentcron.store.errors import JobNotFoundError
+from agentcron.events import EventBus, FireStarted, JobAction, JobEvent
+from agentcron.store.journal import Journal
 from agentcron.store.models import (
     ClaimedFire,
     FirePlan,
     Job,
     JobKind,
     JobOutcome,
+    RunEnd,
     RunState,
     Transition,
+    TurnFinished,
+    Write,
+    WriteResult,
 )
 from agentcron.store.sql import SqlStore
 
 log = logging.getLogger(__name__)
 
-_OUTCOME_STATE = {
-    OutcomeStatus.SUCCEEDED: RunState.SUCCEEDED,
-    OutcomeStatus.FAILED: RunState.FAILED,
-    OutcomeStatus.EMPTY: RunState.EMPTY,
-}
 _RETRY_AFTER_ERROR = timedelta(seconds=1)
 
 
@@ -85,11 +82,30 @@ def owner_is_dead(owner: str) -> bool:
     return False
 
 
-class Engine:
-    """Turns due fires into turns. One per process; several may share a database.
+class TurnSink(Protocol):
+    """Where session-turn fires go (the sessions' lanes, wired by AgentCron): it carries each
+    fire it takes to a terminal state, through the same journal.
+    """
 
-    Time comes only from `clock`. Run state changes are written through a group-commit
-    recorder, so a burst of fires costs a few transactions, not several per fire.
+    async def submit_fire(self, fire: ClaimedFire) -> None: ...
+
+    async def recover(self, is_dead: Callable[[str], bool]) -> None: ...
+
+    async def shutdown(self, grace: float) -> None: ...
+
+    @property
+    def holds_leases(self) -> bool: ...
+
+    def quiet(self, *, busy_ok: bool = False) -> bool: ...
+
+
+class Engine:
+    """Claims due fires and carries each to a terminal state. One per process; several may
+    share a database.
+
+    A session-turn fire is handed to the turn sink (the lanes) as soon as it is claimed; the
+    claim already opened its turn. Any other fire (a system job, a legacy unbound job) runs
+    here, isolated. Time comes only from `clock`; every run change goes through the journal.
     """
 
     def __init__(
@@ -97,16 +113,23 @@ class Engine:
         store: SqlStore,
         runner: Runner,
         *,
+        journal: Journal,
+        turns: TurnSink,
+        slots: asyncio.Semaphore,
+        bus: EventBus,
         clock: Clock | None = None,
         settings: EngineSettings | None = None,
         owner: str | None = None,
         evaluator: Evaluator = evaluate_response,
-        bus: EventBus | None = None,
+        deliver: Callable[..., Coroutine[Any, Any, Any]] | None = None,
     ) -> None:
-        self.bus = bus or EventBus()
         self.store = store
         self.runner = runner
+        self.journal = journal
+        self.turns = turns
+        self.bus = bus
         self.evaluator = evaluator
+        self._deliver = deliver  # posts a legacy job's result into its target session
         # System jobs (kind system_event) run through the handler registered for their name.
         self.system_handlers: dict[str, SystemHandler] = {}
         self.clock: Clock = clock or SystemClock()
@@ -115,23 +138,14 @@ class Engine:
         self.stats: Counter[str] = Counter()
         self._wake = asyncio.Event()
         self._hb_wake = asyncio.Event()
-        self._flush_wake = asyncio.Event()
-        self._slots = asyncio.Semaphore(self.settings.max_concurrent_runs)
+        self._slots = slots
         self.run_waiters = Waiters()  # callers waiting for a run to reach a terminal state
-        # Bound fires become turns of their session through its lane (sharing the slots).
-        self.lanes = Lanes(
-            store, runner, self.clock, owner=self.owner, slots=self._slots, bus=self.bus
-        )
         self._job_queues: dict[str, deque[ClaimedFire]] = {}
-        self._waiting: dict[str, ClaimedFire] = {}  # claimed here, turn not started yet
+        self._waiting: dict[str, ClaimedFire] = {}  # isolated fires claimed, not started
         self._running: dict[str, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._pending: list[tuple[Transition, JobOutcome | None, asyncio.Future[None] | None]] = []
-        self._flushing = False
         self._awaiting_slot = 0
         self._touched: set[str] = set()
-        # Bound fires whose end is being recorded: announced once the job's update is committed.
-        self._settling: dict[str, ClaimedFire] = {}
         self._next_prune: datetime | None = None
         self._next_due: datetime | None = None
         # Fires of other engines are reaped when their lease runs out; we look for them at
@@ -143,15 +157,17 @@ class Engine:
         self._closed = False
         self._sleeping = False
         self._deadline: datetime | None = None
+        journal.listeners.append(self._committed)
 
     # -- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
         """Reap fires abandoned by dead processes, adopt released ones, then start the loop."""
         now = self.clock.now()
+        self.journal.start()
         await self._reap(now)
         self._next_reap = await self._reap_deadline(now)
-        await self.lanes.recover(owner_is_dead)
+        await self.turns.recover(owner_is_dead)
         await self._adopt(now)
         await self.store.prune_runs(
             now,
@@ -159,7 +175,6 @@ class Engine:
             max_age=self.settings.retention_age,
         )
         self._service_tasks = [
-            asyncio.create_task(self._flusher(), name="agentcron-flusher"),
             asyncio.create_task(self._heartbeat(), name="agentcron-heartbeat"),
         ]
         self._loop_task = asyncio.create_task(self._loop(), name="agentcron-engine")
@@ -173,19 +188,20 @@ class Engine:
         self._wake.set()
         await self._loop_task
         wait = self.settings.stop_timeout if grace is None else grace
-        await self.lanes.shutdown(wait)
         tasks = list(self._tasks)
+        lanes = asyncio.create_task(self.turns.shutdown(wait))
         if tasks:
             _, late = await asyncio.wait(tasks, timeout=wait)
             for task in late:
                 task.cancel()
             await asyncio.gather(*late, return_exceptions=True)
-        await self._flush_all()
+        await lanes
         released = await self.store.release(self.owner, list(self._waiting))
         if released:
             log.info("released %d fires that had not started", released)
         self._waiting.clear()
         self._job_queues.clear()
+        await self.journal.close()
         for task in self._service_tasks:
             task.cancel()
         await asyncio.gather(*self._service_tasks, return_exceptions=True)
@@ -199,6 +215,10 @@ class Engine:
         """Re-read the schedule now (a job was created, changed or removed)."""
         self._wake.set()
 
+    def leases_held(self) -> None:
+        """Something now holds leases (a turn waits or runs): keep them renewed."""
+        self._hb_wake.set()
+
     # -- the loop ------------------------------------------------------------------------
 
     async def _loop(self) -> None:
@@ -208,7 +228,7 @@ class Engine:
             try:
                 if self._next_reap is not None and self._next_reap <= now:
                     await self._reap(now)
-                    await self.lanes.recover(owner_is_dead)
+                    await self.turns.recover(owner_is_dead)
                     await self._adopt(now)
                     self._next_reap = await self._reap_deadline(now)
                 await self._claim_due(now)
@@ -246,7 +266,7 @@ class Engine:
             self._next_due = result.next_due_at
             self.stats["claimed"] += len(result.fires)
             for fire in result.fires:
-                self._dispatch(fire)
+                await self._dispatch(fire)
             if result.examined < settings.batch_size:
                 return
 
@@ -279,7 +299,7 @@ class Engine:
         """Take over fires that were claimed but never started by an engine that is gone."""
         for fire in await self.store.adopt_released(self.owner, now + self.settings.lease, now):
             log.info("adopted a fire that never started", extra=_ctx(fire))
-            self._dispatch(fire)
+            await self._dispatch(fire)
 
     async def _maybe_prune(self, now: datetime) -> None:
         if not self._touched:
@@ -299,16 +319,22 @@ class Engine:
         if removed:
             log.info("pruned %d run records", removed)
 
-    # -- dispatch and turns --------------------------------------------------------------
+    # -- dispatch ----------------------------------------------------------------------------
 
-    def _dispatch(self, fire: ClaimedFire) -> None:
-        """Queue a claimed fire behind earlier fires of its job; start it when it is first."""
+    async def _dispatch(self, fire: ClaimedFire) -> None:
+        """Hand a session-turn fire to its session's lane; queue any other fire behind earlier
+        fires of its job and start it when it is first.
+        """
+        self._touched.add(fire.job.id)
+        self._hb_wake.set()
+        if fire.turn_id is not None:
+            await self.turns.submit_fire(fire)
+            return
         queue = self._job_queues.get(fire.job.id)
         if queue is not None or self._slots.locked():
             # It has to wait (for its job's earlier fire or for a free slot): say so.
-            self._record(Transition(fire.run_id, RunState.QUEUED, self.clock.now()))
+            self.journal.post(RunEnd(Transition(fire.run_id, RunState.QUEUED, self.clock.now())))
         self._waiting[fire.run_id] = fire
-        self._hb_wake.set()
         if queue is None:
             self._job_queues[fire.job.id] = deque([fire])
             self._spawn(self._execute(fire))
@@ -332,21 +358,9 @@ class Engine:
 
     async def _execute(self, fire: ClaimedFire) -> None:
         started = False
-        if fire.fire_at > self.clock.now():  # claimed ahead: start on the dot
-            await self.clock.sleep_until(fire.fire_at, asyncio.Event())
-        if self.bus:
-            lateness = (self.clock.now() - fire.fire_at).total_seconds()
-            await self.bus.publish(FireStarted(session_key=fire.job.session_key or "",
-                                               job_id=fire.job.id, run_id=fire.run_id,
-                                               lateness_s=lateness))  # fmt: skip
-        if fire.job.session_turn:
-            try:
-                started = await self._run_bound(fire)
-            finally:
-                if started:
-                    self._next_of_job(fire.job.id)
-            return
         try:
+            if fire.fire_at > self.clock.now():  # claimed ahead: start on the dot
+                await self.clock.sleep_until(fire.fire_at, asyncio.Event())
             self._awaiting_slot += 1
             try:
                 await self._slots.acquire()
@@ -356,65 +370,33 @@ class Engine:
                 if self._stopping:
                     return  # never started: released at stop for the next engine
                 started = True
-                await self._run_turn(fire)
+                await self._run_isolated(fire)
             finally:
                 self._slots.release()
         finally:
             if started:
                 self._next_of_job(fire.job.id)
 
-    async def _run_bound(self, fire: ClaimedFire) -> bool:
-        """Run a session-bound fire as a turn of its session. False if it never started."""
+    # -- isolated runs (system and legacy jobs) ------------------------------------------------
 
-        async def on_state(state: RunState, **fields: Any) -> None:
-            if state is RunState.RUNNING:
-                self._waiting.pop(fire.run_id, None)
-                await self._record_now(Transition(fire.run_id, state, self.clock.now(), **fields))
-            else:
-                self._record(Transition(fire.run_id, state, self.clock.now(), **fields))
-
-        try:
-            result = await self.lanes.run_fire(fire, self._trigger(fire), on_state)
-        except asyncio.CancelledError:
-            if fire.run_id in self._waiting:
-                return False  # never started: released at stop for the next engine
-            raise
-        except Exception as exc:
-            log.exception("bound fire failed outside its turn", extra=_ctx(fire))
-            result_state, outcome = RunState.FAILED, Outcome.failed(f"{type(exc).__name__}: {exc}")
-            self._waiting.pop(fire.run_id, None)
-            self._finish(fire, result_state, outcome)
-            return True
-        state = (
-            RunState.INTERRUPTED if result.interrupted else _OUTCOME_STATE[result.outcome.status]
-        )
-        self._finish(fire, state, result.outcome, message_id=result.message_id)
-        return True
-
-    def _trigger(self, fire: ClaimedFire) -> Trigger:
-        job = fire.job
-        return Trigger(
-            run_id=fire.run_id,
-            job_id=job.id,
-            job_name=job.name,
-            kind=job.kind.value,
-            session_key=job.session_key,
-            message=job.message,
-            fire_at=fire.fire_at,
-        )
-
-    async def _run_turn(self, fire: ClaimedFire) -> None:
+    async def _run_isolated(self, fire: ClaimedFire) -> None:
         """A fire that is not a session turn: a system job's handler, or the isolated run of a
         legacy unbound job followed by its evaluate step and delivery.
         """
         job = fire.job
-        ctx = _ctx(fire)
         self._waiting.pop(fire.run_id, None)
         current = asyncio.current_task()
-        assert current is not None
-        self._running[fire.run_id] = current
-        await self._record_now(Transition(fire.run_id, RunState.RUNNING, self.clock.now()))
-        trigger = self._trigger(fire)
+        if current is not None:
+            self._running[fire.run_id] = current
+        now = self.clock.now()
+        # Durable before the turn starts: after a crash this fire is interrupted, not re-run.
+        await self.journal.write(RunEnd(Transition(fire.run_id, RunState.RUNNING, now)))
+        if self.bus:
+            await self.bus.publish(FireStarted(
+                session_key=job.session_key or "", job_id=job.id, run_id=fire.run_id,
+                lateness_s=(self.clock.now() - fire.fire_at).total_seconds(),
+            ))  # fmt: skip
+        trigger = fire_trigger(fire)
         system = job.kind is JobKind.SYSTEM_EVENT
         handler = self.system_handlers.get(job.name) if system else None
         session = SessionInfo(
@@ -428,14 +410,17 @@ class Engine:
             turn_id=fire.run_id,
             source=TurnSource.RECALL if job.kind is JobKind.RECALL else TurnSource.AUTOMATION,
             prompt=job.message,
-            now=self.clock.now(),
+            now=now,
             trigger=trigger,
         )
-        try:
+
+        async def call() -> Outcome:
             if handler is not None:
-                outcome = as_outcome(await handler(trigger))
-            else:
-                outcome = await self.runner.run_turn(session, turn, NullEvents())
+                return as_outcome(await handler(trigger))
+            return await self.runner.run_turn(session, turn, NullEvents())
+
+        try:
+            outcome = await TurnCall(self.settings.turn_timeout).run(call, _ctx(fire))
         except asyncio.CancelledError:
             self._finish(
                 fire,
@@ -445,22 +430,16 @@ class Engine:
                 ),
             )
             raise
-        except Exception as exc:
-            log.warning("turn failed: %s", exc, extra=ctx)
-            outcome = Outcome.failed(
-                f"{type(exc).__name__}: {exc}",
-                error_details={"traceback": traceback.format_exc(limit=20)},
-            )
         finally:
             self._running.pop(fire.run_id, None)
-        if not isinstance(outcome, Outcome):
-            outcome = Outcome.failed(f"runner returned {type(outcome).__name__}, not an Outcome")
         delivery, message_id = None, None
         if not system:
             delivery, message_id = await self._deliver_legacy(fire, outcome)
-        self._finish(
-            fire, _OUTCOME_STATE[outcome.status], outcome, message_id=message_id, delivery=delivery
-        )
+        state = RunState(outcome.status.value)
+        result = await self._finish(fire, state, outcome, message_id=message_id,
+                                    delivery=delivery)  # fmt: skip
+        if job.session_key is not None and self.bus:
+            await self._announce_settled(fire, state, result)
 
     async def _deliver_legacy(
         self, fire: ClaimedFire, outcome: Outcome
@@ -479,9 +458,12 @@ class Engine:
         }
         if not verdict.deliver:
             return record, None
+        if self._deliver is None:
+            record["error"] = "no delivery is wired to this engine"
+            return record, None
         key = legacy_target_key(job)
         try:
-            message = await self.lanes.deliver(
+            message = await self._deliver(
                 key, outcome.text or "", delivery_meta(job, fire.run_id),
                 channel=job.channel, chat_id=job.to, channel_meta=job.channel_meta,
             )  # fmt: skip
@@ -490,7 +472,7 @@ class Engine:
             record["error"] = f"{type(exc).__name__}: {exc}"
             return record, None
         record.update(delivered=True, session_key=key, message_id=message.id)
-        return record, message.id
+        return record, str(message.id)
 
     def _finish(
         self,
@@ -500,9 +482,8 @@ class Engine:
         *,
         message_id: str | None = None,
         delivery: dict[str, Any] | None = None,
-    ) -> None:
+    ) -> asyncio.Future[WriteResult]:
         now = self.clock.now()
-        self.stats[state.value] += 1
         transition = Transition(
             fire.run_id,
             state,
@@ -514,105 +495,66 @@ class Engine:
             message_id=message_id,
             delivery=delivery,
         )
-        self._record(
-            transition,
-            JobOutcome(
-                fire.job.id,
-                state,
-                now,
-                error=outcome.error,
-                delete_after_run=fire.job.policy.delete_after_run,
-            ),
+        job_outcome = JobOutcome(
+            fire.job.id,
+            state,
+            now,
+            error=outcome.error,
+            delete_after_run=fire.job.policy.delete_after_run,
         )
-        self._touched.add(fire.job.id)
-        if fire.job.session_key is not None:
-            self._settling[fire.run_id] = fire
+        return self.journal.submit(RunEnd(transition, job_outcome))
 
-    # -- group commit ----------------------------------------------------------------------
-
-    def _record(self, transition: Transition, outcome: JobOutcome | None = None) -> None:
-        self._pending.append((transition, outcome, None))
-        self._flush_wake.set()
-
-    async def _record_now(self, transition: Transition) -> None:
-        """Record `transition` and wait until it is committed."""
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending.append((transition, None, done))
-        self._flush_wake.set()
-        await done
-
-    def _finisher(self, job: Job, outcome: JobOutcome) -> dict[str, Any]:
-        return finish_job(job, outcome, self.settings)
-
-    async def _flush_once(self) -> None:
-        batch = self._pending[: self.settings.flush_batch]
-        del self._pending[: len(batch)]
-        self._flushing = True
-        try:
-            await self.store.record(
-                [t for t, _, _ in batch], [o for _, o, _ in batch if o is not None], self._finisher
-            )
-        except BaseException:
-            self._pending[:0] = batch  # keep them: nothing recorded is dropped
-            raise
-        finally:
-            self._flushing = False
-        for transition, _, done in batch:
-            if done is not None and not done.done():
-                done.set_result(None)
-            if self.run_waiters and transition.state.terminal:
-                self.run_waiters.notify(transition.run_id)
-            settled = self._settling.pop(transition.run_id, None)
-            if settled is not None and transition.state.terminal:
-                await self._announce_settled(settled, transition.state)
-        if any(o is not None and o.status is RunState.FAILED for _, o, _ in batch):
-            self._wake.set()  # a backoff or auto-pause may have moved a job's next fire
-
-    async def _announce_settled(self, fire: ClaimedFire, state: RunState) -> None:
+    async def _announce_settled(
+        self, fire: ClaimedFire, state: RunState, result: WriteResult
+    ) -> None:
         """Tell listeners a fire's job is up to date (next run, auto-pause, removal)."""
         job = fire.job
-        await self.lanes.job_event(fire, JobAction.SETTLED, status=state.value)
-        if job.policy.delete_after_run and job.next_fire_at is None:
-            try:
-                await self.store.get_job(job.id)
-            except JobNotFoundError:  # a finished one-shot, removed with its outcome
-                await self.lanes.job_event(fire, JobAction.DELETED, status=state.value)
+        for action in (JobAction.SETTLED,) + (
+            (JobAction.DELETED,) if isinstance(result, TurnFinished) and result.job_deleted else ()
+        ):
+            await self.bus.publish(JobEvent(session_key=job.session_key or "", action=action,
+                                            job_id=job.id, kind=job.kind, run_id=fire.run_id,
+                                            status=state.value))  # fmt: skip
 
-    async def _flusher(self) -> None:
-        while True:
-            await self._flush_wake.wait()
-            self._flush_wake.clear()
-            while self._pending:
-                try:
-                    await self._flush_once()
-                except Exception:
-                    log.exception("recording run states failed; retrying")
-                    await asyncio.sleep(_RETRY_AFTER_ERROR.total_seconds())
-
-    async def _flush_all(self) -> None:
-        while self._pending or self._flushing:
-            if self._flushing:
-                await asyncio.sleep(0.001)
+    def _committed(self, writes: Sequence[Write], results: Sequence[WriteResult]) -> None:
+        """After each group commit: count ended runs, wake their waiters, and look at the
+        schedule again when a failure may have moved a job's next fire (backoff, pause).
+        """
+        failed = False
+        for write in writes:
+            run = write.run
+            if run is None or not run.state.terminal:
                 continue
-            await self._flush_once()
+            self.stats[run.state.value] += 1
+            if self.run_waiters:
+                self.run_waiters.notify(run.run_id)
+            failed = failed or run.state is RunState.FAILED
+        if failed:
+            self._wake.set()
 
     async def _heartbeat(self) -> None:
-        """Renew the leases of this engine's active fires every lease/3 while there are any."""
-        interval = self.settings.lease / 3
+        """Renew this engine's leases (its active fires', its sessions' turn leases) every
+        lease/3 while it holds any.
+        """
+        interval = min(self.settings.lease, self.settings.turn_lease) / 3
         while True:
-            if not self._waiting and not self._running:
+            if not self._holding():
                 await self._hb_wake.wait()
                 self._hb_wake.clear()
                 continue
             never = asyncio.Event()
             await self.clock.sleep_until(self.clock.now() + interval, never)
-            if self._waiting or self._running:
+            if self._holding():
+                now = self.clock.now()
                 try:
                     await self.store.renew_leases(
-                        self.owner, self.clock.now() + self.settings.lease
+                        self.owner, now + self.settings.lease, now + self.settings.turn_lease
                     )
                 except Exception:
                     log.exception("lease renewal failed")
+
+    def _holding(self) -> bool:
+        return bool(self._waiting or self._running or self.turns.holds_leases)
 
     # -- observation -----------------------------------------------------------------------
 
@@ -629,17 +571,11 @@ class Engine:
         or with `busy_ok`, every turn either inside its runner or waiting for a slot.
         """
         due = self._deadline is not None and self._deadline <= self.clock.now()
-        quiet = (
-            self._sleeping
-            and not self._wake.is_set()
-            and not due
-            and not self._pending
-            and not self._flushing
-        )
-        if not self.lanes.quiet(busy_ok=busy_ok):
+        quiet = self._sleeping and not self._wake.is_set() and not due and not self.journal.pending
+        if not self.turns.quiet(busy_ok=busy_ok):
             return False
         if busy_ok:
-            waiting = len(self._running) + self._awaiting_slot + self.lanes.parked
+            waiting = len(self._running) + self._awaiting_slot
             return quiet and len(self._tasks) == waiting
         return quiet and not self._tasks
 

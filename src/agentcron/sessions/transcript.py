@@ -6,6 +6,11 @@ from typing import Any
 
 from agentcron.agent.runner import Outcome, OutcomeStatus, TurnSource
 
+# One text per way a turn can end without the runner's own answer.
+INTERRUPTED_NOTICE = "This turn was interrupted because agentcron stopped."
+INTERRUPTED_ERROR = "interrupted: agentcron stopped while this turn was running; not re-run"
+CUT_OFF_ERROR = "interrupted: the process running this turn stopped"
+
 
 def trigger_entry(
     source: TurnSource,
@@ -60,3 +65,9 @@ def closure(
     if scheduled:
         return f"{what} ran and had nothing to report.", meta
     return "(no reply)", meta
+
+
+def interrupted_entry(source: str, turn_id: str) -> tuple[str, dict[str, Any]]:
+    """The visible closure of a turn cut off by a shutdown or a dead process (never re-run)."""
+    meta = {"source": source, "status": "interrupted", "_status_notice": True, "turn_id": turn_id}
+    return INTERRUPTED_NOTICE, meta

@@ -193,11 +193,18 @@ class FirePlan:
 
 @dataclass(frozen=True, slots=True)
 class ClaimedFire:
-    """A fire this process claimed and must carry to a terminal state."""
+    """A fire this process claimed and must carry to a terminal state.
+
+    A session-turn fire (`job.session_turn`) comes with the turn record the claim opened for
+    it (`turn_id`), `deferred` when its session already had a turn open, and the session's zone.
+    """
 
     run_id: str
     job: Job  # the job as of the claim (after its state was advanced)
     fire_at: datetime
+    turn_id: str | None = None
+    deferred: bool = False
+    session_tz: str = "UTC"
 
 
 class ClaimResult(NamedTuple):
@@ -309,3 +316,82 @@ class Turn:
     usage: dict[str, Any] | None
     reply_message_id: str | None
     owner: str | None = None  # the process that runs it; None = released for another to adopt
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A transcript entry to append (its seq and id are assigned in the transaction)."""
+
+    role: str
+    content: str
+    meta: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStart:
+    """Begin a turn: take the session's turn lease, append the turn's opening entry, mark the
+    turn running (and its fire's run, with `run`) — all in one group-committed transaction.
+    """
+
+    session_key: str
+    turn_id: str
+    owner: str
+    at: datetime
+    lease_until: datetime
+    entry: Entry
+    run: Transition | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted:
+    """What a TurnStart did: `message` and `session` when it began; else `busy_until`, when the
+    lease another process holds on the session runs out (nothing was written).
+    """
+
+    message: Message | None
+    session: Session | None
+    busy_until: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFinish:
+    """End a turn: its closing entry, its outcome, the session lease let go (when this owner
+    holds it for this turn), and its fire's run and job bookkeeping — in one transaction.
+    `entry` None writes no closing entry (the turn never began).
+    """
+
+    session_key: str
+    turn_id: str
+    owner: str
+    at: datetime
+    state: TurnState
+    entry: Entry | None
+    error: str | None = None
+    error_details: dict[str, Any] | None = None
+    usage: dict[str, Any] | None = None
+    run: Transition | None = None
+    outcome: JobOutcome | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFinished:
+    """What a TurnFinish wrote: the closing entry, and whether the fire's job was removed."""
+
+    message: Message | None
+    job_deleted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnd:
+    """A fire that is not a turn ended (or moved): its run's transition, and for a terminal
+    one, how it changes its job.
+    """
+
+    run: Transition
+    outcome: JobOutcome | None = None
+
+
+Write = TurnStart | TurnFinish | RunEnd
+"""One item of a group commit."""
+
+WriteResult = TurnStarted | TurnFinished | None

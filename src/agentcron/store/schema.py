@@ -148,6 +148,8 @@ sessions = sa.Table(
     sa.Column("turn_owner", sa.Text),
     sa.Column("turn_id", sa.String(32)),
     sa.Column("turn_lease_expires_at", UTCDateTime),
+    # the seq of the newest transcript entry: the next append takes last_seq + 1
+    sa.Column("last_seq", sa.Integer, nullable=False, server_default="0"),
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=False),
 )
@@ -181,6 +183,7 @@ turns = sa.Table(
 )
 sa.Index("ix_turns_session_key", turns.c.session_key)
 sa.Index("ix_turns_state", turns.c.state)
+sa.Index("ix_turns_run_id", turns.c.run_id)
 
 messages = sa.Table(
     "messages",

@@ -15,11 +15,14 @@ from agentcron.store.errors import SessionNotFoundError, TurnNotFoundError
 from agentcron.store.ids import new_id
 from agentcron.store.models import (
     ACTIVE_STATES,
+    Entry,
     JobKind,
     Message,
     RunState,
     Session,
     Turn,
+    TurnFinish,
+    TurnStart,
     TurnState,
 )
 from agentcron.store.schema import jobs, messages, runs, sessions, turns
@@ -36,25 +39,10 @@ _TURN_FIELDS = frozenset(
         "owner",
     }
 )
-_WAITING_TURN = (TurnState.QUEUED.value, TurnState.DEFERRED.value)
-_OPEN_TURN = (*_WAITING_TURN, TurnState.RUNNING.value)
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """A transcript entry to append (its seq and id are assigned in the transaction)."""
-
-    role: str
-    content: str
-    meta: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class TakenSession:
-    """What `take_session` read with the lease: the session and its transcript so far."""
-
-    session: Session
-    history: list[Message]
+WAITING_TURN = (TurnState.QUEUED.value, TurnState.DEFERRED.value)
+_WAITING_TURN = WAITING_TURN
+OPEN_TURN = (*_WAITING_TURN, TurnState.RUNNING.value)
+_OPEN_TURN = OPEN_TURN
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +58,8 @@ def _run_is_open(conn: Connection, run_id: str) -> bool:
     return state is not None and RunState(state) in ACTIVE_STATES
 
 
-def _session(row: Row[Any]) -> Session:
-    m = row._mapping
+def _session(row: Row[Any] | Mapping[str, Any]) -> Session:
+    m = row._mapping if isinstance(row, Row) else row
     return Session(
         key=m["session_key"],
         channel=m["channel"],
@@ -123,6 +111,31 @@ def _turn(row: Row[Any] | Mapping[str, Any]) -> Turn:
 # -- operations inside one transaction (composed by the SessionStore methods) -------------------
 
 
+def session_values(
+    key: str,
+    now: datetime,
+    *,
+    channel: str | None = None,
+    chat_id: str | None = None,
+    channel_meta: dict[str, Any] | None = None,
+    title: str | None = None,
+    tz: str = "UTC",
+) -> dict[str, Any]:
+    """A new session row; channel and chat id default to the two halves of `channel:chat_id`."""
+    default_channel, _, default_chat = key.partition(":")
+    return {
+        "session_key": key,
+        "channel": channel or default_channel or "api",
+        "chat_id": chat_id if chat_id is not None else default_chat,
+        "channel_meta": channel_meta,
+        "title": title,
+        "tz": tz,
+        "last_seq": 0,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
 def _ensure_session_op(
     conn: Connection,
     key: str,
@@ -136,44 +149,46 @@ def _ensure_session_op(
 ) -> Session:
     row = conn.execute(sa.select(sessions).where(sessions.c.session_key == key)).first()
     if row is None:
-        default_channel, _, default_chat = key.partition(":")
         conn.execute(
             sessions.insert().values(
-                session_key=key,
-                channel=channel or default_channel or "api",
-                chat_id=chat_id if chat_id is not None else default_chat,
-                channel_meta=channel_meta,
-                title=title,
-                tz=tz,
-                created_at=now,
-                updated_at=now,
+                session_values(
+                    key, now, channel=channel, chat_id=chat_id, channel_meta=channel_meta,
+                    title=title, tz=tz,
+                )
             )
-        )
+        )  # fmt: skip
         row = conn.execute(sa.select(sessions).where(sessions.c.session_key == key)).one()
     return _session(row)
 
 
-def _append_op(conn: Connection, key: str, entry: Entry, now: datetime) -> Message:
-    seq = conn.execute(
-        sa.select(sa.func.coalesce(sa.func.max(messages.c.seq), 0)).where(
-            messages.c.session_key == key
-        )
-    ).scalar_one()
-    values = {
+def _message_values(key: str, seq: int, entry: Entry, now: datetime) -> dict[str, Any]:
+    return {
         "id": new_id(),
         "session_key": key,
-        "seq": int(seq) + 1,
+        "seq": seq,
         "role": entry.role,
         "content": entry.content,
         "meta": entry.meta,
         "created_at": now,
     }
+
+
+def _append_op(conn: Connection, key: str, entry: Entry, now: datetime) -> Message:
+    # The counter on the session row gives the seq (and locks the row on PostgreSQL).
+    seq = conn.execute(
+        sessions.update()
+        .where(sessions.c.session_key == key)
+        .values(last_seq=sessions.c.last_seq + 1, updated_at=now)
+        .returning(sessions.c.last_seq)
+    ).scalar_one_or_none()
+    if seq is None:
+        raise SessionNotFoundError(key)
+    values = _message_values(key, int(seq), entry, now)
     conn.execute(messages.insert().values(values))
-    conn.execute(sessions.update().where(sessions.c.session_key == key).values(updated_at=now))
     return _message(values)
 
 
-def _turn_values(
+def turn_values(
     session_key: str,
     source: str,
     content: str,
@@ -258,6 +273,110 @@ def _release_op(conn: Connection, key: str, owner: str) -> None:
         .where(sessions.c.session_key == key, sessions.c.turn_owner == owner)
         .values(turn_owner=None, turn_id=None, turn_lease_expires_at=None)
     )
+
+
+_START_TURN = (
+    turns.update()
+    .where(turns.c.id == sa.bindparam("b_id"), turns.c.state.in_(
+        [sa.literal_column(f"'{s}'") for s in _WAITING_TURN]))
+    .values(state=TurnState.RUNNING.value,
+            started_at=sa.bindparam("started_at", type_=turns.c.started_at.type))
+)  # fmt: skip
+_FINISH_TURN = (
+    turns.update()
+    .where(turns.c.id == sa.bindparam("b_id"), turns.c.state.in_(
+        [sa.literal_column(f"'{s}'") for s in _OPEN_TURN]))
+    .values({c: sa.bindparam(c, type_=turns.c[c].type) for c in (
+        "state", "finished_at", "error", "error_details", "usage", "input_tokens",
+        "output_tokens", "cost_usd", "reply_message_id")})
+)  # fmt: skip
+_SESSION_STATE = (
+    sessions.update()
+    .where(sessions.c.session_key == sa.bindparam("b_key"))
+    .values({c: sa.bindparam(c, type_=sessions.c[c].type) for c in (
+        "turn_owner", "turn_id", "turn_lease_expires_at", "last_seq", "updated_at")})
+)  # fmt: skip
+_USAGE = ("input_tokens", "output_tokens", "cost_usd")
+
+
+class TurnWrites:
+    """The turn part of one group commit: starts and finishes applied in the order given,
+    against the session rows read once for the whole batch, then written as a few
+    executemany statements (whatever the batch size).
+    """
+
+    def __init__(self, conn: Connection, keys: set[str]) -> None:
+        self._conn = conn
+        self._sessions: dict[str, dict[str, Any]] = {}
+        query = sa.select(sessions).where(
+            sessions.c.session_key.in_(sa.bindparam("keys", expanding=True))
+        )
+        if conn.dialect.name == "postgresql":
+            query = query.with_for_update()
+        ordered = sorted(keys)
+        for start in range(0, len(ordered), 500):
+            for row in conn.execute(query, {"keys": ordered[start : start + 500]}):
+                self._sessions[row.session_key] = dict(row._mapping)
+        self._touched: set[str] = set()
+        self._messages: list[dict[str, Any]] = []
+        self._starts: list[dict[str, Any]] = []
+        self._finishes: list[dict[str, Any]] = []
+
+    def _append(self, row: dict[str, Any], key: str, entry: Entry, now: datetime) -> Message:
+        row["last_seq"] += 1
+        row["updated_at"] = now
+        values = _message_values(key, row["last_seq"], entry, now)
+        self._messages.append(values)
+        self._touched.add(key)
+        return _message(values)
+
+    def start(self, w: TurnStart) -> tuple[Message | None, Session | None, datetime | None]:
+        """(opening entry, session, None) when the turn began; (None, None, until) when
+        another owner's lease holds the session; (None, None, None) when the session is gone.
+        """
+        row = self._sessions.get(w.session_key)
+        if row is None:
+            return None, None, None
+        holder, until = row["turn_owner"], row["turn_lease_expires_at"]
+        if holder is not None and holder != w.owner and until is not None and until > w.at:
+            return None, None, until
+        row.update(turn_owner=w.owner, turn_id=w.turn_id, turn_lease_expires_at=w.lease_until)
+        message = self._append(row, w.session_key, w.entry, w.at)
+        self._starts.append({"b_id": w.turn_id, "started_at": w.at})
+        return message, _session(row), None
+
+    def finish(self, w: TurnFinish) -> Message | None:
+        row = self._sessions.get(w.session_key)
+        message = None
+        if row is not None:
+            if w.entry is not None:
+                message = self._append(row, w.session_key, w.entry, w.at)
+            if row["turn_owner"] == w.owner and row["turn_id"] == w.turn_id:
+                row.update(turn_owner=None, turn_id=None, turn_lease_expires_at=None)
+                self._touched.add(w.session_key)
+        usage = w.usage or {}
+        self._finishes.append({
+            "b_id": w.turn_id, "state": w.state.value, "finished_at": w.at, "error": w.error,
+            "error_details": w.error_details, "usage": w.usage,
+            **{c: usage.get(c) for c in _USAGE},
+            "reply_message_id": None if message is None else message.id,
+        })  # fmt: skip
+        return message
+
+    def flush(self) -> None:
+        conn = self._conn
+        if self._messages:
+            conn.execute(messages.insert(), self._messages)
+        if self._touched:
+            conn.execute(_SESSION_STATE, [
+                {"b_key": key, **{c: self._sessions[key][c] for c in (
+                    "turn_owner", "turn_id", "turn_lease_expires_at", "last_seq", "updated_at")}}
+                for key in sorted(self._touched)
+            ])  # fmt: skip
+        if self._starts:
+            conn.execute(_START_TURN, self._starts)
+        if self._finishes:
+            conn.execute(_FINISH_TURN, self._finishes)
 
 
 class SessionStore:
@@ -386,7 +505,7 @@ class SessionStore:
         turn_id: str | None = None,
         owner: str | None = None,
     ) -> Turn:
-        values = _turn_values(session_key, source, content, now, state, run_id, owner, turn_id)
+        values = turn_values(session_key, source, content, now, state, run_id, owner, turn_id)
         await self._db.write(lambda conn: conn.execute(turns.insert().values(values)))
         return _turn(values)
 
@@ -419,53 +538,25 @@ class SessionStore:
                 taken = _take_fire_turn_op(conn, run_id, owner, state)
                 if taken is not None:
                     return taken
-            values = _turn_values(session_key, source, content, now, state, run_id, owner)
+            values = turn_values(session_key, source, content, now, state, run_id, owner)
             conn.execute(turns.insert().values(values))
             return _turn(values)
 
         return await self._db.write(op)
 
-    async def take_session(
-        self, key: str, owner: str, turn_id: str, now: datetime, until: datetime
-    ) -> TakenSession | datetime:
-        """One transaction: take the session's turn lease for `turn_id` and read what the turn
-        needs (the session and its transcript). When another holds the lease: when it ends.
+    async def history(self, session_key: str, *, before: int, limit: int) -> list[Message]:
+        """The newest `limit` transcript entries with seq below `before`, oldest first (one
+        indexed read, whatever the transcript's length).
         """
-
-        def op(conn: Connection) -> TakenSession | datetime:
-            held = _acquire_op(conn, key, owner, turn_id, now, until)
-            if held is not None:
-                return held
-            row = conn.execute(sa.select(sessions).where(sessions.c.session_key == key)).one()
-            history = conn.execute(
-                sa.select(messages).where(messages.c.session_key == key).order_by(messages.c.seq)
-            )
-            return TakenSession(_session(row), [_message(r) for r in history])
-
-        return await self._db.write(op)
-
-    async def start_turn(self, key: str, turn_id: str, entry: Entry, now: datetime) -> Message:
-        """One transaction: the turn's opening entry in the transcript, the turn `running`."""
-
-        def op(conn: Connection) -> Message:
-            message = _append_op(conn, key, entry, now)
-            _update_turn_op(conn, turn_id, {"state": TurnState.RUNNING, "started_at": now})
-            return message
-
-        return await self._db.write(op)
-
-    async def finish_turn(
-        self, key: str, turn_id: str, entry: Entry, now: datetime, owner: str, **fields: Any
-    ) -> Message:
-        """One transaction: the closing entry, the turn's outcome, the session lease let go."""
-
-        def op(conn: Connection) -> Message:
-            message = _append_op(conn, key, entry, now)
-            _update_turn_op(conn, turn_id, {**fields, "reply_message_id": message.id})
-            _release_op(conn, key, owner)
-            return message
-
-        return await self._db.write(op)
+        query = (
+            sa.select(messages)
+            .where(messages.c.session_key == session_key, messages.c.seq < before)
+            .order_by(messages.c.seq.desc())
+            .limit(limit)
+        )
+        rows = await self._db.read(lambda conn: [_message(r) for r in conn.execute(query)])
+        rows.reverse()
+        return rows
 
     async def update_turn(self, turn_id: str, **fields: Any) -> None:
         await self._db.write(lambda conn: _update_turn_op(conn, turn_id, fields))
@@ -559,6 +650,23 @@ class SessionStore:
                     turns.update()
                     .where(turns.c.id.in_([t.id for t in adopted]))
                     .values(owner=owner)
+                )
+            # Leases of owners that are gone are free at once: a lease taken just before its
+            # process died would otherwise hold the session until it expires.
+            held = conn.execute(
+                sa.select(sessions.c.session_key, sessions.c.turn_owner,
+                          sessions.c.turn_lease_expires_at)
+                .where(sessions.c.turn_owner.is_not(None), sessions.c.turn_owner != owner)
+            ).all()  # fmt: skip
+            stale = [
+                key for key, holder, until in held
+                if is_dead(holder) or (until is not None and until <= now)
+            ]  # fmt: skip
+            for start in range(0, len(stale), 500):
+                conn.execute(
+                    sessions.update()
+                    .where(sessions.c.session_key.in_(stale[start : start + 500]))
+                    .values(turn_owner=None, turn_id=None, turn_lease_expires_at=None)
                 )
             if interrupted:
                 conn.execute(

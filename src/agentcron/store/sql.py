@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -41,11 +41,26 @@ from agentcron.store.models import (
     NewJob,
     Overlap,
     Run,
+    RunEnd,
     RunState,
     Transition,
+    TurnFinish,
+    TurnFinished,
+    TurnStart,
+    TurnStarted,
+    TurnState,
+    Write,
+    WriteResult,
 )
-from agentcron.store.schema import jobs, runs, turns
-from agentcron.store.sessions import SessionStore
+from agentcron.store.schema import jobs, runs, sessions, turns
+from agentcron.store.sessions import (
+    OPEN_TURN,
+    WAITING_TURN,
+    SessionStore,
+    TurnWrites,
+    session_values,
+    turn_values,
+)
 
 log = logging.getLogger(__name__)
 
@@ -631,16 +646,76 @@ class SqlStore:
                 run_rows.append(run_row)
         won = self._cas_update_jobs(conn, job_updates)
         run_rows = [r for r in run_rows if r["job_id"] in won]
+        turn_for = self._open_fire_turns(conn, run_rows, claimed_meta, now, owner)
         claimed: list[ClaimedFire] = []
         if run_rows:
             inserted = {r.id for r in conn.execute(self._insert_runs, run_rows)}
+            turn_rows = [t for run_id, (t, _) in turn_for.items() if run_id in inserted]
+            if turn_rows:
+                conn.execute(turns.insert(), turn_rows)
             for run_id in inserted:
                 if run_id in claimed_meta:
                     job, fire_at = claimed_meta[run_id]
-                    claimed.append(ClaimedFire(run_id=run_id, job=job, fire_at=fire_at))
+                    if run_id not in turn_for:
+                        claimed.append(ClaimedFire(run_id=run_id, job=job, fire_at=fire_at))
+                        continue
+                    turn, zone = turn_for[run_id]
+                    claimed.append(ClaimedFire(
+                        run_id=run_id, job=job, fire_at=fire_at, turn_id=turn["id"],
+                        deferred=turn["state"] == TurnState.DEFERRED.value, session_tz=zone,
+                    ))  # fmt: skip
         due_next = conn.execute(_NEXT_DUE).scalar_one()
         claimed.sort(key=lambda c: (c.fire_at, c.run_id))
         return ClaimResult(claimed, len(rows), due_next)
+
+    def _open_fire_turns(
+        self,
+        conn: Connection,
+        run_rows: list[dict[str, Any]],
+        claimed_meta: dict[str, tuple[Job, datetime]],
+        now: datetime,
+        owner: str,
+    ) -> dict[str, tuple[dict[str, Any], str]]:
+        """Turn records for the session-turn fires about to be claimed (run id -> turn row,
+        session zone), their sessions created where missing, and their run rows set `queued`
+        — or `deferred` when the session already has a turn open (or an earlier fire of this
+        batch).
+        """
+        bound = sorted(
+            (r for r in run_rows
+             if r["id"] in claimed_meta and claimed_meta[r["id"]][0].session_turn),
+            key=lambda r: (r["fire_at"], r["id"]),
+        )  # fmt: skip
+        if not bound:
+            return {}
+        keys = sorted({r["session_key"] for r in bound})
+        tz: dict[str, str] = {}
+        busy: set[str] = set()
+        for chunk in _chunks(keys):
+            conn.execute(
+                self._insert(sessions).on_conflict_do_nothing(),
+                [session_values(key, now) for key in chunk],
+            )
+            tz.update(conn.execute(
+                sa.select(sessions.c.session_key, sessions.c.tz)
+                .where(sessions.c.session_key.in_(chunk))
+            ).all())  # fmt: skip
+            busy.update(conn.execute(
+                sa.select(turns.c.session_key).distinct()
+                .where(turns.c.session_key.in_(chunk), turns.c.state.in_(OPEN_TURN))
+            ).scalars())  # fmt: skip
+        out: dict[str, tuple[dict[str, Any], str]] = {}
+        for row in bound:
+            job = claimed_meta[row["id"]][0]
+            key = row["session_key"]
+            state = TurnState.DEFERRED if key in busy else TurnState.QUEUED
+            busy.add(key)
+            row["state"] = state.value
+            row["deferred_at" if state is TurnState.DEFERRED else "queued_at"] = now
+            source = "recall" if job.kind is JobKind.RECALL else "automation"
+            turn = turn_values(key, source, job.message, now, state, row["id"], owner)
+            out[row["id"]] = (turn, tz.get(key, "UTC"))
+        return out
 
     def _active_counts(
         self, conn: Connection, job_ids: Sequence[str]
@@ -672,6 +747,52 @@ class SqlStore:
                 won.add(update["b_id"])
         return won
 
+    async def apply(self, writes: Sequence[Write], finisher: Finisher) -> list[WriteResult]:
+        """Apply a group commit in one transaction, in order: turn starts (lease, opening
+        entry, turn and run running), turn finishes (closing entry, outcome, lease let go,
+        run and job bookkeeping) and other run changes. One result per write.
+
+        A start whose session is held by another owner's live lease writes nothing (its
+        result says until when); a finish or run change of a run that already ended is a no-op.
+        """
+        return await self._db.write(lambda conn: self._apply_op(conn, writes, finisher))
+
+    def _apply_op(
+        self, conn: Connection, writes: Sequence[Write], finisher: Finisher
+    ) -> list[WriteResult]:
+        keys = {w.session_key for w in writes if isinstance(w, TurnStart | TurnFinish)}
+        staged = TurnWrites(conn, keys)
+        transitions: list[Transition] = []
+        outcomes: list[JobOutcome] = []
+        results: list[WriteResult] = []
+        for w in writes:
+            if isinstance(w, TurnStart):
+                message, session, busy = staged.start(w)
+                if message is not None and w.run is not None:
+                    transitions.append(w.run)
+                results.append(TurnStarted(message, session, busy))
+            elif isinstance(w, TurnFinish):
+                message = staged.finish(w)
+                if w.run is not None:
+                    reply = None if message is None else message.id
+                    transitions.append(replace(w.run, message_id=reply))
+                if w.outcome is not None:
+                    outcomes.append(w.outcome)
+                results.append(TurnFinished(message))
+            else:
+                transitions.append(w.run)
+                if w.outcome is not None:
+                    outcomes.append(w.outcome)
+                results.append(TurnFinished(None))
+        staged.flush()
+        deleted = self._record_op(conn, transitions, outcomes, finisher)
+        if deleted:
+            for i, w in enumerate(writes):
+                outcome = w.outcome if isinstance(w, TurnFinish | RunEnd) else None
+                if outcome is not None and outcome.job_id in deleted:
+                    results[i] = TurnFinished(getattr(results[i], "message", None), True)
+        return results
+
     async def record(
         self,
         transitions: Sequence[Transition],
@@ -683,9 +804,7 @@ class SqlStore:
         Several transitions of one run collapse into one row update that keeps every state's
         timestamp. Only an active run moves: a terminal state is final.
         """
-        return await self._db.write(
-            lambda conn: self._record_op(conn, transitions, outcomes, finisher)
-        )
+        await self._db.write(lambda conn: self._record_op(conn, transitions, outcomes, finisher))
 
     def _record_op(
         self,
@@ -693,9 +812,9 @@ class SqlStore:
         transitions: Sequence[Transition],
         outcomes: Sequence[JobOutcome] = (),
         finisher: Finisher | None = None,
-    ) -> None:
+    ) -> set[str]:
         if not transitions and not outcomes:
-            return
+            return set()
         merged: dict[str, dict[str, Any]] = {}
         for t in transitions:
             row = merged.get(t.run_id)
@@ -715,11 +834,13 @@ class SqlStore:
         if outcomes:
             if finisher is None:
                 raise ValueError("outcomes need a finisher")
-            self._apply_outcomes(conn, outcomes, finisher)
+            return self._apply_outcomes(conn, outcomes, finisher)
+        return set()
 
     def _apply_outcomes(
         self, conn: Connection, outcomes: Sequence[JobOutcome], finisher: Finisher
-    ) -> None:
+    ) -> set[str]:
+        """Apply job outcomes; returns the ids of jobs removed (finished one-shots)."""
         by_job: dict[str, list[JobOutcome]] = {}
         for outcome in outcomes:
             by_job.setdefault(outcome.job_id, []).append(outcome)
@@ -735,7 +856,7 @@ class SqlStore:
             )
         ids = [job_id for job_id, v in by_job.items() if not all(o.simple for o in v)]
         if not ids:
-            return
+            return set()
         current: dict[str, Job] = {}
         for chunk in _chunks(ids):
             for row in conn.execute(sa.select(jobs).where(jobs.c.id.in_(chunk))):
@@ -768,16 +889,32 @@ class SqlStore:
             conn.execute(stmt, updates)
         if deletes:
             conn.execute(jobs.delete().where(jobs.c.id == sa.bindparam("b_id")), deletes)
+        return {d["b_id"] for d in deletes}
 
-    async def renew_leases(self, owner: str, until: datetime) -> int:
-        return await self._db.write(lambda conn: self._renew_leases_op(conn, owner, until))
+    async def renew_leases(
+        self, owner: str, until: datetime, turn_until: datetime | None = None
+    ) -> int:
+        """Extend every lease `owner` holds: its active runs' to `until`, and (with
+        `turn_until`) its sessions' turn leases. Returns how many runs it renewed.
+        """
+        return await self._db.write(
+            lambda conn: self._renew_leases_op(conn, owner, until, turn_until)
+        )
 
-    def _renew_leases_op(self, conn: Connection, owner: str, until: datetime) -> int:
+    def _renew_leases_op(
+        self, conn: Connection, owner: str, until: datetime, turn_until: datetime | None
+    ) -> int:
         result = conn.execute(
             runs.update()
             .where(runs.c.owner == owner, runs.c.state.in_(ACTIVE))
             .values(lease_expires_at=until)
         )
+        if turn_until is not None:
+            conn.execute(
+                sessions.update()
+                .where(sessions.c.turn_owner == owner)
+                .values(turn_lease_expires_at=turn_until)
+            )
         return int(result.rowcount)
 
     async def reap(self, now: datetime, owner: str, is_dead: Callable[[str], bool]) -> list[Run]:
@@ -867,7 +1004,9 @@ class SqlStore:
         return value  # type: ignore[no-any-return]
 
     async def release(self, owner: str, run_ids: Sequence[str]) -> int:
-        """Give back runs that never started (graceful stop), for the next engine to adopt."""
+        """Give back runs that never started (graceful stop), with their waiting turns, for
+        the next engine to adopt.
+        """
         return await self._db.write(lambda conn: self._release_op(conn, owner, run_ids))
 
     def _release_op(self, conn: Connection, owner: str, run_ids: Sequence[str]) -> int:
@@ -879,6 +1018,12 @@ class SqlStore:
                 .values(owner=None, lease_expires_at=None)
             )
             released += int(result.rowcount)
+            conn.execute(
+                turns.update()
+                .where(turns.c.run_id.in_(chunk), turns.c.owner == owner,
+                       turns.c.state.in_(WAITING_TURN))
+                .values(owner=None)
+            )  # fmt: skip
         return released
 
     async def adopt_released(
@@ -921,10 +1066,65 @@ class SqlStore:
                 ),
                 [{"b_id": r.id} for r in orphaned],
             )
-        return sorted(
-            (ClaimedFire(run_id=r.id, job=job_rows[r.job_id], fire_at=r.fire_at) for r in adopted),
-            key=lambda c: (c.fire_at, c.run_id),
-        )
+        fire_turns = self._adopt_fire_turns(conn, adopted, job_rows, owner, now)
+        fires = []
+        for r in adopted:
+            job = job_rows[r.job_id]
+            if r.id in fire_turns:
+                turn_id, deferred, zone = fire_turns[r.id]
+                fires.append(ClaimedFire(run_id=r.id, job=job, fire_at=r.fire_at, turn_id=turn_id,
+                                         deferred=deferred, session_tz=zone))  # fmt: skip
+            else:
+                fires.append(ClaimedFire(run_id=r.id, job=job, fire_at=r.fire_at))
+        return sorted(fires, key=lambda c: (c.fire_at, c.run_id))
+
+    def _adopt_fire_turns(
+        self,
+        conn: Connection,
+        adopted: Sequence[Row[Any]],
+        job_rows: Mapping[str, Job],
+        owner: str,
+        now: datetime,
+    ) -> dict[str, tuple[str, bool, str]]:
+        """The waiting turns of adopted session-turn fires, taken over by `owner` (opened
+        anew where none is left): run id -> (turn id, deferred, session zone).
+        """
+        bound = [r for r in adopted if job_rows[r.job_id].session_turn]
+        if not bound:
+            return {}
+        out: dict[str, tuple[str, bool, str]] = {}
+        missing: list[Row[Any]] = []
+        for chunk in _chunks(bound):
+            ids = [r.id for r in chunk]
+            found = {
+                t.run_id: t
+                for t in conn.execute(
+                    sa.select(turns.c.id, turns.c.run_id, turns.c.state, sessions.c.tz)
+                    .join(sessions, sessions.c.session_key == turns.c.session_key)
+                    .where(turns.c.run_id.in_(ids), turns.c.state.in_(WAITING_TURN))
+                )
+            }
+            conn.execute(
+                turns.update().where(turns.c.run_id.in_(ids), turns.c.state.in_(WAITING_TURN))
+                .values(owner=owner)
+            )  # fmt: skip
+            for r in chunk:
+                t = found.get(r.id)
+                if t is None:
+                    missing.append(r)
+                else:
+                    out[r.id] = (t.id, t.state == TurnState.DEFERRED.value, t.tz)
+        if missing:
+            # A run claimed before fires opened their turns at claim time: open one now.
+            claimed = {r.id: (job_rows[r.job_id], r.fire_at) for r in missing}
+            rows = [{"id": r.id, "session_key": r.session_key, "fire_at": r.fire_at}
+                    for r in missing]  # fmt: skip
+            opened = self._open_fire_turns(conn, rows, claimed, now, owner)
+            if opened:
+                conn.execute(turns.insert(), [t for t, _ in opened.values()])
+            for run_id, (turn, zone) in opened.items():
+                out[run_id] = (turn["id"], turn["state"] == TurnState.DEFERRED.value, zone)
+        return out
 
     async def prune_runs(
         self, now: datetime, *, keep_per_job: int, max_age: timedelta, job_ids: Iterable[str] = ()

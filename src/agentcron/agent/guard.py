@@ -1,0 +1,82 @@
+"""One guard around every runner call: errors, timeouts, a person's stop and shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import traceback
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agentcron.agent.runner import Outcome, as_outcome
+
+log = logging.getLogger(__name__)
+
+STOPPED = "stopped by the user"
+
+
+class TurnCall:
+    """Runs one runner call as its own task, so that a person can stop it (`stop()`: the turn
+    ends failed with STOPPED) and a shutdown can cut it (the caller's cancellation propagates
+    after the call is cancelled: the caller records the turn interrupted).
+
+    A raised exception becomes a failed Outcome with the traceback in its details; running
+    past `timeout` seconds, a failed Outcome that says so; an answer that is not an Outcome
+    is read as `as_outcome` reads a plain callable's answer.
+    """
+
+    def __init__(self, timeout: float | None = None) -> None:
+        self._timeout = timeout
+        self._task: asyncio.Task[Any] | None = None
+        self._stopped = False
+
+    @property
+    def active(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def stop(self) -> bool:
+        """Stop the call if it runs; False if there is nothing to stop."""
+        if not self.active or self._task is None:
+            return False
+        self._stopped = True
+        self._task.cancel()
+        return True
+
+    async def run(
+        self, call: Callable[[], Awaitable[Any]], ctx: dict[str, Any] | None = None
+    ) -> Outcome:
+        async def invoke() -> Any:
+            return await call()
+
+        task = self._task = asyncio.create_task(invoke())
+        try:
+            async with asyncio.timeout(self._timeout):
+                result = await asyncio.shield(task)
+        except TimeoutError:
+            await _cancel(task)
+            log.warning("turn timed out after %s s", self._timeout, extra=ctx)
+            return Outcome.failed(f"TimeoutError: the turn ran longer than {self._timeout:g} s")
+        except asyncio.CancelledError:
+            if self._stopped and task.cancelled():
+                return Outcome.failed(STOPPED)
+            await _cancel(task)  # we are being cancelled (shutdown): stop the turn too
+            raise
+        except Exception as exc:
+            log.warning("turn failed: %s", exc, extra=ctx)
+            return Outcome.failed(
+                f"{type(exc).__name__}: {exc}",
+                error_details={"traceback": traceback.format_exc(limit=20)},
+            )
+        if isinstance(result, Outcome):
+            return result
+        if result is None or isinstance(result, str):
+            return as_outcome(result)
+        return Outcome.failed(f"runner returned {type(result).__name__}, not an Outcome")
+
+
+async def _cancel(task: asyncio.Task[Any]) -> None:
+    if not task.done():
+        task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task

@@ -1,0 +1,66 @@
+"""The one step from a claimed fire to a turn request: prompt, trigger entry, source (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from agentcron.agent.runner import Trigger, TurnSource, fire_trigger
+from agentcron.sessions.prompts import get_prompt
+from agentcron.sessions.transcript import trigger_entry
+from agentcron.store.models import ClaimedFire, Entry, JobKind
+
+
+@dataclass(frozen=True, slots=True)
+class FireTurn:
+    """What a session turn needs from its fire: the readable trigger entry for the transcript,
+    the rendered prompt (only for the runner and the run record) and its reference.
+    """
+
+    source: TurnSource
+    entry: Entry
+    prompt: str
+    prompt_ref: dict[str, Any]
+    prompt_vars: dict[str, Any]
+    trigger: Trigger
+    system_context: str | None  # a recall's self-instruction, for this turn only
+
+
+def fire_source(fire: ClaimedFire) -> TurnSource:
+    return TurnSource.RECALL if fire.job.kind is JobKind.RECALL else TurnSource.AUTOMATION
+
+
+def fire_turn(fire: ClaimedFire, turn_id: str) -> FireTurn:
+    """Render the fire's prompt (in its session's zone) and its trigger entry.
+
+    Raises `PromptError` when the template is missing or a variable is not given.
+    """
+    job = fire.job
+    source = fire_source(fire)
+    recall = source is TurnSource.RECALL
+    template = get_prompt("cron.recall" if recall else "cron.agent_turn.reminder")
+    tz = fire.session_tz
+    variables: dict[str, Any] = {
+        "job_id": job.id,
+        "job_name": job.name,
+        "run_id": fire.run_id,
+        "message": job.message,
+        "fire_at_local": fire.fire_at.astimezone(ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M"),
+        "tz": tz,
+    }
+    prompt = template.render(variables)
+    content, meta = trigger_entry(
+        source, job_id=job.id, job_name=job.name, run_id=fire.run_id, message=job.message,
+        prompt_ref=template.ref,
+    )  # fmt: skip
+    meta["turn_id"] = turn_id
+    return FireTurn(
+        source=source,
+        entry=Entry("user", content, meta),
+        prompt=prompt,
+        prompt_ref=template.ref,
+        prompt_vars=variables,
+        trigger=fire_trigger(fire),
+        system_context=job.message if recall else None,
+    )

@@ -1,0 +1,155 @@
+"""Group commit: every write submitted while a transaction runs goes into the next one."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from agentcron.store.models import Write, WriteResult
+from agentcron.store.sql import Finisher, SqlStore
+
+log = logging.getLogger(__name__)
+
+Listener = Callable[[Sequence[Write], Sequence[WriteResult]], None]
+"""Called after each commit with the writes and their results (stats, waiters)."""
+
+_RETRY_S = 1.0
+_DETACHED_RETRIES = 5
+
+
+@dataclass(eq=False)
+class _Item:
+    write: Write
+    future: asyncio.Future[WriteResult]
+    detached: bool  # nobody awaits it: a failure is retried, then logged
+    tries: int = 0
+
+
+@dataclass(eq=False)
+class Journal:
+    """Collects the writes of the fire -> turn path (turn starts and finishes, run changes)
+    and applies them in one transaction per round: while one transaction runs, the next
+    batch gathers, so a burst of N fires costs a few transactions instead of several per fire.
+
+    `write()` waits until its write is committed (a turn starts only once its start is
+    durable); `post()` does not wait.
+    """
+
+    store: SqlStore
+    finisher: Finisher
+    max_batch: int = 2000
+    listeners: list[Listener] = field(default_factory=list)
+    _queue: list[_Item] = field(default_factory=list)
+    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _busy: bool = False
+    _task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="agentcron-journal")
+
+    async def close(self) -> None:
+        """Commit what is pending, then stop."""
+        await self.drain()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    @property
+    def pending(self) -> bool:
+        """Writes wait or a transaction is under way."""
+        return bool(self._queue) or self._busy
+
+    def submit(self, write: Write) -> asyncio.Future[WriteResult]:
+        """Queue `write` for the next transaction; the future resolves once it is committed."""
+        future: asyncio.Future[WriteResult] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Item(write, future, detached=False))
+        self._wake.set()
+        return future
+
+    async def write(self, write: Write) -> WriteResult:
+        """Queue `write` and wait until it is committed."""
+        return await self.submit(write)
+
+    def post(self, write: Write) -> None:
+        """Queue `write` without waiting (a failure is retried, then logged)."""
+        future: asyncio.Future[WriteResult] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Item(write, future, detached=True))
+        self._wake.set()
+
+    async def drain(self) -> None:
+        """Wait until every write queued so far is committed (or has failed)."""
+        if self._task is None or self._task.done():
+            while self._queue:  # not running (stopping): commit inline
+                await self._flush()
+            return
+        while self.pending:
+            futures = [i.future for i in self._queue]
+            if futures:
+                await asyncio.wait(futures)
+            else:
+                await asyncio.sleep(0.001)
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._queue:
+                await self._flush()
+
+    async def _flush(self) -> None:
+        batch = self._queue[: self.max_batch]
+        del self._queue[: len(batch)]
+        self._busy = True
+        try:
+            try:
+                results = await self.store.apply([i.write for i in batch], self.finisher)
+            except Exception:
+                if len(batch) == 1:
+                    raise
+                log.exception("a group commit of %d writes failed; applying them one by one",
+                              len(batch))  # fmt: skip
+                await self._one_by_one(batch)
+                return
+        except Exception as exc:
+            await self._failed(batch[0], exc)
+            return
+        finally:
+            self._busy = False
+        self._settle(batch, results)
+
+    async def _one_by_one(self, batch: list[_Item]) -> None:
+        for item in batch:
+            try:
+                (result,) = await self.store.apply([item.write], self.finisher)
+            except Exception as exc:
+                await self._failed(item, exc)
+                continue
+            self._settle([item], [result])
+
+    async def _failed(self, item: _Item, exc: Exception) -> None:
+        if item.detached and item.tries < _DETACHED_RETRIES:
+            item.tries += 1
+            log.warning("recording a run change failed (%s); retrying", exc)
+            await asyncio.sleep(_RETRY_S)
+            self._queue.insert(0, item)
+            return
+        if item.detached:
+            log.error("recording a run change failed for good: %r", item.write, exc_info=exc)
+        elif not item.future.done():
+            item.future.set_exception(exc)
+
+    def _settle(self, batch: Sequence[_Item], results: Sequence[WriteResult]) -> None:
+        for item, result in zip(batch, results, strict=True):
+            if not item.future.done():
+                item.future.set_result(result)
+        for listener in self.listeners:
+            try:
+                listener([i.write for i in batch], results)
+            except Exception:
+                log.exception("a journal listener failed")
