@@ -148,6 +148,8 @@ class CallableRunner:
     `fn` accepts a TurnInput, so prefer a full Runner for chat use.
     """
 
+    history_window = 0  # a plain callable sees only the trigger: no transcript is read for it
+
     def __init__(self, fn: TurnCallable) -> None:
         self._fn = fn
 

@@ -140,6 +140,7 @@ class Lanes:
         self.on_busy = on_busy  # leases are held now: the heartbeat renews them
         self._lanes: dict[str, _Lane] = {}
         self._closing = False
+        self._workers = 0  # lane workers alive
         self._in_runner = 0
         self._awaiting_slot = 0
         self._fires = 0  # fires waiting or running in lanes
@@ -273,6 +274,7 @@ class Lanes:
             lane.worker = asyncio.create_task(self._drain(lane), name=f"lane:{key}")
 
     async def _drain(self, lane: _Lane) -> None:
+        self._workers += 1
         try:
             while lane.queue and not self._closing:
                 pending = lane.current = lane.queue[0]
@@ -294,6 +296,7 @@ class Lanes:
                 if self.bus:
                     await self.bus.publish(SessionSync(session_key=lane.key))
         finally:
+            self._workers -= 1
             if self._lanes.get(lane.key) is lane and not lane.queue:
                 del self._lanes[lane.key]
 
@@ -301,7 +304,7 @@ class Lanes:
         """No lane has work; or with `busy_ok`, every lane is inside its runner or waiting for
         a slot (tests and benchmarks use this to know the engine has settled).
         """
-        working = sum(1 for lane in self._lanes.values() if lane.worker and not lane.worker.done())
+        working = self._workers
         if busy_ok:
             return working == self._in_runner + self._awaiting_slot
         return working == 0
