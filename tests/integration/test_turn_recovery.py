@@ -7,6 +7,7 @@ import socket
 from datetime import timedelta
 
 from agentcron.engine.clock import FakeClock
+from agentcron.events import Event, MessagePosted
 from agentcron.store import RunState, TurnState
 from tests.conftest import CronFactory
 from tests.integration.test_session_turns import KEY, ScriptedAgent, close_as_the_turn_ends
@@ -63,8 +64,8 @@ async def test_turns_of_a_dead_process_are_adopted_or_closed_visibly(
     await cron.close()
 
     cron2 = await make_cron(runner=agent, start=False)
-    events: list[tuple[str, dict[str, object]]] = []
-    cron2.engine.lanes.subscribe(lambda key, event: events.append((key, event)))
+    events: list[Event] = []
+    cron2.subscribe(events.append)
     await cron2.start()
     await cron2.engine.settled()
     closed = await cron2.sessions.turn(cut.id)
@@ -74,7 +75,8 @@ async def test_turns_of_a_dead_process_are_adopted_or_closed_visibly(
     assert notice.meta["turn_id"] == cut.id
     assert closed.reply_message_id == notice.id
     # published like a message outside a turn, so the chat's channel sends the closure too
-    assert (KEY, "message", notice.id) in [(k, e["type"], e.get("message_id")) for k, e in events]
+    posted = [(e.session_key, e.message.id) for e in events if isinstance(e, MessagePosted)]
+    assert (KEY, notice.id) in posted
     assert [t.prompt for t in agent.turns] == ["still waiting"]  # never the cut-off one
     assert (await cron2.sessions.turn(queued.id)).state is TurnState.SUCCEEDED
     # the dead owner's session lease does not block the next turn there
