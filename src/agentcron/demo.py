@@ -6,10 +6,10 @@ import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
+from agentcron.events import Event, StreamEnd, StreamStart, TextDelta, ToolStarted
 from agentcron.store.ids import new_id
 
 Echo = Callable[..., None]
@@ -26,20 +26,21 @@ class _Printer:
         self.scheduled_done = asyncio.Event()
         self._source: str | None = None
 
-    def __call__(self, key: str, event: dict[str, Any]) -> None:
-        if key != self.key:
+    types = (StreamStart, TextDelta, ToolStarted, StreamEnd)
+
+    def __call__(self, event: Event) -> None:
+        if event.session_key != self.key:
             return
-        kind = event["type"]
-        if kind == "stream_start":
-            self._source = event.get("source")
+        if isinstance(event, StreamStart):
+            self._source = event.source
             if self._source != "user":
                 self.echo(f"\n[{datetime.now(UTC):%H:%M:%S} UTC] a scheduled turn starts")
             self.echo("agent> ", nl=False)
-        elif kind == "text_delta":
-            self.echo(event["text"], nl=False)
-        elif kind == "tool_started":
-            self.echo(f"[calls {event['name']} {event['args']}] ", nl=False)
-        elif kind == "stream_end":
+        elif isinstance(event, TextDelta):
+            self.echo(event.text, nl=False)
+        elif isinstance(event, ToolStarted):
+            self.echo(f"[calls {event.name} {event.args}] ", nl=False)
+        elif isinstance(event, StreamEnd):
             self.echo("")
             if self._source in ("automation", "recall"):
                 self.scheduled_done.set()
@@ -55,7 +56,7 @@ async def run_demo(db: Path, sentence: str, echo: Echo, wps: float | None = None
     async with AgentCron(db=db, model=OfflineModel(wps)) as cron:
         session = await cron.sessions.create(f"demo:{new_id()}", title="agentcron demo")
         printer = _Printer(session.key, echo)
-        cron.engine.lanes.subscribe(printer)
+        cron.subscribe(printer, types=printer.types)
         echo(f"database: {db}\nsession:  {session.key} (offline model)\n")
         echo(f"you> {sentence}")
         await cron.sessions.send(session.key, sentence)

@@ -198,9 +198,6 @@ class EventBus:
 
         return unsubscribe
 
-    def __bool__(self) -> bool:
-        return bool(self._subs)
-
     async def publish(self, event: Event) -> None:
         for sub in self._subs:
             if sub.types is not None and not isinstance(event, sub.types):

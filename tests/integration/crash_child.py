@@ -65,7 +65,10 @@ async def main(db: str, journal: str, seed: int, mode: str) -> None:
     finally:
         await cron.close()
         os.close(fd)
-    print(f"stopped {json.dumps(dict(cron.engine.stats), sort_keys=True)}", flush=True)
+    status = cron.status()
+    counts = {"claimed": status.fires_claimed,
+              **{state.value: n for state, n in status.runs_finished.items()}}  # fmt: skip
+    print(f"stopped {json.dumps(counts, sort_keys=True)}", flush=True)
 
 
 if __name__ == "__main__":

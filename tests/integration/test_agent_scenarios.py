@@ -14,6 +14,14 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
 from agentcron.engine.clock import FakeClock
+from agentcron.events import (
+    Event,
+    FireStarted,
+    JobEvent,
+    TextDelta,
+    ToolCalled,
+    ToolStarted,
+)
 from agentcron.schedule import AtSpec, CronSpec, EverySpec
 from agentcron.sessions.prompts import get_prompt
 from agentcron.store import CreatedBy, JobKind, RunState, TurnState
@@ -48,16 +56,16 @@ async def test_a_reminder_from_a_sentence_arrives_as_a_turn_of_the_session(
     make_cron: CronFactory, clock: FakeClock
 ) -> None:
     cron = await offline(make_cron)
-    events: list[tuple[str, dict[str, Any]]] = []
-    cron.engine.lanes.subscribe(lambda key, event: events.append((key, event)))
+    events: list[Event] = []
+    cron.subscribe(events.append)
 
     reply = await say(cron, "remind me in 10 minutes to stretch")
     assert reply.startswith("(offline model) Done: Scheduled “stretch”")
     (job,) = await cron.jobs.list()
     assert (job.session_key, job.kind, job.created_by) == (KEY, JobKind.AGENT_TURN, CreatedBy.AGENT)
     assert job.spec == AtSpec(at=T0 + 10 * MIN)
-    tool_events = [e["type"] for _, e in events if e["type"].startswith("tool")]
-    assert tool_events == ["tool_started", "tool_call"]
+    tool_events = [type(e) for e in events if isinstance(e, (ToolStarted, ToolCalled))]
+    assert tool_events == [ToolStarted, ToolCalled]
 
     events.clear()
     await advance(cron, clock, 9 * MIN)
@@ -78,15 +86,15 @@ async def test_a_reminder_from_a_sentence_arrives_as_a_turn_of_the_session(
     assert run.usage["input_tokens"] > 0
     assert run.usage["model"] == "offline"
     # the scheduled turn streamed to listeners exactly like a user turn, between job updates
-    kinds = [e["type"] for key, e in events if key == KEY]
-    actions = [e["action"] for _, e in events if e["type"] == "automation_update"]
+    actions = [e.action for e in events if isinstance(e, JobEvent)]
     # settled: the job's update is committed; a one-shot is then removed (deleted)
     assert actions == ["fired", "finished", "settled", "deleted"]
-    turn_kinds = [k for k in kinds if k != "automation_update"]
+    turn_kinds = [e.type for e in events
+                  if e.session_key == KEY and not isinstance(e, (JobEvent, FireStarted))]  # fmt: skip
     assert turn_kinds[0] == "stream_start"
     assert "text_delta" in turn_kinds
     assert turn_kinds[-2:] == ["stream_end", "session_sync"]
-    streamed = "".join(e["text"] for _, e in events if e["type"] == "text_delta")
+    streamed = "".join(e.text for e in events if isinstance(e, TextDelta))
     assert streamed == answer.content
     assert await cron.jobs.list() == []  # a one-shot reminder is removed after its run
     totals = await cron.sessions.usage(KEY)

@@ -557,7 +557,7 @@ async def test_two_engines_never_run_a_fire_twice(
     fires = [(t.job_id, t.fire_at) for t in recorder.triggers]
     assert len(fires) == 180
     assert len(set(fires)) == 180
-    assert a.engine.stats["claimed"] + b.engine.stats["claimed"] == 180
+    assert a.status().fires_claimed + b.status().fires_claimed == 180
 
 
 async def test_retention_prunes_old_runs(

@@ -38,7 +38,7 @@ async def test_the_demo_session_gets_its_reminder_as_a_turn(
     server = build(ServeOptions(db=tmp_path / "d.db", home=tmp_path, demo=True), clock=clock)
     cron = server.cron
     async with server.app.router.lifespan_context(server.app):
-        assert cron.engine.running
+        assert cron.running
         (session,) = await cron.sessions.list()
         assert session.key.startswith("websocket:demo-")
         await cron.engine.settled()
@@ -51,4 +51,4 @@ async def test_the_demo_session_gets_its_reminder_as_a_turn(
         contents = [m.content for m in await cron.sessions.messages(session.key)]
         assert contents[0] == DEMO_SENTENCE
         assert contents[-1] == "(offline model) Reminder: stretch."
-    assert not cron.engine.running
+    assert not cron.running

@@ -11,8 +11,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from agentcron.engine.clock import Clock
+from agentcron.events import ChatContext, Event, MessagePosted, StreamEnd
 from agentcron.store.deliveries import DeliveryStore
-from agentcron.store.errors import SessionNotFoundError, TurnNotFoundError
+from agentcron.store.errors import SessionNotFoundError
 from agentcron.store.models import Turn
 
 if TYPE_CHECKING:  # the facade will wire channels: no import cycle at run time
@@ -45,7 +46,7 @@ class OutboundMessage:
     `kind` is `turn` for the closing reply of a turn (user or scheduled; `status` is the
     turn's outcome) and `message` for a message posted outside a turn (a legacy job's
     delivered result). `channel`, `chat_id` and `channel_meta` are the session's execution
-    context, read from the store.
+    context, as the event carried it (read from the store only when it did not).
     """
 
     session_key: str
@@ -127,15 +128,16 @@ class StoreBound(Protocol):
     def bind(self, deliveries: DeliveryStore, clock: Clock) -> None: ...
 
 
-_Event = tuple[str, dict[str, Any]]
+_Outbound = StreamEnd | MessagePosted
 _STOP = object()  # queue sentinel: drain what came before, then end
 
 
 class ChannelManager:
     """Joins channels to an AgentCron: turn results go out, inbound messages become turns.
 
-    The lane listener only queues events (it never blocks a turn); one task resolves them
-    against the store and one task per channel sends, so a slow channel delays no other.
+    The subscriber only queues events (it never blocks a turn); one task turns them into
+    outbound messages (reading the store only for an event without its chat) and routes them,
+    and one task per channel sends, so a slow channel delays no other.
     Stop the manager before closing AgentCron: it needs the store to drain its queues.
     """
 
@@ -146,7 +148,7 @@ class ChannelManager:
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ChannelError(f"channel names must be unique; repeated: {', '.join(duplicates)}")
-        self._events: asyncio.Queue[_Event | object] = asyncio.Queue()
+        self._events: asyncio.Queue[_Outbound | object] = asyncio.Queue()
         self._outgoing: dict[str, asyncio.Queue[OutboundMessage | object]] = {}
         self._events_task: asyncio.Task[None] | None = None
         self._senders: list[asyncio.Task[None]] = []
@@ -158,12 +160,12 @@ class ChannelManager:
         return self._unsubscribe is not None
 
     async def start(self) -> None:
-        """Bind and start every channel; listen to the lanes from before the first channel
+        """Bind and start every channel; listen to the events from before the first channel
         starts, so no reply to an early inbound message is missed.
         """
         if self.running:
             return
-        if not self.channels:  # nothing to carry: do not read the store for every turn
+        if not self.channels:  # nothing to carry: do not listen to every turn
             log.info("no channels configured")
             return
         for channel in self.channels:
@@ -172,7 +174,7 @@ class ChannelManager:
         self._events = asyncio.Queue()
         self._outgoing = {c.name: asyncio.Queue() for c in self.channels}
         self._events_task = asyncio.create_task(self._event_loop(), name="channels:events")
-        self._unsubscribe = self.cron.engine.lanes.subscribe(self._on_event)
+        self._unsubscribe = self.cron.subscribe(self._on_event, types=(StreamEnd, MessagePosted))
         for channel in self.channels:
             try:
                 await channel.start(self.inbound)
@@ -252,10 +254,10 @@ class ChannelManager:
 
     # -- outbound --------------------------------------------------------------------------
 
-    def _on_event(self, session_key: str, event: dict[str, Any]) -> None:
-        # Called inside the lane's turn: queue only, the store reads happen in our task.
-        if event.get("type") in ("stream_end", "message"):
-            self._events.put_nowait((session_key, event))
+    def _on_event(self, event: Event) -> None:
+        # Called inside the publisher (often a turn): queue only, the rest happens in our task.
+        if isinstance(event, (StreamEnd, MessagePosted)):
+            self._events.put_nowait(event)
 
     async def _event_loop(self) -> None:
         while True:
@@ -263,56 +265,57 @@ class ChannelManager:
             try:
                 if item is _STOP:
                     return
-                assert isinstance(item, tuple)
-                key, event = item
+                assert isinstance(item, (StreamEnd, MessagePosted))
                 try:
-                    message = await self._resolve(key, event)
+                    message = await self._resolve(item)
                 except Exception:
                     log.exception("channels: could not resolve an outbound message",
-                                  extra={"session_key": key, "event": event.get("type"),
-                                         "message_id": event.get("message_id")})  # fmt: skip
+                                  extra={"session_key": item.session_key, "event": item.type,
+                                         "message_id": _message_id(item)})  # fmt: skip
                     continue
                 if message is not None:
                     self._route(message)
             finally:
                 self._events.task_done()
 
-    async def _resolve(self, key: str, event: dict[str, Any]) -> OutboundMessage | None:
+    async def _resolve(self, event: _Outbound) -> OutboundMessage | None:
         """The outbound message an event announces, with the session's execution context."""
-        message_id = event.get("message_id")
-        if not message_id:
-            return None
-        store = self.cron.store
+        key = event.session_key
         kind: MessageKind
-        if event["type"] == "stream_end":
-            kind, status = "turn", str(event.get("status") or "succeeded")
-            turn_id: str | None = event.get("turn_id")
+        source: str | None
+        if isinstance(event, StreamEnd):
+            reply = event.reply
+            if reply is None:  # the turn's closing entry could not be committed
+                return None
+            kind, status, source, turn_id = "turn", event.status, event.source, event.turn_id
+            run_id = event.run_id or reply.meta.get("automation_run_id")
         else:
-            if event.get("role", "assistant") != "assistant":
+            reply = event.message
+            if reply.role != "assistant":
                 return None
             kind, status, turn_id = "message", "succeeded", None
+            source, run_id = reply.meta.get("source"), reply.meta.get("automation_run_id")
+        chat = event.chat or await self._chat(key, reply.id)
+        if chat is None:
+            return None
+        return OutboundMessage(
+            session_key=key, channel=chat.channel, chat_id=chat.chat_id, text=reply.content,
+            message_id=reply.id, status=status, kind=kind, source=source, turn_id=turn_id,
+            run_id=run_id, meta=reply.meta, channel_meta=chat.channel_meta,
+            created_at=reply.created_at,
+        )  # fmt: skip
+
+    async def _chat(self, key: str, message_id: str) -> ChatContext | None:
+        """The session's execution context, for an event that did not carry it."""
         try:
             session = await self.cron.sessions.get(key)
         except SessionNotFoundError:
             log.warning("channels: session gone before its message went out",
                         extra={"session_key": key, "message_id": message_id})  # fmt: skip
             return None
-        reply = await store.sessions.get_message(message_id)
-        if reply is None:
-            log.warning("channels: message gone before it went out",
-                        extra={"session_key": key, "message_id": message_id})  # fmt: skip
-            return None
-        source, run_id = reply.meta.get("source"), reply.meta.get("automation_run_id")
-        if turn_id is not None:
-            with contextlib.suppress(TurnNotFoundError):
-                turn = await store.sessions.get_turn(turn_id)
-                source, run_id = turn.source, turn.run_id or run_id
-        return OutboundMessage(
-            session_key=key, channel=session.channel, chat_id=session.chat_id,
-            text=reply.content, message_id=reply.id, status=status, kind=kind, source=source,
-            turn_id=turn_id, run_id=run_id, meta=reply.meta, channel_meta=session.channel_meta,
-            created_at=reply.created_at,
-        )  # fmt: skip
+        return ChatContext(
+            channel=session.channel, chat_id=session.chat_id, channel_meta=session.channel_meta
+        )
 
     def _route(self, message: OutboundMessage) -> None:
         for channel in self.channels:
@@ -343,3 +346,7 @@ class ChannelManager:
                                          "message_id": item.message_id})  # fmt: skip
             finally:
                 queue.task_done()
+
+
+def _message_id(event: _Outbound) -> str | None:
+    return event.message_id if isinstance(event, StreamEnd) else event.message.id

@@ -38,6 +38,7 @@ def create_app(
     stops AgentCron and the channels there); without them the caller owns AgentCron's life.
     """
     hub: Hub | None = None
+    metrics = Metrics(cron)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -48,6 +49,7 @@ def create_app(
         finally:
             if hub is not None:
                 hub.close()
+            metrics.close()
             for stop in on_stop:
                 await stop()
 
@@ -60,7 +62,7 @@ def create_app(
     app.state.cron = cron
     app.state.token = token
     app.state.hook_token = hook_token
-    app.state.metrics = Metrics(cron)
+    app.state.metrics = metrics
     hub = Hub(cron, token)
     app.state.hub = hub
     errors.install(app)

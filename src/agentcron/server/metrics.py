@@ -9,38 +9,38 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from agentcron.app import AgentCron
-from agentcron.store.models import TERMINAL_STATES, ClaimedFire
+from agentcron.events import Event, FireStarted
 
 # Lateness of a fire's start against its nominal time: sub-millisecond to minutes.
 _LATENESS_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 60.0, 300.0)
 
 
 class _EngineCollector(Collector):
-    """Reads the engine's counters and queues at scrape time (nothing to keep in sync)."""
+    """Reads the process's counters and queues at scrape time (nothing to keep in sync)."""
 
     def __init__(self, cron: AgentCron) -> None:
         self._cron = cron
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
-        engine = self._cron.engine
+        status = self._cron.status()
         fires = CounterMetricFamily("agentcron_fires", "Fires claimed by this process")
-        fires.add_metric([], engine.stats["claimed"])
+        fires.add_metric([], status.fires_claimed)
         yield fires
         outcomes = CounterMetricFamily(
             "agentcron_runs_finished", "Runs that reached a terminal state", labels=["state"]
         )
-        for state in sorted(TERMINAL_STATES, key=lambda s: s.value):
-            outcomes.add_metric([state.value], engine.stats[state.value])
+        for state in sorted(status.runs_finished, key=lambda s: s.value):
+            outcomes.add_metric([state.value], status.runs_finished[state])
         yield outcomes
         queues = GaugeMetricFamily(
             "agentcron_queue_depth", "Work waiting now, by queue", labels=["queue"]
         )
-        queues.add_metric(["fires_waiting"], engine.waiting_runs)
-        queues.add_metric(["fires_in_lanes"], engine.lanes.parked)
-        queues.add_metric(["turns_waiting"], engine.lanes.queued_turns)
+        queues.add_metric(["fires_waiting"], status.fires_waiting)
+        queues.add_metric(["fires_in_lanes"], status.fires_in_lanes)
+        queues.add_metric(["turns_waiting"], status.turns_waiting)
         yield queues
         active = GaugeMetricFamily("agentcron_active_turns", "Turns running now")
-        active.add_metric([], engine.lanes.active_turns)
+        active.add_metric([], status.turns_active)
         yield active
 
 
@@ -56,10 +56,15 @@ class Metrics:
             buckets=_LATENESS_BUCKETS,
             registry=self.registry,
         )
-        cron.engine.fire_observers.append(self._observe)
+        self._unsubscribe = cron.subscribe(self._observe, types=[FireStarted])
 
-    def _observe(self, fire: ClaimedFire, lateness: float) -> None:
-        self.lateness.observe(max(0.0, lateness))
+    def _observe(self, event: Event) -> None:
+        if isinstance(event, FireStarted):
+            self.lateness.observe(max(0.0, event.lateness_s))
+
+    def close(self) -> None:
+        """Stop observing fires (the registry still renders what it has)."""
+        self._unsubscribe()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

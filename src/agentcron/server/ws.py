@@ -6,16 +6,19 @@ headers on a WebSocket). Then:
 
 - `{"type": "subscribe", "session_key": K}` -> `{"type": "subscribed", "session_key": K,
   "running_turn": id | null, "replay": [events of the turn in progress]}`, then every event of K's
-  turns: `stream_start`, `text_delta`, `tool_started`, `tool_call`, `stream_end`, `session_sync`;
+  turns: `stream_start`, `text_delta`, `tool_started`, `tool_call`, any other event its runner
+  emits (as `{"type": name, ...}`), `stream_end`;
 - `{"type": "unsubscribe", "session_key": K}`;
 - `{"type": "message", "session_key": K, "content": text}` -> `{"type": "accepted", "turn_id"}`
   (the message goes through the session's lane like any other);
 - `{"type": "ping"}` -> `{"type": "pong"}`.
 
 Every authenticated client also gets the out-of-turn events of all sessions, for sidebars:
-`automation_update`, `recall_update` (created, updated, paused, resumed, deleted, deferred, fired,
-finished, settled), `session_sync` and `message` (a delivered legacy result). Every event carries
-its `session_key`. Errors come back as `{"type": "error", "detail": ...}`.
+`automation_update`, `recall_update` (created, updated, paused, resumed, skipped, deleted,
+deferred, fired, finished, settled), `session_sync`, `message` (a message posted outside a turn,
+such as a delivered legacy result) and `session_deleted`. Every event carries its `session_key`;
+the shapes are in `agentcron.server.events_json`. Errors come back as
+`{"type": "error", "detail": ...}`.
 """
 
 from __future__ import annotations
@@ -28,13 +31,27 @@ from typing import Any
 from fastapi import WebSocket, WebSocketDisconnect
 
 from agentcron.app import AgentCron
+from agentcron.events import (
+    Event,
+    JobEvent,
+    MessagePosted,
+    RunnerEvent,
+    SessionDeleted,
+    SessionSync,
+    StreamEnd,
+    StreamStart,
+    TextDelta,
+    ToolCalled,
+    ToolStarted,
+)
 from agentcron.server.auth import bearer, token_matches
+from agentcron.server.events_json import event_json
 
 log = logging.getLogger(__name__)
 
-_GLOBAL_EVENTS = frozenset(
-    {"automation_update", "recall_update", "session_sync", "message", "session_deleted"}
-)
+# Events of a turn go to the clients subscribed to its session; the rest to every client.
+_TURN_EVENTS = (StreamStart, TextDelta, ToolStarted, ToolCalled, RunnerEvent, StreamEnd)
+_GLOBAL_EVENTS = (JobEvent, SessionSync, MessagePosted, SessionDeleted)
 _QUEUE_LIMIT = 10_000  # events buffered per client; a client that falls this far behind is cut
 _AUTH_TIMEOUT_S = 10.0
 
@@ -60,13 +77,13 @@ class _Client:
 
 
 class Hub:
-    """Fans lane events out to WebSocket clients."""
+    """Fans the bus's events out to WebSocket clients."""
 
     def __init__(self, cron: AgentCron, token: str) -> None:
         self._cron = cron
         self._token = token
         self._clients: set[_Client] = set()
-        self._unsubscribe = cron.engine.lanes.subscribe(self._on_event)
+        self._unsubscribe = cron.subscribe(self._on_event, types=(*_TURN_EVENTS, *_GLOBAL_EVENTS))
 
     @property
     def clients(self) -> int:
@@ -75,11 +92,14 @@ class Hub:
     def close(self) -> None:
         self._unsubscribe()
 
-    def _on_event(self, session_key: str, event: dict[str, Any]) -> None:
-        payload = {**event, "session_key": event.get("session_key", session_key) or session_key}
-        everyone = event.get("type") in _GLOBAL_EVENTS
+    def _on_event(self, event: Event) -> None:
+        # Called inside the publisher (often a turn): convert once, queue only.
+        everyone = isinstance(event, _GLOBAL_EVENTS)
+        payload: dict[str, Any] | None = None
         for client in list(self._clients):
-            if everyone or session_key in client.sessions:
+            if everyone or event.session_key in client.sessions:
+                if payload is None:
+                    payload = event_json(event)
                 client.offer(payload)
 
     async def serve(self, socket: WebSocket) -> None:
@@ -153,14 +173,15 @@ class Hub:
         if not isinstance(key, str) or not key:
             client.offer({"type": "error", "detail": f"{kind} needs a session_key"})
             return
-        lanes = self._cron.engine.lanes
         if kind == "subscribe":
             # Replay and subscription happen without an await in between, so no event is lost
             # or sent twice: the replay holds everything of the turn so far, the queue the rest.
             client.sessions.add(key)
-            replay = [{**e, "session_key": key} for e in lanes.replay(key)]
-            client.offer({"type": "subscribed", "session_key": key,
-                          "running_turn": lanes.running_turn(key), "replay": replay})  # fmt: skip
+            sessions = self._cron.sessions
+            replay = [event_json(e) for e in sessions.replay(key)]
+            running = sessions.running_turn(key)
+            client.offer({"type": "subscribed", "session_key": key, "running_turn": running,
+                          "replay": replay})  # fmt: skip
         elif kind == "unsubscribe":
             client.sessions.discard(key)
             client.offer({"type": "unsubscribed", "session_key": key})

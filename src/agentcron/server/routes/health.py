@@ -29,7 +29,7 @@ async def readyz(cron: Cron) -> JSONResponse:
     except Exception as exc:
         log.warning("readiness: the database does not answer: %s", exc)
         problems.append(f"database: {type(exc).__name__}: {exc}")
-    if not cron.engine.running:
+    if not cron.running:
         problems.append("engine: not running")
     body = {"status": "ready" if not problems else "not ready", "problems": problems}
     return JSONResponse(body, status_code=200 if not problems else 503)

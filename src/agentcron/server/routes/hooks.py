@@ -1,4 +1,4 @@
-"""The inbound hook: an external service submits a message through a session's lane."""
+"""The inbound hook: an external service submits a message to a session, as a hook turn."""
 
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ class HookMessage(BaseModel):
 
 @router.post("/hooks/agent", status_code=status.HTTP_202_ACCEPTED)
 async def hook_message(body: HookMessage, cron: Cron) -> dict[str, Any]:
-    """Like a chat message: queued behind any turn in progress, answered in the session."""
+    """Like a chat message: queued behind any turn in progress, answered in the session (a new
+    session is named after its first message).
+    """
     if not body.content.strip():
         raise ValueError("content needs some text")
-    turn = await cron.engine.lanes.submit_message(
-        body.session_key, body.content, source=TurnSource.HOOK
-    )
+    turn = await cron.sessions.send(body.session_key, body.content, source=TurnSource.HOOK)
     return {"turn_id": turn.id, "session_key": body.session_key}

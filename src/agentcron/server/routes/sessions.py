@@ -8,6 +8,7 @@ from fastapi import APIRouter, HTTPException, Query, status
 from pydantic import BaseModel, Field
 
 from agentcron.config import UNIFIED_SESSION_KEY
+from agentcron.events import SessionDeleted
 from agentcron.schedule import EverySpec
 from agentcron.server.deps import Cron
 from agentcron.store.models import ACTIVE_STATES, Job, JobKind
@@ -61,7 +62,6 @@ async def list_sessions(
     sessions = await cron.sessions.list(limit=limit)
     summary = await cron.store.sessions.job_summary()
     unified = summary.get(UNIFIED_SESSION_KEY, {})
-    lanes = cron.engine.lanes
     views = []
     for session in sessions:
         own = summary.get(session.key, {})
@@ -71,7 +71,7 @@ async def list_sessions(
                 session,
                 automations=own.get("automations", 0) + shared.get("automations", 0),
                 has_recall=own.get("recalls", 0) > 0,
-                running_turn=lanes.running_turn(session.key),
+                running_turn=cron.sessions.running_turn(session.key),
             )
         )
     return {"sessions": views}
@@ -85,7 +85,7 @@ async def get_session(key: str, cron: Cron) -> dict[str, Any]:
     recall = next((j for j in jobs if j.kind is JobKind.RECALL and j.session_key == key), None)
     return session_view(
         session,
-        running_turn=cron.engine.lanes.running_turn(key),
+        running_turn=cron.sessions.running_turn(key),
         automations=await jobs_with_state(cron, automations),
         recall=None if recall is None else job_view(recall),
         usage=await cron.sessions.usage(key),
@@ -125,7 +125,7 @@ async def list_turns(
 @router.post("/{key}/stop")
 async def stop_turn(key: str, cron: Cron) -> dict[str, Any]:
     await cron.sessions.get(key)
-    running = cron.engine.lanes.running_turn(key)
+    running = cron.sessions.running_turn(key)
     return {"stopped": await cron.sessions.stop(key), "turn_id": running}
 
 
@@ -137,7 +137,7 @@ async def delete_session(
 ) -> dict[str, Any]:
     answer = await cron.sessions.delete(key, confirm=confirm)
     if answer.get("deleted"):
-        await cron.publish(key, {"type": "session_deleted", "session_key": key})
+        await cron.publish(SessionDeleted(session_key=key))
     return answer
 
 

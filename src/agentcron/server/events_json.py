@@ -1,0 +1,83 @@
+"""Typed events as the JSON frames of the WebSocket stream (the server owns the wire format).
+
+Every frame has `type` and `session_key` ("" for an event of no session, e.g. an unbound job).
+The shapes, one per event class:
+
+- `StreamStart` -> `stream_start` {turn_id, source};
+- `TextDelta` -> `text_delta` {text}; `ToolStarted` -> `tool_started` {name, args};
+  `ToolCalled` -> `tool_call` {name, args, result};
+- `RunnerEvent` -> the runner's own dict, `{"type": name, **data}`, as runners emitted it;
+- `StreamEnd` -> `stream_end` {turn_id, status, message_id};
+- `SessionSync` -> `session_sync`; `SessionDeleted` -> `session_deleted`;
+- `MessagePosted` -> `message` {message_id, role, content, meta};
+- `JobEvent` -> `automation_update` / `recall_update` {action, job_id} and, when the event
+  carries them, `run_id` and `status` (a fire's progress) and `job` (the job as it is now);
+- `FireStarted` -> `fire_started` {job_id, run_id, lateness_s} (for completeness: the stream
+  does not send it; clients see a fire as the job's `fired` update).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentcron.events import (
+    Event,
+    FireStarted,
+    JobEvent,
+    MessagePosted,
+    RunnerEvent,
+    SessionDeleted,
+    SessionSync,
+    StreamEnd,
+    StreamStart,
+    TextDelta,
+    ToolCalled,
+    ToolStarted,
+)
+from agentcron.views import job_view
+
+
+def event_json(event: Event) -> dict[str, Any]:
+    """The JSON-ready dict of `event`, exactly as the WebSocket stream sends it."""
+    body: dict[str, Any]
+    match event:
+        case StreamStart():
+            body = {"turn_id": event.turn_id, "source": event.source}
+        case TextDelta():
+            body = {"text": event.text}
+        case ToolStarted():
+            body = {"name": event.name, "args": event.args}
+        case ToolCalled():
+            body = {"name": event.name, "args": event.args, "result": event.result}
+        case RunnerEvent():
+            # The runner's dict as given; its own `type`/`session_key` cannot override ours.
+            return {"type": event.name, **event.data, "session_key": event.session_key}
+        case StreamEnd():
+            body = {"turn_id": event.turn_id, "status": event.status,
+                    "message_id": event.message_id}  # fmt: skip
+        case SessionSync() | SessionDeleted():
+            body = {}
+        case MessagePosted():
+            message = event.message
+            body = {"message_id": message.id, "role": message.role,
+                    "content": message.content, "meta": message.meta}  # fmt: skip
+        case JobEvent():
+            return _job_json(event)
+        case FireStarted():
+            body = {"job_id": event.job_id, "run_id": event.run_id,
+                    "lateness_s": event.lateness_s}  # fmt: skip
+        case _:
+            raise TypeError(f"no JSON form for {type(event).__name__}")
+    return {"type": event.type, "session_key": event.session_key, **body}
+
+
+def _job_json(event: JobEvent) -> dict[str, Any]:
+    body: dict[str, Any] = {"type": event.wire_type, "session_key": event.session_key,
+                            "action": event.action.value, "job_id": event.job_id}  # fmt: skip
+    if event.run_id is not None:
+        body["run_id"] = event.run_id
+    if event.status is not None:
+        body["status"] = event.status
+    if event.job is not None:
+        body["job"] = job_view(event.job)
+    return body

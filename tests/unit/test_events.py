@@ -1,0 +1,279 @@
+"""Typed events: the bus, runner dicts as events, and each event's WebSocket JSON (pure)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from agentcron.events import (
+    ChatContext,
+    Event,
+    EventBus,
+    FireStarted,
+    JobAction,
+    JobEvent,
+    MessagePosted,
+    RunnerEvent,
+    SessionDeleted,
+    SessionSync,
+    StreamEnd,
+    StreamStart,
+    TextDelta,
+    ToolCalled,
+    ToolStarted,
+    runner_event,
+)
+from agentcron.schedule import AtSpec
+from agentcron.server.events_json import event_json
+from agentcron.store.models import CreatedBy, Job, JobKind, JobPolicy, Message
+from agentcron.views import job_view
+
+T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+KEY = "websocket:abc"
+
+
+def message(role: str = "assistant", **meta: Any) -> Message:
+    return Message(id="m1", session_key=KEY, seq=3, role=role, content="hello",
+                   meta=dict(meta), created_at=T0)  # fmt: skip
+
+
+def job(kind: JobKind = JobKind.AGENT_TURN, session_key: str | None = KEY) -> Job:
+    return Job(
+        id="j1", name="stretch", kind=kind, session_key=session_key, spec=AtSpec(at=T0),
+        message="stretch", enabled=True, paused_reason=None, paused_at=None,
+        created_by=CreatedBy.AGENT, policy=JobPolicy(), next_fire_at=T0, next_run_at=T0,
+        last_run_at=None, last_status=None, consecutive_failures=0, run_count=0,
+        remaining_runs=None, idempotency_key=None, lease_owner=None, lease_expires_at=None,
+        version=1, created_at=T0, updated_at=T0,
+    )  # fmt: skip
+
+
+# -- the bus ----------------------------------------------------------------------------------
+
+
+async def test_every_subscriber_gets_every_event_in_order_of_subscription() -> None:
+    bus = EventBus()
+    seen: list[tuple[str, Event]] = []
+    bus.subscribe(lambda e: seen.append(("first", e)))
+    bus.subscribe(lambda e: seen.append(("second", e)))
+    event = SessionSync(session_key=KEY)
+    await bus.publish(event)
+    assert seen == [("first", event), ("second", event)]
+
+
+async def test_a_type_filter_passes_only_those_types_and_their_subclasses() -> None:
+    class Special(SessionSync):
+        pass
+
+    bus = EventBus()
+    seen: list[Event] = []
+    bus.subscribe(seen.append, types=[SessionSync, StreamEnd])
+    sync, special = SessionSync(session_key=KEY), Special(session_key=KEY)
+    await bus.publish(TextDelta(session_key=KEY, turn_id="t", text="x"))
+    await bus.publish(sync)
+    await bus.publish(SessionDeleted(session_key=KEY))
+    await bus.publish(special)
+    assert seen == [sync, special]
+
+
+async def test_unsubscribe_stops_delivery_and_leaves_the_others() -> None:
+    bus = EventBus()
+    kept: list[Event] = []
+    dropped: list[Event] = []
+    bus.subscribe(kept.append)
+    unsubscribe = bus.subscribe(dropped.append)
+    await bus.publish(SessionSync(session_key="a"))
+    unsubscribe()
+    unsubscribe()  # twice is harmless
+    await bus.publish(SessionSync(session_key="b"))
+    assert [e.session_key for e in kept] == ["a", "b"]
+    assert [e.session_key for e in dropped] == ["a"]
+
+
+async def test_a_subscriber_may_unsubscribe_while_an_event_is_delivered() -> None:
+    bus = EventBus()
+    seen: list[str] = []
+
+    def once(event: Event) -> None:
+        seen.append("once")
+        unsubscribe()
+
+    unsubscribe = bus.subscribe(once)
+    bus.subscribe(lambda e: seen.append("other"))
+    await bus.publish(SessionSync(session_key=KEY))
+    await bus.publish(SessionSync(session_key=KEY))
+    assert seen == ["once", "other", "other"]
+
+
+async def test_async_callbacks_are_awaited_before_publish_returns() -> None:
+    bus = EventBus()
+    seen: list[str] = []
+
+    async def slow(event: Event) -> None:
+        seen.append(f"async {event.type}")
+
+    bus.subscribe(slow)
+    bus.subscribe(lambda e: seen.append(f"sync {e.type}"))
+    await bus.publish(SessionDeleted(session_key=KEY))
+    assert seen == ["async session_deleted", "sync session_deleted"]
+
+
+async def test_a_failing_subscriber_is_logged_and_does_not_stop_the_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    bus = EventBus()
+    seen: list[Event] = []
+
+    def broken(event: Event) -> None:
+        raise RuntimeError("boom")
+
+    async def broken_async(event: Event) -> None:
+        raise ValueError("bang")
+
+    bus.subscribe(broken)
+    bus.subscribe(broken_async)
+    bus.subscribe(seen.append)
+    event = SessionSync(session_key=KEY)
+    with caplog.at_level(logging.ERROR, logger="agentcron.events"):
+        await bus.publish(event)  # does not raise
+    assert seen == [event]
+    failures = [r for r in caplog.records if r.getMessage() == "event subscriber failed"]
+    assert len(failures) == 2
+    assert [type(r.exc_info[1]) for r in failures if r.exc_info] == [RuntimeError, ValueError]
+    assert {getattr(r, "session_key", None) for r in failures} == {KEY}
+
+
+def test_a_bus_without_subscribers_is_still_a_bus() -> None:
+    # `bus or EventBus()` must keep the bus it was given even before anyone subscribed.
+    bus = EventBus()
+    assert (bus or EventBus()) is bus
+
+
+# -- runner dicts -----------------------------------------------------------------------------
+
+
+def test_runner_dicts_become_typed_events() -> None:
+    assert runner_event(KEY, "t1", {"type": "text_delta", "text": "hi"}) == TextDelta(
+        session_key=KEY, turn_id="t1", text="hi"
+    )
+    started = runner_event(KEY, "t1", {"type": "tool_started", "name": "jobs", "args": {"a": 1}})
+    assert started == ToolStarted(session_key=KEY, turn_id="t1", name="jobs", args={"a": 1})
+    called = runner_event(
+        KEY, "t1", {"type": "tool_call", "name": "jobs", "args": None, "result": "ok"}
+    )
+    assert called == ToolCalled(session_key=KEY, turn_id="t1", name="jobs", args={}, result="ok")
+    other = runner_event(KEY, "t1", {"type": "thinking", "text": "hmm", "step": 2})
+    assert other == RunnerEvent(
+        session_key=KEY, turn_id="t1", name="thinking", data={"text": "hmm", "step": 2}
+    )
+
+
+def test_runner_dicts_with_missing_fields_get_empty_values() -> None:
+    assert runner_event(KEY, "t", {"type": "text_delta"}) == TextDelta(
+        session_key=KEY, turn_id="t", text=""
+    )
+    assert runner_event(KEY, "t", {"type": "tool_call"}) == ToolCalled(
+        session_key=KEY, turn_id="t", name="", args={}, result=""
+    )
+
+
+# -- the WebSocket JSON -----------------------------------------------------------------------
+
+
+def test_turn_events_as_json() -> None:
+    assert event_json(StreamStart(session_key=KEY, turn_id="t1", source="user")) == {
+        "type": "stream_start", "turn_id": "t1", "source": "user", "session_key": KEY,
+    }  # fmt: skip
+    assert event_json(TextDelta(session_key=KEY, turn_id="t1", text="hi")) == {
+        "type": "text_delta", "text": "hi", "session_key": KEY,
+    }  # fmt: skip
+    assert event_json(ToolStarted(session_key=KEY, turn_id="t1", name="n", args={"a": 1})) == {
+        "type": "tool_started", "name": "n", "args": {"a": 1}, "session_key": KEY,
+    }  # fmt: skip
+    called = ToolCalled(session_key=KEY, turn_id="t1", name="n", args={"a": 1}, result="r")
+    assert event_json(called) == {
+        "type": "tool_call", "name": "n", "args": {"a": 1}, "result": "r", "session_key": KEY,
+    }  # fmt: skip
+
+
+def test_other_runner_events_go_out_as_the_runner_emitted_them() -> None:
+    event = RunnerEvent(session_key=KEY, turn_id="t1", name="thinking",
+                        data={"text": "hmm", "session_key": "forged"})  # fmt: skip
+    assert event_json(event) == {"type": "thinking", "text": "hmm", "session_key": KEY}
+
+
+def test_stream_end_as_json() -> None:
+    end = StreamEnd(session_key=KEY, turn_id="t1", status="succeeded", source="automation",
+                    run_id="r1", reply=message(),
+                    chat=ChatContext(channel="websocket", chat_id="abc"))  # fmt: skip
+    assert event_json(end) == {
+        "type": "stream_end", "turn_id": "t1", "status": "succeeded", "message_id": "m1",
+        "session_key": KEY,
+    }  # fmt: skip
+    lost = StreamEnd(session_key=KEY, turn_id="t1", status="failed", source="user")
+    assert event_json(lost)["message_id"] is None
+
+
+def test_session_events_as_json() -> None:
+    assert event_json(SessionSync(session_key=KEY)) == {"type": "session_sync", "session_key": KEY}
+    assert event_json(SessionDeleted(session_key=KEY)) == {
+        "type": "session_deleted", "session_key": KEY,
+    }  # fmt: skip
+    posted = MessagePosted(session_key=KEY, message=message(source="legacy_automation"))
+    assert event_json(posted) == {
+        "type": "message", "session_key": KEY, "message_id": "m1", "role": "assistant",
+        "content": "hello", "meta": {"source": "legacy_automation"},
+    }  # fmt: skip
+
+
+def test_a_job_change_as_json_carries_the_job() -> None:
+    changed = job()
+    event = JobEvent(session_key=KEY, action=JobAction.PAUSED, job_id="j1",
+                     kind=JobKind.AGENT_TURN, job=changed)  # fmt: skip
+    assert event_json(event) == {
+        "type": "automation_update", "action": "paused", "job_id": "j1", "session_key": KEY,
+        "job": job_view(changed),
+    }  # fmt: skip
+
+
+def test_a_fire_of_a_job_as_json_carries_its_run_and_status() -> None:
+    fired = JobEvent(session_key=KEY, action=JobAction.FIRED, job_id="j1",
+                     kind=JobKind.RECALL, run_id="r1")  # fmt: skip
+    assert event_json(fired) == {
+        "type": "recall_update", "action": "fired", "job_id": "j1", "run_id": "r1",
+        "session_key": KEY,
+    }  # fmt: skip
+    finished = JobEvent(session_key=KEY, action=JobAction.FINISHED, job_id="j1",
+                        kind=JobKind.AGENT_TURN, run_id="r1", status="failed")  # fmt: skip
+    assert event_json(finished) == {
+        "type": "automation_update", "action": "finished", "job_id": "j1", "run_id": "r1",
+        "status": "failed", "session_key": KEY,
+    }  # fmt: skip
+
+
+def test_an_unbound_job_has_an_empty_session_key() -> None:
+    system = job(JobKind.SYSTEM_EVENT, session_key=None)
+    event = JobEvent(session_key="", action=JobAction.CREATED, job_id="j1",
+                     kind=JobKind.SYSTEM_EVENT, job=system)  # fmt: skip
+    body = event_json(event)
+    assert (body["type"], body["session_key"]) == ("automation_update", "")
+    assert body["job"]["session_key"] is None
+
+
+def test_fire_started_has_a_json_form_too() -> None:
+    event = FireStarted(session_key=KEY, job_id="j1", run_id="r1", lateness_s=0.25)
+    assert event_json(event) == {
+        "type": "fire_started", "job_id": "j1", "run_id": "r1", "lateness_s": 0.25,
+        "session_key": KEY,
+    }  # fmt: skip
+
+
+def test_an_event_without_a_json_form_is_refused() -> None:
+    class Unknown(Event):
+        pass
+
+    with pytest.raises(TypeError, match="Unknown"):
+        event_json(Unknown(session_key=KEY))
