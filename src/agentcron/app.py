@@ -90,7 +90,7 @@ class Jobs:
         session_key: str | None = None,
         kind: JobKind = JobKind.AGENT_TURN,
         created_by: CreatedBy = CreatedBy.API,
-        overlap: Overlap = Overlap.DEFER,
+        overlap: Overlap = Overlap.BUFFER_ONE,
         catchup: Catchup = Catchup.LATEST,
         catchup_window: timedelta = timedelta(hours=24),
         max_failures: int = 5,

@@ -30,7 +30,17 @@ import pytest
 from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
 from agentcron.schedule import AtSpec, EverySpec
-from agentcron.store import ACTIVE_STATES, Job, NewJob, Run, RunState, SqlStore, sqlite_url
+from agentcron.store import (
+    ACTIVE_STATES,
+    Job,
+    JobPolicy,
+    NewJob,
+    Overlap,
+    Run,
+    RunState,
+    SqlStore,
+    sqlite_url,
+)
 
 SEED = int(os.environ.get("AGENTCRON_CRASH_SEED", "20261122"))
 CHILD = Path(__file__).with_name("crash_child.py")
@@ -165,6 +175,8 @@ async def create_jobs(db: Path, rng: random.Random) -> list[Job]:
                     anchor=now + timedelta(seconds=rng.uniform(0.5, 3.0)),
                 ),
                 message=f"tick {i}",
+                # every fire queues behind the job's running one, so that none is skipped
+                policy=JobPolicy(overlap=Overlap.DEFER),
             )
             for i in range(EVERY_JOBS)
         ]

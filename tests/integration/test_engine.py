@@ -229,7 +229,9 @@ async def test_catchup_after_downtime(
 ) -> None:
     settings = EngineSettings(misfire_grace=timedelta(seconds=10))
     cron = await make_cron(settings=settings)
-    job = await cron.jobs.create(name="tick", when="every 1m", catchup=catchup)
+    # `all` runs every late fire only when they may queue behind each other (overlap defer)
+    job = await cron.jobs.create(name="tick", when="every 1m", catchup=catchup,
+                                 overlap=Overlap.DEFER)  # fmt: skip
     await step(cron, clock, timedelta(seconds=30))
     await cron.close()
     clock.advance(5 * MIN)  # the fire at 5m is now 30 s late: past the grace
@@ -250,7 +252,8 @@ async def test_catchup_window_bounds_all_and_latest(
 ) -> None:
     cron = await make_cron()
     every = await cron.jobs.create(
-        name="all", when="every 1h", catchup=Catchup.ALL, catchup_window=timedelta(hours=3)
+        name="all", when="every 1h", catchup=Catchup.ALL, catchup_window=timedelta(hours=3),
+        overlap=Overlap.DEFER,
     )
     once = await cron.jobs.create(
         name="latest", when="in 1h", catchup=Catchup.LATEST, catchup_window=timedelta(hours=3)

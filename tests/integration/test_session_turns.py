@@ -131,7 +131,10 @@ async def test_two_fires_of_one_job_while_busy_follow_the_overlap_policy(
     make_cron: CronFactory, clock: FakeClock, agent: ScriptedAgent
 ) -> None:
     cron = await make_cron(runner=agent)
-    deferring = await cron.jobs.create(name="d", when="every 1m", session_key=KEY)
+    buffering = await cron.jobs.create(name="b", when="every 1m", session_key=KEY)  # default
+    deferring = await cron.jobs.create(
+        name="d", when="every 1m", session_key=KEY, overlap=Overlap.DEFER
+    )
     skipping = await cron.jobs.create(
         name="s", when="every 1m", session_key="websocket:other", overlap=Overlap.SKIP
     )
@@ -146,6 +149,11 @@ async def test_two_fires_of_one_job_while_busy_follow_the_overlap_policy(
         RunState.SUCCEEDED,
         RunState.SUCCEEDED,
     ]
+    # by default at most one fire of a job waits: the second one, behind it, is skipped
+    runs = list(reversed(await cron.runs.list(buffering.id)))
+    assert [r.state for r in runs] == [RunState.SUCCEEDED, RunState.SKIPPED]
+    assert runs[1].error is not None
+    assert runs[1].error.startswith("skipped:")
     assert [r.state for r in reversed(await cron.runs.list(skipping.id))] == [
         RunState.SUCCEEDED,
         RunState.SKIPPED,

@@ -83,7 +83,7 @@ def plan_fires(
       `all` runs every fire inside the window. Everything else is recorded missed.
     - overlap (with `active` runs of this job still queued/running, `waiting` not yet started):
       `defer` queues every fire; `skip` runs one only when nothing is active; `buffer_one`
-      keeps at most one waiting.
+      (the default) keeps at most one waiting.
     - limits: remaining runs and end time end the job; a spent one-shot ends it too.
     """
     policy = job.policy
@@ -115,8 +115,7 @@ def plan_fires(
         keep = 0 if active else 1
         run, skipped = run[:keep], run[keep:]
     elif policy.overlap is Overlap.BUFFER_ONE:
-        running = active - waiting
-        keep = max(0, (1 if running == 0 else 0) + 1 - waiting)
+        keep = 0 if waiting else 1  # at most one fire of the job waits
         run, skipped = run[:keep], run[keep:]
 
     remaining = None if job.remaining_runs is None else job.remaining_runs - len(run)

@@ -28,9 +28,11 @@ class CreatedBy(enum.StrEnum):
 class Overlap(enum.StrEnum):
     """What a fire does while the previous fire of the same job is still queued or running."""
 
-    DEFER = "defer"  # wait for it, then run
+    DEFER = "defer"  # wait for it, then run every fire in turn
     SKIP = "skip"  # record `skipped`
-    BUFFER_ONE = "buffer_one"  # at most one waiting; further ones `skipped`
+    # the default: at most one fire waits; further ones are `skipped`, so a busy or blocked
+    # session never turns into a burst of stale turns
+    BUFFER_ONE = "buffer_one"
 
 
 class Catchup(enum.StrEnum):
@@ -68,7 +70,7 @@ OUTCOME_STATES = frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.EMPTY}
 class JobPolicy:
     """Per-job policies; defaults are the documented ones (README "Jobs and runs")."""
 
-    overlap: Overlap = Overlap.DEFER
+    overlap: Overlap = Overlap.BUFFER_ONE
     catchup: Catchup = Catchup.LATEST
     catchup_window: timedelta = timedelta(hours=24)
     max_failures: int = 5  # consecutive failures before auto-pause; 0 = never

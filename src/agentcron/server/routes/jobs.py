@@ -29,7 +29,7 @@ class JobCreate(BaseModel):
     message: str = Field(min_length=1, description="what the agent should do when it fires")
     when: str = Field(min_length=1, description=_WHEN_HELP)
     tz: str | None = Field(default=None, description="IANA zone; default: the session's zone")
-    overlap: Overlap = Overlap.DEFER
+    overlap: Overlap = Overlap.BUFFER_ONE
     catchup: Catchup = Catchup.LATEST
     max_runs: int | None = Field(default=None, ge=1)
     end_at: datetime | None = None
