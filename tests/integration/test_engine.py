@@ -252,7 +252,10 @@ async def test_catchup_window_bounds_all_and_latest(
 ) -> None:
     cron = await make_cron()
     every = await cron.jobs.create(
-        name="all", when="every 1h", catchup=Catchup.ALL, catchup_window=timedelta(hours=3),
+        name="all",
+        when="every 1h",
+        catchup=Catchup.ALL,
+        catchup_window=timedelta(hours=3),
         overlap=Overlap.DEFER,
     )
     once = await cron.jobs.create(
