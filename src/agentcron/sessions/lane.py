@@ -80,6 +80,7 @@ class _Pending:
     source: TurnSource
     content: str
     fire: ClaimedFire | None = None
+    started: bool = False  # its start is committed: it can only end, never be handed back
 
 
 @dataclass(eq=False)
@@ -280,9 +281,10 @@ class Lanes:
                 pending = lane.current = lane.queue[0]
                 try:
                     await self._turn(lane, pending)
-                except Exception:  # a store failure around the turn: this turn only
+                except Exception as exc:  # a store failure around the turn: this turn only
                     log.exception("turn failed outside the runner",
                                   extra=_ctx(lane.key, pending))  # fmt: skip
+                    await self._end_after_error(lane, pending, exc)
                 finally:
                     lane.current = None
                     lane.replay = []
@@ -331,10 +333,10 @@ class Lanes:
                 await self._end_unstarted(lane, pending, RunState.FAILED,
                                           f"the prompt could not be rendered: {exc}")  # fmt: skip
                 return
-        await self._acquire_slot()
-        slot = True
+        slot = False
         try:
             started = await self._start(lane, pending, prepared)
+            slot = started is not None
             if started is None:
                 return
             message, session = started
@@ -388,8 +390,9 @@ class Lanes:
     async def _start(
         self, lane: _Lane, pending: _Pending, prepared: FireTurn | None
     ) -> tuple[Message, Session] | None:
-        """Begin the turn (durable before the runner is called: after a crash it is
-        interrupted, never run again). Waits while another process holds the session.
+        """Take a turn slot and begin the turn (durable before the runner is called: after a
+        crash it is interrupted, never run again). Waits, without a slot, while another
+        process holds the session. Returns holding the slot, or None (the session is gone).
         """
         if prepared is None:
             entry = Entry("user", pending.content,
@@ -405,11 +408,19 @@ class Lanes:
                                  prompt_vars=prepared.prompt_vars)  # fmt: skip
             start = TurnStart(lane.key, pending.turn_id, self.owner, now, now + self._lease,
                               entry, run)  # fmt: skip
-            result = await self.journal.write(start)
+            await self._acquire_slot()
+            try:
+                result = await self.journal.write(start)
+            except BaseException:
+                self._slots.release()
+                raise
             if not isinstance(result, TurnStarted):
+                self._slots.release()
                 raise TypeError(f"a turn start was answered with {result!r}")
             if result.message is not None and result.session is not None:
+                pending.started = True
                 return result.message, result.session
+            self._slots.release()
             if result.busy_until is None:  # the session was deleted meanwhile
                 await self._end_unstarted(lane, pending, RunState.CANCELLED,
                                           "cancelled: its session was deleted")  # fmt: skip
@@ -491,7 +502,7 @@ class Lanes:
         """A fire that ends without its turn beginning (missed after waiting, unrenderable
         prompt, session gone): its turn and run end with the reason; no transcript entry.
         """
-        turn_state = {RunState.MISSED: TurnState.CANCELLED}.get(state, TurnState(state.value))
+        turn_state = TurnState.CANCELLED if state is RunState.MISSED else TurnState(state.value)
         fire = pending.fire
         outcome = Outcome.failed(error)
         now = self.clock.now()
@@ -507,6 +518,17 @@ class Lanes:
         ))  # fmt: skip
         if fire is not None and isinstance(result, TurnFinished):
             await self._fire_ended(fire, state.value, result)
+
+    async def _end_after_error(self, lane: _Lane, pending: _Pending, exc: Exception) -> None:
+        """Best effort after a failure outside the runner: the turn and its fire end `failed`
+        with the error, instead of staying open until a restart.
+        """
+        error = f"{type(exc).__name__}: {exc}"
+        try:
+            await self._write_finish(lane.key, pending, TurnState.FAILED, None,
+                                     Outcome.failed(error))  # fmt: skip
+        except Exception:
+            log.exception("could not record a failed turn", extra=_ctx(lane.key, pending))
 
     async def _interrupted(self, lane: _Lane, pending: _Pending, session: Session) -> None:
         """A shutdown stopped this turn mid-way: close it visibly; its fire is not re-run."""
@@ -563,27 +585,33 @@ class Lanes:
         them (interrupted, with a visible notice).
         """
         self._closing = True
-        turn_ids: list[str] = []
-        run_ids: list[str] = []
+        waiting: list[_Pending] = []
         for lane in self._lanes.values():
             for pending in list(lane.queue):
                 if pending is not lane.current:
                     lane.queue.remove(pending)
-                    turn_ids.append(pending.turn_id)
-                    if pending.fire is not None:
-                        run_ids.append(pending.fire.run_id)
-                        self._fires -= 1
-        try:
-            await self.store.release(self.owner, run_ids)
-            await self.store.sessions.release_turns(turn_ids, self.owner)
-        except Exception:
-            log.exception("could not release %d waiting turns", len(turn_ids))
+                    waiting.append(pending)
+                    self._fires -= pending.fire is not None
+        await self._release(waiting)
+        current = [lane.current for lane in self._lanes.values() if lane.current is not None]
         workers = [lane.worker for lane in self._lanes.values() if lane.worker is not None]
         if workers:
             _, late = await asyncio.wait(workers, timeout=grace)
             for worker in late:
                 worker.cancel()
             await asyncio.gather(*late, return_exceptions=True)
+        # A turn cut off while it waited for its session (another process's lease) never
+        # began: handed back too.
+        await self._release([p for p in current if not p.started])
+
+    async def _release(self, pending: list[_Pending]) -> None:
+        turn_ids = [p.turn_id for p in pending]
+        run_ids = [p.fire.run_id for p in pending if p.fire is not None]
+        try:
+            await self.store.release(self.owner, run_ids)
+            await self.store.sessions.release_turns(turn_ids, self.owner)
+        except Exception:
+            log.exception("could not release %d waiting turns", len(turn_ids))
 
 
 def _chat(session: Session) -> ChatContext:

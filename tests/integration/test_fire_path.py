@@ -1,0 +1,94 @@
+"""Edges of the fire -> turn path: fires that end before their turn begins, dead leases."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from agentcron.config import EngineSettings
+from agentcron.engine.clock import FakeClock
+from agentcron.store import Catchup, RunState, TurnState
+from tests.conftest import CronFactory
+from tests.integration.test_session_turns import KEY, ScriptedAgent
+
+MIN = timedelta(minutes=1)
+
+
+async def test_a_fire_whose_prompt_cannot_render_fails_at_once_with_the_reason(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    agent = ScriptedAgent()
+    cron = await make_cron(runner=agent)
+    # a session whose zone no longer exists on this machine: the prompt cannot be rendered
+    await cron.store.sessions.ensure_session(KEY, clock.now(), tz="Mars/Olympus")
+    job = await cron.jobs.create(name="digest", when="in 1m", session_key=KEY)
+    clock.advance(MIN)
+    await cron.engine.settled()
+    (run,) = await cron.runs.list(job.id)
+    assert run.state is RunState.FAILED
+    assert run.error is not None
+    assert "prompt could not be rendered" in run.error
+    assert "Mars/Olympus" in run.error
+    (turn,) = await cron.sessions.turns(KEY)
+    assert turn.state is TurnState.FAILED  # not left queued until a restart
+    assert agent.turns == []
+    assert await cron.sessions.messages(KEY) == []  # it never began: nothing in the transcript
+    assert (await cron.jobs.get(job.id)).last_status is RunState.FAILED
+
+
+async def test_a_fire_that_waited_past_the_grace_with_catchup_skip_is_missed(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    agent = ScriptedAgent()
+    settings = EngineSettings(misfire_grace=timedelta(seconds=30))
+    cron = await make_cron(runner=agent, settings=settings)
+    job = await cron.jobs.create(name="ping", when="in 1m", session_key=KEY,
+                                 catchup=Catchup.SKIP)  # fmt: skip
+    agent.hold.clear()
+    await cron.sessions.send(KEY, "a long answer")
+    await agent.started.wait()
+    clock.advance(MIN)
+    await cron.engine.settled(busy_ok=True)
+    assert (await cron.runs.list(job.id))[0].state is RunState.DEFERRED
+    clock.advance(MIN)  # the answer takes long: the fire is now a minute late
+    agent.hold.set()
+    await cron.engine.settled()
+    (run,) = await cron.runs.list(job.id)
+    assert run.state is RunState.MISSED
+    assert run.error is not None
+    assert run.error.startswith("missed:")
+    assert len(agent.turns) == 1  # only the user's turn ran
+
+
+async def test_a_dead_owners_session_lease_is_freed_at_the_next_start(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    agent = ScriptedAgent()
+    cron = await make_cron(runner=agent)
+    await cron.sessions.create(KEY)
+    now = clock.now()
+    dead = "somehost-that-is-gone:1:X"
+    # a lease taken by a process that died before its turn began (no turn is running)
+    assert await cron.store.sessions.acquire_turn_lease(KEY, dead, "t0", now, now + 5 * MIN) is None
+    await cron.close()
+    cron2 = await make_cron(runner=agent)
+    # the owner is not known dead (another host): its lease holds until it expires ...
+    turn = await cron2.sessions.send(KEY, "hello?")
+    await asyncio.sleep(0.2)
+    assert (await cron2.sessions.turn(turn.id)).state is TurnState.QUEUED
+    assert agent.turns == []
+    await cron2.close(grace=0.2)
+    # ... but a process of this host that no longer exists is dead for sure: freed at once
+    import os
+    import socket
+
+    gone = f"{socket.gethostname()}:{2**22 + os.getpid()}:X"
+    await cron2.store.open()
+    await cron2.store.sessions.release_turn_lease(KEY, dead)
+    assert (
+        await cron2.store.sessions.acquire_turn_lease(KEY, gone, "t1", now, now + 5 * MIN) is None
+    )
+    await cron2.store.close()
+    cron3 = await make_cron(runner=agent)
+    await cron3.engine.settled()
+    assert (await cron3.sessions.turn(turn.id)).state is TurnState.SUCCEEDED

@@ -1,0 +1,94 @@
+"""A guard against the fire -> turn path growing back: writes and statements per bound fire.
+
+Counted, not timed: an event listener on SQLAlchemy's engines counts committed transactions
+(every write transaction commits; reads never do) and statements (an executemany is one),
+while a burst of bound fires over many sessions runs on a fake clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+
+from agentcron.app import AgentCron
+from agentcron.engine.clock import FakeClock
+from agentcron.schedule import AtSpec
+from agentcron.store import NewJob, RunState, TurnState
+from tests.conftest import T0
+
+FIRES = 400
+SESSIONS = 40
+MAX_WRITES_PER_FIRE = 1.0  # issue target: <= 1 write transaction per bound fire at burst load
+MAX_STATEMENTS_PER_FIRE = 8.0
+
+
+@contextmanager
+def counting() -> Iterator[dict[str, int]]:
+    counts = {"commits": 0, "statements": 0}
+
+    def on_commit(*_: Any) -> None:
+        counts["commits"] += 1
+
+    def on_statement(*_: Any) -> None:
+        counts["statements"] += 1
+
+    event.listen(Engine, "commit", on_commit)
+    event.listen(Engine, "before_cursor_execute", on_statement)
+    try:
+        yield counts
+    finally:
+        event.remove(Engine, "commit", on_commit)
+        event.remove(Engine, "before_cursor_execute", on_statement)
+
+
+async def noop(trigger: object) -> str:
+    return "ok"
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+async def test_a_burst_of_bound_fires_costs_less_than_one_transaction_each(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    clock = FakeClock(T0)
+    if backend == "sqlite":
+        cron = AgentCron(db=tmp_path / "cost.db", runner=noop, clock=clock)
+    else:
+        url = request.getfixturevalue("pg_url")
+        cron = AgentCron(url=url, runner=noop, clock=clock)
+    async with cron:
+        keys = [f"api:s-{i}" for i in range(SESSIONS)]
+        for key in keys:
+            await cron.sessions.create(key)
+        due = T0 + timedelta(minutes=1)
+        await cron.jobs.create_many(
+            [NewJob(name=f"j{i}", spec=AtSpec(at=due), session_key=keys[i % SESSIONS])
+             for i in range(FIRES)]
+        )  # fmt: skip
+        await cron.engine.settled()
+        with counting() as counts:
+            clock.set(due)
+            cron.engine.wake()
+            await cron.engine.settled(limit=60)
+        assert await cron.store.count_runs(states=[RunState.SUCCEEDED]) == FIRES
+        # every fire was a real turn of its session: trigger entry, closure, turn record
+        turns = await cron.sessions.turns(keys[0])
+        assert len(turns) == FIRES // SESSIONS
+        assert all(t.state is TurnState.SUCCEEDED for t in turns)
+        assert len(await cron.sessions.messages(keys[0])) == 2 * FIRES // SESSIONS
+    writes, statements = counts["commits"] / FIRES, counts["statements"] / FIRES
+    assert writes <= MAX_WRITES_PER_FIRE, f"{writes:.2f} write transactions per bound fire"
+    assert statements <= MAX_STATEMENTS_PER_FIRE, f"{statements:.2f} statements per bound fire"
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    from tests.conftest import _scratch_pg_database
+
+    yield from _scratch_pg_database()
