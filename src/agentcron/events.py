@@ -198,6 +198,11 @@ class EventBus:
 
         return unsubscribe
 
+    @property
+    def active(self) -> bool:
+        """Someone listens (a publisher may skip building events nobody would get)."""
+        return bool(self._subs)
+
     async def publish(self, event: Event) -> None:
         for sub in self._subs:
             if sub.types is not None and not isinstance(event, sub.types):

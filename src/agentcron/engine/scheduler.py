@@ -391,7 +391,7 @@ class Engine:
         now = self.clock.now()
         # Durable before the turn starts: after a crash this fire is interrupted, not re-run.
         await self.journal.write(RunEnd(Transition(fire.run_id, RunState.RUNNING, now)))
-        if self.bus:
+        if self.bus.active:
             await self.bus.publish(FireStarted(
                 session_key=job.session_key or "", job_id=job.id, run_id=fire.run_id,
                 lateness_s=(self.clock.now() - fire.fire_at).total_seconds(),
@@ -438,7 +438,7 @@ class Engine:
         state = RunState(outcome.status.value)
         result = await self._finish(fire, state, outcome, message_id=message_id,
                                     delivery=delivery)  # fmt: skip
-        if job.session_key is not None and self.bus:
+        if job.session_key is not None and self.bus.active:
             await self._announce_settled(fire, state, result)
 
     async def _deliver_legacy(

@@ -256,7 +256,7 @@ class Lanes:
     async def _job_event(
         self, fire: ClaimedFire, action: JobAction, status: str | None = None
     ) -> None:
-        if not self.bus:
+        if not self.bus.active:
             return
         job = fire.job
         await self.bus.publish(JobEvent(session_key=job.session_key or "", action=action,
@@ -295,7 +295,7 @@ class Lanes:
                 self.turn_waiters.notify(pending.turn_id)
                 # After the lane let go of the turn: a client that re-reads the session on
                 # this event sees it idle (or its next turn).
-                if self.bus:
+                if self.bus.active:
                     await self.bus.publish(SessionSync(session_key=lane.key))
         finally:
             self._workers -= 1
@@ -340,7 +340,7 @@ class Lanes:
             if started is None:
                 return
             message, session = started
-            if fire is not None and self.bus:
+            if fire is not None and self.bus.active:
                 await self._job_event(fire, JobAction.FIRED)
                 await self.bus.publish(FireStarted(
                     session_key=lane.key, job_id=fire.job.id, run_id=fire.run_id,
@@ -542,7 +542,7 @@ class Lanes:
             log.exception("could not record an interrupted turn", extra=_ctx(lane.key, pending))
             return
         self.turn_waiters.notify(pending.turn_id)
-        if self.bus:
+        if self.bus.active:
             await self.bus.publish(StreamEnd(
                 session_key=lane.key, turn_id=pending.turn_id, status="interrupted",
                 source=pending.source.value,

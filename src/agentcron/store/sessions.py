@@ -98,12 +98,12 @@ def _turn(row: Row[Any] | Mapping[str, Any]) -> Turn:
         run_id=m["run_id"],
         content=m["content"],
         created_at=m["created_at"],
-        started_at=m["started_at"],
-        finished_at=m["finished_at"],
-        error=m["error"],
-        error_details=m["error_details"],
-        usage=m["usage"],
-        reply_message_id=m["reply_message_id"],
+        started_at=m.get("started_at"),
+        finished_at=m.get("finished_at"),
+        error=m.get("error"),
+        error_details=m.get("error_details"),
+        usage=m.get("usage"),
+        reply_message_id=m.get("reply_message_id"),
         owner=m.get("owner"),
     )
 
@@ -206,15 +206,6 @@ def turn_values(
         "run_id": run_id,
         "content": content,
         "created_at": now,
-        "started_at": None,
-        "finished_at": None,
-        "error": None,
-        "error_details": None,
-        "usage": None,
-        "input_tokens": None,
-        "output_tokens": None,
-        "cost_usd": None,
-        "reply_message_id": None,
         "owner": owner,
     }
 
@@ -297,6 +288,12 @@ _SESSION_STATE = (
         "turn_owner", "turn_id", "turn_lease_expires_at", "last_seq", "updated_at")})
 )  # fmt: skip
 _USAGE = ("input_tokens", "output_tokens", "cost_usd")
+# Built once: building a statement costs more than running it on the hot path.
+_SESSIONS_IN = sa.select(sessions).where(
+    sessions.c.session_key.in_(sa.bindparam("keys", expanding=True))
+)
+_SESSIONS_FOR_UPDATE = _SESSIONS_IN.with_for_update()
+_INSERT_MESSAGES = messages.insert()
 
 
 class TurnWrites:
@@ -308,11 +305,7 @@ class TurnWrites:
     def __init__(self, conn: Connection, keys: set[str]) -> None:
         self._conn = conn
         self._sessions: dict[str, dict[str, Any]] = {}
-        query = sa.select(sessions).where(
-            sessions.c.session_key.in_(sa.bindparam("keys", expanding=True))
-        )
-        if conn.dialect.name == "postgresql":
-            query = query.with_for_update()
+        query = _SESSIONS_FOR_UPDATE if conn.dialect.name == "postgresql" else _SESSIONS_IN
         ordered = sorted(keys)
         for start in range(0, len(ordered), 500):
             for row in conn.execute(query, {"keys": ordered[start : start + 500]}):
@@ -366,7 +359,7 @@ class TurnWrites:
     def flush(self) -> None:
         conn = self._conn
         if self._messages:
-            conn.execute(messages.insert(), self._messages)
+            conn.execute(_INSERT_MESSAGES, self._messages)
         if self._touched:
             conn.execute(_SESSION_STATE, [
                 {"b_key": key, **{c: self._sessions[key][c] for c in (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -104,7 +105,6 @@ _RUN_FIELDS = (
     "delivery",
 )
 USAGE_COLUMNS = ("input_tokens", "output_tokens", "cost_usd")
-_MERGED_NULLS = (*_STATE_TIME.values(), "finished_at", *_RUN_FIELDS, *USAGE_COLUMNS)
 
 
 def usage_numbers(usage: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -113,17 +113,15 @@ def usage_numbers(usage: Mapping[str, Any] | None) -> dict[str, Any]:
     return {col: usage.get(col) for col in USAGE_COLUMNS}
 
 
-def _transition_stmt() -> Any:
-    values: dict[str, Any] = {"state": sa.bindparam("state")}
-    for col in _MERGED_NULLS:
-        values[col] = sa.func.coalesce(sa.bindparam(col, type_=runs.c[col].type), runs.c[col])
-    clear = sa.bindparam("clear_owner", type_=sa.Boolean)
-    values["owner"] = sa.case((clear, sa.null()), else_=runs.c.owner)
-    values["lease_expires_at"] = sa.case((clear, sa.null()), else_=runs.c.lease_expires_at)
+@functools.cache
+def _transition_stmt(columns: tuple[str, ...]) -> Any:
+    """The run update that sets `columns` (from bind parameters of the same names), only on a
+    run that is still active: a terminal state is final.
+    """
+    values = {c: sa.bindparam(c, type_=runs.c[c].type) for c in columns if c != "b_id"}
     return runs.update().where(runs.c.id == sa.bindparam("b_id"), _ACTIVE_INLINE).values(values)
 
 
-_TRANSITION_STMT = _transition_stmt()
 # Statements on the hot path are built once (building costs more than running them).
 _DUE = (
     sa.select(jobs)
@@ -313,32 +311,26 @@ def _run_values(
     owner: str | None,
     lease: datetime | None,
 ) -> dict[str, Any]:
-    terminal = state in TERMINAL_STATES
+    """A new run row: only the columns that have a value (the rest default to NULL)."""
+    if state in TERMINAL_STATES:
+        return {
+            "id": new_id(),
+            "job_id": job.id,
+            "session_key": job.session_key,
+            "fire_at": fire_at,
+            "state": state.value,
+            "claimed_at": now,
+            "finished_at": now,
+        }
     return {
         "id": new_id(),
         "job_id": job.id,
         "session_key": job.session_key,
         "fire_at": fire_at,
         "state": state.value,
-        "owner": None if terminal else owner,
-        "lease_expires_at": None if terminal else lease,
+        "owner": owner,
+        "lease_expires_at": lease,
         "claimed_at": now,
-        "queued_at": None,
-        "deferred_at": None,
-        "started_at": None,
-        "finished_at": now if terminal else None,
-        "prompt_ref": None,
-        "prompt": None,
-        "prompt_vars": None,
-        "output": None,
-        "error": None,
-        "error_details": None,
-        "message_id": None,
-        "usage": None,
-        "input_tokens": None,
-        "output_tokens": None,
-        "cost_usd": None,
-        "delivery": None,
     }
 
 
@@ -649,7 +641,12 @@ class SqlStore:
         turn_for = self._open_fire_turns(conn, run_rows, claimed_meta, now, owner)
         claimed: list[ClaimedFire] = []
         if run_rows:
-            inserted = {r.id for r in conn.execute(self._insert_runs, run_rows)}
+            inserted: set[str] = set()
+            shapes: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+            for run_row in run_rows:  # an executemany takes rows of one shape
+                shapes.setdefault(tuple(run_row), []).append(run_row)
+            for rows_of_shape in shapes.values():
+                inserted.update(r.id for r in conn.execute(self._insert_runs, rows_of_shape))
             turn_rows = [t for run_id, (t, _) in turn_for.items() if run_id in inserted]
             if turn_rows:
                 conn.execute(turns.insert(), turn_rows)
@@ -819,9 +816,10 @@ class SqlStore:
         for t in transitions:
             row = merged.get(t.run_id)
             if row is None:
-                row = merged[t.run_id] = {"b_id": t.run_id, **dict.fromkeys(_MERGED_NULLS)}
+                row = merged[t.run_id] = {"b_id": t.run_id}
             row["state"] = t.state.value
-            row["clear_owner"] = t.state in TERMINAL_STATES
+            if t.state in TERMINAL_STATES:
+                row["owner"] = row["lease_expires_at"] = None
             row[_STATE_TIME.get(t.state, "finished_at")] = t.at
             for col in _RUN_FIELDS:
                 value = getattr(t, col)
@@ -829,8 +827,13 @@ class SqlStore:
                     row[col] = value
             if t.usage:
                 row.update(usage_numbers(t.usage))
-        if merged:
-            conn.execute(_TRANSITION_STMT, list(merged.values()))
+        # One statement per shape of change (the columns it sets): a burst has two or three
+        # shapes (running with its prompt; ended with its output), each one executemany.
+        shapes: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for row in merged.values():
+            shapes.setdefault(tuple(sorted(row)), []).append(row)
+        for columns, rows in shapes.items():
+            conn.execute(_transition_stmt(columns), rows)
         if outcomes:
             if finisher is None:
                 raise ValueError("outcomes need a finisher")
