@@ -13,24 +13,41 @@ from sqlalchemy.types import TypeDecorator
 class UTCDateTime(TypeDecorator[datetime]):
     """Aware UTC datetimes in, aware UTC datetimes out, on every backend.
 
-    SQLite keeps them as fixed-width naive UTC text, so comparisons and indexes order correctly.
+    SQLite keeps them as fixed-width naive UTC text (`YYYY-MM-DD HH:MM:SS.ffffff`, the format
+    SQLAlchemy's SQLite DATETIME writes), so comparisons and indexes order correctly. The text
+    is made and read here directly: one conversion per value instead of two on the hot path.
     """
 
     impl = sa.DateTime(timezone=True)
     cache_ok = True
 
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+    def bind_processor(self, dialect: Dialect) -> Any:
+        if dialect.name != "sqlite":
+            return super().bind_processor(dialect)
+        return lambda value: self.process_bind_param(value, dialect)
+
+    def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
+        if dialect.name != "sqlite":
+            return super().result_processor(dialect, coltype)
+        return lambda value: self.process_result_value(value, dialect)
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
         if value is None:
             return None
         if value.tzinfo is None:
             raise ValueError(f"naive datetime {value!r} given to the store; use aware UTC")
         value = value.astimezone(UTC)
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+        if dialect.name == "sqlite":
+            return value.replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
+        return value
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
-        assert isinstance(value, datetime)
+        if isinstance(value, str):
+            value = datetime.fromisoformat(value)
+        if not isinstance(value, datetime):
+            raise TypeError(f"a stored time is {type(value).__name__}, not a datetime")
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
