@@ -313,8 +313,9 @@ class Runs:
         engine = self._cron.engine
         with engine.run_waiters.watch(run_id) as done:
             return await _wait_for(
-                lambda: self.get(run_id), lambda r: r.state.terminal, done, seconds
-            )
+                lambda: self.get(run_id), lambda r: r.state.terminal, done, seconds,
+                lambda: self._cron.stopping,
+            )  # fmt: skip
 
 
 class Sessions:
@@ -388,8 +389,9 @@ class Sessions:
         """The turn once it has ended, or as it is after `seconds`."""
         with self._cron.lanes.turn_waiters.watch(turn_id) as done:
             return await _wait_for(
-                lambda: self.turn(turn_id), lambda t: t.state.terminal, done, seconds
-            )
+                lambda: self.turn(turn_id), lambda t: t.state.terminal, done, seconds,
+                lambda: self._cron.stopping,
+            )  # fmt: skip
 
     async def stop(self, key: str) -> bool:
         """Stop the session's running turn (user or scheduled)."""
@@ -482,9 +484,11 @@ async def _wait_for(
     finished: Callable[[_T], bool],
     done: asyncio.Event,
     seconds: float,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> _T:
     """Read a record until `finished` (woken by `done`), for at most `seconds` of real time
-    (this serves callers outside the engine, such as HTTP long polls).
+    (this serves callers outside the engine, such as HTTP long polls), or until agentcron
+    begins to stop: then the record is returned as it is, so no caller holds up a shutdown.
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0.0, seconds)
@@ -492,7 +496,7 @@ async def _wait_for(
         done.clear()
         record = await read()
         left = deadline - loop.time()
-        if finished(record) or left <= 0:
+        if finished(record) or left <= 0 or stopping():
             return record
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(done.wait(), min(left, _RECHECK_S))
@@ -576,6 +580,7 @@ class AgentCron:
             evaluator=evaluator or evaluate_response, deliver=self.lanes.deliver,
         )  # fmt: skip
         self.lanes.on_busy = self.engine.leases_held
+        self._stopping = False
         self.jobs = Jobs(self)
         self.runs = Runs(self)
         self.sessions = Sessions(self)
@@ -602,6 +607,19 @@ class AgentCron:
     def running(self) -> bool:
         """The engine is up (started, not stopped, not crashed)."""
         return self.engine.running
+
+    @property
+    def stopping(self) -> bool:
+        """A stop has begun (`begin_stop` or `close`)."""
+        return self._stopping
+
+    def begin_stop(self) -> None:
+        """Say that a stop is coming (a server calls this on SIGINT, before it waits for its
+        open requests): callers waiting on a run or a turn get it back as it is now.
+        """
+        self._stopping = True
+        self.engine.run_waiters.notify_all()
+        self.lanes.turn_waiters.notify_all()
 
     def status(self) -> Status:
         """Counters and queue depths of this process, for metrics."""
@@ -643,6 +661,7 @@ class AgentCron:
 
     async def close(self, grace: float | None = None) -> None:
         """Stop the engine (running turns get `grace` seconds to finish) and the store."""
+        self.begin_stop()
         try:
             await self.engine.stop(grace)
         finally:

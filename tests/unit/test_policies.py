@@ -184,9 +184,10 @@ OVERLAP_CASES = [
     ("skip/idle: one runs", Overlap.SKIP, 0, 0, 1),
     ("skip/running", Overlap.SKIP, 1, 0, 0),
     ("skip/waiting", Overlap.SKIP, 1, 1, 0),
-    ("buffer_one/idle: one runs, one waits", Overlap.BUFFER_ONE, 0, 0, 2),
+    # at most one fire of the job waits (running ones aside): never a queue of stale fires
+    ("buffer_one/idle: one runs", Overlap.BUFFER_ONE, 0, 0, 1),
     ("buffer_one/running: one may wait", Overlap.BUFFER_ONE, 1, 0, 1),
-    ("buffer_one/one waiting, none running", Overlap.BUFFER_ONE, 1, 1, 1),
+    ("buffer_one/one waiting, none running", Overlap.BUFFER_ONE, 1, 1, 0),
     ("buffer_one/running and one waiting", Overlap.BUFFER_ONE, 2, 1, 0),
     ("buffer_one/two waiting", Overlap.BUFFER_ONE, 2, 2, 0),
     ("buffer_one/two running", Overlap.BUFFER_ONE, 2, 0, 1),
@@ -256,11 +257,6 @@ def test_plan_fires_remaining_runs(
     assert (plan.next_fire_at, plan.next_run_at) == (upcoming, upcoming)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="plan_fires cuts `run` to remaining_runs (and ends the job) before the overlap "
-    "policy drops fires: with overlap skip the job ends after 1 of its 2 remaining runs",
-)
 def test_plan_fires_remaining_runs_counts_only_fires_that_run() -> None:
     # overlap skip drops three of the four due fires: one run is used, one is left, so the
     # job must go on to its next fire
@@ -638,11 +634,6 @@ def test_finish_job_auto_pause_wins_over_delete_after_run() -> None:
     assert "delete" not in values
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finish_job decides `ended` from the job's fire before backoff re-arms it: a "
-    "failure whose backoff passes end_at ends the job but does not delete it",
-)
 def test_finish_job_failure_whose_backoff_passes_end_at_ends_and_deletes() -> None:
     # the failed fire's backoff pushes the next fire past end_at: the job has no fire left,
     # so it has ended and delete_after_run applies (as for a job that ended any other way)

@@ -105,11 +105,6 @@ def plan_fires(
         run = [f for f in late if f > window_cut] + on_time
         missed = [f for f in late if f <= window_cut]
 
-    if job.remaining_runs is not None and len(run) > job.remaining_runs:
-        # The job ends at its last allowed run; later due fires never happen.
-        run = run[: max(job.remaining_runs, 0)]
-        upcoming = None
-
     skipped: list[datetime] = []
     if policy.overlap is Overlap.SKIP:
         keep = 0 if active else 1
@@ -117,6 +112,12 @@ def plan_fires(
     elif policy.overlap is Overlap.BUFFER_ONE:
         keep = 0 if waiting else 1  # at most one fire of the job waits
         run, skipped = run[:keep], run[keep:]
+
+    # Only fires that run use up runs (a skipped one does not).
+    if job.remaining_runs is not None and len(run) > job.remaining_runs:
+        # The job ends at its last allowed run; later due fires never happen.
+        run = run[: max(job.remaining_runs, 0)]
+        upcoming = None
 
     remaining = None if job.remaining_runs is None else job.remaining_runs - len(run)
     if remaining is not None and remaining <= 0:
@@ -173,7 +174,8 @@ def finish_job(job: Job, outcome: JobOutcome, settings: EngineSettings) -> dict[
             if job.next_run_at is not None and job.next_run_at < until:
                 fire, due = arm(job.spec, job.policy, job.id, until - _TICK, job.remaining_runs)
                 values.update(next_fire_at=fire, next_run_at=due)
-    ended = job.next_fire_at is None and values.get("next_fire_at", job.next_fire_at) is None
+    # Ended: no fire left, also when a failure's backoff pushed the next one past the end.
+    ended = values.get("next_fire_at", job.next_fire_at) is None
     if ended and job.policy.delete_after_run and job.enabled:
         values["delete"] = True
     return values

@@ -30,5 +30,10 @@ class Waiters:
         for event in self._events.get(key, ()):
             event.set()
 
+    def notify_all(self) -> None:
+        for watchers in self._events.values():
+            for event in watchers:
+                event.set()
+
     def __bool__(self) -> bool:
         return bool(self._events)

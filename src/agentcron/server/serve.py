@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
@@ -108,7 +110,24 @@ def run(options: ServeOptions, echo: Callable[[str], None]) -> None:
     server = build(options)
     model = server.cron.runner.__class__.__name__
     model_id = getattr(server.cron.runner, "model_id", None)
-    uvicorn.run(
+    config = uvicorn.Config(
         server.app, host=options.host, port=options.port, log_level=options.log_level,
         lifespan="on",
     )  # fmt: skip
+    # uvicorn re-raises the signal it stopped on once it is done; the stop was graceful.
+    with contextlib.suppress(KeyboardInterrupt):
+        _Uvicorn(config, server.cron).run()
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn waits for open requests before it stops the app: on SIGINT/SIGTERM, first tell
+    AgentCron a stop is coming, so that long polls (`?wait=`) return at once.
+    """
+
+    def __init__(self, config: uvicorn.Config, cron: AgentCron) -> None:
+        super().__init__(config)
+        self._cron = cron
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._cron.begin_stop()
+        super().handle_exit(sig, frame)
