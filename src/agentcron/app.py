@@ -133,7 +133,9 @@ class Jobs:
         """Create many jobs in one transaction."""
         now = self._cron.clock.now()
         created = await self._store.insert_jobs([self._armed(n, now) for n in new_jobs], now)
-        self._cron.engine.wake()
+        self._cron.engine.due_at(
+            min((j.next_run_at for j in created if j.next_run_at), default=None)
+        )
         for job in created:
             await self._cron.publish_job(JobAction.CREATED, job)
         return created
@@ -275,14 +277,14 @@ class Jobs:
                 if expected_version is not None or attempt == _CAS_RETRIES - 1:
                     raise
                 continue
-            self._cron.engine.wake()
+            # A later or removed fire needs nothing: the engine finds it at its next wake-up.
+            self._cron.engine.due_at(updated.next_run_at)
             await self._cron.publish_job(action, updated)
             return updated
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def delete(self, job_id: str, *, allow_system: bool = False) -> Job:
         job = await self._store.delete_job(job_id, allow_system=allow_system)
-        self._cron.engine.wake()
         await self._cron.publish_job(JobAction.DELETED, job)
         return job
 

@@ -215,6 +215,16 @@ class Engine:
         """Re-read the schedule now (a job was created, changed or removed)."""
         self._wake.set()
 
+    def due_at(self, at: datetime | None) -> None:
+        """A job is now due at `at`: wake up if that is before the engine's next wake-up (a
+        later fire, or a job removed, needs nothing: it is found then).
+        """
+        if at is None:
+            return
+        asleep = self._sleeping and not self._wake.is_set()
+        if not asleep or self._deadline is None or at - self.settings.claim_ahead < self._deadline:
+            self._wake.set()
+
     def leases_held(self) -> None:
         """Something now holds leases (a turn waits or runs): keep them renewed."""
         self._hb_wake.set()
