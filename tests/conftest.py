@@ -95,8 +95,25 @@ CronFactory = Callable[..., Awaitable[AgentCron]]
 
 
 @pytest.fixture
+def cron_backend() -> str:
+    """The backend `make_cron` uses: SQLite, unless a module overrides this fixture (the
+    session-turn scenarios override it with `params=BACKENDS` to run on both).
+    """
+    return "sqlite"
+
+
+@pytest.fixture
+def cron_url(cron_backend: str, db_path: Path) -> Iterator[str]:
+    """One database for the whole test (restarts reopen the same one)."""
+    if cron_backend == "sqlite":
+        yield sqlite_url(db_path)
+        return
+    yield from _scratch_pg_database()
+
+
+@pytest.fixture
 async def make_cron(
-    db_path: Path, clock: FakeClock, recorder: Recorder
+    cron_url: str, clock: FakeClock, recorder: Recorder
 ) -> AsyncIterator[CronFactory]:
     """Start AgentCron instances on the test DB and fake clock; all are closed at the end."""
     started: list[AgentCron] = []
@@ -106,7 +123,7 @@ async def make_cron(
         kw.setdefault("runner", recorder)
         kw.setdefault("clock", clock)
         kw.setdefault("settings", EngineSettings())
-        cron = AgentCron(db=db_path, **kw)  # type: ignore[arg-type]
+        cron = AgentCron(url=cron_url, **kw)  # type: ignore[arg-type]
         started.append(cron)
         if start:
             await cron.start()

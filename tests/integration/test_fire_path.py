@@ -5,13 +5,21 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+import pytest
+
 from agentcron.config import EngineSettings
 from agentcron.engine.clock import FakeClock
 from agentcron.store import Catchup, RunState, TurnState
-from tests.conftest import CronFactory
+from tests.conftest import BACKENDS, CronFactory
 from tests.integration.test_session_turns import KEY, ScriptedAgent
 
 MIN = timedelta(minutes=1)
+
+
+@pytest.fixture(params=BACKENDS)
+def cron_backend(request: pytest.FixtureRequest) -> str:
+    """Every scenario here runs on SQLite and on PostgreSQL."""
+    return str(request.param)
 
 
 async def test_a_fire_whose_prompt_cannot_render_fails_at_once_with_the_reason(

@@ -13,10 +13,16 @@ from agentcron.config import EngineSettings
 from agentcron.engine.clock import FakeClock
 from agentcron.sessions.prompts import get_prompt
 from agentcron.store import Overlap, RunState, TurnState
-from tests.conftest import CronFactory
+from tests.conftest import BACKENDS, CronFactory
 
 MIN = timedelta(minutes=1)
 KEY = "websocket:chat-1"
+
+
+@pytest.fixture(params=BACKENDS)
+def cron_backend(request: pytest.FixtureRequest) -> str:
+    """Every scenario here runs on SQLite and on PostgreSQL."""
+    return str(request.param)
 
 
 class ScriptedAgent:

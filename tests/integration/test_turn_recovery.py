@@ -6,15 +6,23 @@ import asyncio
 import socket
 from datetime import timedelta
 
+import pytest
+
 from agentcron.engine.clock import FakeClock
 from agentcron.events import MessagePosted
 from agentcron.store import RunState, TurnState
-from tests.conftest import CronFactory
+from tests.conftest import BACKENDS, CronFactory
 from tests.integration.test_session_turns import KEY, ScriptedAgent, close_as_the_turn_ends
 
 MIN = timedelta(minutes=1)
 # A pid that cannot exist (above the kernel's pid_max), on this host: certainly dead.
 DEAD_OWNER = f"{socket.gethostname()}:4194305:01DEAD"
+
+
+@pytest.fixture(params=BACKENDS)
+def cron_backend(request: pytest.FixtureRequest) -> str:
+    """Every scenario here runs on SQLite and on PostgreSQL."""
+    return str(request.param)
 
 
 async def test_a_waiting_user_message_survives_a_graceful_stop(

@@ -40,6 +40,7 @@ from agentcron.engine.waiters import Waiters
 from agentcron.events import EventBus, FireStarted, JobAction, JobEvent
 from agentcron.store.journal import Journal
 from agentcron.store.models import (
+    STOPPED_MID_TURN,
     ClaimedFire,
     FirePlan,
     Job,
@@ -435,9 +436,7 @@ class Engine:
             self._finish(
                 fire,
                 RunState.INTERRUPTED,
-                Outcome.failed(
-                    "interrupted: the engine stopped while this turn was running; not re-run"
-                ),
+                Outcome.failed(STOPPED_MID_TURN),
             )
             raise
         finally:

@@ -37,13 +37,10 @@ from agentcron.events import (
 )
 from agentcron.sessions.fire_turn import FireTurn, fire_source, fire_turn
 from agentcron.sessions.prompts import PromptError
-from agentcron.sessions.transcript import (
-    INTERRUPTED_ERROR,
-    closure,
-    interrupted_entry,
-)
+from agentcron.sessions.transcript import closure, interrupted_entry
 from agentcron.store.journal import Journal
 from agentcron.store.models import (
+    STOPPED_MID_TURN,
     Catchup,
     ClaimedFire,
     Entry,
@@ -536,7 +533,7 @@ class Lanes:
         try:
             result = await self._write_finish(
                 lane.key, pending, TurnState.INTERRUPTED, Entry("assistant", text, meta),
-                Outcome.failed(INTERRUPTED_ERROR),
+                Outcome.failed(STOPPED_MID_TURN),
             )  # fmt: skip
         except Exception:
             log.exception("could not record an interrupted turn", extra=_ctx(lane.key, pending))

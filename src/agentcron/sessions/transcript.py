@@ -8,8 +8,6 @@ from agentcron.agent.runner import Outcome, OutcomeStatus, TurnSource
 
 # One text per way a turn can end without the runner's own answer.
 INTERRUPTED_NOTICE = "This turn was interrupted because agentcron stopped."
-INTERRUPTED_ERROR = "interrupted: agentcron stopped while this turn was running; not re-run"
-CUT_OFF_ERROR = "interrupted: the process running this turn stopped"
 
 
 def trigger_entry(

@@ -61,6 +61,10 @@ class RunState(enum.StrEnum):
         return self not in ACTIVE_STATES
 
 
+# The two ways a fire or turn is cut off (recorded as its error; never re-run), one text each.
+STOPPED_MID_TURN = "interrupted: agentcron stopped while this turn was running; not re-run"
+DIED_MID_TURN = "interrupted: the process running this turn stopped before it finished; not re-run"
+
 ACTIVE_STATES = frozenset({RunState.CLAIMED, RunState.QUEUED, RunState.DEFERRED, RunState.RUNNING})
 TERMINAL_STATES = frozenset(RunState) - ACTIVE_STATES
 OUTCOME_STATES = frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.EMPTY})

@@ -15,6 +15,7 @@ from agentcron.store.errors import SessionNotFoundError, TurnNotFoundError
 from agentcron.store.ids import new_id
 from agentcron.store.models import (
     ACTIVE_STATES,
+    DIED_MID_TURN,
     Entry,
     JobKind,
     Message,
@@ -666,7 +667,7 @@ class SessionStore:
                     turns.update()
                     .where(turns.c.id.in_([t.id for t in interrupted]))
                     .values(state=TurnState.INTERRUPTED.value, finished_at=now,
-                            error="interrupted: the process running this turn stopped")
+                            error=DIED_MID_TURN)
                 )  # fmt: skip
                 # A cut-off turn's session lease is free at once, not when it would expire.
                 conn.execute(

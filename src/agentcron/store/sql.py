@@ -29,6 +29,7 @@ from agentcron.store.ids import new_id
 from agentcron.store.migrate import current_revision, upgrade_connection
 from agentcron.store.models import (
     ACTIVE_STATES,
+    DIED_MID_TURN,
     TERMINAL_STATES,
     Catchup,
     ClaimedFire,
@@ -957,7 +958,7 @@ class SqlStore:
             )
         if not started:
             return []
-        error = "interrupted: the process running this fire stopped before it finished; not re-run"
+        error = DIED_MID_TURN
         conn.execute(
             runs.update()
             .where(runs.c.id == sa.bindparam("b_id"), _ACTIVE_INLINE)
