@@ -25,6 +25,7 @@ from agentcron.store import (
     Transition,
     VersionConflictError,
 )
+from agentcron.store.models import STOPPED_MID_TURN
 from tests.conftest import T0, CronFactory, Recorder
 
 MIN = timedelta(minutes=1)
@@ -547,7 +548,7 @@ async def test_stop_timeout_interrupts_a_turn_that_will_not_end(
     (run,) = await cron2.runs.list(job.id)
     assert run.state is RunState.INTERRUPTED
     assert run.error is not None
-    assert "engine stopped" in run.error
+    assert run.error == STOPPED_MID_TURN  # one text for a turn cut off by a stop
 
 
 async def test_two_engines_never_run_a_fire_twice(

@@ -36,9 +36,11 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None
         if value.tzinfo is None:
             raise ValueError(f"naive datetime {value!r} given to the store; use aware UTC")
-        value = value.astimezone(UTC)
+        if value.tzinfo is not UTC:
+            value = value.astimezone(UTC)
         if dialect.name == "sqlite":
-            return value.replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
+            # "YYYY-MM-DD HH:MM:SS.ffffff+00:00" without its offset
+            return value.isoformat(sep=" ", timespec="microseconds")[:-6]
         return value
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:

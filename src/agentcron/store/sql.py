@@ -28,6 +28,7 @@ from agentcron.store.errors import (
 from agentcron.store.ids import new_id
 from agentcron.store.migrate import current_revision, upgrade_connection
 from agentcron.store.models import (
+    AnySpec,
     ACTIVE_STATES,
     DIED_MID_TURN,
     TERMINAL_STATES,
@@ -234,6 +235,22 @@ def _policy_values(policy: JobPolicy) -> dict[str, Any]:
     }
 
 
+@functools.lru_cache(maxsize=4096)
+def _cached_spec(items: tuple[tuple[str, Any], ...]) -> AnySpec:
+    # Specs are frozen models: one instance serves every job with the same schedule (a burst
+    # of claims validates each distinct spec once, not once per row).
+    return spec_from_data(dict(items))
+
+
+def _spec(data: Any) -> AnySpec:
+    if isinstance(data, dict):
+        try:
+            return _cached_spec(tuple(sorted(data.items())))
+        except TypeError:  # an unhashable value: validate it as it is
+            pass
+    return spec_from_data(data)
+
+
 def _job(row: Row[Any] | Mapping[str, Any]) -> Job:
     m = row._mapping if isinstance(row, Row) else row
     return Job(
@@ -241,7 +258,7 @@ def _job(row: Row[Any] | Mapping[str, Any]) -> Job:
         name=m["name"],
         kind=JobKind(m["kind"]),
         session_key=m["session_key"],
-        spec=spec_from_data(m["spec"]),
+        spec=_spec(m["spec"]),
         message=m["message"],
         enabled=bool(m["enabled"]),
         paused_reason=m["paused_reason"],
