@@ -302,7 +302,8 @@ def pg_problem(url: str) -> str | None:
         with admin.connect() as conn:
             conn.exec_driver_sql("SELECT 1")
     except Exception as exc:
-        return f"unreachable: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+        log(f"PostgreSQL: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+        return f"unreachable at {parsed.host}:{parsed.port or 5432}"
     finally:
         admin.dispose()
     return None
