@@ -40,6 +40,7 @@ from agentcron.schedule import AtSpec
 from agentcron.store.ids import new_id
 from agentcron.store.models import NewJob, RunState
 from agentcron.store.schema import messages
+from agentcron.store.schema import sessions as sessions_table
 from agentcron.store.sql import ArmedJob, SqlStore, sqlite_url
 
 BENCHES = (
@@ -593,6 +594,12 @@ def fill_history(url: str, sessions: int, per_session: int, now: datetime) -> No
             ]
             with engine.begin() as conn:
                 conn.execute(messages.insert(), rows)
+                if "last_seq" in sessions_table.c:  # the store's counter, since migration 0007
+                    conn.execute(
+                        sessions_table.update()
+                        .where(sessions_table.c.session_key == key)
+                        .values(last_seq=per_session)
+                    )
     finally:
         engine.dispose()
 

@@ -58,6 +58,7 @@ from agentcron.store.sql import SqlStore
 log = logging.getLogger(__name__)
 
 _RETRY_AFTER_ERROR = timedelta(seconds=1)
+_FIRST_CLAIM = 50  # due jobs in the first claim of a burst (then x4 per claim, to batch_size)
 
 
 def make_owner() -> str:
@@ -265,12 +266,15 @@ class Engine:
         def planner(job: Job, at: datetime, active: int, waiting: int) -> FirePlan:
             return plan_fires(job, at, active, waiting, settings)
 
+        # A burst is claimed in growing batches: the first fires start after a small claim,
+        # not after the whole burst is claimed.
+        limit = min(settings.batch_size, _FIRST_CLAIM)
         while not self._stopping:
             result = await self.store.claim_due(
                 now,
                 owner=self.owner,
                 lease_until=lease_until,
-                limit=settings.batch_size,
+                limit=limit,
                 planner=planner,
                 due_by=due_by,
             )
@@ -278,8 +282,13 @@ class Engine:
             self.stats["claimed"] += len(result.fires)
             for fire in result.fires:
                 await self._dispatch(fire)
-            if result.examined < settings.batch_size:
+            if result.examined < limit:
                 return
+            limit = min(settings.batch_size, limit * 4)
+            # Let the fires just claimed queue their first writes before the next claim takes
+            # the database writer (tasks, then the journal, each need a turn of the loop).
+            for _ in range(3):
+                await asyncio.sleep(0)
 
     def _next_deadline(self) -> datetime | None:
         due = None if self._next_due is None else self._next_due - self.settings.claim_ahead
