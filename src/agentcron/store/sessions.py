@@ -10,6 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
+from agentcron.store.bulk import executemany
 from agentcron.store.database import Database
 from agentcron.store.errors import SessionNotFoundError, TurnNotFoundError
 from agentcron.store.ids import new_id
@@ -360,17 +361,17 @@ class TurnWrites:
     def flush(self) -> None:
         conn = self._conn
         if self._messages:
-            conn.execute(_INSERT_MESSAGES, self._messages)
+            executemany(conn, _INSERT_MESSAGES, self._messages)
         if self._touched:
-            conn.execute(_SESSION_STATE, [
+            executemany(conn, _SESSION_STATE, [
                 {"b_key": key, **{c: self._sessions[key][c] for c in (
                     "turn_owner", "turn_id", "turn_lease_expires_at", "last_seq", "updated_at")}}
                 for key in sorted(self._touched)
             ])  # fmt: skip
         if self._starts:
-            conn.execute(_START_TURN, self._starts)
+            executemany(conn, _START_TURN, self._starts)
         if self._finishes:
-            conn.execute(_FINISH_TURN, self._finishes)
+            executemany(conn, _FINISH_TURN, self._finishes)
 
 
 class SessionStore:

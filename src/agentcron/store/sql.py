@@ -16,6 +16,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 
 from agentcron.schedule import spec_from_data, spec_to_data
+from agentcron.store.bulk import executemany
 from agentcron.store.database import Database
 from agentcron.store.deliveries import DeliveryStore
 from agentcron.store.errors import (
@@ -28,10 +29,10 @@ from agentcron.store.errors import (
 from agentcron.store.ids import new_id
 from agentcron.store.migrate import current_revision, upgrade_connection
 from agentcron.store.models import (
-    AnySpec,
     ACTIVE_STATES,
     DIED_MID_TURN,
     TERMINAL_STATES,
+    AnySpec,
     Catchup,
     ClaimedFire,
     ClaimResult,
@@ -149,6 +150,7 @@ _CLAIM_UPDATE = (
     .where(jobs.c.id == sa.bindparam("b_id"), jobs.c.version == sa.bindparam("b_version"))
     .values({c: sa.bindparam(c, type_=jobs.c[c].type) for c in _CLAIM_COLUMNS})
 )
+_INSERT_TURNS = turns.insert()
 _STAMP_STMT = (
     jobs.update()
     .where(jobs.c.id == sa.bindparam("b_id"))
@@ -366,6 +368,7 @@ class SqlStore:
         self.dialect = self._db.dialect
         self.skip_locked = self.dialect == "postgresql"
         self._insert_runs = self._insert(runs).on_conflict_do_nothing().returning(runs.c.id)
+        self._insert_sessions = self._insert(sessions).on_conflict_do_nothing()
         self.sessions = SessionStore(self._db)
         self.deliveries = DeliveryStore(self._db)
 
@@ -667,7 +670,7 @@ class SqlStore:
                 inserted.update(r.id for r in conn.execute(self._insert_runs, rows_of_shape))
             turn_rows = [t for run_id, (t, _) in turn_for.items() if run_id in inserted]
             if turn_rows:
-                conn.execute(turns.insert(), turn_rows)
+                executemany(conn, _INSERT_TURNS, turn_rows)
             for run_id in inserted:
                 if run_id in claimed_meta:
                     job, fire_at = claimed_meta[run_id]
@@ -707,10 +710,7 @@ class SqlStore:
         tz: dict[str, str] = {}
         busy: set[str] = set()
         for chunk in _chunks(keys):
-            conn.execute(
-                self._insert(sessions).on_conflict_do_nothing(),
-                [session_values(key, now) for key in chunk],
-            )
+            executemany(conn, self._insert_sessions, [session_values(key, now) for key in chunk])
             tz.update(conn.execute(
                 sa.select(sessions.c.session_key, sessions.c.tz)
                 .where(sessions.c.session_key.in_(chunk))
@@ -751,8 +751,8 @@ class SqlStore:
         """Apply version-checked job updates; return the ids whose update won."""
         if not updates:
             return set()
-        result = conn.execute(_CLAIM_UPDATE, list(updates))
-        if result.rowcount == len(updates):
+        result = executemany(conn, _CLAIM_UPDATE, list(updates))
+        if result is not None and result.rowcount == len(updates):
             return {u["b_id"] for u in updates}
         # Some lost (rare): find the winners one by one.
         won: set[str] = set()
@@ -851,7 +851,7 @@ class SqlStore:
         for row in merged.values():
             shapes.setdefault(tuple(sorted(row)), []).append(row)
         for columns, rows in shapes.items():
-            conn.execute(_transition_stmt(columns), rows)
+            executemany(conn, _transition_stmt(columns), rows)
         if outcomes:
             if finisher is None:
                 raise ValueError("outcomes need a finisher")
@@ -868,7 +868,8 @@ class SqlStore:
         simple = [v[-1] for v in by_job.values() if all(o.simple for o in v)]
         if simple:
             # The common case: a success or empty result only stamps the job.
-            conn.execute(
+            executemany(
+                conn,
                 _STAMP_STMT,
                 [
                     {"b_id": o.job_id, "last_run_at": o.finished_at, "last_status": o.status.value}

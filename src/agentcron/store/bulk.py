@@ -1,0 +1,78 @@
+"""executemany for the hot path, without SQLAlchemy's per-row parameter machinery.
+
+A burst writes thousands of rows a second through a handful of statements. SQLAlchemy Core
+builds and post-processes a parameter dictionary per row (construct_params), which cost more
+than running the statements. Here a statement is compiled once per dialect and set of columns,
+and each value goes through its column type's own bind processor — the very conversion Core
+applies — so what is stored is exactly what Core would store. Only for statements without
+RETURNING, whose parameters are plain bind parameters (no expanding IN lists).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy.engine import Connection, CursorResult
+from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
+
+_Plan = tuple[str, tuple[tuple[str, Any, bool], ...], bool]
+"""SQL text; per parameter (row key, processor, from the row) or (name, fixed value, False)."""
+
+_plans: dict[tuple[int, str, tuple[str, ...]], tuple[ClauseElement, _Plan]] = {}
+
+
+def _plan(conn: Connection, stmt: ClauseElement, keys: tuple[str, ...]) -> _Plan:
+    dialect = conn.dialect
+    cache_key = (id(stmt), dialect.name, keys)
+    found = _plans.get(cache_key)
+    if found is not None and found[0] is stmt:
+        return found[1]
+    compiled = stmt.compile(dialect=dialect, column_keys=list(keys))
+    if not isinstance(compiled, SQLCompiler):
+        raise TypeError(f"not a SQL statement: {stmt!r}")
+    names = tuple(compiled.positiontup or ()) if compiled.positional else tuple(compiled.binds)
+    processors: dict[str, Any] = dict(compiled._bind_processors)
+    params: list[tuple[str, Any, bool]] = []
+    for name in names:
+        process = processors.get(name)
+        if name in keys:
+            params.append((name, process, True))
+        else:  # a value written into the statement (`.values(consecutive_failures=0)`)
+            value = compiled.binds[name].effective_value
+            params.append((name, value if process is None else process(value), False))
+    plan: _Plan = (compiled.string, tuple(params), bool(compiled.positional))
+    if len(_plans) > 1024:  # statements are built once; this only bounds a misuse
+        _plans.clear()
+    _plans[cache_key] = (stmt, plan)  # the statement is kept, so its id stays its own
+    return plan
+
+
+def _values(row: dict[str, Any], params: tuple[tuple[str, Any, bool], ...]) -> list[Any]:
+    out = []
+    for name, process, from_row in params:
+        if not from_row:
+            out.append(process)  # the fixed value, already processed
+        elif process is None:
+            out.append(row[name])
+        else:
+            out.append(process(row[name]))
+    return out
+
+
+def executemany(
+    conn: Connection, stmt: ClauseElement, rows: Sequence[dict[str, Any]]
+) -> CursorResult[Any] | None:
+    """Run `stmt` once per row (all rows with the same keys); returns the result (its
+    rowcount is the total), or None when there are no rows.
+    """
+    if not rows:
+        return None
+    sql, params, positional = _plan(conn, stmt, tuple(rows[0]))
+    if positional:
+        values: list[Any] = [tuple(_values(row, params)) for row in rows]
+    else:
+        names = [name for name, _, _ in params]
+        values = [dict(zip(names, _values(row, params), strict=True)) for row in rows]
+    return conn.exec_driver_sql(sql, values)
