@@ -369,6 +369,7 @@ class SqlStore:
         self.skip_locked = self.dialect == "postgresql"
         self._insert_runs = self._insert(runs).on_conflict_do_nothing().returning(runs.c.id)
         self._insert_sessions = self._insert(sessions).on_conflict_do_nothing()
+        self._insert_jobs = self._insert(jobs).on_conflict_do_nothing()
         self.sessions = SessionStore(self._db)
         self.deliveries = DeliveryStore(self._db)
 
@@ -403,8 +404,14 @@ class SqlStore:
         if not armed:
             return []
         values = [_job_values(a, now) for a in armed]
-        stmt = self._insert(jobs).on_conflict_do_nothing().returning(jobs.c.id)
-        inserted = {r.id for r in conn.execute(stmt, values)}
+        result = executemany(conn, self._insert_jobs, values)
+        if result is not None and result.rowcount == len(values):  # the common case
+            return [_job(value) for value in values]
+        inserted: set[str] = set()  # the ids are new: a row with one of them is ours
+        for chunk in _chunks([v["id"] for v in values]):
+            inserted.update(
+                conn.execute(sa.select(jobs.c.id).where(jobs.c.id.in_(chunk))).scalars()
+            )
         out: list[Job] = []
         for value in values:
             if value["id"] in inserted:
