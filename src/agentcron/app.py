@@ -45,11 +45,14 @@ from agentcron.store.journal import Journal
 from agentcron.store.models import (
     TERMINAL_STATES,
     AnySpec,
+    ArmedJob,
     Catchup,
     CreatedBy,
+    InsertJobs,
     Job,
     JobKind,
     JobPolicy,
+    JobsInserted,
     Message,
     NewJob,
     Overlap,
@@ -59,7 +62,7 @@ from agentcron.store.models import (
     Turn,
 )
 from agentcron.store.sessions import SessionStore
-from agentcron.store.sql import ArmedJob, SqlStore, sqlite_url
+from agentcron.store.sql import SqlStore, sqlite_url
 
 _CAS_RETRIES = 5
 
@@ -132,7 +135,13 @@ class Jobs:
     async def create_many(self, new_jobs: Sequence[NewJob]) -> list[Job]:
         """Create many jobs in one transaction."""
         now = self._cron.clock.now()
-        created = await self._store.insert_jobs([self._armed(n, now) for n in new_jobs], now)
+        # Through the group commit: concurrent creates (API clients) share a transaction.
+        inserted = await self._cron.journal.write(
+            InsertJobs([self._armed(n, now) for n in new_jobs], now)
+        )
+        if not isinstance(inserted, JobsInserted):
+            raise TypeError(f"creating jobs was answered with {inserted!r}")
+        created = inserted.jobs
         self._cron.engine.due_at(
             min((j.next_run_at for j in created if j.next_run_at), default=None)
         )

@@ -605,11 +605,15 @@ async def test_no_run_is_left_active_after_a_clean_stop(
 async def test_creating_a_job_wakes_a_sleeping_engine(
     make_cron: CronFactory, clock: FakeClock, recorder: Recorder
 ) -> None:
-    cron = await make_cron()
+    # a job due before the engine's next wake-up wakes it; a later one is found then
+    cron = await make_cron(settings=EngineSettings(reap_interval=timedelta(days=1)))
     await cron.jobs.create(name="far", when="in 1h")
     await cron.engine.settled()
     assert cron.engine._next_due == T0 + timedelta(hours=1)
     await cron.jobs.create(name="near", when="in 1m")
+    await cron.engine.settled()
+    assert cron.engine._next_due == T0 + MIN
+    await cron.jobs.create(name="later", when="in 2h")  # after the next wake-up: no claim now
     await cron.engine.settled()
     assert cron.engine._next_due == T0 + MIN
     await step(cron, clock, MIN)

@@ -43,6 +43,7 @@ from agentcron.store.models import (
     STOPPED_MID_TURN,
     ClaimedFire,
     FirePlan,
+    InsertJobs,
     Job,
     JobKind,
     JobOutcome,
@@ -540,6 +541,8 @@ class Engine:
         """
         failed = False
         for write in writes:
+            if isinstance(write, InsertJobs):
+                continue
             run = write.run
             if run is None or not run.state.terminal:
                 continue

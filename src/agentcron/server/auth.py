@@ -63,7 +63,7 @@ def _unauthorized(what: str) -> HTTPException:
     )
 
 
-def require_token(request: Request) -> None:
+async def require_token(request: Request) -> None:
     """FastAPI dependency for /api routes."""
     expected: str = request.app.state.token
     given = bearer(request)
@@ -73,7 +73,7 @@ def require_token(request: Request) -> None:
         raise _unauthorized("wrong token")
 
 
-def require_hook_token(request: Request) -> None:
+async def require_hook_token(request: Request) -> None:
     """FastAPI dependency for the inbound hook: its own token, not the API's."""
     expected: str | None = request.app.state.hook_token
     if expected is None:

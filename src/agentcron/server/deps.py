@@ -9,7 +9,8 @@ from fastapi import Depends, Request
 from agentcron.app import AgentCron
 
 
-def get_cron(request: Request) -> AgentCron:
+async def get_cron(request: Request) -> AgentCron:
+    # async: FastAPI runs a plain `def` dependency in a worker thread, a hop per request
     cron: AgentCron = request.app.state.cron
     return cron
 

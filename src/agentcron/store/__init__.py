@@ -15,6 +15,7 @@ from agentcron.store.models import (
     ACTIVE_STATES,
     OUTCOME_STATES,
     TERMINAL_STATES,
+    ArmedJob,
     Catchup,
     ClaimedFire,
     CreatedBy,
@@ -34,7 +35,7 @@ from agentcron.store.models import (
     TurnState,
 )
 from agentcron.store.sessions import SessionStore
-from agentcron.store.sql import ArmedJob, SqlStore, sqlite_url
+from agentcron.store.sql import SqlStore, sqlite_url
 
 __all__ = [
     "ACTIVE_STATES",

@@ -73,7 +73,12 @@ class Journal:
         return future
 
     async def write(self, write: Write) -> WriteResult:
-        """Queue `write` and wait until it is committed."""
+        """Queue `write` and wait until it is committed (not started yet, as while the store
+        is opened to create jobs before the engine starts: applied at once, alone).
+        """
+        if self._task is None:
+            (result,) = await self.store.apply([write], self.finisher)
+            return result
         return await self.submit(write)
 
     def post(self, write: Write) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
@@ -397,7 +398,32 @@ class RunEnd:
     outcome: JobOutcome | None = None
 
 
-Write = TurnStart | TurnFinish | RunEnd
+@dataclass(frozen=True, slots=True)
+class ArmedJob:
+    """A new job with its id and first fire already computed by the caller."""
+
+    id: str
+    new: NewJob
+    next_fire_at: datetime | None
+    next_run_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class InsertJobs:
+    """Create jobs (all or none: a conflict fails this write alone)."""
+
+    armed: Sequence[ArmedJob]
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class JobsInserted:
+    """The jobs an InsertJobs stored (or found stored, for an idempotency-key duplicate)."""
+
+    jobs: list[Job]
+
+
+Write = TurnStart | TurnFinish | RunEnd | InsertJobs
 """One item of a group commit."""
 
-WriteResult = TurnStarted | TurnFinished | None
+WriteResult = TurnStarted | TurnFinished | JobsInserted | None

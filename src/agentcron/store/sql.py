@@ -6,7 +6,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -33,16 +33,18 @@ from agentcron.store.models import (
     DIED_MID_TURN,
     TERMINAL_STATES,
     AnySpec,
+    ArmedJob,
     Catchup,
     ClaimedFire,
     ClaimResult,
     CreatedBy,
     FirePlan,
+    InsertJobs,
     Job,
     JobKind,
     JobOutcome,
     JobPolicy,
-    NewJob,
+    JobsInserted,
     Overlap,
     Run,
     RunEnd,
@@ -169,16 +171,6 @@ Planner = Callable[[Job, datetime, int, int], FirePlan]
 
 Finisher = Callable[[Job, JobOutcome], dict[str, Any]]
 """(job as stored now, outcome) -> new values for FINISH_COLUMNS."""
-
-
-@dataclass(frozen=True, slots=True)
-class ArmedJob:
-    """A new job with its id and first fire already computed by the caller."""
-
-    id: str
-    new: NewJob
-    next_fire_at: datetime | None
-    next_run_at: datetime | None
 
 
 def sqlite_url(path: str | Path) -> str:
@@ -801,6 +793,8 @@ class SqlStore:
                 if w.outcome is not None:
                     outcomes.append(w.outcome)
                 results.append(TurnFinished(message))
+            elif isinstance(w, InsertJobs):
+                results.append(JobsInserted(self._insert_jobs_op(conn, w.armed, w.at)))
             else:
                 transitions.append(w.run)
                 if w.outcome is not None:
