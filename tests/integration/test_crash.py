@@ -14,16 +14,12 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import select
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO
 
 import pytest
 
@@ -41,6 +37,7 @@ from agentcron.store import (
     SqlStore,
     sqlite_url,
 )
+from tests.integration.child_process import ChildProcess
 
 SEED = int(os.environ.get("AGENTCRON_CRASH_SEED", "20261122"))
 CHILD = Path(__file__).with_name("crash_child.py")
@@ -58,100 +55,16 @@ pytestmark = pytest.mark.slow
 # -- the child process -------------------------------------------------------------------
 
 
-@dataclass
-class Child:
-    """One run of crash_child.py; stdout is a pipe (the ready line), stderr goes to a file."""
+def start_child(db: Path, journal: Path, seed: int, mode: str, log_path: Path) -> ChildProcess:
+    return ChildProcess.start(CHILD, [str(db), str(journal), str(seed), mode], log_path, mode)
 
-    proc: subprocess.Popen[bytes]
-    log_path: Path
-    log: IO[bytes]
-    out: bytes = b""
-    pid: int = field(init=False)
 
-    def __post_init__(self) -> None:
-        self.pid = self.proc.pid
-
-    @classmethod
-    def start(cls, db: Path, journal: Path, seed: int, mode: str, log_path: Path) -> Child:
-        log = log_path.open("wb")
-        try:
-            proc = subprocess.Popen(
-                [sys.executable, str(CHILD), str(db), str(journal), str(seed), mode],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                bufsize=0,
-            )
-        except BaseException:
-            log.close()
-            raise
-        return cls(proc, log_path, log)
-
-    def stderr_tail(self, chars: int = 3000) -> str:
-        self.log.flush()
-        return self.log_path.read_text(errors="replace")[-chars:]
-
-    def _read_some(self, timeout: float) -> bool:
-        """Read what stdout has within `timeout`; False at EOF."""
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], max(timeout, 0.0))
-        if not ready:
-            return True
-        chunk = os.read(self.proc.stdout.fileno(), 4096)
-        self.out += chunk
-        return bool(chunk)
-
-    def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
-        deadline = time.monotonic() + timeout
-        while b"ready" not in self.out:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(
-                    f"child {self.pid} not ready after {timeout}s\n{self.stderr_tail()}"
-                )
-            if not self._read_some(min(left, 0.2)):
-                self.proc.wait(timeout=EXIT_TIMEOUT)
-                raise AssertionError(
-                    f"child {self.pid} exited ({self.proc.returncode}) before ready\n"
-                    f"{self.stderr_tail()}"
-                )
-
-    def kill9(self) -> None:
-        if self.proc.poll() is not None:
-            raise AssertionError(
-                f"child {self.pid} died on its own ({self.proc.returncode}) before the kill\n"
-                f"{self.stderr_tail()}"
-            )
-        os.kill(self.pid, signal.SIGKILL)
-        # Reap it now: a zombie still answers kill(pid, 0), so the next engine would think its
-        # owner alive and leave its runs to the lease instead of interrupting them at start.
-        assert self.proc.wait(timeout=EXIT_TIMEOUT) == -signal.SIGKILL
-
-    def wait_exit(self, timeout: float = EXIT_TIMEOUT) -> str:
-        """Wait for a clean exit; return everything it printed."""
-        try:
-            code = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(
-                f"child {self.pid} did not exit within {timeout}s\n{self.stderr_tail()}"
-            ) from None
-        while self._read_some(1.0):
-            pass
-        assert code == 0, f"child {self.pid} exited {code}\n{self.stderr_tail()}"
-        log = self.stderr_tail(10**6)
-        assert "Traceback" not in log, f"child {self.pid} logged an error\n{log[-3000:]}"
-        return self.out.decode()
-
-    def close(self) -> None:
-        """Always safe: kill if still running, reap, close the pipe and the log."""
-        try:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait(timeout=EXIT_TIMEOUT)
-        finally:
-            if self.proc.stdout is not None:
-                self.proc.stdout.close()
-            self.log.close()
+def wait_clean_exit(child: ChildProcess) -> str:
+    """A clean exit, with no traceback in its log."""
+    out = child.wait_exit(EXIT_TIMEOUT)
+    trace = child.tracebacks()
+    assert trace is None, f"{child.name} logged an error\n{trace}"
+    return out
 
 
 # -- the database ------------------------------------------------------------------------
@@ -255,12 +168,12 @@ def _crash_scenario(tmp_path: Path, seed: int) -> None:
 
     killed: list[int] = []
     graceful: list[int] = []
-    children: list[Child] = []
+    children: list[ChildProcess] = []
 
-    def launch(cycle: int, mode: str) -> Child:
-        child = Child.start(db, journal, seed * 1000 + cycle, mode, tmp_path / f"child-{cycle}.log")
+    def launch(cycle: int, mode: str) -> ChildProcess:
+        child = start_child(db, journal, seed * 1000 + cycle, mode, tmp_path / f"child-{cycle}.log")
         children.append(child)
-        child.wait_ready()
+        child.wait_ready(READY_TIMEOUT)
         return child
 
     try:
@@ -276,7 +189,7 @@ def _crash_scenario(tmp_path: Path, seed: int) -> None:
         time.sleep(FINAL_RUN_S)
         term_at = datetime.now(UTC)
         child.proc.send_signal(signal.SIGTERM)
-        final_out = child.wait_exit()
+        final_out = wait_clean_exit(child)
         graceful.append(child.pid)
         assert "stopped" in final_out, final_out
 
@@ -290,7 +203,7 @@ def _crash_scenario(tmp_path: Path, seed: int) -> None:
 
         # 3. drain: pause every job, let the next engine adopt and finish what was released
         child = launch(KILLS + 1, "drain")
-        drain_out = child.wait_exit()
+        drain_out = wait_clean_exit(child)
         graceful.append(child.pid)
     finally:
         for c in children:

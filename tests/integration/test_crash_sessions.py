@@ -41,16 +41,13 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import select
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO
 
 import pytest
 
@@ -58,6 +55,7 @@ from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
 from agentcron.schedule import EverySpec, next_fire
 from agentcron.store import ACTIVE_STATES, Job, Message, Run, RunState, Session, Turn, TurnState
+from tests.integration.child_process import ChildProcess
 
 SEED = int(os.environ.get("AGENTCRON_CRASH_SEED", "20261123"))
 CHILD = Path(__file__).with_name("crash_sessions_child.py")
@@ -81,106 +79,6 @@ pytestmark = pytest.mark.slow
 
 
 # -- the child process -------------------------------------------------------------------
-
-
-@dataclass
-class Child:
-    """One run of the child; stdout is a pipe (ready line), stderr goes to a file."""
-
-    proc: subprocess.Popen[bytes]
-    log_path: Path
-    log: IO[bytes]
-    mode: str
-    out: bytes = b""
-    pid: int = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.pid = self.proc.pid
-
-    @classmethod
-    def start(
-        cls, db: Path, journal: Path, seed: int, mode: str, keys: list[str], log_path: Path
-    ) -> Child:
-        log = log_path.open("wb")
-        try:
-            proc = subprocess.Popen(
-                [sys.executable, str(CHILD), str(db), str(journal), str(seed), mode, *keys],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                bufsize=0,
-            )
-        except BaseException:
-            log.close()
-            raise
-        return cls(proc, log_path, log, mode)
-
-    def stderr_tail(self, chars: int = 3000) -> str:
-        self.log.flush()
-        return self.log_path.read_text(errors="replace")[-chars:]
-
-    def _read_some(self, timeout: float) -> bool:
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], max(timeout, 0.0))
-        if not ready:
-            return True
-        chunk = os.read(self.proc.stdout.fileno(), 4096)
-        self.out += chunk
-        return bool(chunk)
-
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT
-        while b"ready" not in self.out:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(
-                    f"child {self.pid} ({self.mode}) not ready\n{self.stderr_tail()}"
-                )
-            if not self._read_some(min(left, 0.2)):
-                self.proc.wait(timeout=EXIT_TIMEOUT)
-                raise AssertionError(
-                    f"child {self.pid} ({self.mode}) exited ({self.proc.returncode}) before "
-                    f"ready\n{self.stderr_tail()}"
-                )
-
-    def kill9(self) -> None:
-        if self.proc.poll() is not None:
-            raise AssertionError(
-                f"child {self.pid} died on its own ({self.proc.returncode}) before the kill\n"
-                f"{self.stderr_tail()}"
-            )
-        os.kill(self.pid, signal.SIGKILL)
-        # Reap it at once: a zombie still answers kill(pid, 0), so the next engine would think
-        # its owner alive and leave its fires and turns to the leases.
-        assert self.proc.wait(timeout=EXIT_TIMEOUT) == -signal.SIGKILL
-
-    def wait_exit(self) -> str:
-        """Wait for a clean exit (code 0); return what it printed."""
-        try:
-            code = self.proc.wait(timeout=EXIT_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(
-                f"child {self.pid} ({self.mode}) did not exit within {EXIT_TIMEOUT}s\n"
-                f"{self.stderr_tail()}"
-            ) from None
-        while self._read_some(1.0):
-            pass
-        assert code == 0, f"child {self.pid} ({self.mode}) exited {code}\n{self.stderr_tail()}"
-        return self.out.decode()
-
-    def tracebacks(self) -> str | None:
-        log = self.stderr_tail(10**6)
-        return log[-3000:] if "Traceback" in log else None
-
-    def close(self) -> None:
-        try:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait(timeout=EXIT_TIMEOUT)
-        finally:
-            if self.proc.stdout is not None:
-                self.proc.stdout.close()
-            self.log.close()
 
 
 # -- the database, through the public facade ---------------------------------------------
@@ -340,20 +238,15 @@ def _scenario(tmp_path: Path, seed: int) -> None:
     job_by_id = {j.id: j for j in jobs}
 
     killed: list[int] = []
-    children: list[Child] = []
+    children: list[ChildProcess] = []
     problems: list[str] = []
 
-    def launch(cycle: int, mode: str) -> Child:
-        child = Child.start(
-            db,
-            journal_path,
-            seed * 1000 + cycle,
-            mode,
-            keys,
-            tmp_path / f"child-{cycle}-{mode.replace(':', '-')}.log",
-        )
+    def launch(cycle: int, mode: str) -> ChildProcess:
+        args = [str(db), str(journal_path), str(seed * 1000 + cycle), mode, *keys]
+        log_path = tmp_path / f"child-{cycle}-{mode.replace(':', '-')}.log"
+        child = ChildProcess.start(CHILD, args, log_path, mode)
         children.append(child)
-        child.wait_ready()
+        child.wait_ready(READY_TIMEOUT)
         return child
 
     try:
@@ -383,15 +276,15 @@ def _scenario(tmp_path: Path, seed: int) -> None:
         time.sleep(FINAL_RUN_S)
         final_term = time.time()
         final.proc.send_signal(signal.SIGTERM)
-        final_out = final.wait_exit()
+        final_out = final.wait_exit(EXIT_TIMEOUT)
         after_stop = asyncio.run(read_db(db, keys))
 
         # 3. drain: pause every job, let one more engine finish whatever was released
         drain = launch(len(CRASH_PLAN) + 1, "drain")
-        drain_out = drain.wait_exit()
+        drain_out = drain.wait_exit(EXIT_TIMEOUT)
         for c in (final, drain):
             if (tb := c.tracebacks()) is not None:
-                problems.append(f"the {c.mode} engine {c.pid} logged an error:\n{tb}")
+                problems.append(f"the {c.label} engine {c.pid} logged an error:\n{tb}")
     finally:
         for c in children:
             c.close()

@@ -324,26 +324,19 @@ def _run_values(
     lease: datetime | None,
 ) -> dict[str, Any]:
     """A new run row: only the columns that have a value (the rest default to NULL)."""
-    if state in TERMINAL_STATES:
-        return {
-            "id": new_id(),
-            "job_id": job.id,
-            "session_key": job.session_key,
-            "fire_at": fire_at,
-            "state": state.value,
-            "claimed_at": now,
-            "finished_at": now,
-        }
-    return {
+    row: dict[str, Any] = {
         "id": new_id(),
         "job_id": job.id,
         "session_key": job.session_key,
         "fire_at": fire_at,
         "state": state.value,
-        "owner": owner,
-        "lease_expires_at": lease,
         "claimed_at": now,
     }
+    if state in TERMINAL_STATES:
+        row["finished_at"] = now
+    else:
+        row.update(owner=owner, lease_expires_at=lease)
+    return row
 
 
 class SqlStore:
