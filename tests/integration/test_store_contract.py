@@ -14,6 +14,7 @@ from agentcron.engine.policies import arm, finish_job, plan_fires
 from agentcron.schedule import AtSpec, CronSpec, EverySpec
 from agentcron.store import (
     ArmedJob,
+    Catchup,
     CreatedBy,
     FirePlan,
     Job,
@@ -22,6 +23,7 @@ from agentcron.store import (
     JobOutcome,
     JobPolicy,
     NewJob,
+    Overlap,
     ProtectedJobError,
     RunNotFoundError,
     RunState,
@@ -57,6 +59,21 @@ async def claim(store: SqlStore, now: datetime, owner: str = "me:1:A") -> list[A
         now, owner=owner, lease_until=now + MIN, limit=100, planner=planner
     )
     return fires
+
+
+async def test_an_inserted_job_is_what_a_read_returns(store: SqlStore) -> None:
+    # insert_jobs builds its answer from its input; it must equal the stored row, field for field
+    full = armed(
+        "full", spec=CronSpec(expr="0 9 * * 1-5", tz="Europe/Berlin"), session_key="web:9",
+        kind=JobKind.AGENT_TURN, created_by=CreatedBy.USER, idempotency_key="k9",
+        policy=JobPolicy(overlap=Overlap.DEFER, catchup=Catchup.ALL,
+                         catchup_window=timedelta(hours=2), max_failures=3, max_runs=4,
+                         end_at=T0 + timedelta(days=30), delete_after_run=True, jitter=True),
+        message="Check", deliver=True, channel="telegram", to="42", channel_meta={"a": 1},
+    )  # fmt: skip
+    paused = armed("paused", enabled=False)
+    created = await store.insert_jobs([full, paused], T0)
+    assert created == [await store.get_job(full.id), await store.get_job(paused.id)]
 
 
 async def test_insert_get_list_and_filters(store: SqlStore) -> None:

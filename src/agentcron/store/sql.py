@@ -288,6 +288,41 @@ def _job(row: Row[Any] | Mapping[str, Any]) -> Job:
     )
 
 
+def _stored_job(armed: ArmedJob, values: Mapping[str, Any]) -> Job:
+    """The job just inserted from `armed` (its typed parts as given, nothing parsed again)."""
+    new = armed.new
+    return Job(
+        id=armed.id,
+        name=new.name,
+        kind=new.kind,
+        session_key=new.session_key,
+        spec=new.spec,
+        message=new.message,
+        enabled=new.enabled,
+        paused_reason=values["paused_reason"],
+        paused_at=values["paused_at"],
+        created_by=new.created_by,
+        policy=new.policy,
+        next_fire_at=values["next_fire_at"],
+        next_run_at=values["next_run_at"],
+        last_run_at=None,
+        last_status=None,
+        consecutive_failures=0,
+        run_count=0,
+        remaining_runs=values["remaining_runs"],
+        idempotency_key=new.idempotency_key,
+        lease_owner=None,
+        lease_expires_at=None,
+        version=1,
+        created_at=values["created_at"],
+        updated_at=values["updated_at"],
+        deliver=new.deliver,
+        channel=new.channel,
+        to=new.to,
+        channel_meta=new.channel_meta,
+    )
+
+
 def _run(row: Row[Any] | Mapping[str, Any]) -> Run:
     m = row._mapping if isinstance(row, Row) else row
     return Run(
@@ -391,7 +426,7 @@ class SqlStore:
         values = [_job_values(a, now) for a in armed]
         result = executemany(conn, self._insert_jobs, values)
         if result is not None and result.rowcount == len(values):  # the common case
-            return [_job(value) for value in values]
+            return [_stored_job(a, value) for a, value in zip(armed, values, strict=True)]
         inserted: set[str] = set()  # the ids are new: a row with one of them is ours
         for chunk in _chunks([v["id"] for v in values]):
             inserted.update(
