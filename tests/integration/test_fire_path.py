@@ -100,3 +100,34 @@ async def test_a_dead_owners_session_lease_is_freed_at_the_next_start(
     cron3 = await make_cron(runner=agent)
     await cron3.engine.settled()
     assert (await cron3.sessions.turn(turn.id)).state is TurnState.SUCCEEDED
+
+
+async def test_a_failure_outside_the_runner_after_the_start_closes_the_turn_visibly(
+    make_cron: CronFactory, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = ScriptedAgent()
+    cron = await make_cron(runner=agent)
+
+    async def broken(*args: object, **kwargs: object) -> list[object]:
+        raise RuntimeError("the transcript could not be read")
+
+    monkeypatch.setattr(cron.store.sessions, "history", broken)
+    job = await cron.jobs.create(name="digest", when="in 1m", session_key=KEY)
+    clock.advance(MIN)
+    await cron.engine.settled()
+    (run,) = await cron.runs.list(job.id)
+    assert run.state is RunState.FAILED
+    assert run.error == "RuntimeError: the transcript could not be read"
+    (turn,) = await cron.sessions.turns(KEY)
+    assert turn.state is TurnState.FAILED
+    trigger, closing = await cron.sessions.messages(KEY)
+    assert trigger.role == "user"
+    assert closing.content == (
+        "Scheduled automation “digest” failed (RuntimeError). Details are in its run record."
+    )
+    assert agent.turns == []
+    # the session is free again: the next turn runs
+    monkeypatch.undo()
+    answered = await cron.sessions.send(KEY, "still there?")
+    await cron.engine.settled()
+    assert (await cron.sessions.turn(answered.id)).state is TurnState.SUCCEEDED

@@ -520,10 +520,15 @@ class Lanes:
         """Best effort after a failure outside the runner: the turn and its fire end `failed`
         with the error, instead of staying open until a restart.
         """
-        error = f"{type(exc).__name__}: {exc}"
+        outcome = Outcome.failed(f"{type(exc).__name__}: {exc}")
+        entry = None
+        if pending.started:  # a turn that began leaves a visible closure
+            fire = pending.fire
+            text, meta = closure(outcome, pending.source, name=fire.job.name if fire else None,
+                                 run_id=fire.run_id if fire else None)  # fmt: skip
+            entry = Entry("assistant", text, {**meta, "turn_id": pending.turn_id})
         try:
-            await self._write_finish(lane.key, pending, TurnState.FAILED, None,
-                                     Outcome.failed(error))  # fmt: skip
+            await self._write_finish(lane.key, pending, TurnState.FAILED, entry, outcome)
         except Exception:
             log.exception("could not record a failed turn", extra=_ctx(lane.key, pending))
 
