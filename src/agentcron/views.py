@@ -6,16 +6,11 @@ from datetime import datetime
 from typing import Any
 
 from agentcron.schedule import describe
-from agentcron.store.models import Job, JobKind, Message, Run, Session, Turn
+from agentcron.store.models import Job, Message, Run, Session, Turn
 
 
 def iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat().replace("+00:00", "Z")
-
-
-def job_event_type(job: Job) -> str:
-    """Recalls have their own event stream in the UI (the banner); the rest are automations."""
-    return "recall_update" if job.kind is JobKind.RECALL else "automation_update"
 
 
 def job_view(job: Job, *, active_run: Run | None = None) -> dict[str, Any]:
