@@ -144,9 +144,12 @@ class Journal:
             await asyncio.sleep(_RETRY_S)
             self._queue.insert(0, item)
             return
-        if item.detached:
+        if item.future.done():
+            return
+        if item.detached:  # nobody awaits it: done, so that drain() does not wait for ever
             log.error("recording a run change failed for good: %r", item.write, exc_info=exc)
-        elif not item.future.done():
+            item.future.set_result(None)
+        else:
             item.future.set_exception(exc)
 
     def _settle(self, batch: Sequence[_Item], results: Sequence[WriteResult]) -> None:
