@@ -892,7 +892,8 @@ class SqlStore:
     ) -> set[str]:
         """Apply job outcomes; returns the ids of jobs removed (finished one-shots)."""
         by_job: dict[str, list[JobOutcome]] = {}
-        for outcome in outcomes:
+        # Jobs in id order: two processes that update the same jobs lock them in one order.
+        for outcome in sorted(outcomes, key=lambda o: o.job_id):
             by_job.setdefault(outcome.job_id, []).append(outcome)
         simple = [v[-1] for v in by_job.values() if all(o.simple for o in v)]
         if simple:
