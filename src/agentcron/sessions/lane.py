@@ -571,7 +571,8 @@ class Lanes:
             await self.store.sessions.update_turn(turn.id, reply_message_id=reply.id)
             self.turn_waiters.notify(turn.id)
             # The closure reaches the chat's channel like any message outside a turn.
-            await self._announce(reply, None)
+            session = await self.store.sessions.get_session(turn.session_key)
+            await self._announce(reply, _chat(session))
         for turn in found.adopted:
             if self._closing:
                 await self.store.sessions.release_turns([turn.id], self.owner)
