@@ -9,7 +9,7 @@ import pytest
 
 from agentcron.config import EngineSettings
 from agentcron.engine.clock import FakeClock
-from agentcron.store import Catchup, RunState, TurnState
+from agentcron.store import Catchup, JobPolicy, Overlap, RunState, TurnState
 from tests.conftest import BACKENDS, CronFactory
 from tests.integration.test_session_turns import KEY, ScriptedAgent
 
@@ -131,3 +131,59 @@ async def test_a_failure_outside_the_runner_after_the_start_closes_the_turn_visi
     answered = await cron.sessions.send(KEY, "still there?")
     await cron.engine.settled()
     assert (await cron.sessions.turn(answered.id)).state is TurnState.SUCCEEDED
+
+
+async def test_two_engines_on_one_database_never_run_two_turns_in_one_session(
+    make_cron: CronFactory,
+) -> None:
+    """Two processes (here: two engines) share sessions: the session lease keeps one turn at a
+    time in each, and no fire runs twice.
+    """
+    from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput
+    from agentcron.engine.clock import SystemClock
+    from agentcron.schedule import EverySpec
+    from agentcron.store import NewJob
+
+    in_turn: set[str] = set()
+    overlaps: list[str] = []
+    ran: list[str] = []
+
+    class Careful:
+        history_window = 0
+
+        async def run_turn(
+            self, session: SessionInfo, turn: TurnInput, events: TurnEvents
+        ) -> Outcome:
+            if session.key in in_turn:
+                overlaps.append(session.key)
+            in_turn.add(session.key)
+            try:
+                await asyncio.sleep(0.03)
+            finally:
+                in_turn.discard(session.key)
+            ran.append(turn.trigger.run_id if turn.trigger else turn.turn_id)
+            return Outcome.succeeded("ok")
+
+    clock = SystemClock()
+    a = await make_cron(runner=Careful(), clock=clock)
+    b = await make_cron(runner=Careful(), clock=clock, start=False)
+    keys = [f"api:shared-{i}" for i in range(4)]
+    now = clock.now()
+    await a.jobs.create_many([
+        NewJob(name=f"j{i}", session_key=keys[i % 4], spec=EverySpec(seconds=1, anchor=now),
+               policy=JobPolicy(overlap=Overlap.DEFER))
+        for i in range(12)
+    ])  # fmt: skip
+    await b.start()  # it reads the schedule as it starts (no cross-process wake-up yet)
+    await asyncio.sleep(3.2)
+    await asyncio.gather(a.close(grace=5), b.close(grace=5))
+    assert overlaps == []
+    assert len(ran) == len(set(ran)) > 0
+    assert a.status().fires_claimed > 0
+    assert b.status().fires_claimed > 0  # both engines took part
+    reader = await make_cron(runner=Careful(), clock=clock, start=False)
+    await reader.store.open()
+    for key in keys:
+        session = await reader.sessions.get(key)
+        assert session.turn_owner is None  # every lease let go
+    await reader.store.close()

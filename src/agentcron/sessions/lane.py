@@ -60,6 +60,8 @@ from agentcron.store.sql import SqlStore
 
 log = logging.getLogger(__name__)
 
+_BUSY_RECHECK = timedelta(seconds=1)
+
 _RUN_STATE = {
     TurnState.SUCCEEDED: RunState.SUCCEEDED,
     TurnState.FAILED: RunState.FAILED,
@@ -422,8 +424,11 @@ class Lanes:
                 await self._end_unstarted(lane, pending, RunState.CANCELLED,
                                           "cancelled: its session was deleted")  # fmt: skip
                 return None
-            # Another process runs a turn in this session: wait for its lease to end.
-            await self.clock.sleep_until(result.busy_until, asyncio.Event())
+            # Another process runs a turn in this session. Its end sends no wake-up here
+            # (no cross-process notification yet): look again every second, or at its lease's
+            # end if sooner.
+            again = min(result.busy_until, self.clock.now() + _BUSY_RECHECK)
+            await self.clock.sleep_until(again, asyncio.Event())
 
     async def _history(self, key: str, seq: int) -> list[HistoryEntry]:
         """The transcript before this turn, bounded by the runner's (or the setting's) window;
