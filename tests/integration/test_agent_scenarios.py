@@ -215,7 +215,7 @@ async def test_stop_ends_a_streaming_turn_and_a_waiting_fire_runs_after_it(
     gate.set()
     await cron.engine.settled()
     stopped = await cron.sessions.turn(turn.id)
-    assert stopped.state is TurnState.FAILED
+    assert stopped.state is TurnState.CANCELLED
     assert stopped.error == "stopped by the user"
     (run,) = await cron.runs.list(job.id)
     assert run.state is RunState.SUCCEEDED

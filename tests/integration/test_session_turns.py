@@ -238,7 +238,7 @@ async def test_history_reaches_the_runner_and_stop_ends_a_turn(
     assert await cron.sessions.stop(KEY) is True
     await cron.engine.settled()
     stopped = await cron.sessions.turn(second.id)
-    assert stopped.state is TurnState.FAILED
+    assert stopped.state is TurnState.CANCELLED
     assert stopped.error == "stopped by the user"
     assert (await cron.sessions.turn(first.id)).state is TurnState.SUCCEEDED
     assert await cron.sessions.stop(KEY) is False
@@ -336,3 +336,29 @@ async def test_waiting_for_a_turn_and_a_run_wakes_when_they_end(
         assert (await waiting_turn).state is TurnState.SUCCEEDED
         assert (await waiting_run).state is RunState.SUCCEEDED
     assert (await cron.runs.wait(run.id, 0)).state is RunState.SUCCEEDED
+
+
+async def test_a_stopped_scheduled_turn_is_cancelled_not_a_failure(
+    make_cron: CronFactory, clock: FakeClock, agent: ScriptedAgent
+) -> None:
+    cron = await make_cron(runner=agent)
+    job = await cron.jobs.create(name="digest", when="every 1m", session_key=KEY, max_failures=3)
+    for _ in range(5):  # more stops than max_failures
+        agent.hold.clear()
+        agent.started.clear()
+        clock.advance(MIN)
+        await agent.started.wait()
+        assert await cron.sessions.stop(KEY) is True
+        await cron.engine.settled()
+    runs = await cron.runs.list(job.id)
+    assert [r.state for r in runs] == [RunState.CANCELLED] * 5
+    assert all(r.error == "stopped by the user" for r in runs)
+    job = await cron.jobs.get(job.id)
+    assert job.enabled  # not auto-paused
+    assert job.consecutive_failures == 0
+    assert job.next_fire_at == clock.now() + MIN  # no backoff: the next fire is on its grid
+    turns = await cron.sessions.turns(KEY)
+    assert [t.state for t in turns] == [TurnState.CANCELLED] * 5
+    closing = (await cron.sessions.messages(KEY))[-1]
+    assert closing.content == "Scheduled automation “digest” was stopped."
+    assert closing.meta["status"] == "cancelled"

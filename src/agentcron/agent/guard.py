@@ -18,8 +18,9 @@ STOPPED = "stopped by the user"
 
 class TurnCall:
     """Runs one runner call as its own task, so that a person can stop it (`stop()`: the turn
-    ends failed with STOPPED) and a shutdown can cut it (the caller's cancellation propagates
-    after the call is cancelled: the caller records the turn interrupted).
+    ends cancelled with STOPPED, which is not a failure) and a shutdown can cut it (the
+    caller's cancellation propagates after the call is cancelled: the caller records the turn
+    interrupted).
 
     A raised exception becomes a failed Outcome with the traceback in its details; running
     past `timeout` seconds, a failed Outcome that says so; an answer that is not an Outcome
@@ -59,7 +60,7 @@ class TurnCall:
             return Outcome.failed(f"TimeoutError: the turn ran longer than {self._timeout:g} s")
         except asyncio.CancelledError:
             if self._stopped and task.cancelled():
-                return Outcome.failed(STOPPED)
+                return Outcome.cancelled(STOPPED)
             await _cancel(task)  # we are being cancelled (shutdown): stop the turn too
             raise
         except Exception as exc:

@@ -104,6 +104,7 @@ class OutcomeStatus(enum.StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     EMPTY = "empty"
+    CANCELLED = "cancelled"  # stopped by a person: not a failure
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +129,10 @@ class Outcome:
     @classmethod
     def empty(cls, **kw: Any) -> Outcome:
         return cls(OutcomeStatus.EMPTY, **kw)
+
+    @classmethod
+    def cancelled(cls, reason: str, **kw: Any) -> Outcome:
+        return cls(OutcomeStatus.CANCELLED, error=reason, **kw)
 
 
 class Runner(Protocol):

@@ -15,6 +15,7 @@ from agentcron.store.models import (
     JobOutcome,
     JobPolicy,
     Overlap,
+    RunState,
 )
 
 _TICK = timedelta(microseconds=1)
@@ -147,10 +148,17 @@ def finish_job(job: Job, outcome: JobOutcome, settings: EngineSettings) -> dict[
     the job pauses with the reason recorded, otherwise a recurring job backs off: its next fire
     is the first one at or after finish + backoff.
     """
+    # A run a person stopped (cancelled) is no failure, nor a success: the count stays.
+    if outcome.failed:
+        failures = job.consecutive_failures + 1
+    elif outcome.status is RunState.CANCELLED:
+        failures = job.consecutive_failures
+    else:
+        failures = 0
     values: dict[str, Any] = {
         "last_run_at": outcome.finished_at,
         "last_status": outcome.status,
-        "consecutive_failures": job.consecutive_failures + 1 if outcome.failed else 0,
+        "consecutive_failures": failures,
         "lease_owner": None,
         "lease_expires_at": None,
     }

@@ -54,6 +54,11 @@ def closure(
         meta["automation_run_id"] = run_id
     if outcome.status is OutcomeStatus.SUCCEEDED and outcome.text:
         return outcome.text, meta
+    if outcome.status is OutcomeStatus.CANCELLED:
+        meta["_status_notice"] = True
+        if scheduled:
+            return f"{what} was stopped.", meta
+        return "This turn was stopped.", meta
     if outcome.status is OutcomeStatus.FAILED:
         meta["_status_notice"] = True
         if scheduled:

@@ -253,7 +253,9 @@ class JobOutcome:
     @property
     def simple(self) -> bool:
         """A plain success/empty: the job update needs no read of the job first."""
-        return self.status is not RunState.FAILED and not self.delete_after_run
+        return (
+            self.status not in (RunState.FAILED, RunState.CANCELLED) and not self.delete_after_run
+        )
 
     @property
     def failed(self) -> bool:
