@@ -25,7 +25,7 @@ function entryStyle(message) {
   }
   if (meta._status_notice) {
     classes.push("notice");
-    who = meta.status === "interrupted" ? "Interrupted" : "Notice";
+    who = { interrupted: "Interrupted", cancelled: "Stopped" }[meta.status] || "Notice";
   }
   if (message.role === "assistant" && (meta.source === "automation" || meta.source === "recall")) {
     classes.push("scheduled-reply");
