@@ -15,7 +15,7 @@ from agentcron.agent.tools import (
     scheduling_tools,
 )
 from agentcron.engine.clock import FakeClock
-from agentcron.schedule import AtSpec, EverySpec
+from agentcron.schedule import AtSpec, EverySpec, describe
 from agentcron.store import CreatedBy, JobKind, RunState
 from tests.conftest import T0, CronFactory
 
@@ -145,3 +145,25 @@ async def test_immediate_recall_runs_right_after_the_turn(
     assert run.state is RunState.SUCCEEDED
     assert run.fire_at - T0 < timedelta(seconds=1)
     assert await app.jobs.list() == []  # a one-shot recall is gone after its run
+
+
+async def test_update_keeps_the_guard_rails_of_add(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    app = await make_cron()
+    c = ctx(app, clock, session_key="web:1")
+    added = await cron(c, "add", name="digest", when="every day at 9", message="sum up")
+    assert added.startswith("Scheduled")
+    for too_often in ("every 1m", "* * * * *", "every 30 seconds"):
+        text = await cron(c, "update", name="digest", when=too_often)
+        assert text.startswith("Error: recurring automations may run at most every 5 minutes")
+    (job,) = await app.jobs.list(session_key="web:1")
+    assert describe(job.spec) == "every day at 09:00 (UTC)"  # unchanged
+    scheduled = ctx(app, clock, session_key="web:1", in_scheduled_turn=True)
+    text = await cron(scheduled, "update", name="digest", when="every day at 10")
+    assert text == "Error: schedules cannot be changed from inside a scheduled turn"
+    # a new message is not a new schedule: allowed from a scheduled turn
+    text = await cron(scheduled, "update", name="digest", message="sum up briefly")
+    assert text.startswith("Updated “digest”")
+    text = await cron(c, "update", name="digest", when="every 2h", timezone="Europe/Berlin")
+    assert text.startswith("Updated “digest”: every 2 hours")

@@ -175,7 +175,10 @@ async def cron(
             return f"Removed “{job.name}”."
         changes: dict[str, Any] = {}
         if when:
-            changes.update(when=when, tz=timezone or job.spec.tz)
+            # The guard rails of `add` apply to a new schedule given by `update` too.
+            if deps.in_scheduled_turn and not deps.limits.allow_add_from_scheduled_turn:
+                raise ToolError("schedules cannot be changed from inside a scheduled turn")
+            changes["spec"] = _checked_spec(deps, when, timezone or job.spec.tz)
         if message:
             changes["message"] = message
         if not changes:
@@ -189,6 +192,18 @@ async def cron(
         return f"Error: {exc}"
 
 
+def _checked_spec(deps: ToolDeps, when: str, zone: str) -> AtSpec | CronSpec | EverySpec:
+    """`when` read in `zone`, refused when it recurs more often than the limit allows."""
+    spec = parse_when(when, deps.now, zone)
+    gap = _interval(spec, deps.now)
+    if gap is not None and gap < deps.limits.min_recurring_interval:
+        raise ToolError(
+            f"recurring automations may run at most every "
+            f"{int(deps.limits.min_recurring_interval.total_seconds() // 60)} minutes"
+        )
+    return spec
+
+
 async def _add(
     deps: ToolDeps, name: str | None, when: str | None, message: str | None, tz: str | None
 ) -> str:
@@ -199,13 +214,7 @@ async def _add(
     if not when or not message:
         raise ToolError("add needs `when` and `message`")
     zone = tz or deps.tz
-    spec = parse_when(when, deps.now, zone)
-    gap = _interval(spec, deps.now)
-    if gap is not None and gap < deps.limits.min_recurring_interval:
-        raise ToolError(
-            f"recurring automations may run at most every "
-            f"{int(deps.limits.min_recurring_interval.total_seconds() // 60)} minutes"
-        )
+    spec = _checked_spec(deps, when, zone)
     existing = [
         j for j in await deps.jobs.list(session_key=deps.owner) if j.kind is JobKind.AGENT_TURN
     ]
