@@ -6,6 +6,8 @@ from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from agentcron.agent.tools import (
     ToolDeps,
     ToolLimits,
@@ -167,3 +169,49 @@ async def test_update_keeps_the_guard_rails_of_add(
     assert text.startswith("Updated “digest”")
     text = await cron(c, "update", name="digest", when="every 2h", timezone="Europe/Berlin")
     assert text.startswith("Updated “digest”: every 2 hours")
+
+
+@pytest.mark.parametrize(
+    ("call", "when", "offset", "first"),
+    [
+        # a recurring recall's `when` is its first fire (not one interval before it)
+        ("recurring", "in 2 hours", None, T0 + timedelta(hours=2)),
+        ("recurring", None, None, T0 + timedelta(hours=1)),  # no `when`: one interval from now
+        # the offset applies to every absolute phrase, not only to ISO text (T0 is 12:00Z)
+        ("once", "tomorrow at 09:00", "+02:00", T0.replace(hour=7) + timedelta(days=1)),
+        ("once", "at 17:30", "-05:30", T0.replace(hour=23)),
+        ("once", "2026-12-01 09:00", "+02:00", T0.replace(month=12, day=1, hour=7)),
+        ("recurring", "tomorrow at 09:00", "+02:00", T0.replace(hour=7) + timedelta(days=1)),
+        # a relative phrase, or one with its own offset or zone, is the same either way
+        ("once", "in 90 minutes", "+02:00", T0 + timedelta(minutes=90)),
+        ("once", "2026-12-01T09:00+05:00", "+02:00", T0.replace(month=12, day=1, hour=4)),
+        (
+            "once",
+            "tomorrow at 09:00 Europe/Berlin",
+            "+05:00",
+            T0.replace(hour=8) + timedelta(days=1),
+        ),
+    ],
+)
+async def test_recall_times(
+    make_cron: CronFactory, clock: FakeClock, call: str, when: str | None, offset: str | None,
+    first: object,
+) -> None:  # fmt: skip
+    app = await make_cron()
+    text = await schedule_recall(
+        ctx(app, clock), call, "check the deploy", when=when, timezone_offset=offset,
+        interval_seconds=3600,
+    )  # fmt: skip
+    assert text.startswith("Recall scheduled"), text
+    (recall,) = [j for j in await app.jobs.list() if j.kind is JobKind.RECALL]
+    assert recall.next_fire_at == first
+
+
+async def test_a_malformed_timezone_offset_is_refused(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    app = await make_cron()
+    text = await schedule_recall(
+        ctx(app, clock), "once", "x", when="tomorrow at 9", timezone_offset="Berlin"
+    )
+    assert text == "Error: timezone_offset must look like +02:00 or -05:30, not 'Berlin'"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
@@ -242,6 +243,40 @@ async def _add(
     )
 
 
+_OFFSET = re.compile(r"^([+-])(\d{2}):?(\d{2})$")
+_EXPLICIT_OFFSET = re.compile(r"(?:[+-]\d{2}:?\d{2}|Z)$", re.IGNORECASE)
+
+
+def _recall_time(deps: ToolDeps, when: str, offset_text: str | None) -> datetime | None:
+    """The single instant `when` names, or None when it repeats. An absolute phrase without a
+    zone of its own ("tomorrow at 09:00", "2026-12-01 09:00") is read at `offset_text`
+    (±HH:MM) when given, else in the session's zone; a relative one ("in 2 hours") is the same
+    either way.
+    """
+    if not offset_text:
+        spec = parse_when(when, deps.now, deps.tz)
+        return spec.at if isinstance(spec, AtSpec) else None
+    match = _OFFSET.match(offset_text.strip())
+    if match is None:
+        raise ToolError(f"timezone_offset must look like +02:00 or -05:30, not {offset_text!r}")
+    sign, hours, minutes = match.groups()
+    offset = timedelta(hours=int(hours), minutes=int(minutes)) * (1 if sign == "+" else -1)
+    if abs(offset) > timedelta(hours=14):
+        raise ToolError(f"timezone_offset {offset_text!r} is beyond ±14:00")
+    text = when.strip()
+    if _EXPLICIT_OFFSET.search(text):  # the phrase names its own offset: it wins
+        spec = parse_when(text, deps.now, deps.tz)
+        return spec.at if isinstance(spec, AtSpec) else None
+    # The wall clock at that offset, read as if it were UTC, then moved back by the offset.
+    spec = parse_when(text, deps.now + offset, "UTC")
+    if not isinstance(spec, AtSpec):
+        return None
+    if spec.tz != "UTC":  # the phrase named a zone ("... Europe/Berlin"): it wins
+        named = parse_when(text, deps.now, deps.tz)
+        return named.at if isinstance(named, AtSpec) else None
+    return spec.at - offset
+
+
 async def schedule_recall(
     ctx: RunContext[ToolDeps],
     call_type: Literal["once", "recurring", "immediate"],
@@ -276,21 +311,20 @@ async def schedule_recall(
         elif call_type == "once":
             if not when:
                 raise ToolError("a once recall needs `when`")
-            text = when
-            if timezone_offset and when[:4].isdigit() and "+" not in when[10:] and "Z" not in when:
-                text = when.replace(" ", "T") + timezone_offset
-            spec = parse_when(text, deps.now, deps.tz)
-            if not isinstance(spec, AtSpec):
+            at = _recall_time(deps, when, timezone_offset)
+            if at is None:
                 raise ToolError("a once recall needs a single time; use call_type=recurring")
+            spec = AtSpec(at=at, tz=deps.tz)
         else:
             if not interval_seconds or interval_seconds < 60:
                 raise ToolError("a recurring recall needs interval_seconds >= 60")
+            # Its first fire is `when` (else one interval from now): the anchor of the grid.
             first = deps.now
             if when:
-                start = parse_when(when, deps.now, deps.tz)
-                if not isinstance(start, AtSpec):
+                at = _recall_time(deps, when, timezone_offset)
+                if at is None:
                     raise ToolError("`when` of a recurring recall is its first time")
-                first = start.at - timedelta(seconds=interval_seconds)
+                first = at
             spec = EverySpec(seconds=interval_seconds, anchor=first, tz=deps.tz)
         job = await deps.jobs.create(
             name=(internal_comment or additional_context_message)[:80],
