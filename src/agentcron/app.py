@@ -10,11 +10,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic_ai.models import Model
-
-from agentcron.agent.builtin import BuiltinRunner
 from agentcron.agent.runner import (
     Runner,
     SessionInfo,
@@ -23,7 +20,7 @@ from agentcron.agent.runner import (
     TurnSource,
     as_runner,
 )
-from agentcron.agent.tools import ToolDeps, ToolLimits, scheduling_tools
+from agentcron.agent.tool_deps import ToolDeps, ToolLimits
 from agentcron.config import (
     UNIFIED_ENV,
     UNIFIED_SESSION_KEY,
@@ -63,6 +60,9 @@ from agentcron.store.models import (
 )
 from agentcron.store.sessions import SessionStore
 from agentcron.store.sql import SqlStore, sqlite_url
+
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model
 
 _CAS_RETRIES = 5
 
@@ -562,6 +562,11 @@ class AgentCron:
         self.tool_limits = tool_limits or ToolLimits()
         self.store = SqlStore(url or sqlite_url(db if db is not None else default_db_path()))
         if runner is None:
+            # Imported here: the agent framework (and its providers' SDKs) is loaded only
+            # when the built-in agent is used.
+            from agentcron.agent.builtin import BuiltinRunner
+            from agentcron.agent.tools import scheduling_tools
+
             runner = BuiltinRunner(
                 model,
                 tools=scheduling_tools(),

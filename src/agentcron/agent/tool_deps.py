@@ -1,0 +1,61 @@
+"""What the scheduling tools know about a turn, and their limits (no agent framework needed)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from agentcron.schedule import AtSpec, CronSpec, EverySpec
+from agentcron.store.models import CreatedBy, Job, JobKind
+
+
+class JobsAPI(Protocol):
+    """The part of `AgentCron.jobs` the tools use."""
+
+    async def create(
+        self,
+        *,
+        name: str,
+        spec: AtSpec | CronSpec | EverySpec,
+        message: str,
+        session_key: str | None,
+        kind: JobKind,
+        created_by: CreatedBy,
+        idempotency_key: str | None = ...,
+        delete_after_run: bool = ...,
+    ) -> Job: ...
+    async def list(self, *, session_key: str | None = ...) -> list[Job]: ...
+    async def update(self, job_id: str, **kw: Any) -> Job: ...
+    async def pause(self, job_id: str, reason: str = ...) -> Job: ...
+    async def resume(self, job_id: str) -> Job: ...
+    async def delete(self, job_id: str, *, allow_system: bool = ...) -> Job: ...
+    async def skip_next(self, job_id: str) -> Job: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolLimits:
+    """Guard rails for agent-created jobs."""
+
+    max_jobs_per_session: int = 20
+    min_recurring_interval: timedelta = timedelta(minutes=5)
+    allow_add_from_scheduled_turn: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDeps:
+    """What a tool knows about the turn that calls it (from the request context)."""
+
+    jobs: JobsAPI
+    session_key: str | None  # the session of this turn; recalls bind here
+    now: datetime
+    tz: str = "UTC"
+    in_scheduled_turn: bool = False
+    limits: ToolLimits = field(default_factory=ToolLimits)
+    # Where new automations bind, when not to this session (unified mode: "unified:default").
+    automation_key: str | None = None
+
+    @property
+    def owner(self) -> str | None:
+        """The session new automations bind to."""
+        return self.automation_key or self.session_key
