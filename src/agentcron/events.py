@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from agentcron.store.models import Job, JobKind, Message
+from agentcron.store.models import ClaimedFire, Job, JobKind, Message
 
 log = logging.getLogger(__name__)
 
@@ -232,3 +232,20 @@ def runner_event(session_key: str, turn_id: str, data: dict[str, Any]) -> Event:
                           result=str(data.get("result", "")))  # fmt: skip
     rest = {k: v for k, v in data.items() if k != "type"}
     return RunnerEvent(session_key=session_key, turn_id=turn_id, name=str(kind), data=rest)
+
+
+async def publish_fire_settled(
+    bus: EventBus, fire: ClaimedFire, status: str, *, job_deleted: bool
+) -> None:
+    """A fire ended and its job's record is committed: `settled`, then `deleted` when the end
+    removed the job (a finished one-shot).
+    """
+    for action in (JobAction.SETTLED, *((JobAction.DELETED,) if job_deleted else ())):
+        await bus.publish(fire_event(fire, action, status))
+
+
+def fire_event(fire: ClaimedFire, action: JobAction, status: str | None = None) -> JobEvent:
+    """The job event of one fire of a job (deferred, fired, finished, settled, deleted)."""
+    job = fire.job
+    return JobEvent(session_key=job.session_key or "", action=action, job_id=job.id,
+                    kind=job.kind, run_id=fire.run_id, status=status)  # fmt: skip

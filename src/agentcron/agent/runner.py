@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agentcron.store.models import JobKind
+
 if TYPE_CHECKING:
-    from agentcron.store.models import ClaimedFire
+    from agentcron.store.models import ClaimedFire, Job
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +26,11 @@ class Trigger:
     message: str
     fire_at: datetime
     scheduled_by: str = "agentcron"
+
+
+def fire_source(job: Job) -> TurnSource:
+    """What kind of turn a job's fire is: a recall, or an automation."""
+    return TurnSource.RECALL if job.kind is JobKind.RECALL else TurnSource.AUTOMATION
 
 
 def fire_trigger(fire: ClaimedFire) -> Trigger:

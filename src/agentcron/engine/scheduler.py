@@ -20,8 +20,8 @@ from agentcron.agent.runner import (
     Runner,
     SessionInfo,
     TurnInput,
-    TurnSource,
     as_outcome,
+    fire_source,
     fire_trigger,
 )
 from agentcron.config import EngineSettings
@@ -37,7 +37,7 @@ from agentcron.engine.legacy import (
 )
 from agentcron.engine.policies import plan_fires
 from agentcron.engine.waiters import Waiters
-from agentcron.events import EventBus, FireStarted, JobAction, JobEvent
+from agentcron.events import EventBus, FireStarted, publish_fire_settled
 from agentcron.store.journal import Journal
 from agentcron.store.models import (
     STOPPED_MID_TURN,
@@ -429,7 +429,7 @@ class Engine:
         )
         turn = TurnInput(
             turn_id=fire.run_id,
-            source=TurnSource.RECALL if job.kind is JobKind.RECALL else TurnSource.AUTOMATION,
+            source=fire_source(job),
             prompt=job.message,
             now=now,
             trigger=trigger,
@@ -458,7 +458,9 @@ class Engine:
         result = await self._finish(fire, state, outcome, message_id=message_id,
                                     delivery=delivery)  # fmt: skip
         if job.session_key is not None and self.bus.active:
-            await self._announce_settled(fire, state, result)
+            # The job's record (next run, auto-pause, removal) is committed: say so.
+            deleted = isinstance(result, TurnFinished) and result.job_deleted
+            await publish_fire_settled(self.bus, fire, state.value, job_deleted=deleted)
 
     async def _deliver_legacy(
         self, fire: ClaimedFire, outcome: Outcome
@@ -522,18 +524,6 @@ class Engine:
             delete_after_run=fire.job.policy.delete_after_run,
         )
         return self.journal.submit(RunEnd(transition, job_outcome))
-
-    async def _announce_settled(
-        self, fire: ClaimedFire, state: RunState, result: WriteResult
-    ) -> None:
-        """Tell listeners a fire's job is up to date (next run, auto-pause, removal)."""
-        job = fire.job
-        for action in (JobAction.SETTLED,) + (
-            (JobAction.DELETED,) if isinstance(result, TurnFinished) and result.job_deleted else ()
-        ):
-            await self.bus.publish(JobEvent(session_key=job.session_key or "", action=action,
-                                            job_id=job.id, kind=job.kind, run_id=fire.run_id,
-                                            status=state.value))  # fmt: skip
 
     def _committed(self, writes: Sequence[Write], results: Sequence[WriteResult]) -> None:
         """After each group commit: count ended runs, wake their waiters, and look at the

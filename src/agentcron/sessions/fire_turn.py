@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from agentcron.agent.runner import Trigger, TurnSource, fire_trigger
+from agentcron.agent.runner import Trigger, TurnSource, fire_source, fire_trigger
 from agentcron.sessions.prompts import get_prompt
 from agentcron.sessions.transcript import trigger_entry
-from agentcron.store.models import ClaimedFire, Entry, JobKind
+from agentcron.store.models import ClaimedFire, Entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,17 +27,13 @@ class FireTurn:
     system_context: str | None  # a recall's self-instruction, for this turn only
 
 
-def fire_source(fire: ClaimedFire) -> TurnSource:
-    return TurnSource.RECALL if fire.job.kind is JobKind.RECALL else TurnSource.AUTOMATION
-
-
 def fire_turn(fire: ClaimedFire, turn_id: str) -> FireTurn:
     """Render the fire's prompt (in its session's zone) and its trigger entry.
 
     Raises `PromptError` when the template is missing or a variable is not given.
     """
     job = fire.job
-    source = fire_source(fire)
+    source = fire_source(job)
     recall = source is TurnSource.RECALL
     template = get_prompt("cron.recall" if recall else "cron.agent_turn.reminder")
     tz = fire.session_tz

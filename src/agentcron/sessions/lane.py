@@ -18,6 +18,7 @@ from agentcron.agent.runner import (
     SessionInfo,
     TurnInput,
     TurnSource,
+    fire_source,
 )
 from agentcron.config import EngineSettings
 from agentcron.engine.clock import Clock
@@ -28,14 +29,15 @@ from agentcron.events import (
     EventBus,
     FireStarted,
     JobAction,
-    JobEvent,
     MessagePosted,
     SessionSync,
     StreamEnd,
     StreamStart,
+    fire_event,
+    publish_fire_settled,
     runner_event,
 )
-from agentcron.sessions.fire_turn import FireTurn, fire_source, fire_turn
+from agentcron.sessions.fire_turn import FireTurn, fire_turn
 from agentcron.sessions.prompts import PromptError
 from agentcron.sessions.transcript import closure, interrupted_entry
 from agentcron.store.journal import Journal
@@ -61,14 +63,6 @@ from agentcron.store.sql import SqlStore
 log = logging.getLogger(__name__)
 
 _BUSY_RECHECK = timedelta(seconds=1)
-
-_RUN_STATE = {
-    TurnState.SUCCEEDED: RunState.SUCCEEDED,
-    TurnState.FAILED: RunState.FAILED,
-    TurnState.EMPTY: RunState.EMPTY,
-    TurnState.INTERRUPTED: RunState.INTERRUPTED,
-    TurnState.CANCELLED: RunState.CANCELLED,
-}
 
 
 @dataclass(eq=False)
@@ -179,7 +173,7 @@ class Lanes:
         if key is None or fire.turn_id is None:
             raise ValueError(f"fire {fire.run_id} is not a session turn")
         self._fires += 1
-        self._enqueue(key, _Pending(fire.turn_id, fire_source(fire), fire.job.message, fire))
+        self._enqueue(key, _Pending(fire.turn_id, fire_source(fire.job), fire.job.message, fire))
         if fire.deferred:
             await self._job_event(fire, JobAction.DEFERRED)
 
@@ -255,12 +249,8 @@ class Lanes:
     async def _job_event(
         self, fire: ClaimedFire, action: JobAction, status: str | None = None
     ) -> None:
-        if not self.bus.active:
-            return
-        job = fire.job
-        await self.bus.publish(JobEvent(session_key=job.session_key or "", action=action,
-                                        job_id=job.id, kind=job.kind, run_id=fire.run_id,
-                                        status=status))  # fmt: skip
+        if self.bus.active:
+            await self.bus.publish(fire_event(fire, action, status))
 
     # -- the worker ------------------------------------------------------------------------
 
@@ -477,7 +467,7 @@ class Lanes:
         fire = pending.fire
         run = job = None
         if fire is not None:
-            run_state = _RUN_STATE[state]
+            run_state = RunState(state.value)  # a turn's end states are run states too
             run = Transition(fire.run_id, run_state, now, output=outcome.text,
                              error=outcome.error, error_details=outcome.error_details,
                              usage=outcome.usage)  # fmt: skip
@@ -493,10 +483,9 @@ class Lanes:
 
     async def _fire_ended(self, fire: ClaimedFire, status: str, result: TurnFinished) -> None:
         """The fire's turn, run and job are committed together: say so to live views."""
-        await self._job_event(fire, JobAction.FINISHED, status)
-        await self._job_event(fire, JobAction.SETTLED, status)
-        if result.job_deleted:  # a finished one-shot, removed with its outcome
-            await self._job_event(fire, JobAction.DELETED, status)
+        if self.bus.active:
+            await self.bus.publish(fire_event(fire, JobAction.FINISHED, status))
+            await publish_fire_settled(self.bus, fire, status, job_deleted=result.job_deleted)
 
     async def _end_unstarted(
         self, lane: _Lane, pending: _Pending, state: RunState, error: str
