@@ -187,3 +187,33 @@ async def test_two_engines_on_one_database_never_run_two_turns_in_one_session(
         session = await reader.sessions.get(key)
         assert session.turn_owner is None  # every lease let go
     await reader.store.close()
+
+
+async def test_a_bound_fire_claimed_ahead_starts_on_the_dot_never_early(
+    make_cron: CronFactory,
+) -> None:
+    from datetime import UTC, datetime
+
+    from agentcron.agent.runner import Trigger
+    from agentcron.engine.clock import SystemClock
+    from agentcron.schedule import AtSpec
+    from agentcron.store import NewJob
+
+    early: list[float] = []
+
+    async def runner(trigger: Trigger) -> str:
+        early.append((datetime.now(UTC) - trigger.fire_at).total_seconds())
+        return "ok"
+
+    # claimed 50 ms ahead: the turn must still wait for its fire time
+    settings = EngineSettings(claim_ahead=timedelta(milliseconds=50))
+    cron = await make_cron(runner=runner, clock=SystemClock(), settings=settings)
+    now = datetime.now(UTC)
+    await cron.jobs.create_many([
+        NewJob(name=f"j{i}", spec=AtSpec(at=now + timedelta(seconds=0.3 + 0.05 * i)),
+               session_key=KEY)
+        for i in range(8)
+    ])  # fmt: skip
+    await asyncio.sleep(1.2)
+    assert len(early) == 8
+    assert min(early) >= 0, f"a turn started {-min(early) * 1000:.1f} ms before its fire"

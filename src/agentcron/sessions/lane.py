@@ -322,6 +322,9 @@ class Lanes:
                 await self._end_unstarted(lane, pending, RunState.FAILED,
                                           f"the prompt could not be rendered: {exc}")  # fmt: skip
                 return
+        if fire is not None and fire.fire_at > self.clock.now():
+            # Claimed a few ms ahead (claim_ahead): the turn starts on the dot, not early.
+            await self.clock.sleep_until(fire.fire_at, asyncio.Event())
         slot = False
         try:
             started = await self._start(lane, pending, prepared)
