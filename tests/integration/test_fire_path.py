@@ -165,8 +165,10 @@ async def test_two_engines_on_one_database_never_run_two_turns_in_one_session(
             return Outcome.succeeded("ok")
 
     clock = SystemClock()
-    a = await make_cron(runner=Careful(), clock=clock)
-    b = await make_cron(runner=Careful(), clock=clock, start=False)
+    # One due job per claim: the engines' claims alternate, so both take part.
+    one = EngineSettings(batch_size=1)
+    a = await make_cron(runner=Careful(), clock=clock, settings=one)
+    b = await make_cron(runner=Careful(), clock=clock, settings=one, start=False)
     keys = [f"api:shared-{i}" for i in range(4)]
     now = clock.now()
     await a.jobs.create_many([
