@@ -50,6 +50,7 @@ from agentcron.store.models import (
     JobKind,
     JobPolicy,
     JobsInserted,
+    MemoryScope,
     Message,
     NewJob,
     Overlap,
@@ -65,6 +66,9 @@ if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
 _CAS_RETRIES = 5
+WEB_PREFIX = "websocket:"  # the web UI's chats (threads)
+# Unified mode: the shared automations' session and every web thread are one memory.
+UNIFIED_MEMORY = MemoryScope(keys=(UNIFIED_SESSION_KEY,), prefixes=(WEB_PREFIX,))
 
 
 class Jobs:
@@ -589,11 +593,13 @@ class AgentCron:
         self.lanes = Lanes(
             self.store, self.journal, self.runner, self.clock, owner=owner, bus=self.events,
             slots=slots, settings=settings,
+            memory_scope=self.memory_scope if self.unified_session else None,
         )  # fmt: skip
         self.engine = Engine(
             self.store, self.runner, journal=self.journal, turns=self.lanes, slots=slots,
             bus=self.events, clock=self.clock, settings=settings, owner=owner,
             evaluator=evaluator or evaluate_response, deliver=self.lanes.deliver,
+            memory=self.lanes.history_of if self.lanes.keeps_history else None,
         )  # fmt: skip
         self.lanes.on_busy = self.engine.leases_held
         self._stopping = False
@@ -653,9 +659,20 @@ class AgentCron:
         """The session that automations created from `session_key` bind to: itself, or in
         unified mode the shared `unified:default` for web chats (`websocket:*`).
         """
-        if self.unified_session and session_key.startswith("websocket:"):
+        if self.unified_session and session_key.startswith(WEB_PREFIX):
             return UNIFIED_SESSION_KEY
         return session_key
+
+    def memory_scope(self, session_key: str) -> MemoryScope | None:
+        """The sessions whose transcripts are `session_key`'s memory: in unified mode, for a
+        web chat (`websocket:*`) or `unified:default`, all of them as one timeline (the
+        shared automations' fires and every thread); else None, the session alone.
+        """
+        if self.unified_session and (
+            session_key == UNIFIED_SESSION_KEY or session_key.startswith(WEB_PREFIX)
+        ):
+            return UNIFIED_MEMORY
+        return None
 
     def tool_deps(self, session: SessionInfo, turn: TurnInput) -> ToolDeps:
         """What the scheduling tools know about a turn: its session, time and zone (also for a

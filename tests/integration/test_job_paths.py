@@ -80,8 +80,14 @@ async def test_a_legacy_job_runs_isolated_and_delivers_to_its_target(
         "42",
         {"thread": 9},
     )
-    # no trigger entry and no turn anywhere: a legacy run is not a session turn
-    assert [m.role for m in await cron.sessions.messages(f"cron:{job.id}")] == []
+    # a legacy run is not a session turn (no turn record anywhere); its own session
+    # `cron:{job_id}` keeps its memory (seed 001): the prompt and the result
+    memory = await cron.sessions.messages(f"cron:{job.id}")
+    assert [(m.role, m.content) for m in memory] == [
+        ("user", "check the build"),
+        ("assistant", "build is green"),
+    ]
+    assert await cron.sessions.turns(f"cron:{job.id}") == []
 
 
 @pytest.mark.parametrize(

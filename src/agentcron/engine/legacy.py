@@ -2,6 +2,8 @@
 
 A legacy unbound job (no `session_key`) keeps the old behaviour: an isolated run whose result
 goes through an evaluate step and, when it passes, to the job's legacy target (`channel`/`to`).
+Its memory is its own session `cron:{job_id}` (seed 001): the run reads its history from there
+and saves the exchange there (when the runner keeps history at all).
 A system job (`system_event`: heartbeat, dream, ...) runs through the handler registered for its
 name. Neither writes into a user's session as a turn; bound jobs never come here.
 """
@@ -14,8 +16,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agentcron.agent.runner import Outcome, OutcomeStatus, Trigger
-from agentcron.store.models import Job
+from agentcron.agent.runner import HistoryEntry, Outcome, OutcomeStatus, Trigger
+from agentcron.store.models import Entry, Job, Remember
 
 SystemHandler = Callable[[Trigger], Awaitable[Outcome | str | None]]
 """Runs one fire of a system job: text = succeeded, None/"" = empty, raise = failed."""
@@ -31,6 +33,9 @@ class Evaluation:
 
 Evaluator = Callable[[Job, Outcome], Awaitable[Evaluation] | Evaluation]
 """Decides whether a legacy run's result is worth delivering (e.g. a small LLM check)."""
+
+MemoryReader = Callable[[str], Awaitable[list[HistoryEntry]]]
+"""Reads a legacy job's memory: the newest history of its own session (`cron:{job_id}`)."""
 
 # Answers that mean "nothing happened"; delivering them would only be noise.
 _NOTHING = re.compile(
@@ -79,3 +84,24 @@ def delivery_meta(job: Job, run_id: str) -> dict[str, Any]:
         "automation_name": job.name,
         "automation_run_id": run_id,
     }
+
+
+def memory_key(job: Job) -> str:
+    """The session that holds a legacy job's own memory."""
+    return f"cron:{job.id}"
+
+
+def remember_exchange(job: Job, run_id: str, prompt: str, outcome: Outcome) -> Remember | None:
+    """What a legacy run saves in its memory: the prompt as the user's entry and the result
+    as the assistant's, for a run that answered; nothing for a failed or empty one (its
+    record is the run).
+    """
+    text = (outcome.text or "").strip()
+    if outcome.status is not OutcomeStatus.SUCCEEDED or not text:
+        return None
+    meta = {"source": "legacy_automation", "automation_id": job.id,
+            "automation_name": job.name, "automation_run_id": run_id}  # fmt: skip
+    return Remember(
+        memory_key(job), "cron", job.id,
+        (Entry("user", prompt, meta), Entry("assistant", outcome.text or "", meta)),
+    )  # fmt: skip

@@ -15,6 +15,7 @@ from ulid import ULID
 
 from agentcron.agent.guard import TurnCall
 from agentcron.agent.runner import (
+    HistoryEntry,
     NullEvents,
     Outcome,
     Runner,
@@ -29,15 +30,18 @@ from agentcron.engine.clock import Clock, SystemClock
 from agentcron.engine.legacy import (
     Evaluation,
     Evaluator,
+    MemoryReader,
     SystemHandler,
     delivery_meta,
     evaluate,
     evaluate_response,
     legacy_target_key,
+    memory_key,
+    remember_exchange,
 )
 from agentcron.engine.policies import plan_fires
 from agentcron.engine.waiters import Waiters
-from agentcron.events import EventBus, FireStarted, publish_fire_settled
+from agentcron.events import EventBus, FireStarted, SessionSync, publish_fire_settled
 from agentcron.store.journal import Journal
 from agentcron.store.models import (
     STOPPED_MID_TURN,
@@ -47,6 +51,7 @@ from agentcron.store.models import (
     Job,
     JobKind,
     JobOutcome,
+    Remember,
     RunEnd,
     RunState,
     Transition,
@@ -125,6 +130,7 @@ class Engine:
         owner: str | None = None,
         evaluator: Evaluator = evaluate_response,
         deliver: Callable[..., Coroutine[Any, Any, Any]] | None = None,
+        memory: MemoryReader | None = None,
     ) -> None:
         self.store = store
         self.runner = runner
@@ -133,6 +139,9 @@ class Engine:
         self.bus = bus
         self.evaluator = evaluator
         self._deliver = deliver  # posts a legacy job's result into its target session
+        # Reads a legacy job's memory (`cron:{job_id}`); None: the runner keeps no history,
+        # and a legacy run reads and saves none (it pays nothing for it).
+        self._memory = memory
         # System jobs (kind system_event) run through the handler registered for their name.
         self.system_handlers: dict[str, SystemHandler] = {}
         self.clock: Clock = clock or SystemClock()
@@ -421,16 +430,18 @@ class Engine:
         system = job.kind is JobKind.SYSTEM_EVENT
         handler = self.system_handlers.get(job.name) if system else None
         session = SessionInfo(
-            key=f"system:{job.name}" if system else f"cron:{job.id}",
+            key=f"system:{job.name}" if system else memory_key(job),
             channel=job.channel or ("system" if system else "cron"),
             chat_id=job.to or job.id,
             channel_meta=job.channel_meta,
             tz=job.spec.tz,
         )
+        remembers = not system and self._memory is not None
         turn = TurnInput(
             turn_id=fire.run_id,
             source=fire_source(job),
             prompt=job.message,
+            history=await self._history(fire, session.key) if remembers else (),
             now=now,
             trigger=trigger,
         )
@@ -455,12 +466,25 @@ class Engine:
         if not system:
             delivery, message_id = await self._deliver_legacy(fire, outcome)
         state = RunState(outcome.status.value)
+        remember = remember_exchange(job, fire.run_id, job.message, outcome) if remembers else None
         result = await self._finish(fire, state, outcome, message_id=message_id,
-                                    delivery=delivery)  # fmt: skip
+                                    delivery=delivery, remember=remember)  # fmt: skip
+        if remember is not None and self.bus.active:  # its memory's transcript grew
+            await self.bus.publish(SessionSync(session_key=remember.session_key))
         if job.session_key is not None and self.bus.active:
             # The job's record (next run, auto-pause, removal) is committed: say so.
             deleted = isinstance(result, TurnFinished) and result.job_deleted
             await publish_fire_settled(self.bus, fire, state.value, job_deleted=deleted)
+
+    async def _history(self, fire: ClaimedFire, key: str) -> tuple[HistoryEntry, ...]:
+        """A legacy run's memory; a failed read costs the run its memory, not the run."""
+        if self._memory is None:
+            return ()
+        try:
+            return tuple(await self._memory(key))
+        except Exception:
+            log.exception("could not read a legacy job's memory", extra=_ctx(fire))
+            return ()
 
     async def _deliver_legacy(
         self, fire: ClaimedFire, outcome: Outcome
@@ -503,6 +527,7 @@ class Engine:
         *,
         message_id: str | None = None,
         delivery: dict[str, Any] | None = None,
+        remember: Remember | None = None,
     ) -> asyncio.Future[WriteResult]:
         now = self.clock.now()
         transition = Transition(
@@ -523,7 +548,7 @@ class Engine:
             error=outcome.error,
             delete_after_run=fire.job.policy.delete_after_run,
         )
-        return self.journal.submit(RunEnd(transition, job_outcome))
+        return self.journal.submit(RunEnd(transition, job_outcome, remember))
 
     def _committed(self, writes: Sequence[Write], results: Sequence[WriteResult]) -> None:
         """After each group commit: count ended runs, wake their waiters, and look at the

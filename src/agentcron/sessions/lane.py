@@ -47,6 +47,7 @@ from agentcron.store.models import (
     ClaimedFire,
     Entry,
     JobOutcome,
+    MemoryScope,
     Message,
     RunState,
     Session,
@@ -63,6 +64,7 @@ from agentcron.store.sql import SqlStore
 log = logging.getLogger(__name__)
 
 _BUSY_RECHECK = timedelta(seconds=1)
+_AFTER_ALL = 2**31 - 1  # a seq above every entry's (seqs are 32-bit integers in the store)
 
 
 @dataclass(eq=False)
@@ -122,6 +124,7 @@ class Lanes:
         slots: asyncio.Semaphore,
         settings: EngineSettings,
         on_busy: Callable[[], None] = lambda: None,
+        memory_scope: Callable[[str], MemoryScope | None] | None = None,
     ) -> None:
         self.store = store
         self.journal = journal
@@ -132,6 +135,8 @@ class Lanes:
         self.settings = settings
         self._slots = slots
         self.on_busy = on_busy  # leases are held now: the heartbeat renews them
+        # Sessions that share one memory (unified mode); None: each session is its own.
+        self.memory_scope = memory_scope
         self._lanes: dict[str, _Lane] = {}
         self._closing = False
         self._workers = 0  # lane workers alive
@@ -430,8 +435,24 @@ class Lanes:
         window = getattr(self.runner, "history_window", self.settings.history_window)
         if not isinstance(window, int) or window <= 0:
             return []
-        found = await self.store.sessions.history(key, before=seq, limit=window)
+        scope = None if self.memory_scope is None else self.memory_scope(key)
+        if scope is None:
+            found = await self.store.sessions.history(key, before=seq, limit=window)
+        else:
+            found = await self.store.sessions.history_across(scope, key, before=seq, limit=window)
         return [HistoryEntry(m.role, m.content, m.meta) for m in found]
+
+    @property
+    def keeps_history(self) -> bool:
+        """The runner gets history (its window, or the setting's, is above 0)."""
+        window = getattr(self.runner, "history_window", self.settings.history_window)
+        return isinstance(window, int) and window > 0
+
+    async def history_of(self, key: str) -> list[HistoryEntry]:
+        """A session's newest history outside any turn: what a legacy job's isolated run
+        gets from its own session (`cron:{job_id}`) before it runs.
+        """
+        return await self._history(key, _AFTER_ALL)
 
     async def _finish(
         self,

@@ -337,6 +337,34 @@ class Entry:
 
 
 @dataclass(frozen=True, slots=True)
+class MemoryScope:
+    """Sessions whose transcripts are one memory (unified mode: `unified:default` and every
+    `websocket:*` thread): a turn of any of them gets their entries as one timeline.
+    """
+
+    keys: tuple[str, ...] = ()
+    prefixes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.keys and not self.prefixes:
+            raise ValueError("a memory scope needs keys or key prefixes")
+        if any(not p for p in self.prefixes):
+            raise ValueError("a key prefix must not be empty")
+
+
+@dataclass(frozen=True, slots=True)
+class Remember:
+    """Entries an isolated run saves in its own session (a legacy job's `cron:{job_id}`),
+    created on first use with `channel`/`chat_id`.
+    """
+
+    session_key: str
+    channel: str
+    chat_id: str
+    entries: tuple[Entry, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class TurnStart:
     """Begin a turn: take the session's turn lease, append the turn's opening entry, mark the
     turn running (and its fire's run, with `run`) — all in one group-committed transaction.
@@ -398,6 +426,7 @@ class RunEnd:
 
     run: Transition
     outcome: JobOutcome | None = None
+    remember: Remember | None = None  # a legacy run's exchange, saved in the same transaction
 
 
 @dataclass(frozen=True, slots=True)

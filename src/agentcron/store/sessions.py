@@ -19,7 +19,9 @@ from agentcron.store.models import (
     DIED_MID_TURN,
     Entry,
     JobKind,
+    MemoryScope,
     Message,
+    Remember,
     RunState,
     Session,
     Turn,
@@ -340,6 +342,15 @@ class TurnWrites:
         self._starts.append({"b_id": w.turn_id, "started_at": w.at})
         return message, _session(row), None
 
+    def remember(self, w: Remember, now: datetime) -> list[Message]:
+        """Append an isolated run's exchange to its own session (created before this batch
+        by the caller); nothing if that session is gone.
+        """
+        row = self._sessions.get(w.session_key)
+        if row is None:
+            return []
+        return [self._append(row, w.session_key, entry, now) for entry in w.entries]
+
     def finish(self, w: TurnFinish) -> Message | None:
         row = self._sessions.get(w.session_key)
         message = None
@@ -547,6 +558,52 @@ class SessionStore:
             sa.select(messages)
             .where(messages.c.session_key == session_key, messages.c.seq < before)
             .order_by(messages.c.seq.desc())
+            .limit(limit)
+        )
+        rows = await self._db.read(lambda conn: [_message(r) for r in conn.execute(query)])
+        rows.reverse()
+        return rows
+
+    async def history_across(
+        self, scope: MemoryScope, session_key: str, *, before: int, limit: int
+    ) -> list[Message]:
+        """The memory of a turn of `session_key` whose opening entry is `before`, when several
+        sessions share one memory (`scope`): the newest `limit` entries of those sessions as
+        one timeline, oldest first. From `session_key` the entries with seq below `before`;
+        from the others those written no later than that opening entry. One read that
+        looks at most `limit` entries of each session in the scope (by the (session, seq)
+        index), whatever the transcripts' lengths.
+        """
+        m, s = messages, sessions
+        anchor = (
+            sa.select(m.c.created_at)
+            .where(m.c.session_key == session_key, m.c.seq == before)
+            .scalar_subquery()
+        )
+        in_scope: list[sa.ColumnElement[bool]] = [
+            sa.func.substr(s.c.session_key, 1, len(p)) == p for p in scope.prefixes
+        ]
+        if scope.keys:
+            in_scope.append(s.c.session_key.in_(scope.keys))
+        query = (
+            sa.select(m)
+            .join(s, s.c.session_key == m.c.session_key)
+            .where(
+                sa.or_(*in_scope),
+                sa.or_(
+                    sa.and_(
+                        m.c.session_key == session_key,
+                        m.c.seq < before,
+                        m.c.seq >= before - limit,
+                    ),
+                    sa.and_(
+                        m.c.session_key != session_key,
+                        m.c.seq > s.c.last_seq - limit,
+                        m.c.created_at <= anchor,
+                    ),
+                ),
+            )
+            .order_by(m.c.created_at.desc(), m.c.session_key.desc(), m.c.seq.desc())
             .limit(limit)
         )
         rows = await self._db.read(lambda conn: [_message(r) for r in conn.execute(query)])

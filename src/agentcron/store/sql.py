@@ -803,6 +803,13 @@ class SqlStore:
         self, conn: Connection, writes: Sequence[Write], finisher: Finisher
     ) -> list[WriteResult]:
         keys = {w.session_key for w in writes if isinstance(w, TurnStart | TurnFinish)}
+        saves = [(r, w.run.at) for w in writes
+                 if isinstance(w, RunEnd) and (r := w.remember) is not None]  # fmt: skip
+        if saves:  # legacy runs' own sessions (`cron:{job_id}`), created on first use
+            new = {r.session_key: session_values(r.session_key, at, channel=r.channel,
+                                                 chat_id=r.chat_id) for r, at in saves}  # fmt: skip
+            executemany(conn, self._insert_sessions, list(new.values()))
+            keys.update(new)
         staged = TurnWrites(conn, keys)
         transitions: list[Transition] = []
         outcomes: list[JobOutcome] = []
@@ -827,6 +834,8 @@ class SqlStore:
                 transitions.append(w.run)
                 if w.outcome is not None:
                     outcomes.append(w.outcome)
+                if w.remember is not None:
+                    staged.remember(w.remember, w.run.at)
                 results.append(TurnFinished(None))
         staged.flush()
         deleted = self._record_op(conn, transitions, outcomes, finisher)

@@ -1,0 +1,181 @@
+"""Unified mode's memory (seed 001): web chats and `unified:default` are one memory.
+
+In unified mode a web chat's turn (`websocket:*`) and a turn of `unified:default` (where the
+shared automations' fires run) get the entries of all of them as one timeline; threads stay
+what is shown and deleted. Without unified mode each session is its own memory.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput
+from agentcron.app import UNIFIED_MEMORY, AgentCron
+from agentcron.config import UNIFIED_SESSION_KEY
+from agentcron.engine.clock import FakeClock
+from agentcron.store import SqlStore
+from agentcron.store.models import MemoryScope
+from tests.conftest import BACKENDS, T0, CronFactory
+
+SEC = timedelta(seconds=1)
+
+
+@pytest.fixture(params=BACKENDS)
+def cron_backend(request: pytest.FixtureRequest) -> str:
+    """Every scenario here runs on SQLite and on PostgreSQL."""
+    return str(request.param)
+
+
+class Echo:
+    """A runner that records each turn's input and answers with a fixed text."""
+
+    def __init__(self) -> None:
+        self.turns: list[tuple[str, TurnInput]] = []
+
+    async def run_turn(self, session: SessionInfo, turn: TurnInput, events: TurnEvents) -> Outcome:
+        self.turns.append((session.key, turn))
+        return Outcome.succeeded(f"ok: {turn.prompt}")
+
+    def history(self, index: int) -> list[str]:
+        return [h.content for h in self.turns[index][1].history]
+
+
+# -- the store's read -------------------------------------------------------------------------
+
+
+async def test_history_across_reads_one_timeline_of_the_scope(store: SqlStore) -> None:
+    s = store.sessions
+    for key in ("websocket:a", "websocket:b", UNIFIED_SESSION_KEY, "api:x", "websocketz:q"):
+        await s.ensure_session(key, T0)
+    at = T0
+    written = {}
+    for key, text in [
+        ("websocket:a", "a1"),
+        (UNIFIED_SESSION_KEY, "u1"),
+        ("websocket:b", "b1"),
+        ("api:x", "x1"),  # another session: not in the scope
+        ("websocketz:q", "q1"),  # a look-alike prefix: not in the scope
+        ("websocket:a", "a2"),
+        ("websocket:b", "b2"),  # the trigger of the turn being read for
+        ("websocket:a", "a3"),  # after the trigger: not its memory
+    ]:
+        at += SEC
+        written[text] = await s.append_message(key, "user", text, at)
+    trigger = written["b2"]
+
+    found = await s.history_across(UNIFIED_MEMORY, "websocket:b", before=trigger.seq, limit=50)
+    assert [m.content for m in found] == ["a1", "u1", "b1", "a2"]
+    assert [m.session_key for m in found] == [
+        "websocket:a", UNIFIED_SESSION_KEY, "websocket:b", "websocket:a",
+    ]  # fmt: skip
+    # bounded: the newest `limit` of the timeline
+    found = await s.history_across(UNIFIED_MEMORY, "websocket:b", before=trigger.seq, limit=2)
+    assert [m.content for m in found] == ["b1", "a2"]
+    # the read of a turn of unified:default sees the threads too
+    u2 = await s.append_message(UNIFIED_SESSION_KEY, "user", "u2", at + SEC)
+    found = await s.history_across(UNIFIED_MEMORY, UNIFIED_SESSION_KEY, before=u2.seq, limit=50)
+    assert [m.content for m in found] == ["a1", "u1", "b1", "a2", "b2", "a3"]
+    # a scope of listed keys only
+    only = MemoryScope(keys=("websocket:a", "api:x"))
+    found = await s.history_across(only, "websocket:a", before=written["a3"].seq, limit=50)
+    assert [m.content for m in found] == ["a1", "x1", "a2"]
+    # each thread's transcript is still its own
+    assert [m.content for m in await s.list_messages("websocket:b")] == ["b1", "b2"]
+
+
+async def test_history_across_looks_at_most_limit_entries_of_each_session(
+    store: SqlStore,
+) -> None:
+    s = store.sessions
+    await s.ensure_session("websocket:long", T0)
+    await s.ensure_session("websocket:short", T0)
+    early = await s.append_message("websocket:short", "user", "early", T0)
+    for i in range(30):
+        await s.append_message("websocket:long", "user", f"long {i}", T0 + (i + 1) * SEC)
+    trigger = await s.append_message("websocket:short", "user", "now", T0 + 60 * SEC)
+    found = await s.history_across(UNIFIED_MEMORY, "websocket:short", before=trigger.seq, limit=5)
+    assert [m.content for m in found] == [f"long {i}" for i in range(25, 30)]
+    found = await s.history_across(UNIFIED_MEMORY, "websocket:short", before=trigger.seq, limit=40)
+    assert [m.content for m in found][0] == early.content
+    assert len(found) == 31
+    with pytest.raises(ValueError, match="keys or key prefixes"):
+        MemoryScope()
+
+
+# -- turns in unified mode --------------------------------------------------------------------
+
+
+async def talk(cron: AgentCron, clock: FakeClock, key: str, text: str) -> None:
+    clock.advance(SEC)
+    turn = await cron.sessions.send(key, text)
+    ended = await cron.sessions.wait_turn(turn.id, 10)
+    assert ended.state.value == "succeeded", ended
+
+
+async def test_web_chats_share_the_unified_memory(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    runner = Echo()
+    cron = await make_cron(runner=runner, unified_session=True)
+    await cron.sessions.create("websocket:a")
+    await cron.sessions.create("websocket:b")
+    await talk(cron, clock, "websocket:a", "the code word is walrus")
+    await talk(cron, clock, "websocket:b", "what did I just say")
+    assert runner.turns[1][0] == "websocket:b"  # the turn is still the thread's own
+    assert runner.history(1) == ["the code word is walrus", "ok: the code word is walrus"]
+    # an automation made from a web chat binds to unified:default; its fire sees the threads
+    job = await cron.jobs.create(
+        name="digest", when="in 1 minute", message="summarise", session_key=UNIFIED_SESSION_KEY
+    )
+    clock.advance(timedelta(minutes=1))
+    await cron.engine.settled()
+    key, fired = runner.turns[2]
+    assert key == UNIFIED_SESSION_KEY
+    assert [h.content for h in fired.history] == [
+        "the code word is walrus", "ok: the code word is walrus",
+        "what did I just say", "ok: what did I just say",
+    ]  # fmt: skip
+    # ... and its reply is in the memory of the chat the person talks in
+    await talk(cron, clock, "websocket:a", "and now?")
+    assert runner.history(3)[-1] == (await cron.sessions.messages(UNIFIED_SESSION_KEY))[-1].content
+    assert len(runner.history(3)) == 6
+    # threads stay display scopes: each transcript holds only its own entries
+    assert [m.content for m in await cron.sessions.messages("websocket:b")] == [
+        "what did I just say", "ok: what did I just say",
+    ]  # fmt: skip
+    # ... and deletion scopes: deleting a thread deletes its entries, never the automations
+    deleted = await cron.sessions.delete("websocket:a")
+    assert deleted["deleted"] is True
+    assert (await cron.jobs.get(job.id)).id == job.id
+    await talk(cron, clock, "websocket:b", "again")
+    assert not [h for h in runner.history(4) if "walrus" in h]
+    assert runner.history(4)[0] == "what did I just say"
+
+
+async def test_without_unified_mode_each_chat_is_its_own_memory(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    runner = Echo()
+    cron = await make_cron(runner=runner, unified_session=False)
+    await talk(cron, clock, "websocket:a", "the code word is walrus")
+    await talk(cron, clock, "websocket:b", "what did I just say")
+    assert runner.history(1) == []
+    await talk(cron, clock, "websocket:a", "and now?")
+    assert runner.history(2) == ["the code word is walrus", "ok: the code word is walrus"]
+    assert cron.lanes.memory_scope is None  # the path of today: one session, one read
+
+
+async def test_only_web_chats_and_the_unified_session_share_memory(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    runner = Echo()
+    cron = await make_cron(runner=runner, unified_session=True)
+    await talk(cron, clock, "websocket:a", "the code word is walrus")
+    await talk(cron, clock, "telegram:42", "what did I just say")
+    await talk(cron, clock, "api:x", "what did I just say")
+    assert runner.history(1) == []
+    assert runner.history(2) == []
+    assert cron.memory_scope("telegram:42") is None
+    assert cron.memory_scope("websocket:z") == cron.memory_scope(UNIFIED_SESSION_KEY)
