@@ -98,7 +98,7 @@ async def test_history_across_looks_at_most_limit_entries_of_each_session(
     found = await s.history_across(UNIFIED_MEMORY, "websocket:short", before=trigger.seq, limit=5)
     assert [m.content for m in found] == [f"long {i}" for i in range(25, 30)]
     found = await s.history_across(UNIFIED_MEMORY, "websocket:short", before=trigger.seq, limit=40)
-    assert [m.content for m in found][0] == early.content
+    assert found[0].content == early.content
     assert len(found) == 31
     with pytest.raises(ValueError, match="keys or key prefixes"):
         MemoryScope()
@@ -114,9 +114,7 @@ async def talk(cron: AgentCron, clock: FakeClock, key: str, text: str) -> None:
     assert ended.state.value == "succeeded", ended
 
 
-async def test_web_chats_share_the_unified_memory(
-    make_cron: CronFactory, clock: FakeClock
-) -> None:
+async def test_web_chats_share_the_unified_memory(make_cron: CronFactory, clock: FakeClock) -> None:
     runner = Echo()
     cron = await make_cron(runner=runner, unified_session=True)
     await cron.sessions.create("websocket:a")
