@@ -57,7 +57,7 @@ def free_port() -> int:
 class Serve:
     """`agentcron serve` in a child process; its output goes to a file (never a full pipe)."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, *, args: tuple[str, ...] = (), wps: str = WPS) -> None:
         self.db = tmp_path / "serve.db"
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -67,12 +67,12 @@ class Serve:
             for k, v in os.environ.items()
             if not k.startswith("AGENTCRON_") or k == "AGENTCRON_CRASH_SEED"
         }
-        env.update(AGENTCRON_HOME=str(tmp_path), AGENTCRON_OFFLINE_WPS=WPS)
+        env.update(AGENTCRON_HOME=str(tmp_path), AGENTCRON_OFFLINE_WPS=wps)
         script = Path(sys.executable).with_name("agentcron")
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
                 [str(script), "serve", "--db", str(self.db), "--port", str(self.port),
-                 "--log-level", "warning"],
+                 "--log-level", "warning", *args],
                 env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             )  # fmt: skip
         self.token = self._wait_token()
