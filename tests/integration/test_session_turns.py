@@ -244,6 +244,32 @@ async def test_history_reaches_the_runner_and_stop_ends_a_turn(
     assert await cron.sessions.stop(KEY) is False
 
 
+async def test_stop_before_the_runner_is_called_is_not_lost(
+    make_cron: CronFactory, clock: FakeClock, agent: ScriptedAgent
+) -> None:
+    """A turn that is current but still waits for a slot (here: the one slot is taken by
+    another session's turn) is stopped too: it ends cancelled and the runner never sees it.
+    """
+    cron = await make_cron(runner=agent, settings=EngineSettings(max_concurrent_runs=1))
+    agent.hold.clear()
+    busy = await cron.sessions.send("websocket:other", "hold the only slot")
+    await agent.started.wait()
+    waiting = await cron.sessions.send(KEY, "never reaches the runner")
+    async with asyncio.timeout(5):
+        # the lane makes the turn current on its next step; no event marks that instant
+        while cron.sessions.running_turn(KEY) is None:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+    assert await cron.sessions.stop(KEY) is True
+    agent.hold.set()
+    await cron.engine.settled()
+    assert [t.prompt for t in agent.turns] == ["hold the only slot"]
+    stopped = await cron.sessions.turn(waiting.id)
+    assert stopped.state is TurnState.CANCELLED
+    assert stopped.error == "stopped by the user"
+    assert (await cron.sessions.turn(busy.id)).state is TurnState.SUCCEEDED
+    assert await cron.sessions.stop(KEY) is False
+
+
 async def test_session_delete_is_two_step_with_bound_automations(
     make_cron: CronFactory, clock: FakeClock, agent: ScriptedAgent
 ) -> None:

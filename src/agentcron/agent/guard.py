@@ -37,8 +37,13 @@ class TurnCall:
         return self._task is not None and not self._task.done()
 
     def stop(self) -> bool:
-        """Stop the call if it runs; False if there is nothing to stop."""
-        if not self.active or self._task is None:
+        """Stop the call: a running one is cancelled; one not started yet will not call the
+        runner at all (`run` answers cancelled at once). False once the call has ended.
+        """
+        if self._task is None:
+            self._stopped = True
+            return True
+        if self._task.done():
             return False
         self._stopped = True
         self._task.cancel()
@@ -47,6 +52,9 @@ class TurnCall:
     async def run(
         self, call: Callable[[], Awaitable[Any]], ctx: dict[str, Any] | None = None
     ) -> Outcome:
+        if self._stopped:  # stopped before the runner was called: it never is
+            return Outcome.cancelled(STOPPED)
+
         async def invoke() -> Any:
             return await call()
 

@@ -220,7 +220,10 @@ class Lanes:
         return list(lane.replay) if lane is not None and lane.current is not None else []
 
     async def stop(self, session_key: str) -> bool:
-        """Stop the session's running turn (user or scheduled). False if none runs."""
+        """Stop the session's running turn (user or scheduled). False if none runs. A turn
+        that is current but has not reached its runner yet (waiting for a slot or for its
+        start write) is stopped too: it ends cancelled without calling the runner.
+        """
         lane = self._lanes.get(session_key)
         return lane is not None and lane.call is not None and lane.call.stop()
 
@@ -273,6 +276,9 @@ class Lanes:
         try:
             while lane.queue and not self._closing:
                 pending = lane.current = lane.queue[0]
+                # The call exists from the moment the turn is current, so that a stop in
+                # any instant before the runner is called is not lost.
+                lane.call = TurnCall(self.settings.turn_timeout)
                 try:
                     await self._turn(lane, pending)
                 except Exception as exc:  # a store failure around the turn: this turn only
@@ -281,6 +287,7 @@ class Lanes:
                     await self._end_after_error(lane, pending, exc)
                 finally:
                     lane.current = None
+                    lane.call = None
                     lane.replay = []
                     if lane.queue and lane.queue[0] is pending:
                         lane.queue.popleft()
@@ -359,10 +366,10 @@ class Lanes:
                 key=session.key, channel=session.channel, chat_id=session.chat_id,
                 channel_meta=session.channel_meta, title=session.title, tz=session.tz,
             )  # fmt: skip
-            lane.call = TurnCall(self.settings.turn_timeout)
+            call = lane.call or TurnCall(self.settings.turn_timeout)
             self._in_runner += 1
             try:
-                outcome = await lane.call.run(
+                outcome = await call.run(
                     lambda: self.runner.run_turn(info, turn_input, events),
                     _ctx(lane.key, pending),
                 )
@@ -371,7 +378,6 @@ class Lanes:
                 raise
             finally:
                 self._in_runner -= 1
-                lane.call = None
             self._slots.release()
             slot = False
             await self._finish(lane, pending, outcome, session, events)
