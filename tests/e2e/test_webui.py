@@ -185,16 +185,21 @@ async def test_recall_banner_skip_cancel_and_the_sidebar_clock(
     )
     await expect(sidebar_clock(page, plain)).to_have_count(0)
 
-    # The filter shows only chats with something scheduled.
+    # The seed's filter shows only chats with a pending recall: not a chat with an automation.
+    await ui.cron.jobs.create(
+        name="build", when="every weekday at 9", message="check the build", session_key=plain
+    )
+    await expect(sidebar_clock(page, plain)).to_have_attribute(
+        "aria-label", "Scheduled: 1 automation"
+    )
     chats = page.get_by_role("navigation", name="Chat list").get_by_role("listitem")
     await expect(chats).to_have_count(2)
-    await page.get_by_role("button", name="Scheduled only").click()
-    await expect(page.get_by_role("button", name="Scheduled only")).to_have_attribute(
-        "aria-pressed", "true"
-    )
+    only_recalls = page.get_by_role("button", name="Pending recalls only")
+    await only_recalls.click()
+    await expect(only_recalls).to_have_attribute("aria-pressed", "true")
     await expect(chats).to_have_count(1)
     await expect(chats.first).to_have_attribute("data-key", key)
-    await page.get_by_role("button", name="Scheduled only").click()
+    await only_recalls.click()
     await expect(chats).to_have_count(2)
 
     # Skip moves the recall's time by one interval.
@@ -206,6 +211,12 @@ async def test_recall_banner_skip_cancel_and_the_sidebar_clock(
     await expect(banner).to_be_hidden()
     await expect(sidebar_clock(page, key)).to_have_count(0)
     assert await ui.cron.jobs.list(session_key=key) == []
+    # The cancelled recall stays readable (seed 003).
+    (cancelled,) = await ui.cron.jobs.recalls(key)
+    assert cancelled.state.value == "cancelled"
+    await only_recalls.click()
+    await expect(chats).to_have_count(0)
+    await expect(page.locator("#session-empty")).to_have_text("No chats with a pending recall.")
 
 
 @pytest.mark.timeout(30)
@@ -271,6 +282,10 @@ async def test_a_reload_mid_turn_replays_the_partial_reply_then_streams_the_rest
     await say(page, "remind me in 10 minutes to drink water and stretch your legs")
     await expect(automation(page, "drink water and stretch your legs")).to_be_visible()
     log = transcript(page)
+    # The scheduling turn's reply has ended (not merely not yet started streaming): only then
+    # is the gate armed, or it would hold this reply instead of the reminder's.
+    done = log.locator("article:not(.streaming)").filter(has_text="Done: Scheduled")
+    await expect(done).to_have_count(1)
     await expect(log.locator("article.streaming")).to_have_count(0)
 
     # The reminder fires; its reply is held after three words.
