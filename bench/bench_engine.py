@@ -59,6 +59,8 @@ ALIASES = {"turns": "bound"}  # the old name of the bound-fire rows
 # A fixed fake "now" keeps the burst runs independent of the wall clock.
 FAKE_T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 TERMINAL = [s for s in RunState if s.terminal]
+# The workloads store more jobs than the 500 a server allows by default.
+UNLIMITED = EngineSettings(max_jobs=None)
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/agentcron_bench"
 PG_ENV = "AGENTCRON_BENCH_PG_URL"
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -381,7 +383,7 @@ async def bench_create(ctx: Ctx) -> list[Row]:
 
     # Job objects are the caller's input: build them outside the timed region.
     bulk_input = at_jobs([when + timedelta(seconds=i) for i in range(n)], "bulk")
-    async with AgentCron(db=tmp / "create_bulk.db", runner=noop) as cron:
+    async with AgentCron(db=tmp / "create_bulk.db", runner=noop, settings=UNLIMITED) as cron:
         start = time.perf_counter()
         for i in range(0, n, sizes.create_batch):
             await cron.jobs.create_many(bulk_input[i : i + sizes.create_batch])
@@ -398,7 +400,7 @@ async def bench_create(ctx: Ctx) -> list[Row]:
     )
     log(f"create_many: {bulk_s:.2f} s")
 
-    async with AgentCron(db=tmp / "create_single.db", runner=noop) as cron:
+    async with AgentCron(db=tmp / "create_single.db", runner=noop, settings=UNLIMITED) as cron:
         await create_sessions(cron, 100)
         start = time.perf_counter()
         for i in range(n):
@@ -536,7 +538,9 @@ async def fake_clock_burst(
             all_called.set()
         return "ok"
 
-    settings = EngineSettings()  # defaults on purpose: max_concurrent_runs=16, batch_size=500
+    # Defaults on purpose (max_concurrent_runs=16, batch_size=500), but no job limit: the
+    # workloads store more than the 500 jobs a server allows by default.
+    settings = UNLIMITED
     kwargs = await where.fresh(name)
     async with AgentCron(**kwargs, runner=runner, clock=clock, settings=settings) as cron:
         await create_sessions(cron, sessions)
@@ -627,7 +631,7 @@ async def real_clock_fires(
         return "ok"
 
     kwargs = await where.fresh(name)
-    async with AgentCron(**kwargs, runner=recorder) as cron:
+    async with AgentCron(**kwargs, runner=recorder, settings=UNLIMITED) as cron:
         await create_sessions(cron, sessions)
         first = datetime.now(UTC) + timedelta(seconds=lead_s)
         step = timedelta(seconds=span_s / n)
@@ -689,7 +693,7 @@ async def bench_burst(ctx: Ctx) -> list[Row]:
     sizes = ctx.sizes
     n = sizes.burst
     b = await fake_clock_burst(sqlite_at(ctx), "burst", n, sessions=0, limit=sizes.limit_s)
-    settings = EngineSettings()
+    settings = UNLIMITED
     rows = [
         Row(
             f"{n:,} unbound fires due at once -> all terminal, SQLite (fires/s, "
@@ -844,7 +848,7 @@ async def bench_http(ctx: Ctx) -> list[Row]:
     port, token = free_port(), secrets.token_urlsafe(24)
     home = ctx.tmp / "http-home"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCRON_")}
-    env.update(AGENTCRON_HOME=str(home), AGENTCRON_TOKEN=token)
+    env.update(AGENTCRON_HOME=str(home), AGENTCRON_TOKEN=token, AGENTCRON_MAX_JOBS="none")
     cmd = [
         sys.executable,
         "-c",
@@ -984,7 +988,7 @@ async def bench_idle(ctx: Ctx) -> list[Row]:
     sizes = ctx.sizes
     n = sizes.idle_jobs
     when = far_future()
-    async with AgentCron(db=ctx.tmp / "idle.db", runner=noop) as cron:
+    async with AgentCron(db=ctx.tmp / "idle.db", runner=noop, settings=UNLIMITED) as cron:
         for i in range(0, n, 5_000):
             batch = [when + timedelta(seconds=j) for j in range(i, min(n, i + 5_000))]
             await cron.jobs.create_many(at_jobs(batch, f"idle{i}"))
@@ -1044,7 +1048,7 @@ def vm_hwm_mb() -> float | None:
 async def child_ready(path: Path) -> dict[str, float | None]:
     """Runs in a fresh process: open a big DB and time how long AgentCron takes to start."""
     rss_imported = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    cron = AgentCron(db=path, runner=noop)
+    cron = AgentCron(db=path, runner=noop, settings=UNLIMITED)
     start = time.perf_counter()
     await cron.start()
     ready = time.perf_counter() - start

@@ -54,6 +54,8 @@ from agentcron.store.models import (
     Message,
     NewJob,
     Overlap,
+    Recall,
+    RecallState,
     Run,
     RunState,
     Session,
@@ -141,7 +143,11 @@ class Jobs:
         now = self._cron.clock.now()
         # Through the group commit: concurrent creates (API clients) share a transaction.
         inserted = await self._cron.journal.write(
-            InsertJobs([self._armed(n, now) for n in new_jobs], now)
+            InsertJobs(
+                [self._armed(n, now) for n in new_jobs],
+                now,
+                max_jobs=self._cron.settings.max_jobs,
+            )
         )
         if not isinstance(inserted, JobsInserted):
             raise TypeError(f"creating jobs was answered with {inserted!r}")
@@ -297,9 +303,32 @@ class Jobs:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def delete(self, job_id: str, *, allow_system: bool = False) -> Job:
-        job = await self._store.delete_job(job_id, allow_system=allow_system)
+        """Delete a job; a deleted recall is cancelled and stays readable in `recalls`."""
+        job = await self._store.delete_job(
+            job_id, allow_system=allow_system, now=self._cron.clock.now()
+        )
         await self._cron.publish_job(JobAction.DELETED, job)
         return job
+
+    async def recalls(
+        self,
+        session_key: str,
+        *,
+        states: Iterable[RecallState] | None = None,
+        limit: int = 100,
+    ) -> builtins.list[Recall]:
+        """A session's recalls (seed 003): the pending one first, then those that fired or
+        were cancelled, newest first; `states` keeps only some of them.
+        """
+        wanted = None if states is None else set(states)
+        found: builtins.list[Recall] = []
+        if wanted is None or RecallState.PENDING in wanted:
+            pending = await self._store.list_jobs(session_key=session_key, kind=JobKind.RECALL)
+            found.extend(Recall.of_job(j, RecallState.PENDING) for j in pending)
+        ended = None if wanted is None else wanted - {RecallState.PENDING}
+        if ended is None or ended:
+            found.extend(await self._store.recall_history(session_key, states=ended, limit=limit))
+        return found[:limit]
 
 
 class Runs:

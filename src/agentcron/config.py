@@ -14,6 +14,8 @@ import platformdirs
 DB_ENV = "AGENTCRON_DB"
 PRICES_ENV = "AGENTCRON_PRICES"
 UNIFIED_ENV = "AGENTCRON_UNIFIED_SESSION"
+MAX_JOBS_ENV = "AGENTCRON_MAX_JOBS"
+DEFAULT_MAX_JOBS = 500  # seed 004
 UNIFIED_SESSION_KEY = "unified:default"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -74,6 +76,9 @@ class EngineSettings:
     # Transcript entries a runner is given (a runner may say otherwise with its own
     # `history_window` attribute; 0 = none, and the transcript is not read at all).
     history_window: int = 200
+    # Jobs a store may hold, system jobs not counted (seed 004: 500); every surface that
+    # creates jobs (API, CLI, agent tools, library) is refused past it. None = no limit.
+    max_jobs: int | None = DEFAULT_MAX_JOBS
 
 
 class ConfigError(ValueError):
@@ -88,6 +93,20 @@ def env_flag(name: str, env: Mapping[str, str] | None = None) -> bool:
     if value in _FALSE:
         return False
     raise ConfigError(f"{name} must be one of 1/true/yes/on or 0/false/no/off, got {value!r}")
+
+
+def max_jobs_from_env(env: Mapping[str, str] | None = None) -> int | None:
+    """`$AGENTCRON_MAX_JOBS`: a positive number of jobs, or `none` for no limit; unset = 500."""
+    raw = (os.environ if env is None else env).get(MAX_JOBS_ENV, "").strip().lower()
+    if not raw:
+        return DEFAULT_MAX_JOBS
+    if raw in {"none", "unlimited"}:
+        return None
+    if raw.isdigit() and 0 < int(raw) <= 10_000_000:
+        return int(raw)
+    raise ConfigError(
+        f"{MAX_JOBS_ENV} must be a number of jobs from 1 to 10000000, or none, got {raw!r}"
+    )
 
 
 def load_price_table(

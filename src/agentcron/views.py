@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from agentcron.schedule import describe
-from agentcron.store.models import Job, Message, Run, Session, Turn
+from agentcron.store.models import Job, Message, Recall, Run, Session, Turn
 
 
 def iso(value: datetime | None) -> str | None:
@@ -54,6 +54,26 @@ def job_view(job: Job, *, active_run: Run | None = None) -> dict[str, Any]:
         "active_run": None
         if active_run is None
         else {"id": active_run.id, "state": active_run.state.value},
+    }
+
+
+def recall_view(recall: Recall) -> dict[str, Any]:
+    """A session's recall: pending (with its next fire) or ended (fired / cancelled, when)."""
+    return {
+        "id": recall.id,
+        "session_key": recall.session_key,
+        "state": recall.state.value,
+        "name": recall.name,
+        "message": recall.message,
+        "spec": recall.spec.model_dump(mode="json"),
+        "schedule": describe(recall.spec),
+        "tz": recall.spec.tz,
+        "run_count": recall.run_count,
+        "last_run_at": iso(recall.last_run_at),
+        "last_status": recall.last_status.value if recall.last_status else None,
+        "next_fire_at": iso(recall.next_fire_at),
+        "created_at": iso(recall.created_at),
+        "ended_at": iso(recall.ended_at),
     }
 
 

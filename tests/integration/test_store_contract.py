@@ -19,6 +19,7 @@ from agentcron.store import (
     FirePlan,
     Job,
     JobKind,
+    JobLimitError,
     JobNotFoundError,
     JobOutcome,
     JobPolicy,
@@ -201,6 +202,23 @@ async def test_a_second_claim_of_the_same_fire_loses(store: SqlStore) -> None:
     assert [r.id for r in runs] == [first.run_id]
 
 
+async def test_insert_jobs_keeps_the_job_limit(store: SqlStore) -> None:
+    """Past `max_jobs` an insert stores nothing; system jobs do not count; duplicates add none."""
+    await store.insert_jobs([armed("sys", kind=JobKind.SYSTEM_EVENT)], T0, max_jobs=2)
+    keyed = armed("k", idempotency_key="once")
+    await store.insert_jobs([armed("a"), keyed], T0, max_jobs=2)
+    with pytest.raises(JobLimitError) as refused:
+        await store.insert_jobs([armed("b")], T0, max_jobs=2)
+    assert (refused.value.limit, refused.value.stored, refused.value.adding) == (2, 2, 1)
+    with pytest.raises(JobLimitError):
+        await store.insert_jobs([armed("c"), armed("d")], T0, max_jobs=3)
+    assert sorted(j.name for j in await store.list_jobs()) == ["a", "k", "sys"]
+    again = armed("k", idempotency_key="once")
+    (found,) = await store.insert_jobs([again], T0, max_jobs=2)
+    assert found.id == keyed.id
+    await store.insert_jobs([armed("e")], T0)  # no limit given: none applies
+
+
 async def test_concurrent_claims_split_the_fires(store: SqlStore) -> None:
     await store.insert_jobs([armed(f"j{i}") for i in range(40)], T0)
     results = await asyncio.gather(*(claim(store, T0 + MIN, owner=f"o:{i}:X") for i in range(6)))
@@ -342,7 +360,7 @@ async def test_schema_is_migrated_and_sqlite_is_configured(store: SqlStore, stor
         if store.dialect == "sqlite":
             assert conn.execute(sa.text("pragma journal_mode")).scalar() == "wal"
     engine.dispose()
-    assert await store.schema_revision() == version == "0007"
+    assert await store.schema_revision() == version == "0011"
     assert {"jobs", "runs", "sessions", "messages", "turns"} <= tables
     # opening again is a no-op upgrade
     again = SqlStore(store_url)

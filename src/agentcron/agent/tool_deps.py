@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from agentcron.schedule import AtSpec, CronSpec, EverySpec
-from agentcron.store.models import CreatedBy, Job, JobKind
+from agentcron.store.models import CreatedBy, Job, JobKind, Recall
 
 
 class JobsAPI(Protocol):
@@ -31,6 +32,7 @@ class JobsAPI(Protocol):
     async def resume(self, job_id: str) -> Job: ...
     async def delete(self, job_id: str, *, allow_system: bool = ...) -> Job: ...
     async def skip_next(self, job_id: str) -> Job: ...
+    async def recalls(self, session_key: str, *, limit: int = ...) -> Sequence[Recall]: ...
 
 
 @dataclass(frozen=True, slots=True)

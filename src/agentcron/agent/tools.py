@@ -26,7 +26,7 @@ from agentcron.schedule import (
 )
 from agentcron.schedule.zones import get_zone
 from agentcron.store.errors import ConflictError, StoreError
-from agentcron.store.models import CreatedBy, Job, JobKind
+from agentcron.store.models import CreatedBy, Job, JobKind, Recall, RecallState
 
 __all__ = ["JobsAPI", "ToolDeps", "ToolError", "ToolLimits", "cron", "manage_recall",
            "schedule_recall", "scheduling_tools"]  # fmt: skip
@@ -57,6 +57,30 @@ def _line(job: Job) -> str:
     nxt = _at(job.next_fire_at, job.spec.tz)
     last = job.last_status.value if job.last_status else "never ran"
     return f"- {job.name} (id {job.id}): {describe(job.spec)}; next {nxt}; last {last}; {state}"
+
+
+_RECALLS_LISTED = 20  # the pending one and the latest that ended: enough for the model
+
+
+def _recall_line(recall: Recall) -> str:
+    """One recall with its state and times, as the model reads it."""
+    tz = recall.spec.tz
+    fired = (
+        f"fired {recall.run_count}x, last {_at(recall.last_run_at, tz)}"
+        if recall.run_count
+        else "never fired"
+    )
+    if recall.state is RecallState.PENDING:
+        when = f"next {_at(recall.next_fire_at, tz)}"
+    elif recall.state is RecallState.FIRED:
+        status = f" ({recall.last_status.value})" if recall.last_status else ""
+        when = f"fired {_at(recall.last_run_at or recall.ended_at, tz)}{status}"
+        fired = ""
+    else:
+        when = f"cancelled {_at(recall.ended_at, tz)}"
+    parts = [describe(recall.spec), when, fired, f"created {_at(recall.created_at, tz)}"]
+    detail = "; ".join(p for p in parts if p)
+    return f"- {recall.state.value}: {recall.name} (id {recall.id}): {detail}"
 
 
 async def _session_jobs(deps: ToolDeps, kind: JobKind = JobKind.AGENT_TURN) -> list[Job]:
@@ -303,17 +327,21 @@ async def schedule_recall(
 async def manage_recall(
     ctx: RunContext[ToolDeps], action: Literal["cancel", "skip", "list"]
 ) -> str:
-    """Cancel this session's pending recall, skip its next occurrence, or list it.
+    """Cancel this session's pending recall, skip its next occurrence, or list its recalls.
 
     Args:
-        action: cancel, skip (recurring only; never into the past) or list.
+        action: cancel, skip (recurring only; never into the past) or list (pending, fired
+            and cancelled ones, with their times).
     """
     deps = ctx.deps
-    recalls = await _session_jobs(deps, JobKind.RECALL)
     if action == "list":
-        if not recalls:
-            return "No pending recall in this session."
-        return "\n".join(_line(r) for r in recalls)
+        if deps.session_key is None:
+            return "No recalls: this turn has no session."
+        listed = await deps.jobs.recalls(deps.session_key, limit=_RECALLS_LISTED)
+        if not listed:
+            return "No recalls in this session."
+        return "Recalls in this session:\n" + "\n".join(_recall_line(r) for r in listed)
+    recalls = await _session_jobs(deps, JobKind.RECALL)
     if not recalls:
         return "Error: there is no pending recall in this session."
     recall = recalls[0]

@@ -21,7 +21,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
-from agentcron.config import ConfigError
+from agentcron.config import ConfigError, EngineSettings, max_jobs_from_env
 from agentcron.schedule import ScheduleError
 from agentcron.server.routes import jobs as job_routes
 from agentcron.server.routes import runs as run_routes
@@ -192,9 +192,13 @@ class DbBackend:
                 f"no database at {self._db}: check the path (`agentcron sessions add KEY --db "
                 f"{self._db}` or `agentcron db upgrade --db {self._db}` creates one)"
             )
+        try:
+            settings = EngineSettings(max_jobs=max_jobs_from_env())
+        except ConfigError as exc:
+            raise CliError(str(exc)) from exc
         cron: AgentCron | None = None
         try:
-            cron = AgentCron(db=self._db, url=self._url, runner=_no_turns)
+            cron = AgentCron(db=self._db, url=self._url, runner=_no_turns, settings=settings)
             await cron.store.open()
         except (SQLAlchemyError, ArgumentError, ValueError, OSError) as exc:
             if cron is not None:

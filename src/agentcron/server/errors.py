@@ -14,6 +14,7 @@ from agentcron.schedule import ScheduleError
 from agentcron.sessions.prompts import PromptError
 from agentcron.store.errors import (
     ConflictError,
+    JobLimitError,
     JobNotFoundError,
     ProtectedJobError,
     RunNotFoundError,
@@ -31,6 +32,7 @@ _STATUS: list[tuple[type[Exception], int, str]] = [
     (TurnNotFoundError, 404, "not_found"),
     (ProtectedJobError, 403, "protected"),
     (VersionConflictError, 409, "conflict"),
+    (JobLimitError, 409, "job_limit"),
     (ConflictError, 409, "conflict"),
     (ScheduleError, 422, "invalid_schedule"),
     (ConfigError, 422, "invalid_setting"),

@@ -2,6 +2,7 @@
 
 from agentcron.store.errors import (
     ConflictError,
+    JobLimitError,
     JobNotFoundError,
     ProtectedJobError,
     RunNotFoundError,
@@ -49,6 +50,7 @@ __all__ = [
     "FirePlan",
     "Job",
     "JobKind",
+    "JobLimitError",
     "JobNotFoundError",
     "JobOutcome",
     "JobPolicy",

@@ -45,3 +45,14 @@ class TurnNotFoundError(StoreError, LookupError):
 
 class ConflictError(StoreError):
     """A write collided with a uniqueness rule (e.g. a second pending recall in a session)."""
+
+
+class JobLimitError(StoreError):
+    """Creating these jobs would pass the store's job limit (`EngineSettings.max_jobs`)."""
+
+    def __init__(self, limit: int, stored: int, adding: int) -> None:
+        self.limit, self.stored, self.adding = limit, stored, adding
+        super().__init__(
+            f"the job limit is reached: {stored} jobs stored, {adding} more would pass the "
+            f"limit of {limit}; delete jobs first, or raise the limit (EngineSettings.max_jobs)"
+        )

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from agentcron.store.errors import StoreError
 from agentcron.store.models import Write, WriteResult
 from agentcron.store.sql import Finisher, SqlStore
 
@@ -114,11 +115,13 @@ class Journal:
         try:
             try:
                 results = await self.store.apply([i.write for i in batch], self.finisher)
-            except Exception:
+            except Exception as exc:
                 if len(batch) == 1:
                     raise
-                log.exception("a group commit of %d writes failed; applying them one by one",
-                              len(batch))  # fmt: skip
+                # A refused write (a conflict, the job limit) is the caller's answer, not a fault.
+                log.log(logging.INFO if isinstance(exc, StoreError) else logging.ERROR,
+                        "a group commit of %d writes failed; applying them one by one",
+                        len(batch), exc_info=not isinstance(exc, StoreError))  # fmt: skip
                 await self._one_by_one(batch)
                 return
         except Exception as exc:

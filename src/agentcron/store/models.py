@@ -157,6 +157,50 @@ class Job:
         )
 
 
+class RecallState(enum.StrEnum):
+    """Where a recall stands (seed 003): pending (its job is armed), fired or cancelled."""
+
+    PENDING = "pending"
+    FIRED = "fired"  # a one-time recall ran (whatever its outcome)
+    CANCELLED = "cancelled"  # cancelled by the agent, a person, or its session's deletion
+
+
+@dataclass(frozen=True, slots=True)
+class Recall:
+    """A session's recall as the agent and the API read it: the pending one or one that ended."""
+
+    id: str
+    session_key: str
+    name: str
+    message: str
+    spec: AnySpec
+    state: RecallState
+    created_at: datetime
+    run_count: int = 0
+    last_run_at: datetime | None = None
+    last_status: RunState | None = None
+    next_fire_at: datetime | None = None  # pending only
+    ended_at: datetime | None = None  # fired / cancelled only
+
+    @classmethod
+    def of_job(cls, job: Job, state: RecallState, ended_at: datetime | None = None) -> Recall:
+        """The recall a `recall` job is (pending), or was when it ended at `ended_at`."""
+        return cls(
+            id=job.id,
+            session_key=job.session_key or "",
+            name=job.name,
+            message=job.message,
+            spec=job.spec,
+            state=state,
+            created_at=job.created_at,
+            run_count=job.run_count,
+            last_run_at=job.last_run_at,
+            last_status=job.last_status,
+            next_fire_at=job.next_fire_at if state is RecallState.PENDING else None,
+            ended_at=ended_at,
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Run:
     """The durable record of one fire."""
@@ -445,6 +489,7 @@ class InsertJobs:
 
     armed: Sequence[ArmedJob]
     at: datetime
+    max_jobs: int | None = None  # refuse (JobLimitError) past this many non-system jobs
 
 
 @dataclass(frozen=True, slots=True)

@@ -241,3 +241,22 @@ deliveries = sa.Table(
 )
 # Resuming on start reads the pending records of one channel.
 sa.Index("ix_deliveries_state", deliveries.c.state, deliveries.c.channel)
+
+recall_history = sa.Table(
+    "recall_history",
+    metadata,
+    # A recall that ended (fired once, or cancelled), kept readable (seed 003: pending, fired,
+    # cancelled); the pending one is the `jobs` row. Pruned with the runs (`retention_age`).
+    sa.Column("id", sa.String(32), primary_key=True),  # the recall job's id
+    sa.Column("session_key", sa.Text, nullable=False),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("message", sa.Text, nullable=False),
+    sa.Column("spec", JSONValue, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),  # fired | cancelled
+    sa.Column("run_count", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("last_run_at", UTCDateTime),
+    sa.Column("last_status", sa.String(16)),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("ended_at", UTCDateTime, nullable=False),
+)
+sa.Index("ix_recall_history_session", recall_history.c.session_key, recall_history.c.ended_at)

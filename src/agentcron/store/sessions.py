@@ -29,7 +29,7 @@ from agentcron.store.models import (
     TurnStart,
     TurnState,
 )
-from agentcron.store.schema import jobs, messages, runs, sessions, turns
+from agentcron.store.schema import jobs, messages, recall_history, runs, sessions, turns
 
 _TURN_FIELDS = frozenset(
     {
@@ -453,6 +453,7 @@ class SessionStore:
             # and a connection made by another tool may not have it.
             conn.execute(messages.delete().where(messages.c.session_key == key))
             conn.execute(turns.delete().where(turns.c.session_key == key))
+            conn.execute(recall_history.delete().where(recall_history.c.session_key == key))
             return int(
                 conn.execute(sessions.delete().where(sessions.c.session_key == key)).rowcount
             )

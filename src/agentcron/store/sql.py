@@ -7,7 +7,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from agentcron.store.database import Database
 from agentcron.store.deliveries import DeliveryStore
 from agentcron.store.errors import (
     ConflictError,
+    JobLimitError,
     JobNotFoundError,
     ProtectedJobError,
     RunNotFoundError,
@@ -46,6 +47,8 @@ from agentcron.store.models import (
     JobPolicy,
     JobsInserted,
     Overlap,
+    Recall,
+    RecallState,
     Run,
     RunEnd,
     RunState,
@@ -58,7 +61,7 @@ from agentcron.store.models import (
     Write,
     WriteResult,
 )
-from agentcron.store.schema import jobs, runs, sessions, turns
+from agentcron.store.schema import jobs, recall_history, runs, sessions, turns
 from agentcron.store.sessions import (
     OPEN_TURN,
     WAITING_TURN,
@@ -414,18 +417,32 @@ class SqlStore:
 
     # -- jobs ------------------------------------------------------------------------------
 
-    async def insert_jobs(self, armed: Sequence[ArmedJob], now: datetime) -> list[Job]:
-        """Insert jobs in one transaction; an idempotency-key duplicate returns the stored job."""
-        return await self._db.write(lambda conn: self._insert_jobs_op(conn, armed, now))
+    async def insert_jobs(
+        self, armed: Sequence[ArmedJob], now: datetime, *, max_jobs: int | None = None
+    ) -> list[Job]:
+        """Insert jobs in one transaction; an idempotency-key duplicate returns the stored job.
+
+        With `max_jobs`, the insert is refused (JobLimitError, nothing stored) when it would
+        leave more than that many jobs, system jobs not counted; duplicates add nothing.
+        """
+        return await self._db.write(
+            lambda conn: self._insert_jobs_op(conn, armed, now, max_jobs=max_jobs)
+        )
 
     def _insert_jobs_op(
-        self, conn: Connection, armed: Sequence[ArmedJob], now: datetime
+        self,
+        conn: Connection,
+        armed: Sequence[ArmedJob],
+        now: datetime,
+        *,
+        max_jobs: int | None = None,
     ) -> list[Job]:
         if not armed:
             return []
         values = [_job_values(a, now) for a in armed]
         result = executemany(conn, self._insert_jobs, values)
         if result is not None and result.rowcount == len(values):  # the common case
+            self._check_job_limit(conn, max_jobs, len(values))
             return [_stored_job(a, value) for a, value in zip(armed, values, strict=True)]
         inserted: set[str] = set()  # the ids are new: a row with one of them is ours
         for chunk in _chunks([v["id"] for v in values]):
@@ -453,7 +470,20 @@ class SqlStore:
                     )
                 raise ConflictError(f"job {value['id']!r} conflicts with a stored job")
             out.append(_job(row))
+        self._check_job_limit(conn, max_jobs, len(inserted))
         return out
+
+    def _check_job_limit(self, conn: Connection, max_jobs: int | None, added: int) -> None:
+        """Counted after the insert, in its transaction: raising rolls the insert back."""
+        if max_jobs is None or not added:
+            return
+        stored = conn.execute(
+            sa.select(sa.func.count())
+            .select_from(jobs)
+            .where(jobs.c.kind != JobKind.SYSTEM_EVENT.value)
+        ).scalar_one()
+        if stored > max_jobs:
+            raise JobLimitError(max_jobs, stored - added, added)
 
     async def get_job(self, job_id: str) -> Job:
         return await self._db.read(lambda conn: self._get_job_op(conn, job_id))
@@ -551,12 +581,21 @@ class SqlStore:
             raise VersionConflictError(job_id, expected_version, current)
         return _job(row)
 
-    async def delete_job(self, job_id: str, *, allow_system: bool = False) -> Job:
+    async def delete_job(
+        self, job_id: str, *, allow_system: bool = False, now: datetime | None = None
+    ) -> Job:
+        """Delete a job (ProtectedJobError for a system job unless `allow_system`).
+
+        A deleted recall is cancelled: it stays readable in the recall history (ended `now`).
+        """
+        at = now or datetime.now(UTC)
         return await self._db.write(
-            lambda conn: self._delete_job_op(conn, job_id, allow_system=allow_system)
+            lambda conn: self._delete_job_op(conn, job_id, allow_system=allow_system, now=at)
         )
 
-    def _delete_job_op(self, conn: Connection, job_id: str, *, allow_system: bool = False) -> Job:
+    def _delete_job_op(
+        self, conn: Connection, job_id: str, *, allow_system: bool, now: datetime
+    ) -> Job:
         row = (conn.execute(sa.select(jobs).where(jobs.c.id == job_id))).first()
         if row is None:
             raise JobNotFoundError(job_id)
@@ -564,7 +603,68 @@ class SqlStore:
         if job.kind is JobKind.SYSTEM_EVENT and not allow_system:
             raise ProtectedJobError(f"job {job_id!r} is a system job and cannot be deleted")
         conn.execute(jobs.delete().where(jobs.c.id == job_id))
+        if job.kind is JobKind.RECALL:
+            self._end_recalls(conn, [(job, RecallState.CANCELLED, now)])
         return job
+
+    def _end_recalls(
+        self, conn: Connection, ended: Sequence[tuple[Job, RecallState, datetime]]
+    ) -> None:
+        """Keep recalls that ended (fired / cancelled) readable: one history row each."""
+        conn.execute(
+            self._insert(recall_history).on_conflict_do_nothing(),
+            [
+                {
+                    "id": job.id,
+                    "session_key": job.session_key or "",
+                    "name": job.name,
+                    "message": job.message,
+                    "spec": job.spec.model_dump(mode="json"),
+                    "state": state.value,
+                    "run_count": job.run_count,
+                    "last_run_at": job.last_run_at,
+                    "last_status": job.last_status.value if job.last_status else None,
+                    "created_at": job.created_at,
+                    "ended_at": at,
+                }
+                for job, state, at in ended
+            ],
+        )
+
+    async def recall_history(
+        self,
+        session_key: str,
+        *,
+        states: Iterable[RecallState] | None = None,
+        limit: int = 100,
+    ) -> list[Recall]:
+        """A session's recalls that ended (fired / cancelled), newest first, at most `limit`.
+
+        The pending recall is not here: it is the session's `recall` job. Rows go with their
+        session and after `retention_age` (`prune_runs`).
+        """
+        wanted = None if states is None else [s.value for s in states]
+        query = sa.select(recall_history).where(recall_history.c.session_key == session_key)
+        if wanted is not None:
+            query = query.where(recall_history.c.state.in_(wanted))
+        query = query.order_by(recall_history.c.ended_at.desc(), recall_history.c.id.desc())
+        rows = await self._db.read(lambda conn: conn.execute(query.limit(limit)).all())
+        return [
+            Recall(
+                id=r.id,
+                session_key=r.session_key,
+                name=r.name,
+                message=r.message,
+                spec=_spec(r.spec),
+                state=RecallState(r.state),
+                created_at=r.created_at,
+                run_count=r.run_count,
+                last_run_at=r.last_run_at,
+                last_status=None if r.last_status is None else RunState(r.last_status),
+                ended_at=r.ended_at,
+            )
+            for r in rows
+        ]
 
     # -- engine ------------------------------------------------------------------------------
 
@@ -829,7 +929,9 @@ class SqlStore:
                     outcomes.append(w.outcome)
                 results.append(TurnFinished(message))
             elif isinstance(w, InsertJobs):
-                results.append(JobsInserted(self._insert_jobs_op(conn, w.armed, w.at)))
+                results.append(
+                    JobsInserted(self._insert_jobs_op(conn, w.armed, w.at, max_jobs=w.max_jobs))
+                )
             else:
                 transitions.append(w.run)
                 if w.outcome is not None:
@@ -923,6 +1025,7 @@ class SqlStore:
             for row in conn.execute(sa.select(jobs).where(jobs.c.id.in_(chunk))):
                 current[row.id] = _job(row)
         deletes: list[dict[str, Any]] = []
+        fired: list[tuple[Job, RecallState, datetime]] = []
         for job_id in ids:
             for outcome in by_job[job_id]:  # in finish order: later outcomes see earlier ones
                 job = current.get(job_id)
@@ -932,6 +1035,10 @@ class SqlStore:
                 if values.pop("delete", False):
                     deletes.append({"b_id": job.id})
                     del current[job.id]
+                    if job.kind is JobKind.RECALL:  # a one-time recall ran: it stays readable
+                        fired.append(
+                            (job_with(job, values), RecallState.FIRED, outcome.finished_at)
+                        )
                 else:
                     current[job.id] = job_with(job, values)
         updates: list[dict[str, Any]] = []
@@ -950,6 +1057,8 @@ class SqlStore:
             conn.execute(stmt, updates)
         if deletes:
             conn.execute(jobs.delete().where(jobs.c.id == sa.bindparam("b_id")), deletes)
+        if fired:
+            self._end_recalls(conn, fired)
         return {d["b_id"] for d in deletes}
 
     async def renew_leases(
@@ -1211,6 +1320,7 @@ class SqlStore:
             runs.delete().where(runs.c.state.in_(TERMINAL), runs.c.finished_at < now - max_age)
         )
         removed += int(result.rowcount)
+        conn.execute(recall_history.delete().where(recall_history.c.ended_at < now - max_age))
         for job_id in job_ids:
             keep = (
                 sa.select(runs.c.id)

@@ -1,4 +1,5 @@
-// The chat list: newest first, a clock on chats with automations or a pending recall, a filter.
+// The chat list: newest first, a clock on chats with automations or a pending recall, and the
+// seed's "pending recalls only" filter.
 
 import { clockIcon, h } from "./dom.js";
 
@@ -25,13 +26,13 @@ export class Sidebar {
     this.onOpen = onOpen;
     this.list = document.getElementById("session-list");
     this.empty = document.getElementById("session-empty");
-    this.filterButton = document.getElementById("filter-scheduled");
+    this.filterButton = document.getElementById("filter-recalls");
     this.sessions = [];
     this.current = null;
-    this.onlyScheduled = false;
+    this.onlyRecalls = false;
     this.filterButton.addEventListener("click", () => {
-      this.onlyScheduled = !this.onlyScheduled;
-      this.filterButton.setAttribute("aria-pressed", String(this.onlyScheduled));
+      this.onlyRecalls = !this.onlyRecalls;
+      this.filterButton.setAttribute("aria-pressed", String(this.onlyRecalls));
       this.render();
     });
   }
@@ -51,13 +52,13 @@ export class Sidebar {
   }
 
   render() {
-    const shown = this.onlyScheduled
-      ? this.sessions.filter((s) => s.has_recall || s.automations > 0)
+    const shown = this.onlyRecalls
+      ? this.sessions.filter((s) => s.has_recall)
       : this.sessions;
     this.list.replaceChildren(...shown.map((s) => this.item(s)));
     if (!shown.length) {
-      this.empty.textContent = this.onlyScheduled
-        ? "No chats with automations or a pending recall."
+      this.empty.textContent = this.onlyRecalls
+        ? "No chats with a pending recall."
         : "No chats yet: start one with “New chat”.";
       this.empty.hidden = false;
     } else {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, status
 from pydantic import BaseModel, Field
@@ -11,8 +11,15 @@ from agentcron.config import UNIFIED_SESSION_KEY
 from agentcron.events import SessionDeleted
 from agentcron.schedule import EverySpec
 from agentcron.server.deps import Cron
-from agentcron.store.models import ACTIVE_STATES, Job, JobKind
-from agentcron.views import job_view, message_view, run_view, session_view, turn_view
+from agentcron.store.models import ACTIVE_STATES, Job, JobKind, RecallState
+from agentcron.views import (
+    job_view,
+    message_view,
+    recall_view,
+    run_view,
+    session_view,
+    turn_view,
+)
 
 router = APIRouter(prefix="/api/sessions", tags=["sessions"])
 
@@ -159,6 +166,24 @@ async def _recall(cron: Cron, key: str) -> Job | None:
     await cron.sessions.get(key)
     recalls = await cron.jobs.list(session_key=key, kind=JobKind.RECALL)
     return recalls[0] if recalls else None
+
+
+@router.get("/{key}/recalls")
+async def list_recalls(
+    key: str,
+    cron: Cron,
+    state: Annotated[
+        list[RecallState] | None,
+        Query(description="pending, fired or cancelled; repeat for several (default all)"),
+    ] = None,
+    limit: int = Query(default=100, ge=1, le=1000),
+) -> dict[str, Any]:
+    """The session's recalls (seed 003): the pending one, then those that fired or were
+    cancelled, newest first, with their times.
+    """
+    await cron.sessions.get(key)
+    recalls = await cron.jobs.recalls(key, states=state, limit=limit)
+    return {"recalls": [recall_view(r) for r in recalls]}
 
 
 @router.get("/{key}/recall")
