@@ -16,6 +16,10 @@ PRICES_ENV = "AGENTCRON_PRICES"
 UNIFIED_ENV = "AGENTCRON_UNIFIED_SESSION"
 MAX_JOBS_ENV = "AGENTCRON_MAX_JOBS"
 DEFAULT_MAX_JOBS = 500  # seed 004
+HISTORY_BUDGET_ENV = "AGENTCRON_HISTORY_BUDGET"
+# Tokens of history a turn's runner gets (estimated at 4 characters a token): well inside the
+# context of any current chat model, with room for instructions, tools and the reply.
+DEFAULT_HISTORY_BUDGET = 16_000
 UNIFIED_SESSION_KEY = "unified:default"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -76,6 +80,10 @@ class EngineSettings:
     # Transcript entries a runner is given (a runner may say otherwise with its own
     # `history_window` attribute; 0 = none, and the transcript is not read at all).
     history_window: int = 200
+    # Tokens of history within that window (a runner may say otherwise with its own
+    # `history_budget`, e.g. per model). Past it the older part is compacted into a summary
+    # entry by a runner that can `summarize`, else left out. None = no budget.
+    history_budget: int | None = DEFAULT_HISTORY_BUDGET
     # Jobs a store may hold, system jobs not counted (seed 004: 500); every surface that
     # creates jobs (API, CLI, agent tools, library) is refused past it. None = no limit.
     max_jobs: int | None = DEFAULT_MAX_JOBS
@@ -106,6 +114,28 @@ def max_jobs_from_env(env: Mapping[str, str] | None = None) -> int | None:
         return int(raw)
     raise ConfigError(
         f"{MAX_JOBS_ENV} must be a number of jobs from 1 to 10000000, or none, got {raw!r}"
+    )
+
+
+def history_budget_from_env(env: Mapping[str, str] | None = None) -> int | None:
+    """`$AGENTCRON_HISTORY_BUDGET`: tokens of history a turn gets, or `none`; unset = 16000."""
+    raw = (os.environ if env is None else env).get(HISTORY_BUDGET_ENV, "").strip().lower()
+    if not raw:
+        return DEFAULT_HISTORY_BUDGET
+    if raw in {"none", "unlimited"}:
+        return None
+    if raw.isdigit() and 100 <= int(raw) <= 10_000_000:
+        return int(raw)
+    raise ConfigError(
+        f"{HISTORY_BUDGET_ENV} must be a number of tokens from 100 to 10000000, or none, "
+        f"got {raw!r}"
+    )
+
+
+def settings_from_env(env: Mapping[str, str] | None = None) -> EngineSettings:
+    """The engine settings the environment sets (the job limit, the history budget)."""
+    return EngineSettings(
+        max_jobs=max_jobs_from_env(env), history_budget=history_budget_from_env(env)
     )
 
 

@@ -77,7 +77,10 @@ async def run_demo(db: Path, sentence: str, echo: Echo, wps: float | None = None
             return 1
         echo(f"\ntranscript of {session.key}:")
         for message in await cron.sessions.messages(session.key):
-            first, *more = message.content.splitlines() or [""]
+            text = message.content
+            if message.role == "tool":  # a tool call the agent made, with its result
+                text = f"{message.meta.get('name', 'tool')} -> {text}"
+            first, *more = text.splitlines() or [""]
             echo(f"  {message.seq:>2} {message.role:<9} {first}{' …' if more else ''}")
         for job in pending:
             for run in await cron.runs.list(job.id, limit=1):

@@ -69,11 +69,16 @@ async def test_a_reminder_from_a_sentence_arrives_as_a_turn_of_the_session(
 
     events.clear()
     await advance(cron, clock, 9 * MIN)
-    assert len(await cron.sessions.messages(KEY)) == 2  # nothing yet
+    asked, call, done = await cron.sessions.messages(KEY)  # nothing yet
+    # The tool call is in the transcript, between the request and the reply (seed 004).
+    assert (asked.role, call.role, done.role) == ("user", "tool", "assistant")
+    assert call.meta["name"] == "cron"
+    assert call.meta["args"]["action"] == "add"
+    assert call.content.startswith("Scheduled “stretch”")
     await advance(cron, clock, MIN)
     (run,) = await cron.runs.list(job.id)
     assert run.state is RunState.SUCCEEDED
-    trigger, answer = (await cron.sessions.messages(KEY))[2:]
+    trigger, answer = (await cron.sessions.messages(KEY))[3:]
     assert trigger.role == "user"
     assert trigger.content == "Scheduled automation triggered: stretch\n\nstretch"
     assert trigger.meta["automation_prompt_ref"] == get_prompt("cron.agent_turn.reminder").ref

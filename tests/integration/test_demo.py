@@ -22,8 +22,9 @@ async def test_the_demo_reminder_arrives_as_a_turn_of_the_session(tmp_path: Path
     assert code == 0, out
     assert "[calls cron {'action': 'add'" in out
     assert "a scheduled turn starts" in out
-    assert "3 user      Scheduled automation triggered: stretch …" in out
-    assert "4 assistant (offline model) Reminder: stretch." in out
+    assert "2 tool      cron -> Scheduled “stretch”" in out
+    assert "4 user      Scheduled automation triggered: stretch …" in out
+    assert "5 assistant (offline model) Reminder: stretch." in out
     assert ": succeeded, prompt {'id': 'cron.agent_turn.reminder'" in out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import traceback
 import uuid
@@ -21,25 +22,43 @@ from pydantic_ai.messages import (
     ModelRequest,
     ModelRequestPart,
     ModelResponse,
+    ModelResponsePart,
     PartDeltaEvent,
     PartStartEvent,
     SystemPromptPart,
     TextPart,
     TextPartDelta,
+    ToolCallPart,
+    ToolReturnPart,
     UserPromptPart,
 )
 from pydantic_ai.models import Model, infer_model
 from pydantic_ai.usage import RunUsage, UsageLimits
 
-from agentcron.agent.offline import OFFLINE_MODEL_NAME, RECALL_CONTEXT_HEADER, OfflineModel
+from agentcron.agent.offline import (
+    OFFLINE_MODEL_NAME,
+    RECALL_CONTEXT_HEADER,
+    SUMMARY_HEADER,
+    SUMMARY_INSTRUCTIONS,
+    OfflineModel,
+)
 from agentcron.agent.pricing import PriceTable, cost_usd, load_prices
-from agentcron.agent.runner import HistoryEntry, Outcome, SessionInfo, TurnEvents, TurnInput
+from agentcron.agent.runner import (
+    HistoryEntry,
+    Outcome,
+    SessionInfo,
+    ToolRecord,
+    TurnEvents,
+    TurnInput,
+)
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
     "BuiltinRunner",
     "history_to_messages",
     "resolve_model",
+    "summary_prompt",
+    "tool_records",
 ]
 
 MODEL_ENV = "AGENTCRON_MODEL"
@@ -92,11 +111,28 @@ def resolve_model(
 
 
 def history_to_messages(history: Sequence[HistoryEntry]) -> list[ModelMessage]:
-    """Transcript entries as pydantic-ai messages; neighbours of one side share a message."""
+    """Transcript entries as pydantic-ai messages; neighbours of one side share a message.
+
+    A `tool` entry becomes the call (in a response) and its return (in the next request); a
+    `summary` entry a system part that says what it is.
+    """
     messages: list[ModelMessage] = []
     request: list[ModelRequestPart] = []
-    response: list[TextPart] = []
+    response: list[ModelResponsePart] = []
     for entry in history:
+        if entry.role == "tool":
+            if request:
+                messages.append(ModelRequest(parts=request))
+                request = []
+            meta = entry.meta
+            name = str(meta.get("name") or "tool")
+            call_id = str(meta.get("call_id") or f"call-{len(messages)}")
+            args = meta.get("args")
+            response.append(ToolCallPart(name, args if isinstance(args, dict) else {}, call_id))
+            messages.append(ModelResponse(parts=response))
+            response = []
+            request.append(ToolReturnPart(name, entry.content, call_id))
+            continue
         if not entry.content.strip():
             continue
         if entry.role == "assistant":
@@ -108,13 +144,71 @@ def history_to_messages(history: Sequence[HistoryEntry]) -> list[ModelMessage]:
         if response:
             messages.append(ModelResponse(parts=response))
             response = []
-        part = SystemPromptPart if entry.role == "system" else UserPromptPart
-        request.append(part(entry.content))
+        if entry.role == "summary":
+            request.append(SystemPromptPart(f"{SUMMARY_HEADER}\n{entry.content}"))
+        elif entry.role == "system":
+            request.append(SystemPromptPart(entry.content))
+        else:
+            request.append(UserPromptPart(entry.content))
     if request:
         messages.append(ModelRequest(parts=request))
     if response:
         messages.append(ModelResponse(parts=response))
     return messages
+
+
+_SUMMARY_ENTRY_CHARS = 2_000  # of one entry, in a summary request
+_SUMMARY_INPUT_CHARS = 60_000  # of a whole summary request (the newest part kept)
+
+
+def summary_prompt(entries: Sequence[HistoryEntry], previous: str | None, max_tokens: int) -> str:
+    """The text a model summarizes: the earlier summary, then the entries as labelled lines."""
+    lines = []
+    for entry in entries:
+        text = " ".join(entry.content.split())
+        if len(text) > _SUMMARY_ENTRY_CHARS:
+            text = text[: _SUMMARY_ENTRY_CHARS - 1] + "…"
+        if entry.role == "tool":
+            name = entry.meta.get("name", "tool")
+            lines.append(f"tool {name}({json.dumps(entry.meta.get('args', {}))}) -> {text}")
+        else:
+            lines.append(f"{entry.role}: {text}")
+    body = "\n".join(lines)
+    if len(body) > _SUMMARY_INPUT_CHARS:
+        body = "…" + body[-_SUMMARY_INPUT_CHARS:]
+    head = f"Earlier summary:\n{previous.strip()}\n\n" if previous and previous.strip() else ""
+    return f"{head}Conversation ({len(entries)} entries, oldest first):\n{body}\n\n" + (
+        f"Write the new summary in at most {max_tokens * 3 // 4} words."
+    )
+
+
+def tool_records(messages: Sequence[ModelMessage], run_id: str) -> tuple[ToolRecord, ...]:
+    """The tool calls one run made (its responses' calls), each with its return or error."""
+    returns: dict[str, ToolReturnPart] = {}
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, ToolReturnPart) and part.tool_call_id:
+                    returns[part.tool_call_id] = part  # a retried call: its last answer
+    records = []
+    for message in messages:
+        if not isinstance(message, ModelResponse) or message.run_id != run_id:
+            continue
+        for call in message.parts:
+            if not isinstance(call, ToolCallPart):
+                continue
+            answer = returns.get(call.tool_call_id)
+            if answer is not None:
+                ok = answer.outcome == "success"
+                result = answer.model_response_str(wrap_if_error=False)
+            else:
+                ok, result = False, "(no result: the turn ended before the tool answered)"
+            try:
+                args = call.args_as_dict()
+            except ValueError:
+                args = {"_raw": str(call.args)}
+            records.append(ToolRecord(call.tool_call_id, call.tool_name, args, result, ok))
+    return tuple(records)
 
 
 def _zone(name: str) -> tuple[tzinfo, str]:
@@ -174,10 +268,15 @@ class BuiltinRunner:
         max_steps: int = 8,
         system_prompt: str | None = None,
         prices: PriceTable | None = None,
+        history_budget: int | None = None,
     ) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, got {max_steps}")
+        if history_budget is not None and history_budget < 1:
+            raise ValueError(f"history_budget must be at least 1 token, got {history_budget}")
         self.model, self.model_id = resolve_model(model)
+        # This model's history budget in tokens (None: the engine setting's).
+        self.history_budget = history_budget
         self.max_steps = max_steps
         self.system_prompt = DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt
         self.prices = load_prices(prices)
@@ -191,6 +290,21 @@ class BuiltinRunner:
             tools=list(tools),
             name="agentcron",
         )
+        self._summarizer: Agent[None, str] = Agent(
+            self.model, output_type=str, instructions=SUMMARY_INSTRUCTIONS, name="agentcron-memory"
+        )
+
+    async def summarize(
+        self, entries: Sequence[HistoryEntry], *, previous: str | None, max_tokens: int
+    ) -> str:
+        """A summary of the older conversation (the earlier summary + `entries`), written by
+        this runner's model in at most about `max_tokens` tokens.
+        """
+        result = await self._summarizer.run(
+            summary_prompt(entries, previous, max_tokens),
+            model_settings={"max_tokens": max_tokens},
+        )
+        return result.output
 
     def instructions(self, session: SessionInfo, turn: TurnInput) -> str:
         """This turn's instructions: system prompt, local time and zone, recall self-instruction."""
@@ -251,6 +365,7 @@ class BuiltinRunner:
                     text or f"(stopped after {self.max_steps} steps)",
                     usage=self._usage(self._sum_usage(responses)),
                     extra={"stopped": "max_steps", "max_steps": self.max_steps},
+                    tools=tool_records(captured, run_id),
                 )
             except Exception as exc:  # CancelledError is a BaseException: it propagates
                 first = (str(exc).strip().splitlines() or [""])[0]
@@ -265,12 +380,14 @@ class BuiltinRunner:
                         "traceback": "".join(traceback.format_exception(exc)),
                     },
                     usage=self._usage(self._sum_usage(self._responses(captured, run_id))),
+                    tools=tool_records(captured, run_id),
                 )
         usage = self._usage(result.usage)
+        tools = tool_records(result.all_messages(), run_id)
         output = result.output
         if output is None or not output.strip():
-            return Outcome.empty(usage=usage)
-        return Outcome.succeeded(output, usage=usage)
+            return Outcome.empty(usage=usage, tools=tools)
+        return Outcome.succeeded(output, usage=usage, tools=tools)
 
     @staticmethod
     def _responses(messages: Sequence[ModelMessage], run_id: str) -> list[ModelResponse]:

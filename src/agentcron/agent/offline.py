@@ -32,6 +32,8 @@ from pydantic_ai.usage import RequestUsage
 __all__ = [
     "OFFLINE_MODEL_NAME",
     "RECALL_CONTEXT_HEADER",
+    "SUMMARY_HEADER",
+    "SUMMARY_INSTRUCTIONS",
     "WPS_ENV",
     "OfflineModel",
     "Reply",
@@ -48,6 +50,17 @@ PREFIX = "(offline model)"
 # The built-in runner puts a recall's self-instruction after this line, last in its instructions;
 # the offline model reads it from there (a real model just reads the instructions).
 RECALL_CONTEXT_HEADER = "Recall self-instruction (you wrote this earlier; do it now):"
+# A compaction's request (agent.builtin.summary_prompt) carries these instructions; the history
+# a later turn gets starts with the summary under SUMMARY_HEADER.
+SUMMARY_INSTRUCTIONS = (
+    "Summarize the conversation below for your own memory: the user's requests, decisions, "
+    "facts and names to remember, schedules made and what tools found. Keep the earlier "
+    "summary's points that still matter. Write plain sentences, no preamble."
+)
+SUMMARY_HEADER = "Summary of the earlier conversation (you wrote it; older entries are folded):"
+_SUMMARY_QUOTES = 5
+_SUMMARY_QUOTE_CHARS = 80
+_SUMMARY_EARLIER_CHARS = 400
 # pydantic-ai's own guess at per-request overhead; kept so both request paths report alike.
 _REQUEST_OVERHEAD_TOKENS = 50
 
@@ -304,6 +317,40 @@ def _tool_summary(parts: Sequence[ToolReturnPart]) -> str:
     return f"{PREFIX} " + "\n".join(lines)
 
 
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def offline_summary(prompt: str) -> str:
+    """A deterministic summary of a compaction request: how much it folds, the user's latest
+    words, the tools called, and the start of the earlier summary.
+    """
+    earlier, _, rest = prompt.partition("Conversation (")
+    earlier = earlier.removeprefix("Earlier summary:").strip()
+    said: list[str] = []
+    tools: dict[str, int] = {}
+    entries = 0
+    for line in rest.splitlines()[1:]:
+        role, sep, text = line.partition(": ")
+        if line.startswith("tool "):
+            entries += 1
+            name = line[5:].partition("(")[0]
+            tools[name] = tools.get(name, 0) + 1
+        elif sep and role in {"user", "assistant", "system"}:
+            entries += 1
+            if role == "user" and text.strip():
+                said.append(f'"{_clip(text, _SUMMARY_QUOTE_CHARS)}"')
+    parts = [f"{PREFIX} Summary of {entries} earlier entries."]
+    if said:
+        parts.append("The user said: " + "; ".join(said[-_SUMMARY_QUOTES:]) + ".")
+    if tools:
+        parts.append("Tools called: " + ", ".join(f"{n} ({c}x)" for n, c in tools.items()) + ".")
+    if earlier:
+        parts.append(f"Before that: {_clip(earlier, _SUMMARY_EARLIER_CHARS)}")
+    return " ".join(parts)
+
+
 def offline_reply(
     messages: Sequence[ModelMessage], tool_names: Sequence[str], instructions: str | None = None
 ) -> Reply:
@@ -311,6 +358,9 @@ def offline_reply(
     last = messages[-1] if messages else None
     if not isinstance(last, ModelRequest):
         return Reply(f"{PREFIX} I have nothing to answer.")
+    if instructions and SUMMARY_INSTRUCTIONS in instructions:
+        prompts = [_text_of(p.content) for p in last.parts if isinstance(p, UserPromptPart)]
+        return Reply(offline_summary("\n".join(prompts)))
     returns = [part for part in last.parts if isinstance(part, ToolReturnPart)]
     if returns:
         return Reply(_tool_summary(returns))

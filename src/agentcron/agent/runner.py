@@ -63,11 +63,26 @@ class SessionInfo:
 
 @dataclass(frozen=True, slots=True)
 class HistoryEntry:
-    """One transcript entry as the runner sees it."""
+    """One transcript entry as the runner sees it.
 
-    role: str  # "user" | "assistant" | "system"
+    Roles: "user", "assistant", "system"; "tool" (a tool call: `meta` has call_id, name, args;
+    `content` is its result) and "summary" (a compaction of the older conversation).
+    """
+
+    role: str
     content: str
     meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRecord:
+    """One tool call a turn made, with its result (or error text when `ok` is False)."""
+
+    call_id: str
+    name: str
+    args: dict[str, Any]
+    result: str
+    ok: bool = True
 
 
 class TurnSource(enum.StrEnum):
@@ -124,6 +139,8 @@ class Outcome:
     error_details: dict[str, Any] | None = None
     usage: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # The tool calls the turn made, in order: saved in the transcript before its reply.
+    tools: tuple[ToolRecord, ...] = ()
 
     @classmethod
     def succeeded(cls, text: str, **kw: Any) -> Outcome:
@@ -148,6 +165,16 @@ class Runner(Protocol):
     async def run_turn(
         self, session: SessionInfo, turn: TurnInput, events: TurnEvents
     ) -> Outcome: ...
+
+
+class Summarizer(Protocol):
+    """A runner that can compact a session's older conversation (the lane asks it when the
+    history outgrows the budget; a runner without `summarize` gets the newest entries only).
+    """
+
+    async def summarize(
+        self, entries: Sequence[HistoryEntry], *, previous: str | None, max_tokens: int
+    ) -> str: ...
 
 
 TurnCallable = Callable[[Trigger], Awaitable[Outcome | str | None]]

@@ -21,7 +21,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
-from agentcron.config import ConfigError, EngineSettings, max_jobs_from_env
+from agentcron.config import ConfigError, settings_from_env
 from agentcron.schedule import ScheduleError
 from agentcron.server.routes import jobs as job_routes
 from agentcron.server.routes import runs as run_routes
@@ -193,7 +193,7 @@ class DbBackend:
                 f"{self._db}` or `agentcron db upgrade --db {self._db}` creates one)"
             )
         try:
-            settings = EngineSettings(max_jobs=max_jobs_from_env())
+            settings = settings_from_env()
         except ConfigError as exc:
             raise CliError(str(exc)) from exc
         cron: AgentCron | None = None

@@ -38,6 +38,14 @@ from agentcron.events import (
     runner_event,
 )
 from agentcron.sessions.fire_turn import FireTurn, fire_turn
+from agentcron.sessions.memory import (
+    SUMMARY_ROLE,
+    estimate_tokens,
+    history_entry,
+    plan_memory,
+    summary_entry,
+    tool_entry,
+)
 from agentcron.sessions.prompts import PromptError
 from agentcron.sessions.transcript import closure, interrupted_entry
 from agentcron.store.journal import Journal
@@ -353,26 +361,31 @@ class Lanes:
             events = _Events(self.bus, lane, pending.turn_id)
             await events.put(StreamStart(session_key=lane.key, turn_id=pending.turn_id,
                                          source=pending.source.value))  # fmt: skip
-            turn_input = TurnInput(
-                turn_id=pending.turn_id,
-                source=pending.source,
-                prompt=pending.content if prepared is None else prepared.prompt,
-                history=await self._history(lane.key, message.seq),
-                now=self.clock.now(),
-                system_context=None if prepared is None else prepared.system_context,
-                trigger=None if prepared is None else prepared.trigger,
-            )
             info = SessionInfo(
                 key=session.key, channel=session.channel, chat_id=session.chat_id,
                 channel_meta=session.channel_meta, title=session.title, tz=session.tz,
             )  # fmt: skip
+            written: list[Entry] = []  # a compaction's summary, saved with the turn's end
+
+            async def turn() -> Outcome:
+                # Inside the call: a stop or the turn's timeout also covers the history read
+                # and a compaction's model call.
+                history = await self._memory(lane.key, message.seq, pending.turn_id, written)
+                turn_input = TurnInput(
+                    turn_id=pending.turn_id,
+                    source=pending.source,
+                    prompt=pending.content if prepared is None else prepared.prompt,
+                    history=history,
+                    now=self.clock.now(),
+                    system_context=None if prepared is None else prepared.system_context,
+                    trigger=None if prepared is None else prepared.trigger,
+                )
+                return await self.runner.run_turn(info, turn_input, events)
+
             call = lane.call or TurnCall(self.settings.turn_timeout)
             self._in_runner += 1
             try:
-                outcome = await call.run(
-                    lambda: self.runner.run_turn(info, turn_input, events),
-                    _ctx(lane.key, pending),
-                )
+                outcome = await call.run(turn, _ctx(lane.key, pending))
             except asyncio.CancelledError:
                 await asyncio.shield(self._interrupted(lane, pending, session))
                 raise
@@ -380,7 +393,7 @@ class Lanes:
                 self._in_runner -= 1
             self._slots.release()
             slot = False
-            await self._finish(lane, pending, outcome, session, events)
+            await self._finish(lane, pending, outcome, session, events, written)
         finally:
             if slot:
                 self._slots.release()
@@ -434,19 +447,63 @@ class Lanes:
             again = min(result.busy_until, self.clock.now() + _BUSY_RECHECK)
             await self.clock.sleep_until(again, asyncio.Event())
 
-    async def _history(self, key: str, seq: int) -> list[HistoryEntry]:
-        """The transcript before this turn, bounded by the runner's (or the setting's) window;
-        read outside any write transaction. A runner that wants none pays nothing.
+    async def _window(self, key: str, seq: int) -> tuple[list[Message], bool]:
+        """The newest entries before `seq` (of the session's memory scope), bounded by the
+        runner's (or the setting's) window, and whether the read hit that bound; read
+        outside any write transaction. A runner that wants no history pays nothing.
         """
         window = getattr(self.runner, "history_window", self.settings.history_window)
         if not isinstance(window, int) or window <= 0:
-            return []
+            return [], False
         scope = None if self.memory_scope is None else self.memory_scope(key)
         if scope is None:
             found = await self.store.sessions.history(key, before=seq, limit=window)
         else:
             found = await self.store.sessions.history_across(scope, key, before=seq, limit=window)
-        return [HistoryEntry(m.role, m.content, m.meta) for m in found]
+        return found, len(found) >= window
+
+    def _budget(self) -> int | None:
+        budget = getattr(self.runner, "history_budget", None)
+        if isinstance(budget, int) and budget > 0:
+            return budget
+        return self.settings.history_budget
+
+    async def _memory(
+        self, key: str, seq: int, turn_id: str, written: list[Entry]
+    ) -> list[HistoryEntry]:
+        """A turn's history within the token budget. Past it, a runner that can summarize
+        folds the older part into a `summary` entry (appended to `written`, saved with the
+        turn's end) and gets summary + the recent entries; any other gets the recent entries.
+        """
+        window, full = await self._window(key, seq)
+        if not window:
+            return []
+        budget = self._budget()
+        if budget is None:
+            return [history_entry(m) for m in window if m.role != SUMMARY_ROLE]
+        plan = plan_memory(window, budget, window_full=full)
+        if not plan.fold:
+            return [history_entry(m) for m in plan.history]
+        summarize = getattr(self.runner, "summarize", None)
+        if summarize is None:
+            return [history_entry(m) for m in plan.history]
+        previous = None if plan.previous is None else plan.previous.content
+        try:
+            text = await summarize(
+                [history_entry(m) for m in plan.compact], previous=previous,
+                max_tokens=max(budget // 4, 1),
+            )  # fmt: skip
+        except Exception as exc:  # a failed summary costs the older part, not the turn
+            log.warning("could not summarize the older conversation: %s", exc,
+                        extra={"session_key": key, "turn_id": turn_id})  # fmt: skip
+            return [history_entry(m) for m in plan.history]
+        before = 0 if plan.previous is None else plan.previous.meta.get("entries", 0)
+        covered = len(plan.compact) + (before if isinstance(before, int) else 0)
+        entry = summary_entry(str(text), through_id=plan.through_id, covered=covered,
+                              turn_id=turn_id, budget=budget)  # fmt: skip
+        written.append(entry)
+        return [HistoryEntry(entry.role, entry.content, entry.meta),
+                *(history_entry(m) for m in plan.history)]  # fmt: skip
 
     @property
     def keeps_history(self) -> bool:
@@ -458,7 +515,19 @@ class Lanes:
         """A session's newest history outside any turn: what a legacy job's isolated run
         gets from its own session (`cron:{job_id}`) before it runs.
         """
-        return await self._history(key, _AFTER_ALL)
+        window, full = await self._window(key, _AFTER_ALL)
+        budget = self._budget()
+        if budget is None:
+            return [history_entry(m) for m in window if m.role != SUMMARY_ROLE]
+        # No compaction here (an isolated run is not a turn of the session): the newest
+        # entries that fit the budget, after the last summary when it fits too.
+        plan = plan_memory(window, budget, window_full=full)
+        kept = list(plan.history)
+        if plan.fold and plan.previous is not None:
+            kept.insert(0, plan.previous)
+            if sum(estimate_tokens(m.role, m.content, m.meta) for m in kept) > budget:
+                kept.pop(0)
+        return [history_entry(m) for m in kept]
 
     async def _finish(
         self,
@@ -467,14 +536,17 @@ class Lanes:
         outcome: Outcome,
         session: Session,
         events: _Events,
+        written: list[Entry],
     ) -> None:
         fire = pending.fire
         text, meta = closure(outcome, pending.source, name=fire.job.name if fire else None,
                              run_id=fire.run_id if fire else None)  # fmt: skip
         meta["turn_id"] = pending.turn_id
         state = TurnState(outcome.status.value)
+        # Before the reply, in the same write: a compaction's summary, then the tool calls.
+        before = (*written, *(tool_entry(t, pending.turn_id) for t in outcome.tools))
         result = await self._write_finish(
-            lane.key, pending, state, Entry("assistant", text, meta), outcome
+            lane.key, pending, state, Entry("assistant", text, meta), outcome, before
         )
         self.turn_waiters.notify(pending.turn_id)
         await events.put(StreamEnd(
@@ -492,6 +564,7 @@ class Lanes:
         state: TurnState,
         entry: Entry | None,
         outcome: Outcome,
+        before: tuple[Entry, ...] = (),
     ) -> TurnFinished:
         now = self.clock.now()
         fire = pending.fire
@@ -505,7 +578,8 @@ class Lanes:
                              delete_after_run=fire.job.policy.delete_after_run)  # fmt: skip
         finish = TurnFinish(key, pending.turn_id, self.owner, now, state, entry,
                             error=outcome.error, error_details=outcome.error_details,
-                            usage=outcome.usage, run=run, outcome=job)  # fmt: skip
+                            usage=outcome.usage, run=run, outcome=job,
+                            before=before)  # fmt: skip
         result = await self.journal.write(finish)
         if not isinstance(result, TurnFinished):
             raise TypeError(f"a turn finish was answered with {result!r}")

@@ -452,6 +452,9 @@ class TurnFinish:
     usage: dict[str, Any] | None = None
     run: Transition | None = None
     outcome: JobOutcome | None = None
+    # Entries written before the closing entry (a compaction's summary, the turn's tool
+    # calls); only with `entry`.
+    before: tuple[Entry, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -356,6 +356,8 @@ class TurnWrites:
         message = None
         if row is not None:
             if w.entry is not None:
+                for entry in w.before:
+                    self._append(row, w.session_key, entry, w.at)
                 message = self._append(row, w.session_key, w.entry, w.at)
             if row["turn_owner"] == w.owner and row["turn_id"] == w.turn_id:
                 row.update(turn_owner=None, turn_id=None, turn_lease_expires_at=None)
