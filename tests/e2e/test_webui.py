@@ -326,3 +326,43 @@ async def test_a_reload_mid_turn_replays_the_partial_reply_then_streams_the_rest
     await expect(stop).to_be_hidden()
     await expect(automation(page, "drink water and stretch your legs")).to_have_count(0)
     await expect(page.get_by_role("status")).to_have_text("Live")
+
+
+@pytest.mark.timeout(30)
+async def test_saved_tool_calls_and_a_summary_are_folded_in_the_transcript(
+    start_server: StartServer, page: Page, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTCRON_HISTORY_BUDGET", "100")  # tokens: a few turns outgrow it
+    ui = await start_server()
+    await log_in(page, ui)
+    await new_chat(page)
+    log = transcript(page)
+
+    def reply(text: str) -> Locator:
+        return log.locator("article.role-assistant:not(.streaming)").filter(has_text=text)
+
+    await say(page, "remind me in 10 minutes to stretch")
+    await expect(reply("Done: Scheduled")).to_have_count(1)
+    # The second turn's history (request, tool call, reply) is past the budget: the older
+    # part is folded into a summary, shown folded.
+    await say(page, "the code word is walrus " + "and then some more words " * 12)
+    await expect(reply("You said")).to_have_count(1)
+    summary = log.get_by_role("article", name="Summary")
+    await expect(summary).to_have_count(1)
+    await expect(summary.locator("summary")).to_contain_text(
+        re.compile(r"Summary of \d+ earlier entries")
+    )
+    body = summary.locator(".msg-body")
+    await expect(body).to_be_hidden()  # folded
+    await summary.locator("summary").click()
+    await expect(body).to_contain_text(re.compile(r"^\(offline model\) Summary of \d+ earlier"))
+
+    # After a reload the saved tool call is folded into its turn's reply, not an entry of
+    # its own; the summary is still there.
+    await page.reload()
+    await expect(page.get_by_role("status")).to_have_text("Live")
+    first = reply("Done: Scheduled")
+    await expect(first.locator("details.tool")).to_contain_text("cron · add · stretch")
+    await expect(first.locator("details.tool pre.tool-result")).to_be_hidden()
+    await expect(log.locator("article.role-tool")).to_have_count(0)
+    await expect(log.get_by_role("article", name="Summary")).to_have_count(1)

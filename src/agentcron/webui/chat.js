@@ -60,6 +60,7 @@ export class ChatView {
   reset() {
     this.rendered = new Set(); // message ids
     this.userTurns = new Set(); // turn ids whose user message is shown
+    this.turnTools = new Map(); // turn id -> saved tool calls waiting for that turn's reply
     this.lastSeq = 0;
     this.live = null; // the turn being streamed: {turnId, el, body, tools}
     this.pending = []; // {el, turnId, content}
@@ -137,6 +138,7 @@ export class ChatView {
     this.list.replaceChildren();
     this.rendered = new Set();
     this.userTurns = new Set();
+    this.turnTools = new Map();
     this.lastSeq = 0;
     if (this.live) this.list.append(this.live.el);
     for (const message of data.messages) this.render(message);
@@ -158,6 +160,16 @@ export class ChatView {
     this.rendered.add(message.id);
     const meta = message.meta || {};
     if (message.role === "user" && meta.turn_id) this.settlePending(meta.turn_id, message.content);
+    if (message.role === "tool") {
+      // A saved tool call: shown folded inside its turn's reply (which follows it), unless
+      // that turn is the one being streamed (its tool events are shown there already).
+      if (this.live && meta.turn_id === this.live.turnId) return;
+      if (!this.turnTools.has(meta.turn_id)) this.turnTools.set(meta.turn_id, h("div", { class: "tools" }));
+      this.turnTools.get(meta.turn_id).append(
+        this.toolElement({ name: meta.name, args: meta.args, result: message.content, ok: meta.ok }, false),
+      );
+      return;
+    }
     // The reply of the turn being streamed takes the streamed element's place.
     if (this.live && message.role === "assistant" && meta.turn_id === this.live.turnId) {
       const el = this.entryElement(message, this.live.tools);
@@ -165,7 +177,12 @@ export class ChatView {
       this.live = null;
       return;
     }
-    const el = this.entryElement(message);
+    let tools = null;
+    if (message.role === "assistant" && this.turnTools.has(meta.turn_id)) {
+      tools = this.turnTools.get(meta.turn_id);
+      this.turnTools.delete(meta.turn_id);
+    }
+    const el = message.role === "summary" ? this.summaryElement(message) : this.entryElement(message, tools);
     if (this.live) this.list.insertBefore(el, this.live.el);
     else this.list.append(el);
   }
@@ -203,6 +220,26 @@ export class ChatView {
       head,
       tools && tools.childElementCount ? tools : null,
       text ? h("div", { class: "msg-body" }, text) : null,
+    );
+  }
+
+  /** A compaction's summary of the older conversation: one folded line, the text on demand. */
+  summaryElement(message) {
+    const covered = (message.meta || {}).entries;
+    const label = covered ? `Summary of ${covered} earlier entries` : "Summary of the earlier conversation";
+    return h(
+      "article",
+      {
+        class: "msg role-summary",
+        "aria-label": "Summary",
+        dataset: { id: message.id, seq: String(message.seq), role: message.role },
+      },
+      h(
+        "details",
+        {},
+        h("summary", {}, label, " ", h("time", { class: "when", datetime: message.created_at }, localTime(message.created_at))),
+        h("div", { class: "msg-body" }, message.content),
+      ),
     );
   }
 
@@ -266,14 +303,14 @@ export class ChatView {
     const summary = h(
       "summary",
       {},
-      h("span", { class: "tool-icon", "aria-hidden": "true" }, running ? "⋯" : "✓"),
+      h("span", { class: "tool-icon", "aria-hidden": "true" }, running ? "⋯" : event.ok === false ? "✗" : "✓"),
       " ",
       toolSummary(event),
     );
     const args = JSON.stringify(event.args || {}, null, 1);
     return h(
       "details",
-      { class: `tool${running ? " running" : ""}`, dataset: { name: event.name } },
+      { class: `tool${running ? " running" : ""}${event.ok === false ? " failed" : ""}`, dataset: { name: event.name } },
       summary,
       h("pre", { class: "tool-args" }, args),
       running ? null : h("pre", { class: "tool-result" }, event.result ?? ""),
