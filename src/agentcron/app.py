@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import enum
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -25,6 +26,7 @@ from agentcron.config import (
     UNIFIED_ENV,
     UNIFIED_SESSION_KEY,
     EngineSettings,
+    check_model_name,
     default_db_path,
     env_flag,
     load_price_table,
@@ -68,6 +70,15 @@ if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
 _CAS_RETRIES = 5
+
+
+class Keep(enum.Enum):
+    """`KEEP`: leave a field as it is (where None is a value of its own)."""
+
+    KEEP = "keep"
+
+
+KEEP = Keep.KEEP
 WEB_PREFIX = "websocket:"  # the web UI's chats (threads)
 # Unified mode: the shared automations' session and every web thread are one memory.
 UNIFIED_MEMORY = MemoryScope(keys=(UNIFIED_SESSION_KEY,), prefixes=(WEB_PREFIX,))
@@ -109,8 +120,11 @@ class Jobs:
         jitter: bool = False,
         idempotency_key: str | None = None,
         enabled: bool = True,
+        model: str | None = None,
     ) -> Job:
-        """Create one job from `when` (anything parse_when reads) or a ready `spec`."""
+        """Create one job from `when` (anything parse_when reads) or a ready `spec`; `model`
+        names the model its turns run on (None: the runner's default).
+        """
         now = self._cron.clock.now()
         if (when is None) == (spec is None):
             raise ValueError("give exactly one of `when` or `spec`")
@@ -135,6 +149,7 @@ class Jobs:
             policy=policy,
             idempotency_key=idempotency_key,
             enabled=enabled,
+            model=check_model_name(model),
         )
         return (await self.create_many([new]))[0]
 
@@ -198,9 +213,11 @@ class Jobs:
         spec: AnySpec | None = None,
         tz: str | None = None,
         expected_version: int | None = None,
+        model: str | Keep | None = KEEP,
         **policy_changes: Any,
     ) -> Job:
-        """Change a job. A new schedule re-computes the next fire at once.
+        """Change a job. A new schedule re-computes the next fire at once; `model=None` goes
+        back to the runner's default model.
 
         `expected_version` makes it a compare-and-set (VersionConflictError when the job moved
         on); without it the update retries on concurrent changes.
@@ -212,6 +229,8 @@ class Jobs:
                 changes["name"] = name
             if message is not None:
                 changes["message"] = message
+            if not isinstance(model, Keep):
+                changes["model"] = check_model_name(model)
             new_spec = spec
             if when is not None:
                 new_spec = parse_when(when, now, tz or job.spec.tz)

@@ -132,6 +132,24 @@ def history_budget_from_env(env: Mapping[str, str] | None = None) -> int | None:
     )
 
 
+_MAX_MODEL_NAME = 200
+
+
+def check_model_name(name: str | None) -> str | None:
+    """A model name as given to a job ("provider:name", e.g. "openai:gpt-4o", or "offline"):
+    stripped, blank = None (the runner's default); refused when too long or with spaces.
+    """
+    if name is None or not name.strip():
+        return None
+    name = name.strip()
+    if len(name) > _MAX_MODEL_NAME or any(c.isspace() or not c.isprintable() for c in name):
+        raise ValueError(
+            f"a model name is 1 to {_MAX_MODEL_NAME} printable characters without spaces, "
+            f"e.g. openai:gpt-4o or offline; got {name[:40]!r}"
+        )
+    return name
+
+
 def settings_from_env(env: Mapping[str, str] | None = None) -> EngineSettings:
     """The engine settings the environment sets (the job limit, the history budget)."""
     return EngineSettings(

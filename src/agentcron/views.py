@@ -46,6 +46,7 @@ def job_view(job: Job, *, active_run: Run | None = None) -> dict[str, Any]:
             "jitter": policy.jitter,
         },
         "idempotency_key": job.idempotency_key,
+        "model": job.model,
         "legacy": job.legacy,
         "version": job.version,
         "created_at": iso(job.created_at),

@@ -277,6 +277,7 @@ class BuiltinRunner:
         self.model, self.model_id = resolve_model(model)
         # This model's history budget in tokens (None: the engine setting's).
         self.history_budget = history_budget
+        self._models: dict[str, tuple[Model, str]] = {}  # jobs' own models, by name
         self.max_steps = max_steps
         self.system_prompt = DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt
         self.prices = load_prices(prices)
@@ -324,27 +325,38 @@ class BuiltinRunner:
             parts.append(f"{RECALL_CONTEXT_HEADER}\n{turn.system_context.strip()}")
         return "\n\n".join(part for part in parts if part.strip())
 
-    def _usage(self, usage: RunUsage) -> dict[str, Any]:
+    def _usage(self, usage: RunUsage, model_id: str | None = None) -> dict[str, Any]:
+        model_id = model_id or self.model_id
         return {
             "input_tokens": usage.input_tokens,
             "output_tokens": usage.output_tokens,
             "requests": usage.requests,
             "tool_calls": usage.tool_calls,
-            "model": self.model_id,
-            "cost_usd": cost_usd(
-                self.prices, self.model_id, usage.input_tokens, usage.output_tokens
-            ),
+            "model": model_id,
+            "cost_usd": cost_usd(self.prices, model_id, usage.input_tokens, usage.output_tokens),
         }
+
+    def model_for(self, name: str | None) -> tuple[Model, str]:
+        """The model a turn runs on: a job's own (resolved once per name), else the default."""
+        if name is None or name == self.model_id:
+            return self.model, self.model_id
+        found = self._models.get(name)
+        if found is None:
+            found = self._models[name] = resolve_model(name)
+        return found
 
     async def run_turn(self, session: SessionInfo, turn: TurnInput, events: TurnEvents) -> Outcome:
         run_id = str(uuid.uuid4())
+        model_id = self.model_id
         with capture_run_messages() as captured:
             try:
+                model, model_id = self.model_for(turn.model)
                 deps = self._deps_factory(session, turn) if self._deps_factory else None
                 if inspect.isawaitable(deps):
                     deps = await deps
                 result = await self._agent.run(
                     turn.prompt,
+                    model=model,
                     message_history=history_to_messages(turn.history) or None,
                     instructions=self.instructions(session, turn),
                     deps=deps,
@@ -363,7 +375,7 @@ class BuiltinRunner:
                 )
                 return Outcome.succeeded(
                     text or f"(stopped after {self.max_steps} steps)",
-                    usage=self._usage(self._sum_usage(responses)),
+                    usage=self._usage(self._sum_usage(responses), model_id),
                     extra={"stopped": "max_steps", "max_steps": self.max_steps},
                     tools=tool_records(captured, run_id),
                 )
@@ -379,10 +391,10 @@ class BuiltinRunner:
                         "message": str(exc),
                         "traceback": "".join(traceback.format_exception(exc)),
                     },
-                    usage=self._usage(self._sum_usage(self._responses(captured, run_id))),
+                    usage=self._usage(self._sum_usage(self._responses(captured, run_id)), model_id),
                     tools=tool_records(captured, run_id),
                 )
-        usage = self._usage(result.usage)
+        usage = self._usage(result.usage, model_id)
         tools = tool_records(result.all_messages(), run_id)
         output = result.output
         if output is None or not output.strip():

@@ -103,6 +103,7 @@ class TurnInput:
     now: datetime | None = None
     system_context: str | None = None  # e.g. a recall's self-instruction, for this turn only
     trigger: Trigger | None = None
+    model: str | None = None  # the fire's job names a model of its own (None: the default)
 
 
 class TurnEvents(Protocol):

@@ -319,6 +319,10 @@ def jobs_add(
     ] = None,
     max_runs: Annotated[int | None, typer.Option(help="End after this many runs.", min=1)] = None,
     idempotency_key: Annotated[str | None, typer.Option(help="Create at most once.")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Its turns' model, e.g. \"openai:gpt-4o\" (default: the agent's)."),
+    ] = None,
     db: DbOpt = None,
     url: UrlOpt = None,
     api: ApiOpt = None,
@@ -329,7 +333,7 @@ def jobs_add(
     body: dict[str, Any] = {"session_key": session, "name": name, "message": message,
                             "when": when}  # fmt: skip
     optional = {"tz": tz, "overlap": overlap, "catchup": catchup, "max_runs": max_runs,
-                "idempotency_key": idempotency_key}  # fmt: skip
+                "idempotency_key": idempotency_key, "model": model}  # fmt: skip
     body.update({k: v for k, v in optional.items() if v is not None})
     job = _call(_backend(db, url, api, token), lambda b: b.add_job(body))
     if as_json:

@@ -379,6 +379,7 @@ class Lanes:
                     now=self.clock.now(),
                     system_context=None if prepared is None else prepared.system_context,
                     trigger=None if prepared is None else prepared.trigger,
+                    model=None if fire is None else fire.job.model,
                 )
                 return await self.runner.run_turn(info, turn_input, events)
 

@@ -98,6 +98,7 @@ class NewJob:
     policy: JobPolicy = field(default_factory=JobPolicy)
     idempotency_key: str | None = None
     enabled: bool = True
+    model: str | None = None  # the model its turns run on; None = the runner's default
     # legacy unbound jobs only
     deliver: bool | None = None
     channel: str | None = None
@@ -137,6 +138,7 @@ class Job:
     channel: str | None = None
     to: str | None = None
     channel_meta: dict[str, Any] | None = None
+    model: str | None = None  # the model its turns run on; None = the runner's default
 
     @property
     def bound(self) -> bool:

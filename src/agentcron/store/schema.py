@@ -89,6 +89,7 @@ jobs = sa.Table(
     sa.Column("run_count", sa.Integer, nullable=False, server_default="0"),
     sa.Column("remaining_runs", sa.Integer),
     sa.Column("idempotency_key", sa.Text),
+    sa.Column("model", sa.Text),  # the model of its turns; None = the runner's default
     sa.Column("lease_owner", sa.Text),
     sa.Column("lease_expires_at", UTCDateTime),
     sa.Column("version", sa.Integer, nullable=False, server_default="1"),

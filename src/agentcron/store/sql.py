@@ -216,6 +216,7 @@ def _job_values(armed: ArmedJob, now: datetime) -> dict[str, Any]:
         "channel": new.channel,
         "to": new.to,
         "channel_meta": new.channel_meta,
+        "model": new.model,
     }
 
 
@@ -288,6 +289,7 @@ def _job(row: Row[Any] | Mapping[str, Any]) -> Job:
         channel=m["channel"],
         to=m["to"],
         channel_meta=m["channel_meta"],
+        model=m["model"],
     )
 
 
@@ -323,6 +325,7 @@ def _stored_job(armed: ArmedJob, values: Mapping[str, Any]) -> Job:
         channel=new.channel,
         to=new.to,
         channel_meta=new.channel_meta,
+        model=new.model,
     )
 
 

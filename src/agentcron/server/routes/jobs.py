@@ -23,6 +23,12 @@ _WHEN_HELP = (
 )
 
 
+_MODEL_HELP = (
+    'the model its turns run on, "provider:name" (e.g. "openai:gpt-4o") or "offline"; '
+    "null (on update) = the default model"
+)
+
+
 class JobCreate(BaseModel):
     session_key: str = Field(description="the session the automation belongs to")
     name: str = Field(min_length=1, max_length=200)
@@ -34,6 +40,7 @@ class JobCreate(BaseModel):
     max_runs: int | None = Field(default=None, ge=1)
     end_at: datetime | None = None
     idempotency_key: str | None = Field(default=None, max_length=200)
+    model: str | None = Field(default=None, max_length=200, description=_MODEL_HELP)
 
 
 class JobPatch(BaseModel):
@@ -46,6 +53,7 @@ class JobPatch(BaseModel):
     max_runs: int | None = Field(default=None, ge=1)
     end_at: datetime | None = None
     enabled: bool | None = Field(default=None, description="false pauses, true resumes")
+    model: str | None = Field(default=None, max_length=200, description=_MODEL_HELP)
 
 
 def _aware(value: datetime | None, field: str) -> datetime | None:
@@ -80,6 +88,7 @@ async def create_job(body: JobCreate, cron: Cron) -> dict[str, Any]:
         max_runs=body.max_runs,
         end_at=_aware(body.end_at, "end_at"),
         idempotency_key=body.idempotency_key,
+        model=body.model,
     )
     return job_view(job)
 

@@ -1,0 +1,26 @@
+"""a job may name the model its turns run on (seed 004: per-job model)
+
+Revision ID: 0012
+Revises: 0011
+Create Date: 2026-11-25
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0012"
+down_revision = "0011"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("jobs") as batch:
+        batch.add_column(sa.Column("model", sa.Text(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("jobs") as batch:
+        batch.drop_column("model")
