@@ -25,6 +25,7 @@ from agentcron.agent.tool_deps import ToolDeps, ToolLimits
 from agentcron.config import (
     UNIFIED_ENV,
     UNIFIED_SESSION_KEY,
+    AgentSettings,
     EngineSettings,
     check_model_name,
     default_db_path,
@@ -600,7 +601,8 @@ class AgentCron:
         clock: Clock | None = None,
         settings: EngineSettings | None = None,
         model: str | Model | None = None,
-        max_steps: int = 8,
+        max_steps: int | None = None,
+        agent: AgentSettings | None = None,
         system_prompt: str | None = None,
         prices: str | Path | Mapping[str, Mapping[str, float]] | None = None,
         tool_limits: ToolLimits | None = None,
@@ -624,6 +626,7 @@ class AgentCron:
                 tools=scheduling_tools(),
                 deps_factory=self.tool_deps,
                 max_steps=max_steps,
+                settings=agent,
                 system_prompt=system_prompt,
                 prices=load_price_table(prices),
             )

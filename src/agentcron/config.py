@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 
@@ -17,6 +18,7 @@ UNIFIED_ENV = "AGENTCRON_UNIFIED_SESSION"
 MAX_JOBS_ENV = "AGENTCRON_MAX_JOBS"
 DEFAULT_MAX_JOBS = 500  # seed 004
 HISTORY_BUDGET_ENV = "AGENTCRON_HISTORY_BUDGET"
+MODEL_ENV = "AGENTCRON_MODEL"
 # Tokens of history a turn's runner gets (estimated at 4 characters a token): well inside the
 # context of any current chat model, with room for instructions, tools and the reply.
 DEFAULT_HISTORY_BUDGET = 16_000
@@ -148,6 +150,72 @@ def check_model_name(name: str | None) -> str | None:
             f"e.g. openai:gpt-4o or offline; got {name[:40]!r}"
         )
     return name
+
+
+DEFAULT_MAX_STEPS = 25  # model requests per turn (seed 004)
+THINKING_LEVELS = ("off", "on", "minimal", "low", "medium", "high", "xhigh", "max")
+SYSTEM_PROMPT_ENV = "AGENTCRON_SYSTEM_PROMPT"
+TEMPERATURE_ENV = "AGENTCRON_TEMPERATURE"
+MAX_TOKENS_ENV = "AGENTCRON_MAX_TOKENS"
+THINKING_ENV = "AGENTCRON_THINKING"
+MAX_STEPS_ENV = "AGENTCRON_MAX_STEPS"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    """The built-in agent's settings (seed 004: agent config). None = the model's own default;
+    `model` None = `$AGENTCRON_MODEL`, else the offline model. A job's `model` overrides it.
+    """
+
+    model: str | None = None
+    system_prompt: str | None = None  # None = the built-in prompt
+    temperature: float | None = None  # 0 to 2
+    max_tokens: int | None = None  # of one model response
+    thinking: str | None = None  # one of THINKING_LEVELS, where the provider supports it
+    max_steps: int = DEFAULT_MAX_STEPS  # model requests per turn; reaching it still succeeds
+
+    def __post_init__(self) -> None:
+        if self.temperature is not None and not 0 <= self.temperature <= 2:
+            raise ConfigError(f"temperature must be from 0 to 2, got {self.temperature}")
+        if self.max_tokens is not None and not 1 <= self.max_tokens <= 1_000_000:
+            raise ConfigError(f"max_tokens must be from 1 to 1000000, got {self.max_tokens}")
+        if self.thinking is not None and self.thinking not in THINKING_LEVELS:
+            raise ConfigError(
+                f"thinking must be one of {', '.join(THINKING_LEVELS)}, got {self.thinking!r}"
+            )
+        if not 1 <= self.max_steps <= 1000:
+            raise ConfigError(f"max_steps must be from 1 to 1000, got {self.max_steps}")
+        check_model_name(self.model)
+
+
+def _number(env: Mapping[str, str], name: str, kind: type[int] | type[float]) -> Any:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        return kind(raw)
+    except ValueError:
+        what = "a whole number" if kind is int else "a number"
+        raise ConfigError(f"{name} must be {what}, got {raw!r}") from None
+
+
+def agent_settings_from_env(env: Mapping[str, str] | None = None) -> AgentSettings:
+    """The agent settings the environment sets (`AGENTCRON_MODEL`, `AGENTCRON_SYSTEM_PROMPT`,
+    `AGENTCRON_TEMPERATURE`, `AGENTCRON_MAX_TOKENS`, `AGENTCRON_THINKING`, `AGENTCRON_MAX_STEPS`).
+    """
+    env = os.environ if env is None else env
+    steps = _number(env, MAX_STEPS_ENV, int)
+    try:
+        return AgentSettings(
+            model=check_model_name(env.get(MODEL_ENV)),
+            system_prompt=env.get(SYSTEM_PROMPT_ENV) or None,
+            temperature=_number(env, TEMPERATURE_ENV, float),
+            max_tokens=_number(env, MAX_TOKENS_ENV, int),
+            thinking=env.get(THINKING_ENV, "").strip().lower() or None,
+            max_steps=DEFAULT_MAX_STEPS if steps is None else steps,
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def settings_from_env(env: Mapping[str, str] | None = None) -> EngineSettings:

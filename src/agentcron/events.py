@@ -42,6 +42,15 @@ class TextDelta(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ThinkingDelta(Event):
+    """A piece of the model's thinking (reasoning), when it streams any: not part of the reply."""
+
+    type: ClassVar[str] = "thinking_delta"
+    turn_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolStarted(Event):
     type: ClassVar[str] = "tool_started"
     turn_id: str
@@ -223,6 +232,9 @@ def runner_event(session_key: str, turn_id: str, data: dict[str, Any]) -> Event:
     kind = data.get("type")
     if kind == "text_delta":
         return TextDelta(session_key=session_key, turn_id=turn_id, text=str(data.get("text", "")))
+    if kind == "thinking_delta":
+        text = str(data.get("text", ""))
+        return ThinkingDelta(session_key=session_key, turn_id=turn_id, text=text)
     if kind == "tool_started":
         name, args = str(data.get("name", "")), dict(data.get("args") or {})
         return ToolStarted(session_key=session_key, turn_id=turn_id, name=name, args=args)

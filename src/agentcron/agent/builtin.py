@@ -28,11 +28,14 @@ from pydantic_ai.messages import (
     SystemPromptPart,
     TextPart,
     TextPartDelta,
+    ThinkingPart,
+    ThinkingPartDelta,
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
 )
 from pydantic_ai.models import Model, infer_model
+from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage, UsageLimits
 
 from agentcron.agent.offline import (
@@ -51,6 +54,7 @@ from agentcron.agent.runner import (
     TurnEvents,
     TurnInput,
 )
+from agentcron.config import AgentSettings
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -211,6 +215,19 @@ def tool_records(messages: Sequence[ModelMessage], run_id: str) -> tuple[ToolRec
     return tuple(records)
 
 
+def model_settings(settings: AgentSettings) -> ModelSettings | None:
+    """The pydantic-ai model settings of the agent's (those left None: the model's defaults)."""
+    found = ModelSettings()
+    if settings.temperature is not None:
+        found["temperature"] = settings.temperature
+    if settings.max_tokens is not None:
+        found["max_tokens"] = settings.max_tokens
+    if settings.thinking is not None:
+        level = settings.thinking
+        found["thinking"] = level == "on" if level in {"on", "off"} else level  # type: ignore[typeddict-item]
+    return found or None
+
+
 def _zone(name: str) -> tuple[tzinfo, str]:
     try:
         return ZoneInfo(name), name
@@ -234,6 +251,13 @@ class _Relay:
                 if event.delta.content_delta:
                     text = event.delta.content_delta
                     await self._events.emit({"type": "text_delta", "text": text})
+            elif isinstance(event, PartStartEvent) and isinstance(event.part, ThinkingPart):
+                if event.part.content:
+                    await self._events.emit({"type": "thinking_delta", "text": event.part.content})
+            elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, ThinkingPartDelta):
+                if event.delta.content_delta:
+                    text = event.delta.content_delta
+                    await self._events.emit({"type": "thinking_delta", "text": text})
             elif isinstance(event, FunctionToolCallEvent):
                 args = event.part.args_as_dict()
                 self._args[event.part.tool_call_id] = args
@@ -265,18 +289,25 @@ class BuiltinRunner:
         *,
         tools: Sequence[Tool[Any]] = (),
         deps_factory: DepsFactory | None = None,
-        max_steps: int = 8,
+        max_steps: int | None = None,
         system_prompt: str | None = None,
         prices: PriceTable | None = None,
         history_budget: int | None = None,
+        settings: AgentSettings | None = None,
     ) -> None:
+        settings = settings or AgentSettings()
+        max_steps = settings.max_steps if max_steps is None else max_steps
         if max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, got {max_steps}")
+        model = model if model is not None else settings.model
+        system_prompt = system_prompt if system_prompt is not None else settings.system_prompt
         if history_budget is not None and history_budget < 1:
             raise ValueError(f"history_budget must be at least 1 token, got {history_budget}")
         self.model, self.model_id = resolve_model(model)
         # This model's history budget in tokens (None: the engine setting's).
         self.history_budget = history_budget
+        self.settings = settings
+        self.model_settings = model_settings(settings)
         self._models: dict[str, tuple[Model, str]] = {}  # jobs' own models, by name
         self.max_steps = max_steps
         self.system_prompt = DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt
@@ -361,6 +392,7 @@ class BuiltinRunner:
                     instructions=self.instructions(session, turn),
                     deps=deps,
                     usage_limits=UsageLimits(request_limit=self.max_steps),
+                    model_settings=self.model_settings,
                     event_stream_handler=_Relay(events),
                     run_id=run_id,
                 )

@@ -109,8 +109,9 @@ class TurnInput:
 class TurnEvents(Protocol):
     """Where a runner streams what happens during a turn.
 
-    Event dicts: {"type": "text_delta", "text": str}, {"type": "tool_started", "name": str,
-    "args": dict}, {"type": "tool_call", "name": str, "args": dict, "result": str}.
+    Event dicts: {"type": "text_delta", "text": str}, {"type": "thinking_delta", "text": str},
+    {"type": "tool_started", "name": str, "args": dict}, {"type": "tool_call", "name": str,
+    "args": dict, "result": str}.
     """
 
     async def emit(self, event: dict[str, Any]) -> None: ...

@@ -4,8 +4,9 @@ Every frame has `type` and `session_key` ("" for an event of no session, e.g. an
 The shapes, one per event class:
 
 - `StreamStart` -> `stream_start` {turn_id, source};
-- `TextDelta` -> `text_delta` {text}; `ToolStarted` -> `tool_started` {name, args};
-  `ToolCalled` -> `tool_call` {name, args, result};
+- `TextDelta` -> `text_delta` {text}; `ThinkingDelta` -> `thinking_delta` {text} (the model's
+  reasoning, where it streams any; not part of the reply);
+  `ToolStarted` -> `tool_started` {name, args}; `ToolCalled` -> `tool_call` {name, args, result};
 - `RunnerEvent` -> the runner's own dict, `{"type": name, **data}`, as runners emitted it;
 - `StreamEnd` -> `stream_end` {turn_id, status, message_id};
 - `SessionSync` -> `session_sync`; `SessionDeleted` -> `session_deleted`;
@@ -31,6 +32,7 @@ from agentcron.events import (
     StreamEnd,
     StreamStart,
     TextDelta,
+    ThinkingDelta,
     ToolCalled,
     ToolStarted,
 )
@@ -43,7 +45,7 @@ def event_json(event: Event) -> dict[str, Any]:
     match event:
         case StreamStart():
             body = {"turn_id": event.turn_id, "source": event.source}
-        case TextDelta():
+        case TextDelta() | ThinkingDelta():
             body = {"text": event.text}
         case ToolStarted():
             body = {"name": event.name, "args": event.args}

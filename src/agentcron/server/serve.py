@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from pydantic_ai.models import Model
 
 from agentcron.app import AgentCron
-from agentcron.config import data_dir, default_db_path, settings_from_env
+from agentcron.config import agent_settings_from_env, data_dir, default_db_path, settings_from_env
 from agentcron.engine.clock import Clock
 from agentcron.server.app import Hook, create_app
 from agentcron.server.auth import HOOK_TOKEN_ENV, HOOK_TOKEN_FILE, load_or_create_token
@@ -65,6 +65,7 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
         model=options.model,
         unified_session=options.unified_session,
         settings=settings_from_env(),
+        agent=agent_settings_from_env(),
     )
     from agentcron.channels import ChannelManager, channels_from_env
 

@@ -111,6 +111,7 @@ export class ChatView {
         });
         break;
       case "text_delta":
+      case "thinking_delta":
       case "tool_started":
       case "tool_call":
         this.enqueue(() => this.applyStream(event));
@@ -253,6 +254,16 @@ export class ChatView {
       return; // a late event of a turn already shown whole
     } else if (event.type === "text_delta") {
       this.live.body.append(event.text || "");
+      this.live.el.classList.remove("waiting");
+    } else if (event.type === "thinking_delta") {
+      // The model's reasoning: folded above the reply, dimmed; not kept once the turn ends.
+      if (!this.live.thinking) {
+        this.live.thinking = h("pre", { class: "thinking-text" });
+        this.live.tools.before(
+          h("details", { class: "thinking" }, h("summary", {}, "Thinking…"), this.live.thinking),
+        );
+      }
+      this.live.thinking.append(event.text || "");
       this.live.el.classList.remove("waiting");
     } else if (event.type === "tool_started") {
       this.live.tools.append(this.toolElement(event, true));
