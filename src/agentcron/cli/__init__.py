@@ -17,7 +17,15 @@ from rich.console import Console
 from agentcron import __version__
 from agentcron.cli import render
 from agentcron.cli.backends import ApiBackend, Backend, CliError, DbBackend
-from agentcron.config import DB_ENV, data_dir, default_db_path
+from agentcron.config import DB_ENV, ConfigError, data_dir, default_db_path
+from agentcron.config_file import (
+    CONFIG_ENV,
+    apply_config,
+    config_path,
+    dump_example,
+    effective,
+    effective_json,
+)
 from agentcron.schedule import ScheduleError, describe, parse_when, spec_to_json, upcoming
 from agentcron.schedule.zones import get_zone
 from agentcron.store.models import Catchup, JobKind, Overlap
@@ -48,10 +56,13 @@ jobs_app = typer.Typer(
 runs_app = typer.Typer(help="Run records of fires.", no_args_is_help=True)
 sessions_app = typer.Typer(help="Sessions (chats) and their transcripts.", no_args_is_help=True)
 db_app = typer.Typer(help="The database: create, upgrade, inspect.", no_args_is_help=True)
+config_app = typer.Typer(help="The configuration: what is in effect, an example file.",
+                         no_args_is_help=True)  # fmt: skip
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(runs_app, name="runs")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(db_app, name="db")
+app.add_typer(config_app, name="config")
 
 TABLE_WIDTH = 160  # when stdout is not a terminal (pipes, tests): wide, fixed, no surprises
 err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
@@ -156,12 +167,56 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main_callback(
+    ctx: typer.Context,
     version: Annotated[
         bool | None,
         typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
     ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help=f"A TOML configuration file (default: ${CONFIG_ENV}); flags and the "
+            "environment win over it.",
+            dir_okay=False,
+        ),
+    ] = None,
 ) -> None:
     """agentcron: cron for AI agent sessions."""
+    # Before any command reads a setting: the file fills in what the environment leaves unset.
+    try:
+        path = config_path(config)
+        applied = apply_config(path, os.environ)
+    except ConfigError as exc:
+        raise _fail(str(exc), 2) from None
+    ctx.obj = {"config": path, "from_file": applied}
+
+
+@config_app.command("show")
+def config_show(
+    ctx: typer.Context,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the effective configuration: each setting, its value and where it came from
+    (env, file or default); secrets masked.
+    """
+    obj = ctx.obj or {}
+    rows = effective(os.environ, obj.get("from_file", set()))
+    if as_json:
+        _print_json({"config": None if obj.get("config") is None else str(obj["config"]),
+                     "settings": effective_json(rows)})  # fmt: skip
+        return
+    path = obj.get("config")
+    echo(f"configuration file: {path if path is not None else f'none (--config or ${CONFIG_ENV})'}")
+    width = max(len(r.setting.key) for r in rows)
+    for row in rows:
+        echo(f"{row.setting.key:<{width}}  {row.source:<7}  {row.value}")
+
+
+@config_app.command("example")
+def config_example() -> None:
+    """Print an example configuration file with every setting, commented out."""
+    echo(dump_example(), nl=False)
 
 
 @app.command("next")
@@ -249,7 +304,10 @@ def serve(
         raise _fail("give --db or --url, not both", 2)
     options = ServeOptions(host=host, port=port, db=db, url=url, model=model,
                            unified_session=unified, demo=demo, log_level=log_level)  # fmt: skip
-    run(options, echo)
+    try:
+        run(options, echo)
+    except ConfigError as exc:  # a setting from the environment or the file is not usable
+        raise _fail(str(exc), 2) from None
 
 
 @app.command()

@@ -1,0 +1,245 @@
+"""The configuration file (TOML): every setting that a flag or an environment variable sets.
+
+The file fills in what the environment leaves unset: it is read once at start-up and each
+value becomes the environment variable of its setting (when that variable is not set), so the
+code that reads a setting reads it in one way, and the order is flag > environment > file >
+default. `effective` says, for each setting, its value and where it came from.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from agentcron.config import (
+    DEFAULT_HISTORY_BUDGET,
+    DEFAULT_MAX_JOBS,
+    DEFAULT_MAX_STEPS,
+    ConfigError,
+)
+
+__all__ = [
+    "CONFIG_ENV",
+    "SETTINGS",
+    "Effective",
+    "Setting",
+    "apply_config",
+    "config_path",
+    "dump_example",
+    "effective",
+    "effective_json",
+    "mask",
+    "read_config",
+]
+
+CONFIG_ENV = "AGENTCRON_CONFIG"
+_MAX_FILE_BYTES = 1_000_000
+
+Kind = Literal["text", "int", "float", "bool", "list", "limit"]
+Source = Literal["env", "file", "default"]
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One setting: its key in the file (`section.name`), its environment variable, the kind
+    of value the file holds, and what `config show` prints for it when nothing sets it.
+    """
+
+    key: str
+    env: str
+    kind: Kind
+    help: str
+    default: str = "(unset)"
+    secret: bool = False
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("server.db", "AGENTCRON_DB", "text", "SQLite file",
+            "agentcron.db in the data directory"),
+    Setting("server.home", "AGENTCRON_HOME", "text", "data directory (database, tokens)",
+            "the user's data directory"),
+    Setting("server.token", "AGENTCRON_TOKEN", "text", "API token",
+            "created in the data directory", secret=True),
+    Setting("server.hook_token", "AGENTCRON_HOOK_TOKEN", "text", "inbound hook token",
+            "created in the data directory", secret=True),
+    Setting("server.unified", "AGENTCRON_UNIFIED_SESSION", "bool",
+            "unified mode: web chats share one memory", "false"),
+    Setting("cli.url", "AGENTCRON_URL", "text", "the server the CLI talks to (--api)",
+            "the local database"),
+    Setting("engine.max_jobs", "AGENTCRON_MAX_JOBS", "limit", "jobs a store may hold",
+            str(DEFAULT_MAX_JOBS)),
+    Setting("engine.history_budget", "AGENTCRON_HISTORY_BUDGET", "limit",
+            "tokens of history a turn gets", str(DEFAULT_HISTORY_BUDGET)),
+    Setting("agent.model", "AGENTCRON_MODEL", "text", "model, e.g. openai:gpt-4.1-mini",
+            "offline"),
+    Setting("agent.base_url", "AGENTCRON_BASE_URL", "text",
+            "an OpenAI-compatible server (Ollama, vLLM)"),
+    Setting("agent.api_key", "AGENTCRON_API_KEY", "text", "that server's API key", secret=True),
+    Setting("agent.system_prompt", "AGENTCRON_SYSTEM_PROMPT", "text", "system prompt",
+            "the built-in prompt"),
+    Setting("agent.temperature", "AGENTCRON_TEMPERATURE", "float", "temperature (0-2)",
+            "the model's"),
+    Setting("agent.max_tokens", "AGENTCRON_MAX_TOKENS", "int", "max tokens of a response",
+            "the model's"),
+    Setting("agent.thinking", "AGENTCRON_THINKING", "text",
+            "thinking: off, on, minimal, low, medium, high, xhigh, max", "the model's"),
+    Setting("agent.max_steps", "AGENTCRON_MAX_STEPS", "int", "model requests per turn",
+            str(DEFAULT_MAX_STEPS)),
+    Setting("agent.prices", "AGENTCRON_PRICES", "text", "price table override (JSON file)",
+            "genai-prices"),
+    Setting("agent.offline_wps", "AGENTCRON_OFFLINE_WPS", "float",
+            "offline model's words per second (0 = no delay)", "20"),
+    Setting("webhook.url", "AGENTCRON_WEBHOOK_URL", "text", "outbound webhook URL"),
+    Setting("webhook.secret", "AGENTCRON_WEBHOOK_SECRET", "text", "webhook signing secret",
+            secret=True),
+    Setting("webhook.channels", "AGENTCRON_WEBHOOK_CHANNELS", "list",
+            "session channels the webhook delivers", "webhook"),
+    Setting("telegram.token", "AGENTCRON_TELEGRAM_TOKEN", "text", "Telegram bot token",
+            secret=True),
+    Setting("telegram.allowed_chats", "AGENTCRON_TELEGRAM_ALLOWED_CHATS", "list",
+            "chat ids allowed to talk to the bot"),
+    Setting("telegram.api_base", "AGENTCRON_TELEGRAM_API_BASE", "text", "Bot API base URL",
+            "https://api.telegram.org"),
+)  # fmt: skip
+_BY_KEY = {s.key: s for s in SETTINGS}
+_SECTIONS = sorted({s.key.partition(".")[0] for s in SETTINGS})
+
+
+def config_path(explicit: Path | None, environ: Mapping[str, str] | None = None) -> Path | None:
+    """The configuration file in use: `--config`, else `$AGENTCRON_CONFIG`, else none."""
+    if explicit is not None:
+        return explicit
+    named = (os.environ if environ is None else environ).get(CONFIG_ENV, "").strip()
+    return Path(named).expanduser() if named else None
+
+
+def _as_env(setting: Setting, value: Any, where: str) -> str:
+    """A file value as its environment variable's text, checked against the setting's kind."""
+    kind = setting.kind
+    wrong = f"{where}: {setting.key} must be"
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{wrong} true or false, got {value!r}")
+        return "true" if value else "false"
+    if kind == "int" or (kind == "limit" and not isinstance(value, str)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            extra = ' or "none"' if kind == "limit" else ""
+            raise ConfigError(f"{wrong} a whole number{extra}, got {value!r}")
+        return str(value)
+    if kind == "limit":
+        if value.strip().lower() != "none":
+            raise ConfigError(f'{wrong} a whole number or "none", got {value!r}')
+        return "none"
+    if kind == "float":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{wrong} a number, got {value!r}")
+        return str(value)
+    if kind == "list":
+        if isinstance(value, list) and all(isinstance(v, str | int) for v in value):
+            return ",".join(str(v) for v in value)
+        raise ConfigError(f"{wrong} a list of names or ids, got {value!r}")
+    if not isinstance(value, str):
+        raise ConfigError(f"{wrong} text, got {value!r}")
+    return value
+
+
+def read_config(path: Path) -> dict[str, str]:
+    """The settings a configuration file sets, as {environment variable: value}.
+
+    Raises ConfigError naming the file (and the key) for a file that cannot be read, is not
+    TOML, names an unknown section or key, or holds a value of the wrong kind.
+    """
+    try:
+        if path.stat().st_size > _MAX_FILE_BYTES:
+            raise ConfigError(f"the configuration file {path} is larger than 1 MB")
+        data = tomllib.loads(path.read_text("utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read the configuration file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"the configuration file {path} is not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"the configuration file {path} is not valid TOML: {exc}") from None
+    found: dict[str, str] = {}
+    for section, table in data.items():
+        if section not in _SECTIONS or not isinstance(table, dict):
+            raise ConfigError(
+                f"{path}: unknown section [{section}]; the sections are "
+                + ", ".join(f"[{s}]" for s in _SECTIONS)
+            )
+        for name, value in table.items():
+            setting = _BY_KEY.get(f"{section}.{name}")
+            if setting is None:
+                known = ", ".join(s.key.partition(".")[2] for s in SETTINGS
+                                  if s.key.startswith(f"{section}."))  # fmt: skip
+                raise ConfigError(f"{path}: unknown setting {name!r} in [{section}]; "
+                                  f"known: {known}")  # fmt: skip
+            found[setting.env] = _as_env(setting, value, str(path))
+    return found
+
+
+def apply_config(path: Path | None, environ: MutableMapping[str, str]) -> set[str]:
+    """Fill in, from the file, each setting the environment leaves unset; returns the
+    environment variables it set.
+    """
+    if path is None:
+        return set()
+    applied = set()
+    for env, value in read_config(path).items():
+        if not environ.get(env):
+            environ[env] = value
+            applied.add(env)
+    return applied
+
+
+@dataclass(frozen=True, slots=True)
+class Effective:
+    """A setting's effective value and where it came from."""
+
+    setting: Setting
+    value: str
+    source: Source
+
+
+def mask(value: str) -> str:
+    """A secret as `config show` prints it: never whole."""
+    return f"****{value[-4:]}" if len(value) >= 16 else "(set)"
+
+
+def effective(environ: Mapping[str, str], from_file: set[str]) -> list[Effective]:
+    """Each setting's value (secrets masked) and its source, given the environment after
+    `apply_config` and the variables it set.
+    """
+    rows = []
+    for setting in SETTINGS:
+        raw = environ.get(setting.env, "")
+        if not raw:
+            rows.append(Effective(setting, setting.default, "default"))
+            continue
+        value = mask(raw) if setting.secret else raw
+        rows.append(Effective(setting, value, "file" if setting.env in from_file else "env"))
+    return rows
+
+
+def effective_json(rows: list[Effective]) -> list[dict[str, Any]]:
+    return [
+        {"key": r.setting.key, "env": r.setting.env, "value": r.value, "source": r.source,
+         "secret": r.setting.secret}
+        for r in rows
+    ]  # fmt: skip
+
+
+def dump_example() -> str:
+    """A commented example file with every setting (what `config example` prints)."""
+    lines = ["# agentcron configuration (TOML); the environment and flags win over it", ""]
+    section = ""
+    for s in SETTINGS:
+        head, _, name = s.key.partition(".")
+        if head != section:
+            lines += ([""] if section else []) + [f"[{head}]"]
+            section = head
+        lines.append(f"# {name} = ...  # {s.help}; default: {s.default}  (${s.env})")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,164 @@
+"""The configuration file: every setting in one TOML file; flag > environment > file > default."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from agentcron.cli import app
+from agentcron.config import ConfigError
+from agentcron.config_file import SETTINGS, apply_config, dump_example, mask, read_config
+
+# Every setting's variable unset for the CLI runs (and restored after them: the file's values
+# are written into the environment of the process).
+CLEAN: dict[str, str | None] = {s.env: None for s in SETTINGS} | {"AGENTCRON_CONFIG": None}
+
+GOOD = """
+[server]
+unified = true
+
+[engine]
+max_jobs = "none"
+history_budget = 8000
+
+[agent]
+model = "openai:gpt-4o"
+temperature = 0.3
+max_steps = 12
+api_key = "sk-abcdefghijklmnop1234"
+
+[webhook]
+channels = ["webhook", "ops"]
+
+[telegram]
+allowed_chats = [42, -100123]
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "agentcron.toml"
+    path.write_text(text, "utf-8")
+    return path
+
+
+def test_a_file_sets_each_setting_as_its_environment_variable(tmp_path: Path) -> None:
+    assert read_config(write(tmp_path, GOOD)) == {
+        "AGENTCRON_UNIFIED_SESSION": "true",
+        "AGENTCRON_MAX_JOBS": "none",
+        "AGENTCRON_HISTORY_BUDGET": "8000",
+        "AGENTCRON_MODEL": "openai:gpt-4o",
+        "AGENTCRON_TEMPERATURE": "0.3",
+        "AGENTCRON_MAX_STEPS": "12",
+        "AGENTCRON_API_KEY": "sk-abcdefghijklmnop1234",
+        "AGENTCRON_WEBHOOK_CHANNELS": "webhook,ops",
+        "AGENTCRON_TELEGRAM_ALLOWED_CHATS": "42,-100123",
+    }
+
+
+def test_the_environment_wins_over_the_file(tmp_path: Path) -> None:
+    env = {"AGENTCRON_MODEL": "offline"}
+    applied = apply_config(write(tmp_path, GOOD), env)
+    assert env["AGENTCRON_MODEL"] == "offline"
+    assert "AGENTCRON_MODEL" not in applied
+    assert env["AGENTCRON_MAX_STEPS"] == "12"
+    assert "AGENTCRON_MAX_STEPS" in applied
+    assert apply_config(None, env) == set()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[agnet]\nmodel = 'x'", r"unknown section \[agnet\]; the sections are \[agent\]"),
+        ("[agent]\nmodle = 'x'", r"unknown setting 'modle' in \[agent\]; known: model, "),
+        ("[agent]\ntemperature = 'hot'", r"agent.temperature must be a number, got 'hot'"),
+        ("[agent]\nmax_steps = 2.5", r"agent.max_steps must be a whole number, got 2.5"),
+        ("[server]\nunified = 'yes'", r"server.unified must be true or false, got 'yes'"),
+        ("[engine]\nmax_jobs = 'lots'", r'engine.max_jobs must be a whole number or "none"'),
+        ("[webhook]\nchannels = 'ops'", r"webhook.channels must be a list of names or ids"),
+        ("[agent]\nmodel = 5", r"agent.model must be text, got 5"),
+        ("model = 'x'", r"unknown section \[model\]"),
+        ("[agent\n", r"is not valid TOML"),
+    ],
+)
+def test_a_bad_file_is_refused_naming_the_file_and_key(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError, match=message) as caught:
+        read_config(path)
+    assert str(path) in str(caught.value)
+
+
+def test_a_missing_file_says_so(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"cannot read the configuration file .*No such file"):
+        read_config(tmp_path / "nope.toml")
+
+
+def test_secrets_are_never_shown_whole() -> None:
+    assert mask("sk-abcdefghijklmnop1234") == "****1234"
+    assert mask("short") == "(set)"
+
+
+def test_config_show_says_where_each_value_came_from(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD)
+    env = CLEAN | {"AGENTCRON_MAX_STEPS": "9", "AGENTCRON_TOKEN": "tok-0123456789abcdef"}
+    result = CliRunner().invoke(app, ["--config", str(path), "config", "show"], env=env)
+    assert result.exit_code == 0, result.output
+    lines = {line.split()[0]: line.split(maxsplit=2)[1:] for line in result.output.splitlines()[1:]}
+    assert result.output.splitlines()[0] == f"configuration file: {path}"
+    assert lines["agent.max_steps"] == ["env", "9"]  # the environment wins over the file
+    assert lines["agent.model"] == ["file", "openai:gpt-4o"]
+    assert lines["agent.temperature"] == ["file", "0.3"]
+    assert lines["agent.api_key"] == ["file", "****1234"]  # secrets masked
+    assert lines["server.token"] == ["env", "****cdef"]
+    assert lines["engine.history_budget"] == ["file", "8000"]
+    assert lines["agent.thinking"] == ["default", "the model's"]
+    assert "sk-abcdefghijklmnop1234" not in result.output
+    assert "tok-0123456789abcdef" not in result.output
+
+
+def test_config_show_json_and_the_environment_variable_naming_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD)
+    env = CLEAN | {"AGENTCRON_CONFIG": str(path)}
+    result = CliRunner().invoke(app, ["config", "show", "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["config"] == str(path)
+    rows = {r["key"]: r for r in data["settings"]}
+    assert rows["agent.model"] == {"key": "agent.model", "env": "AGENTCRON_MODEL",
+                                   "value": "openai:gpt-4o", "source": "file", "secret": False}  # fmt: skip
+    assert rows["agent.api_key"]["value"] == "****1234"
+
+
+def test_a_bad_file_stops_every_command_with_exit_code_2(tmp_path: Path) -> None:
+    path = write(tmp_path, "[agent]\ntemperature = 'hot'\n")
+    result = CliRunner().invoke(app, ["--config", str(path), "config", "show"], env=CLEAN)
+    assert result.exit_code == 2
+    assert "agent.temperature must be a number, got 'hot'" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("flag", "env", "used"), [(True, True, "flag"), (False, True, "env"), (False, False, "file")]
+)
+def test_a_flag_wins_over_the_environment_which_wins_over_the_file(
+    tmp_path: Path, flag: bool, env: bool, used: str
+) -> None:
+    path = write(tmp_path, f'[server]\ndb = "{tmp_path / "file.db"}"\n')
+    environ = CLEAN | ({"AGENTCRON_DB": str(tmp_path / "env.db")} if env else {})
+    args = ["--config", str(path), "db", "upgrade"]
+    if flag:
+        args += ["--db", str(tmp_path / "flag.db")]
+    result = CliRunner().invoke(app, args, env=environ)
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"{tmp_path / f'{used}.db'}: schema at revision")
+
+
+def test_the_example_file_names_every_setting_and_reads_back(tmp_path: Path) -> None:
+    text = dump_example()
+    for setting in SETTINGS:
+        assert f"# {setting.key.partition('.')[2]} = ..." in text
+    assert read_config(write(tmp_path, text)) == {}  # all commented out: valid, sets nothing
