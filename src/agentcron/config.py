@@ -232,7 +232,8 @@ def load_price_table(
     """The per-model price table: a mapping, a JSON file, or the file named by $AGENTCRON_PRICES.
 
     The file holds `{"provider:model": {"input_per_mtok": 0.4, "output_per_mtok": 1.6}, ...}`
-    (USD per million tokens). No table means every model costs 0.
+    (USD per million tokens). It overrides the maintained table of `genai-prices`; a model in
+    neither is "unpriced" (its cost is None, never 0).
     """
     if isinstance(source, Mapping):
         return source

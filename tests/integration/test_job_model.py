@@ -59,6 +59,12 @@ async def test_a_jobs_model_runs_its_turns_and_others_keep_the_default(
     assert plain_run.output == "the default model answers"
     assert plain_run.usage is not None
     assert plain_run.usage["model"] == "function:house"
+    # No table knows that model: its cost is unknown ("unpriced"), never 0; the offline one is free.
+    assert plain_run.usage["cost_usd"] is None
+    assert own_run.usage["cost_usd"] == 0.0
+    plain_usage = await app.jobs.usage(plain.id)
+    assert (plain_usage["counted"], plain_usage["unpriced"], plain_usage["cost_usd"]) == (1, 1, 0.0)
+    assert (await app.jobs.usage(own.id))["unpriced"] == 0
 
 
 async def test_a_model_that_cannot_be_resolved_fails_the_run_with_the_reason(

@@ -334,9 +334,11 @@ async def test_usage_is_recorded_on_runs_and_turns_and_summed(
     }
     assert await cron.store.usage_totals(job_id=job.id) == {
         "counted": 3, "input_tokens": 300, "output_tokens": 60, "cost_usd": 0.0015,
+        "unpriced": 0,
     }  # fmt: skip
     assert await cron.store.usage_totals(session_key=KEY) == {
         "counted": 4, "input_tokens": 400, "output_tokens": 80, "cost_usd": 0.002,
+        "unpriced": 0,
     }  # fmt: skip
 
 

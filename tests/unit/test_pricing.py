@@ -98,22 +98,33 @@ PRICES = load_prices(
         ("ollama:llama3", (2_000, 1_000), 0.004),
         ("llama3", (2_000, 1_000), 0.004),
         ("gpt-4.1-mini", (10_000, 0), 1.0),
-        # only the first colon is the provider's
-        ("openrouter:meta:llama3", (1_000_000, 0), 0.0),
-        # unknown models cost nothing
-        ("anthropic:claude-sonnet-4", (1_000_000, 1_000_000), 0.0),
-        ("mystery", (1_000_000, 1_000_000), 0.0),
-        ("", (1, 1), 0.0),
+        # only the first colon is the provider's: "meta:llama3" is in neither table
+        ("openrouter:meta:llama3", (1_000_000, 0), None),
+        # not in the override table: the maintained table of genai-prices
+        ("anthropic:claude-sonnet-4", (1_000_000, 1_000_000), 18.0),
+        ("openai-chat:gpt-4o", (1_000_000, 1_000_000), 12.5),  # pydantic-ai's provider names
+        ("google-gla:gemini-2.5-flash", (1_000_000, 1_000_000), 2.8),
+        # a model no table knows is unpriced: None, never a cost of 0
+        ("mystery", (1_000_000, 1_000_000), None),
+        ("function:house", (1, 1), None),
+        ("", (1, 1), None),
         # no tokens, no cost
         ("llama3", (0, 0), 0.0),
     ],
 )
-def test_cost_usd(model: str, tokens: tuple[int, int], cost: float) -> None:
-    assert cost_usd(PRICES, model, *tokens) == pytest.approx(cost, abs=1e-12)
+def test_cost_usd(model: str, tokens: tuple[int, int], cost: float | None) -> None:
+    found = cost_usd(PRICES, model, *tokens)
+    if cost is None:
+        assert found is None
+    else:
+        assert found == pytest.approx(cost, abs=1e-12)
 
 
-def test_cost_of_an_empty_table_is_zero() -> None:
-    assert cost_usd({}, "openai:gpt-4.1-mini", 10**9, 10**9) == 0.0
+def test_without_an_override_the_maintained_table_prices_known_models() -> None:
+    # gpt-4.1-mini: 0.40 / 1.60 USD per million tokens in genai-prices' table
+    assert cost_usd({}, "openai:gpt-4.1-mini", 10**9, 10**9) == 2000.0
+    assert cost_usd({}, "offline", 10**9, 10**9) == 0.0  # the local offline model is free
+    assert cost_usd({}, "ollama:my-finetune", 10, 10) is None
 
 
 def test_rounding_removes_float_noise_and_keeps_sub_cent_precision() -> None:

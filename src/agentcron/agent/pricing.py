@@ -1,4 +1,4 @@
-"""Per-model token prices and the cost of a turn's usage."""
+"""Per-model token prices (genai-prices, with an override table) and the cost of a turn."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["Price", "PriceTable", "cost_usd", "load_prices"]
+from genai_prices import Usage, calc_price
+
+__all__ = ["FREE_MODELS", "Price", "PriceTable", "cost_usd", "load_prices"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,18 +48,58 @@ def load_prices(table: PriceTable | None) -> dict[str, Price]:
     return prices
 
 
-def cost_usd(
-    prices: Mapping[str, Price], model: str, input_tokens: int, output_tokens: int
-) -> float:
-    """The cost of the tokens at `model`'s price; 0.0 for a model without a price.
+# pydantic-ai's provider prefixes where genai-prices names the provider otherwise.
+_PROVIDERS = {
+    "openai-chat": "openai",
+    "openai-responses": "openai",
+    "google-gla": "google",
+    "google-vertex": "google",
+    "bedrock": "aws",
+}
+FREE_MODELS = frozenset({"offline"})  # the built-in offline model runs locally: it costs nothing
 
-    `model` is looked up as given ("openai:gpt-4.1-mini"), then without its provider prefix.
-    """
+
+def _table_price(prices: Mapping[str, Price], model: str) -> Price | None:
     price = prices.get(model)
     if price is None and ":" in model:
         price = prices.get(model.split(":", 1)[1])
-    if price is None:
+    return price
+
+
+def _genai_price(model: str, input_tokens: int, output_tokens: int) -> float | None:
+    """The cost from genai-prices' bundled table (no network), or None for a model it does not
+    know.
+    """
+    provider, sep, name = model.partition(":")
+    if not sep:
+        provider, name = "", model
+    try:
+        found = calc_price(
+            Usage(input_tokens=input_tokens, output_tokens=output_tokens),
+            model_ref=name,
+            provider_id=_PROVIDERS.get(provider, provider) or None,
+        )
+    except LookupError:
+        return None
+    return float(found.total_price)
+
+
+def cost_usd(
+    prices: Mapping[str, Price], model: str, input_tokens: int, output_tokens: int
+) -> float | None:
+    """The cost of the tokens at `model`'s price, None when no price is known ("unpriced",
+    never a made-up 0).
+
+    The override table (`AGENTCRON_PRICES`) wins: `model` looked up as given
+    ("openai:gpt-4.1-mini"), then without its provider prefix; else the maintained price table
+    of `genai-prices`. The offline model costs 0.
+    """
+    price = _table_price(prices, model)
+    if price is not None:
+        total = input_tokens * price.input_per_mtok + output_tokens * price.output_per_mtok
+        # Round away float noise (0.30000000000000004) while keeping sub-cent precision.
+        return round(total / 1_000_000, 10)
+    if model in FREE_MODELS:
         return 0.0
-    total = input_tokens * price.input_per_mtok + output_tokens * price.output_per_mtok
-    # Round away float noise (0.30000000000000004) while keeping sub-cent precision.
-    return round(total / 1_000_000, 10)
+    found = _genai_price(model, input_tokens, output_tokens)
+    return None if found is None else round(found, 10)

@@ -72,6 +72,22 @@ def _pairs(console: Console, title: str, rows: list[tuple[str, Any]]) -> None:
     console.print(table)
 
 
+def usage(data: dict[str, Any] | None) -> str:
+    """Tokens and cost in one line; a cost no price table knows says "unpriced", never $0."""
+    if not data:
+        return "-"
+    tokens = f"{data.get('input_tokens', 0):,} in / {data.get('output_tokens', 0):,} out tokens"
+    cost = data.get("cost_usd")
+    if "counted" in data:  # totals over runs or turns
+        priced = f"${cost:.6f}" if data.get("counted", 0) > data.get("unpriced", 0) else ""
+        unpriced = f"{data['unpriced']} unpriced" if data.get("unpriced") else ""
+        money = " + ".join(p for p in (priced, unpriced) if p) or "$0"
+        return f"{data['counted']} counted, {tokens}, {money}"
+    money = "unpriced" if cost is None else f"${cost:.6f}"
+    model = f" ({data['model']})" if data.get("model") else ""
+    return f"{tokens}, {money}{model}"
+
+
 def job_detail(console: Console, job: dict[str, Any]) -> None:
     tz = job["tz"]
     _pairs(console, f"job {job['id']}", [
@@ -79,7 +95,7 @@ def job_detail(console: Console, job: dict[str, Any]) -> None:
         ("schedule", job["schedule"]), ("message", job["message"]), ("state", _state(job)),
         ("next run", when(job["next_run_at"], tz)), ("last run", when(job["last_run_at"], tz)),
         ("last status", job["last_status"] or "-"), ("runs", str(job["run_count"])),
-        ("policy", job["policy"]), ("usage", job.get("usage", {})),
+        ("policy", job["policy"]), ("usage", usage(job.get("usage"))),
     ])  # fmt: skip
     console.print("next fires: " + ", ".join(when(f, tz) for f in job.get("upcoming", [])))
     if job.get("runs"):
@@ -101,8 +117,10 @@ def run_detail(console: Console, run: dict[str, Any]) -> None:
             "finished_at",
         )
     ]
-    rows += [(key, run[key]) for key in ("prompt_ref", "output", "error", "usage", "delivery")
+    rows += [(key, run[key]) for key in ("prompt_ref", "output", "error", "delivery")
              if run.get(key) is not None]  # fmt: skip
+    if run.get("usage"):
+        rows.append(("usage", usage(run["usage"])))
     _pairs(console, f"run {run['id']}", rows)
     # the prompt and the traceback as they are: no markup, no re-wrapping
     if run.get("prompt"):
@@ -121,7 +139,7 @@ def session_detail(console: Console, session: dict[str, Any]) -> None:
         ("chat id", session["chat_id"]), ("tz", session["tz"]),
         ("running turn", session.get("running_turn") or "-"),
         ("recall", (session.get("recall") or {}).get("schedule", "-")),
-        ("usage", session.get("usage", {})),
+        ("usage", usage(session.get("usage"))),
     ])  # fmt: skip
     if session.get("automations"):
         console.print(jobs_table(session["automations"]))

@@ -1392,7 +1392,8 @@ class SqlStore:
         self, *, job_id: str | None = None, session_key: str | None = None
     ) -> dict[str, Any]:
         """Tokens and cost summed over a job's runs, or over a session's turns (user and
-        scheduled), so a user sees what a schedule or a conversation costs.
+        scheduled), so a user sees what a schedule or a conversation costs; `unpriced` counts
+        those whose model has no known price (their cost is not in `cost_usd`).
         """
         if (job_id is None) == (session_key is None):
             raise ValueError("give exactly one of job_id or session_key")
@@ -1404,15 +1405,17 @@ class SqlStore:
         query = sa.select(
             sa.func.count(),
             *(sa.func.coalesce(sa.func.sum(table.c[c]), 0) for c in USAGE_COLUMNS),
+            sa.func.coalesce(sa.func.sum(sa.case((table.c.cost_usd.is_(None), 1), else_=0)), 0),
         ).where(where, table.c.input_tokens.is_not(None))
-        count, tokens_in, tokens_out, cost = await self._db.read(
+        count, tokens_in, tokens_out, cost, unpriced = await self._db.read(
             lambda conn: conn.execute(query).one()
         )
         return {
             "counted": int(count),
             "input_tokens": int(tokens_in),
             "output_tokens": int(tokens_out),
-            "cost_usd": round(float(cost), 6),
+            "cost_usd": round(float(cost), 6),  # of the priced ones
+            "unpriced": int(unpriced),  # counted, but no price known for their model
         }
 
     async def count_runs(self, *, states: Iterable[RunState] | None = None) -> int:
