@@ -39,6 +39,7 @@ from agentcron.engine.scheduler import Engine, make_owner
 from agentcron.events import Callback, Event, EventBus, JobAction, JobEvent
 from agentcron.schedule import EverySpec, parse_when
 from agentcron.sessions.lane import Lanes
+from agentcron.store.deliveries import Delivery, DeliveryCursor, DeliveryState
 from agentcron.store.errors import VersionConflictError
 from agentcron.store.ids import new_id
 from agentcron.store.journal import Journal
@@ -414,6 +415,21 @@ class Sessions:
     async def list(self, *, limit: int | None = None) -> list[Session]:
         return await self._sessions.list_sessions(limit=limit)
 
+    async def note(self, key: str, content: str) -> Message:
+        """A message in the transcript that starts no turn (seed 004 `triggerAgent=false`): the
+        agent sees it as history in the session's next turn.
+        """
+        _check_text(content)
+        return await self._cron.lanes.post(key, "user", content, {"source": "note"})
+
+    async def deliver(self, key: str, text: str) -> Message:
+        """Send `text` out through the session's channel without the agent (seed 004 `send`):
+        an assistant entry marked `sent_by: operator`, delivered by the channels like a reply.
+        """
+        _check_text(text)
+        meta = {"source": "operator", "sent_by": "operator"}
+        return await self._cron.lanes.post(key, "assistant", text, meta)
+
     async def send(self, key: str, content: str, *, source: TurnSource = TurnSource.USER) -> Turn:
         """Submit a message (from the user, or a hook): it runs as a turn after any turn in
         progress.
@@ -482,6 +498,31 @@ class Sessions:
         await self._cron.lanes.stop(key)
         await self._sessions.delete_session(key)
         return {"deleted": True, "deleted_automations": [j.id for j in blocking]}
+
+
+def _check_text(text: str) -> None:
+    if not text.strip():
+        raise ValueError("the message is empty")
+
+
+class Deliveries:
+    """What the channels did with the sessions' messages (delivery records)."""
+
+    def __init__(self, cron: AgentCron) -> None:
+        self._store = cron.store.deliveries
+
+    async def page(
+        self,
+        *,
+        session_key: str | None = None,
+        state: DeliveryState | None = None,
+        channel: str | None = None,
+        limit: int = 50,
+        before: DeliveryCursor | None = None,
+    ) -> builtins.list[Delivery]:
+        """Newest first, `limit` at most, after the cursor `before` (see `DeliveryStore.page`)."""
+        return await self._store.page(session_key=session_key, state=state, channel=channel,
+                                      limit=limit, before=before)  # fmt: skip
 
 
 class SystemJobs:
@@ -658,6 +699,7 @@ class AgentCron:
         self.runs = Runs(self)
         self.sessions = Sessions(self)
         self.system = SystemJobs(self)
+        self.deliveries = Deliveries(self)
 
     def subscribe(
         self, callback: Callback, types: Iterable[type[Event]] | None = None

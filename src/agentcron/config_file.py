@@ -8,6 +8,7 @@ default. `effective` says, for each setting, its value and where it came from.
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from collections.abc import Mapping, MutableMapping
@@ -39,7 +40,7 @@ __all__ = [
 CONFIG_ENV = "AGENTCRON_CONFIG"
 _MAX_FILE_BYTES = 1_000_000
 
-Kind = Literal["text", "int", "float", "bool", "list", "limit"]
+Kind = Literal["text", "int", "float", "bool", "list", "limit", "table"]
 Source = Literal["env", "file", "default"]
 
 
@@ -97,7 +98,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("webhook.secret", "AGENTCRON_WEBHOOK_SECRET", "text", "webhook signing secret",
             secret=True),
     Setting("webhook.channels", "AGENTCRON_WEBHOOK_CHANNELS", "list",
-            "session channels the webhook delivers", "webhook"),
+            "session channels the webhook delivers (* = all)", "all sessions"),
+    Setting("webhook.headers", "AGENTCRON_WEBHOOK_HEADERS", "table",
+            "extra request headers, a table of name = value", secret=True),
     Setting("telegram.token", "AGENTCRON_TELEGRAM_TOKEN", "text", "Telegram bot token",
             secret=True),
     Setting("telegram.allowed_chats", "AGENTCRON_TELEGRAM_ALLOWED_CHATS", "list",
@@ -138,6 +141,10 @@ def _as_env(setting: Setting, value: Any, where: str) -> str:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"{wrong} a number, got {value!r}")
         return str(value)
+    if kind == "table":
+        if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+            return json.dumps(value)
+        raise ConfigError(f"{wrong} a table of text values, got {value!r}")
     if kind == "list":
         if isinstance(value, list) and all(isinstance(v, str | int) for v in value):
             return ",".join(str(v) for v in value)

@@ -180,6 +180,42 @@ class FireStarted(Event):
 Callback = Callable[[Event], Awaitable[None] | None]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeliverySucceeded(Event):
+    """A channel delivered a session's message (seed 004: `message.delivered`)."""
+
+    type: ClassVar[str] = "delivery_succeeded"
+    channel: str
+    message_id: str
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeliveryFailed(Event):
+    """An attempt to deliver a session's message failed (seed 004: `message.failed`):
+    `retryable` = another attempt follows; False = the delivery gave up (a permanent error,
+    or no attempts left), the message never reached that channel.
+    """
+
+    type: ClassVar[str] = "delivery_failed"
+    channel: str
+    message_id: str
+    attempts: int
+    error: str
+    retryable: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SystemEventFired(Event):
+    """A `system_event` job fired: its text, for the session's subscribers (seed 004)."""
+
+    type: ClassVar[str] = "system_event"
+    job_id: str
+    run_id: str
+    name: str
+    text: str
+
+
 @dataclass(eq=False)
 class _Subscription:
     callback: Callback

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from agentcron.schedule import describe
+from agentcron.store.deliveries import Delivery
 from agentcron.store.models import Job, Message, Recall, Run, Session, Turn
 
 
@@ -149,4 +150,20 @@ def turn_view(turn: Turn) -> dict[str, Any]:
         "error_details": turn.error_details,
         "usage": turn.usage,
         "reply_message_id": turn.reply_message_id,
+    }
+
+
+def delivery_view(delivery: Delivery) -> dict[str, Any]:
+    """A delivery record, without its payload (the message is in the transcript)."""
+    return {
+        "channel": delivery.channel,
+        "message_id": delivery.message_id,
+        "session_key": delivery.session_key,
+        "state": delivery.state.value,
+        "attempts": delivery.attempts,
+        "last_error": delivery.last_error,
+        "next_attempt_at": iso(delivery.next_attempt_at),
+        "created_at": iso(delivery.created_at),
+        "updated_at": iso(delivery.updated_at),
+        "delivered_at": iso(delivery.delivered_at),
     }

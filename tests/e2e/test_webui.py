@@ -366,3 +366,33 @@ async def test_saved_tool_calls_and_a_summary_are_folded_in_the_transcript(
     await expect(first.locator("details.tool pre.tool-result")).to_be_hidden()
     await expect(log.locator("article.role-tool")).to_have_count(0)
     await expect(log.get_by_role("article", name="Summary")).to_have_count(1)
+
+
+@pytest.mark.timeout(30)
+async def test_a_reply_a_channel_could_not_deliver_is_marked_and_the_channel_shown_failing(
+    start_server: StartServer, page: Page, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.integration.test_channels_webhook import HttpStub, scripted
+
+    async with HttpStub(scripted(then=400)) as receiver:  # the receiver refuses everything
+        monkeypatch.setenv("AGENTCRON_WEBHOOK_URL", receiver.url)
+        monkeypatch.setenv("AGENTCRON_WEBHOOK_SECRET", "s3cret-for-the-browser-test")
+        ui = await start_server()
+        await log_in(page, ui)
+        channels = page.get_by_role("region", name="Channels")
+        await expect(channels.get_by_role("listitem", name="webhook: healthy")).to_be_visible()
+        await new_chat(page)
+        await say(page, "hello there")
+        log = transcript(page)
+        reply = log.locator("article.role-assistant:not(.streaming)").filter(has_text="You said")
+        badge = reply.locator(".undelivered-badge")
+        await expect(badge).to_have_text("not delivered")
+        await expect(badge).to_have_attribute(
+            "title", re.compile(r"^Not delivered: webhook: HTTP 400")
+        )
+        await expect(channels.get_by_role("listitem", name="webhook: failing")).to_be_visible()
+        # From the delivery records after a reload, not only from the live event.
+        await page.reload()
+        await expect(page.get_by_role("status")).to_have_text("Live")
+        await expect(reply.locator(".undelivered-badge")).to_have_text("not delivered")
+        assert len(receiver.received) == 1  # a permanent error is not retried

@@ -125,7 +125,30 @@ class Channel(Protocol):
 class StoreBound(Protocol):
     """A channel that keeps delivery records: the manager binds it to the store before start."""
 
-    def bind(self, deliveries: DeliveryStore, clock: Clock) -> None: ...
+    def bind(
+        self,
+        deliveries: DeliveryStore,
+        clock: Clock,
+        report: Callable[[Event], Awaitable[None]] | None = None,
+    ) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelStatus:
+    """How a channel is doing (`GET /api/channels`): connected = it reaches its far end (for
+    Telegram: the last poll did); healthy = running, connected and its deliveries not failing
+    since their last success.
+    """
+
+    name: str
+    kind: str
+    running: bool
+    connected: bool
+    healthy: bool
+    last_error: str | None
+    last_error_at: datetime | None
+    last_success_at: datetime | None
+    failed: int  # deliveries given up since start
 
 
 _Outbound = StreamEnd | MessagePosted
@@ -170,7 +193,7 @@ class ChannelManager:
             return
         for channel in self.channels:
             if isinstance(channel, StoreBound):
-                channel.bind(self.cron.store.deliveries, self.cron.clock)
+                channel.bind(self.cron.store.deliveries, self.cron.clock, self.cron.publish)
         self._events = asyncio.Queue()
         self._outgoing = {c.name: asyncio.Queue() for c in self.channels}
         self._events_task = asyncio.create_task(self._event_loop(), name="channels:events")
@@ -230,6 +253,27 @@ class ChannelManager:
                 await channel.stop()
             except Exception:
                 log.exception("channel failed to stop", extra={"channel": channel.name})
+
+    def status(self) -> list[ChannelStatus]:
+        """Each configured channel: running, connected, healthy, its last success and error."""
+        found = []
+        for channel in self.channels:
+            outbox = getattr(channel, "outbox", None)
+            health = getattr(outbox, "health", None)
+            running = channel in self._started and self.running
+            connected = getattr(channel, "connected", None)
+            error = getattr(channel, "poll_error", None)
+            last_error = error or (health.last_error if health is not None else None)
+            healthy = running and connected is not False and (health is None or health.healthy)
+            found.append(ChannelStatus(
+                name=channel.name, kind=type(channel).__name__.removesuffix("Channel").lower(),
+                running=running, connected=running if connected is None else connected,
+                healthy=healthy, last_error=last_error,
+                last_error_at=None if health is None else health.last_error_at,
+                last_success_at=None if health is None else health.last_success_at,
+                failed=0 if health is None else health.failed,
+            ))  # fmt: skip
+        return found
 
     async def idle(self) -> None:
         """Wait until every queued event has been handed to its channels (tests use this)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -9,11 +10,12 @@ from urllib.parse import urlsplit
 
 from agentcron.channels.base import Channel, ChannelError
 from agentcron.channels.telegram import DEFAULT_API_BASE, TelegramChannel
-from agentcron.channels.webhook import WebhookChannel
+from agentcron.channels.webhook import WebhookChannel, check_headers
 
 WEBHOOK_URL_ENV = "AGENTCRON_WEBHOOK_URL"
 WEBHOOK_SECRET_ENV = "AGENTCRON_WEBHOOK_SECRET"
 WEBHOOK_CHANNELS_ENV = "AGENTCRON_WEBHOOK_CHANNELS"
+WEBHOOK_HEADERS_ENV = "AGENTCRON_WEBHOOK_HEADERS"
 TELEGRAM_TOKEN_ENV = "AGENTCRON_TELEGRAM_TOKEN"
 TELEGRAM_ALLOWED_CHATS_ENV = "AGENTCRON_TELEGRAM_ALLOWED_CHATS"
 TELEGRAM_API_BASE_ENV = "AGENTCRON_TELEGRAM_API_BASE"
@@ -65,7 +67,28 @@ def _webhook(env: Mapping[str, str]) -> WebhookChannel | None:
                 f"(letters, digits, _ . -), e.g. 'telegram,websocket', or '*' for all; "
                 f"got {names!r}"
             )
-    return WebhookChannel(_http_url(WEBHOOK_URL_ENV, url), secret, channels=channels)
+    headers = _headers(env.get(WEBHOOK_HEADERS_ENV, "").strip())
+    return WebhookChannel(
+        _http_url(WEBHOOK_URL_ENV, url), secret, channels=channels, headers=headers
+    )
+
+
+def _headers(raw: str) -> dict[str, str]:
+    """`AGENTCRON_WEBHOOK_HEADERS`: a JSON object of extra request headers."""
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError:
+        data = None
+    if not isinstance(data, dict):
+        raise ChannelConfigError(
+            f'{WEBHOOK_HEADERS_ENV} must be a JSON object, e.g. {{"Authorization": "Bearer x"}}'
+        )
+    try:
+        return check_headers(data)
+    except ValueError as exc:
+        raise ChannelConfigError(f"{WEBHOOK_HEADERS_ENV}: {exc}") from None
 
 
 def _telegram(env: Mapping[str, str]) -> TelegramChannel | None:

@@ -6,10 +6,11 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from agentcron.channels.base import OutboundMessage
 from agentcron.engine.clock import Clock
+from agentcron.events import DeliveryFailed, DeliverySucceeded, Event
 from agentcron.store.deliveries import Delivery, DeliveryState, DeliveryStore
 
 log = logging.getLogger(__name__)
@@ -20,6 +21,21 @@ Sleep = Callable[[float], Awaitable[None]]
 Attempt = Callable[[OutboundMessage, int], Awaitable[None]]
 """(message, attempt number from 1) -> None once the far end accepted it; raises
 DeliveryAttemptError (or any exception, taken as retryable) otherwise."""
+
+
+Report = Callable[[Event], Awaitable[None]]
+"""Publishes a delivery's outcome (`AgentCron.publish`: the event stream)."""
+
+
+@dataclass(slots=True)
+class Health:
+    """What a channel's deliveries did lately (in this process): for `GET /api/channels`."""
+
+    last_success_at: datetime | None = None
+    last_error: str | None = None
+    last_error_at: datetime | None = None
+    failed: int = 0  # deliveries given up since start
+    healthy: bool = True  # the latest attempt succeeded (or none was made yet)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +111,22 @@ class Outbox:
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._queued: set[str] = set()
         self._worker: asyncio.Task[None] | None = None
+        self._report: Report | None = None
+        self.health = Health()
 
-    def bind(self, deliveries: DeliveryStore, clock: Clock) -> None:
+    def bind(self, deliveries: DeliveryStore, clock: Clock, report: Report | None = None) -> None:
+        """Keep records in `deliveries`; publish each attempt's outcome through `report`."""
         self._deliveries, self._clock = deliveries, clock
+        self._report = report
+
+    async def _publish(self, event: Event) -> None:
+        if self._report is None:
+            return
+        try:
+            await self._report(event)
+        except Exception:  # an event nobody could take costs the event, not the delivery
+            log.exception("outbox: could not publish a delivery outcome",
+                          extra={"channel": self.channel})  # fmt: skip
 
     @property
     def _store(self) -> tuple[DeliveryStore, Clock]:
@@ -188,20 +217,37 @@ class Outbox:
                 log.exception("outbox: attempt raised unexpectedly", extra=ctx)
                 error, retryable, retry_after = f"{type(exc).__name__}: {exc}", True, None
             else:
-                await deliveries.mark_delivered(self.channel, message_id, clock.now())
+                now = clock.now()
+                await deliveries.mark_delivered(self.channel, message_id, now)
                 log.info("outbox: delivered", extra=ctx)
+                self.health.last_success_at, self.health.healthy = now, True
+                await self._publish(DeliverySucceeded(
+                    session_key=claimed.session_key, channel=self.channel,
+                    message_id=message_id, attempts=claimed.attempts,
+                ))  # fmt: skip
                 return
-            if not retryable or claimed.attempts >= self.retry.max_attempts:
-                await deliveries.mark_failed(self.channel, message_id, error=error, now=clock.now())
+            now = clock.now()
+            self.health.last_error, self.health.last_error_at = error, now
+            self.health.healthy = False
+            final = not retryable or claimed.attempts >= self.retry.max_attempts
+            if final:
+                await deliveries.mark_failed(self.channel, message_id, error=error, now=now)
                 why = "permanent error" if not retryable else "no attempts left"
                 log.error("outbox: delivery failed (%s): %s", why, error, extra=ctx)
+                self.health.failed += 1
+            else:
+                delay = self.retry.delay(claimed.attempts, retry_after)
+                await deliveries.mark_retry(
+                    self.channel, message_id, error=error,
+                    next_attempt_at=now + timedelta(seconds=delay), now=now,
+                )  # fmt: skip
+                log.warning("outbox: attempt failed, retrying in %.1fs: %s", delay, error,
+                            extra=ctx)  # fmt: skip
+            await self._publish(DeliveryFailed(
+                session_key=claimed.session_key, channel=self.channel, message_id=message_id,
+                attempts=claimed.attempts, error=error, retryable=not final,
+            ))  # fmt: skip
+            if final:
                 return
-            delay = self.retry.delay(claimed.attempts, retry_after)
-            now = clock.now()
-            await deliveries.mark_retry(
-                self.channel, message_id, error=error,
-                next_attempt_at=now + timedelta(seconds=delay), now=now,
-            )  # fmt: skip
-            log.warning("outbox: attempt failed, retrying in %.1fs: %s", delay, error, extra=ctx)
             await self._sleep(delay)
             record = await deliveries.get(self.channel, message_id)

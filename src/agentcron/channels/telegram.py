@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from agentcron.channels.base import ChannelError, Inbound, OutboundMessage
-from agentcron.channels.outbox import DeliveryAttemptError, Outbox, RetryPolicy, Sleep
+from agentcron.channels.outbox import DeliveryAttemptError, Outbox, Report, RetryPolicy, Sleep
 from agentcron.engine.clock import Clock
 from agentcron.store.deliveries import DeliveryStore
 
@@ -148,12 +148,15 @@ class TelegramChannel:
         self._confirmed: int | None = None  # the offset Telegram last saw from us
         self._progress: dict[str, int] = {}  # message id -> parts already sent (retries)
         self._log_filter = _RedactToken(token)
+        # Whether the last getUpdates reached Telegram (None: not polled yet), and its error.
+        self.connected: bool | None = None
+        self.poll_error: str | None = None
         self.outbox = Outbox(
             name, self._attempt, retry=retry, sleep=sleep, deliveries=deliveries, clock=clock
         )
 
-    def bind(self, deliveries: DeliveryStore, clock: Clock) -> None:
-        self.outbox.bind(deliveries, clock)
+    def bind(self, deliveries: DeliveryStore, clock: Clock, report: Report | None = None) -> None:
+        self.outbox.bind(deliveries, clock, report)
 
     def _redact(self, text: str) -> str:
         return text.replace(self._token, _REDACTED)
@@ -247,8 +250,11 @@ class TelegramChannel:
                     "getUpdates", params, wait=self.poll_timeout + self.request_timeout
                 )
                 self._confirmed = self._offset
+                self.connected, self.poll_error = True, None
             except (httpx.HTTPError, TelegramApiError) as exc:
                 failures += 1
+                self.connected = False
+                self.poll_error = self._redact(f"{type(exc).__name__}: {exc}")
                 delay = self.poll_backoff.delay(failures)
                 if isinstance(exc, TelegramApiError) and exc.retry_after is not None:
                     delay = max(delay, exc.retry_after)

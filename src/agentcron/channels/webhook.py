@@ -18,6 +18,9 @@ exact bytes received. A receiver recomputes it over the bytes it got, compares i
 and rejects timestamps more than a few minutes from its own clock, so a captured request cannot
 be replayed later (`verify_signature` does all three). Every attempt is signed afresh.
 
+Configured extra headers (`headers=`, `AGENTCRON_WEBHOOK_HEADERS`: an auth header for the
+receiver's gateway, say) go with every request; they cannot replace the headers above.
+
 Responses: 2xx = delivered. 408, 429 (honouring a numeric Retry-After) and 5xx, timeouts and
 connection errors are retried with exponential backoff; any other status (3xx, 4xx) fails the
 delivery at once: the receiver rejected it and a resend would be rejected again.
@@ -30,15 +33,16 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
 from agentcron.channels.base import Inbound, OutboundMessage
-from agentcron.channels.outbox import DeliveryAttemptError, Outbox, RetryPolicy, Sleep
+from agentcron.channels.outbox import DeliveryAttemptError, Outbox, Report, RetryPolicy, Sleep
 from agentcron.engine.clock import Clock
 from agentcron.store.deliveries import DeliveryStore
 
@@ -48,6 +52,7 @@ SIGNATURE_HEADER = "X-Agentcron-Signature"
 TIMESTAMP_HEADER = "X-Agentcron-Timestamp"
 DELIVERY_HEADER = "X-Agentcron-Delivery"
 EVENT_HEADER = "X-Agentcron-Event"
+_OWN_HEADERS = ("Content-Type", EVENT_HEADER, DELIVERY_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER)
 DEFAULT_TOLERANCE_S = 300.0
 _RETRY_STATUSES = frozenset({408, 429})
 
@@ -90,6 +95,32 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None
 
 
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # an HTTP header name (RFC 9110)
+_MAX_HEADERS = 50
+_MAX_HEADER_VALUE = 4096
+
+
+def check_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """Extra request headers, checked: valid names, values without line breaks, none of the
+    headers the webhook sets itself. Raises ValueError saying what is wrong.
+    """
+    if len(headers) > _MAX_HEADERS:
+        raise ValueError(f"at most {_MAX_HEADERS} extra webhook headers, got {len(headers)}")
+    reserved = {h.lower() for h in _OWN_HEADERS}
+    checked: dict[str, str] = {}
+    for name, value in headers.items():
+        if not isinstance(name, str) or not _TOKEN.match(name):
+            raise ValueError(f"{name!r} is not a valid HTTP header name")
+        if name.lower() in reserved or name.lower() in {"host", "content-length"}:
+            raise ValueError(f"the webhook sets {name} itself: it cannot be configured")
+        if not isinstance(value, str) or any(c in value for c in "\r\n\0"):
+            raise ValueError(f"the value of header {name} must be text on one line")
+        if len(value) > _MAX_HEADER_VALUE:
+            raise ValueError(f"the value of header {name} is longer than {_MAX_HEADER_VALUE}")
+        checked[name] = value
+    return checked
+
+
 class WebhookChannel:
     """POSTs turn results of all sessions, or of the sessions of some channels, to one URL."""
 
@@ -107,9 +138,11 @@ class WebhookChannel:
         transport: httpx.AsyncBaseTransport | None = None,
         deliveries: DeliveryStore | None = None,
         clock: Clock | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         if not secret:
             raise ValueError("a webhook needs a secret to sign its requests")
+        self.headers = check_headers(headers or {})
         self.name = name
         self.url = url
         self.channels = frozenset(channels) if channels is not None else None
@@ -122,8 +155,8 @@ class WebhookChannel:
             name, self._attempt, retry=retry, sleep=sleep, deliveries=deliveries, clock=clock
         )
 
-    def bind(self, deliveries: DeliveryStore, clock: Clock) -> None:
-        self.outbox.bind(deliveries, clock)
+    def bind(self, deliveries: DeliveryStore, clock: Clock, report: Report | None = None) -> None:
+        self.outbox.bind(deliveries, clock, report)
 
     def wants(self, message: OutboundMessage) -> bool:
         return self.channels is None or message.channel in self.channels
@@ -160,6 +193,7 @@ class WebhookChannel:
         timestamp = str(int(sent_at))
         body = self.body(message, attempt, sent_at)
         headers = {
+            **self.headers,  # first: the signed headers below cannot be replaced
             "Content-Type": "application/json",
             EVENT_HEADER: "turn.result" if message.kind == "turn" else "message",
             DELIVERY_HEADER: message.message_id,

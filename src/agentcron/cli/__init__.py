@@ -559,6 +559,45 @@ def sessions_add(
     echo(f"session {session['key']} ({session['tz']})")
 
 
+@sessions_app.command("note")
+def sessions_note(
+    key: Annotated[str, typer.Argument(metavar="KEY", help="The session key.")],
+    text: Annotated[str, typer.Argument(metavar="TEXT", help="The note.")],
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Add a note to a session's transcript without starting a turn (the agent sees it next
+    time).
+    """
+    answer = _call(_backend(db, url, api, token), lambda b: b.note(key, text))
+    if as_json:
+        _print_json(answer)
+        return
+    echo(f"noted in {key} (entry {answer['message']['seq']}); no turn started")
+
+
+@sessions_app.command("send")
+def sessions_send(
+    key: Annotated[str, typer.Argument(metavar="KEY", help="The session key.")],
+    text: Annotated[str, typer.Argument(metavar="TEXT", help="What to send.")],
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Send a message out through the session's channel (Telegram, webhook) without the
+    agent; needs the running server.
+    """
+    answer = _call(_backend(None, None, api, token), lambda b: b.send_out(key, text))
+    if as_json:
+        _print_json(answer)
+        return
+    echo(f"sent to {key} (entry {answer['message']['seq']}); its delivery shows in "
+         f"GET /api/deliveries?session_key={key}")  # fmt: skip
+
+
 @sessions_app.command("list")
 def sessions_list(
     db: DbOpt = None,

@@ -27,6 +27,7 @@ from agentcron.server.routes import jobs as job_routes
 from agentcron.server.routes import runs as run_routes
 from agentcron.server.routes import sessions as session_routes
 from agentcron.store.errors import StoreError
+from agentcron.views import message_view
 
 _T = TypeVar("_T")
 
@@ -70,6 +71,8 @@ class Backend(Protocol):
     async def get_session(self, key: str) -> dict[str, Any]: ...
     async def messages(self, key: str) -> dict[str, Any]: ...
     async def delete_session(self, key: str, confirm: bool) -> dict[str, Any]: ...
+    async def note(self, key: str, text: str) -> dict[str, Any]: ...
+    async def send_out(self, key: str, text: str) -> dict[str, Any]: ...
     async def add_job(self, body: dict[str, Any]) -> dict[str, Any]: ...
     async def list_jobs(
         self, session: str | None, kind: str | None, enabled: bool | None
@@ -133,6 +136,13 @@ class ApiBackend:
     async def delete_session(self, key: str, confirm: bool) -> dict[str, Any]:
         params = {"confirm": "true"} if confirm else {}
         return await self._call("DELETE", _path("/api/sessions", key), params=params)
+
+    async def note(self, key: str, text: str) -> dict[str, Any]:
+        body = {"content": text, "trigger": False}
+        return await self._call("POST", _path("/api/sessions", key, "messages"), json=body)
+
+    async def send_out(self, key: str, text: str) -> dict[str, Any]:
+        return await self._call("POST", _path("/api/sessions", key, "send"), json={"content": text})
 
     async def add_job(self, body: dict[str, Any]) -> dict[str, Any]:
         return await self._call("POST", "/api/jobs", json=body)
@@ -246,6 +256,19 @@ class DbBackend:
     async def delete_session(self, key: str, confirm: bool) -> dict[str, Any]:
         return await self._call(
             lambda: session_routes.delete_session(key, self._cron, confirm=confirm)
+        )
+
+    async def note(self, key: str, text: str) -> dict[str, Any]:
+        async def note() -> dict[str, Any]:
+            message = await self._cron.sessions.note(key, text)
+            return {"session_key": key, "turn_id": None, "message": message_view(message)}
+
+        return await self._call(note)
+
+    async def send_out(self, key: str, text: str) -> dict[str, Any]:
+        raise CliError(
+            "sending through a session's channel needs the running server, where the channels "
+            "run: use --api (or no --db/--url) with `agentcron serve` running"
         )
 
     async def add_job(self, body: dict[str, Any]) -> dict[str, Any]:

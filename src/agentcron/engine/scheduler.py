@@ -41,7 +41,13 @@ from agentcron.engine.legacy import (
 )
 from agentcron.engine.policies import plan_fires
 from agentcron.engine.waiters import Waiters
-from agentcron.events import EventBus, FireStarted, SessionSync, publish_fire_settled
+from agentcron.events import (
+    EventBus,
+    FireStarted,
+    SessionSync,
+    SystemEventFired,
+    publish_fire_settled,
+)
 from agentcron.store.journal import Journal
 from agentcron.store.models import (
     STOPPED_MID_TURN,
@@ -428,6 +434,13 @@ class Engine:
             ))  # fmt: skip
         trigger = fire_trigger(fire)
         system = job.kind is JobKind.SYSTEM_EVENT
+        if system and self.bus.active:
+            # Seed 004: a system event's text goes to its session's subscribers (live views),
+            # whatever its handler then does.
+            await self.bus.publish(SystemEventFired(
+                session_key=job.session_key or "", job_id=job.id, run_id=fire.run_id,
+                name=job.name, text=job.message,
+            ))  # fmt: skip
         handler = self.system_handlers.get(job.name) if system else None
         session = SessionInfo(
             key=f"system:{job.name}" if system else memory_key(job),

@@ -12,10 +12,11 @@ from fastapi.staticfiles import StaticFiles
 
 from agentcron import __version__
 from agentcron.app import AgentCron
+from agentcron.channels.base import ChannelManager
 from agentcron.server import errors
 from agentcron.server.auth import require_token
 from agentcron.server.metrics import Metrics
-from agentcron.server.routes import health, hooks, jobs, runs, sessions
+from agentcron.server.routes import deliveries, health, hooks, jobs, runs, sessions
 from agentcron.server.ws import Hub
 
 
@@ -33,6 +34,7 @@ def create_app(
     hook_token: str | None = None,
     on_start: Sequence[Hook] = (),
     on_stop: Sequence[Hook] = (),
+    channels: ChannelManager | None = None,
 ) -> FastAPI:
     """The server for `cron`. The hooks run in the app's lifespan (`agentcron serve` starts and
     stops AgentCron and the channels there); without them the caller owns AgentCron's life.
@@ -63,11 +65,12 @@ def create_app(
     app.state.token = token
     app.state.hook_token = hook_token
     app.state.metrics = metrics
+    app.state.channels = channels  # for GET /api/channels; None = no channels
     hub = Hub(cron, token)
     app.state.hub = hub
     errors.install(app)
     guarded = [Depends(require_token)]
-    for router in (sessions.router, jobs.router, runs.router):
+    for router in (sessions.router, jobs.router, runs.router, deliveries.router):
         app.include_router(router, dependencies=guarded)
     app.include_router(hooks.router)
     app.include_router(health.router)

@@ -13,6 +13,10 @@ The shapes, one per event class:
 - `MessagePosted` -> `message` {message_id, role, content, meta};
 - `JobEvent` -> `automation_update` / `recall_update` {action, job_id} and, when the event
   carries them, `run_id` and `status` (a fire's progress) and `job` (the job as it is now);
+- `DeliverySucceeded` -> `delivery_succeeded` {channel, message_id, attempts};
+  `DeliveryFailed` -> `delivery_failed` {channel, message_id, attempts, error, retryable}
+  (retryable false: the delivery gave up);
+- `SystemEventFired` -> `system_event` {job_id, run_id, name, text};
 - `FireStarted` -> `fire_started` {job_id, run_id, lateness_s} (for completeness: the stream
   does not send it; clients see a fire as the job's `fired` update).
 """
@@ -22,6 +26,8 @@ from __future__ import annotations
 from typing import Any
 
 from agentcron.events import (
+    DeliveryFailed,
+    DeliverySucceeded,
     Event,
     FireStarted,
     JobEvent,
@@ -31,6 +37,7 @@ from agentcron.events import (
     SessionSync,
     StreamEnd,
     StreamStart,
+    SystemEventFired,
     TextDelta,
     ThinkingDelta,
     ToolCalled,
@@ -65,6 +72,16 @@ def event_json(event: Event) -> dict[str, Any]:
                     "content": message.content, "meta": message.meta}  # fmt: skip
         case JobEvent():
             return _job_json(event)
+        case DeliverySucceeded():
+            body = {"channel": event.channel, "message_id": event.message_id,
+                    "attempts": event.attempts}  # fmt: skip
+        case DeliveryFailed():
+            body = {"channel": event.channel, "message_id": event.message_id,
+                    "attempts": event.attempts, "error": event.error,
+                    "retryable": event.retryable}  # fmt: skip
+        case SystemEventFired():
+            body = {"job_id": event.job_id, "run_id": event.run_id, "name": event.name,
+                    "text": event.text}  # fmt: skip
         case FireStarted():
             body = {"job_id": event.job_id, "run_id": event.run_id,
                     "lateness_s": event.lateness_s}  # fmt: skip

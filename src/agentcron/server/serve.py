@@ -96,6 +96,7 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
         hook_token=hook_token,
         on_start=[start, *options.extra_start],
         on_stop=[*options.extra_stop, stop],
+        channels=manager,
     )
     where = options.url or str(db)
     return Server(app, cron, token, hook_token, where)

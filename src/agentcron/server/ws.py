@@ -6,8 +6,9 @@ headers on a WebSocket). Then:
 
 - `{"type": "subscribe", "session_key": K}` -> `{"type": "subscribed", "session_key": K,
   "running_turn": id | null, "replay": [events of the turn in progress]}`, then every event of K's
-  turns: `stream_start`, `text_delta`, `tool_started`, `tool_call`, any other event its runner
-  emits (as `{"type": name, ...}`), `stream_end`;
+  turns: `stream_start`, `text_delta`, `thinking_delta`, `tool_started`, `tool_call`, any other
+  event its runner emits (as `{"type": name, ...}`), `stream_end`; and `system_event` (the text
+  of a `system_event` job bound to K, when it fires);
 - `{"type": "unsubscribe", "session_key": K}`;
 - `{"type": "message", "session_key": K, "content": text}` -> `{"type": "accepted", "turn_id"}`
   (the message goes through the session's lane like any other);
@@ -16,7 +17,8 @@ headers on a WebSocket). Then:
 Every authenticated client also gets the out-of-turn events of all sessions, for sidebars:
 `automation_update`, `recall_update` (created, updated, paused, resumed, skipped, deleted,
 deferred, fired, finished, settled), `session_sync`, `message` (a message posted outside a turn,
-such as a delivered legacy result) and `session_deleted`. Every event carries its `session_key`;
+such as a delivered legacy result), `session_deleted`, and `delivery_succeeded` /
+`delivery_failed` (a channel's attempt to deliver a message). Every event carries its `session_key`;
 the shapes are in `agentcron.server.events_json`. Errors come back as
 `{"type": "error", "detail": ...}`.
 """
@@ -32,6 +34,8 @@ from fastapi import WebSocket, WebSocketDisconnect
 
 from agentcron.app import AgentCron
 from agentcron.events import (
+    DeliveryFailed,
+    DeliverySucceeded,
     Event,
     JobEvent,
     MessagePosted,
@@ -40,7 +44,9 @@ from agentcron.events import (
     SessionSync,
     StreamEnd,
     StreamStart,
+    SystemEventFired,
     TextDelta,
+    ThinkingDelta,
     ToolCalled,
     ToolStarted,
 )
@@ -50,8 +56,10 @@ from agentcron.server.events_json import event_json
 log = logging.getLogger(__name__)
 
 # Events of a turn go to the clients subscribed to its session; the rest to every client.
-_TURN_EVENTS = (StreamStart, TextDelta, ToolStarted, ToolCalled, RunnerEvent, StreamEnd)
-_GLOBAL_EVENTS = (JobEvent, SessionSync, MessagePosted, SessionDeleted)
+_TURN_EVENTS = (StreamStart, TextDelta, ThinkingDelta, ToolStarted, ToolCalled, RunnerEvent,
+                StreamEnd, SystemEventFired)  # fmt: skip
+_GLOBAL_EVENTS = (JobEvent, SessionSync, MessagePosted, SessionDeleted, DeliverySucceeded,
+                  DeliveryFailed)  # fmt: skip
 _QUEUE_LIMIT = 10_000  # events buffered per client; a client that falls this far behind is cut
 _AUTH_TIMEOUT_S = 10.0
 

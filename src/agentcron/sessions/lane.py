@@ -256,6 +256,15 @@ class Lanes:
         await self._announce(message, _chat(session))
         return message
 
+    async def post(self, key: str, role: str, text: str, meta: dict[str, Any]) -> Message:
+        """Write an entry to an existing session outside any turn and announce it (channels
+        send an assistant one; clients re-read). SessionNotFoundError when it does not exist.
+        """
+        session = await self.store.sessions.get_session(key)
+        message = await self.store.sessions.append_message(key, role, text, self.clock.now(), meta)
+        await self._announce(message, _chat(session))
+        return message
+
     async def _announce(self, message: Message, chat: ChatContext | None) -> None:
         """A transcript entry written outside a turn: channels send it, clients re-read."""
         key = message.session_key

@@ -224,3 +224,55 @@ class DeliveryStore:
         if limit is not None:
             query = query.limit(limit)
         return await self._db.read(lambda conn: [_delivery(r) for r in conn.execute(query)])
+
+    async def page(
+        self,
+        *,
+        session_key: str | None = None,
+        state: DeliveryState | None = None,
+        channel: str | None = None,
+        limit: int = 50,
+        before: DeliveryCursor | None = None,
+    ) -> list[Delivery]:
+        """Delivery records newest first (created_at, then channel and message id), at most
+        `limit`, after the position `before` (the last record of the previous page): keyset
+        pagination, served by the (session_key, created_at) and (created_at) indexes.
+        """
+        d = deliveries
+        query = (
+            sa.select(d)
+            .order_by(d.c.created_at.desc(), d.c.channel.desc(), d.c.message_id.desc())
+            .limit(limit)
+        )
+        if session_key is not None:
+            query = query.where(d.c.session_key == session_key)
+        if state is not None:
+            query = query.where(d.c.state == DeliveryState(state).value)
+        if channel is not None:
+            query = query.where(d.c.channel == channel)
+        if before is not None:
+            at = sa.bindparam("before_at", before.created_at, type_=d.c.created_at.type)
+            query = query.where(
+                sa.or_(
+                    d.c.created_at < at,
+                    sa.and_(
+                        d.c.created_at == at,
+                        sa.tuple_(d.c.channel, d.c.message_id)
+                        < sa.tuple_(sa.literal(before.channel), sa.literal(before.message_id)),
+                    ),
+                )
+            )
+        return await self._db.read(lambda conn: [_delivery(r) for r in conn.execute(query)])
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryCursor:
+    """A position in the newest-first order of delivery records (a page's last record)."""
+
+    created_at: datetime
+    channel: str
+    message_id: str
+
+    @classmethod
+    def after(cls, record: Delivery) -> DeliveryCursor:
+        return cls(record.created_at, record.channel, record.message_id)

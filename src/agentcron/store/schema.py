@@ -242,6 +242,9 @@ deliveries = sa.Table(
 )
 # Resuming on start reads the pending records of one channel.
 sa.Index("ix_deliveries_state", deliveries.c.state, deliveries.c.channel)
+# GET /api/deliveries: a session's records, or all, newest first.
+sa.Index("ix_deliveries_session", deliveries.c.session_key, deliveries.c.created_at)
+sa.Index("ix_deliveries_created", deliveries.c.created_at)
 
 recall_history = sa.Table(
     "recall_history",

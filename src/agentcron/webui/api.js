@@ -25,6 +25,9 @@ export const path = {
   stop: (key) => `/api/sessions/${encodeURIComponent(key)}/stop`,
   recall: (key) => `/api/sessions/${encodeURIComponent(key)}/recall`,
   recallSkip: (key) => `/api/sessions/${encodeURIComponent(key)}/recall/skip`,
+  deliveries: (key, state) =>
+    `/api/deliveries?session_key=${encodeURIComponent(key)}&state=${state}&limit=200`,
+  channels: () => "/api/channels",
   jobs: () => "/api/jobs",
   job: (id) => `/api/jobs/${encodeURIComponent(id)}`,
 };

@@ -142,6 +142,7 @@ async function startApp(listing) {
       // Anything may have changed while we were away: re-read what the events would have said.
       refreshSessions();
       refreshDetail();
+      refreshChannels();
     },
     onAuthFailed: () => logout("The server refused the token for the live stream. Log in again."),
   });
@@ -150,6 +151,38 @@ async function startApp(listing) {
   const first = sidebar.get(wanted) ? wanted : sidebar.sessions[0]?.key || null;
   openSession(first);
 }
+
+// -- channels: each configured one, running and healthy or not ---------------------------------
+
+async function refreshChannelsNow() {
+  let data;
+  try {
+    data = await api("GET", path.channels());
+  } catch {
+    return; // shown again at the next delivery event or reconnect
+  }
+  const list = $("channel-list");
+  list.replaceChildren();
+  for (const c of data.channels) {
+    const status = !c.running ? "stopped" : c.healthy ? "ok" : "failing";
+    const label = { stopped: "not running", ok: "healthy", failing: "failing" }[status];
+    const lines = [`${c.name} (${c.kind}): ${label}`];
+    if (c.last_success_at) lines.push(`last delivered: ${new Date(c.last_success_at).toLocaleString()}`);
+    if (c.last_error) lines.push(`last error: ${c.last_error}`);
+    list.append(
+      h(
+        "li",
+        { class: `channel ${status}`, title: lines.join("\n"), "aria-label": `${c.name}: ${label}` },
+        h("span", { class: "dot", "aria-hidden": "true" }),
+        c.name,
+        " ",
+        h("span", { class: "muted" }, label),
+      ),
+    );
+  }
+  $("channels").hidden = data.channels.length === 0;
+}
+const refreshChannels = debounce(refreshChannelsNow, 200);
 
 function showConnection(status, delay) {
   const el = $("conn-status");
@@ -248,6 +281,10 @@ function onEvent(event) {
     case "message":
       refreshSessions();
       if (event.session_key === state.current) refreshDetail();
+      break;
+    case "delivery_succeeded":
+    case "delivery_failed":
+      refreshChannels();
       break;
     case "session_deleted":
       refreshSessions();

@@ -61,6 +61,7 @@ export class ChatView {
     this.rendered = new Set(); // message ids
     this.userTurns = new Set(); // turn ids whose user message is shown
     this.turnTools = new Map(); // turn id -> saved tool calls waiting for that turn's reply
+    this.undelivered = new Map(); // message id -> "channel: error" of a delivery that gave up
     this.lastSeq = 0;
     this.live = null; // the turn being streamed: {turnId, el, body, tools}
     this.pending = []; // {el, turnId, content}
@@ -127,9 +128,35 @@ export class ChatView {
       case "message":
         this.enqueue(() => this.fetchNew());
         break;
+      case "delivery_failed":
+        if (!event.retryable) this.markUndelivered(event.message_id, `${event.channel}: ${event.error}`);
+        break;
       default:
         break;
     }
+  }
+
+  /** A message a channel could not deliver (it gave up): a badge with the reason. */
+  markUndelivered(messageId, reason) {
+    this.undelivered.set(messageId, reason);
+    const el = this.list.querySelector(`article[data-id="${CSS.escape(messageId)}"]`);
+    if (!el || el.querySelector(".undelivered-badge")) return;
+    el.classList.add("undelivered");
+    el.querySelector(".msg-head")?.append(
+      h("span", { class: "badge undelivered-badge", title: `Not delivered: ${reason}` }, "not delivered"),
+    );
+  }
+
+  /** The open session's failed deliveries, from their records (after a load or reload). */
+  async loadUndelivered(key) {
+    let data;
+    try {
+      data = await this.api("GET", path.deliveries(key, "failed"));
+    } catch {
+      return; // the transcript still shows; the badges come with the next event
+    }
+    if (key !== this.key) return;
+    for (const d of data.deliveries) this.markUndelivered(d.message_id, `${d.channel}: ${d.last_error || "failed"}`);
   }
 
   async reload() {
@@ -144,6 +171,7 @@ export class ChatView {
     if (this.live) this.list.append(this.live.el);
     for (const message of data.messages) this.render(message);
     this.scrollToEnd(true);
+    await this.loadUndelivered(key);
   }
 
   async fetchNew() {
@@ -176,6 +204,7 @@ export class ChatView {
       const el = this.entryElement(message, this.live.tools);
       this.live.el.replaceWith(el);
       this.live = null;
+      this.markIfUndelivered(message.id);
       return;
     }
     let tools = null;
@@ -186,6 +215,11 @@ export class ChatView {
     const el = message.role === "summary" ? this.summaryElement(message) : this.entryElement(message, tools);
     if (this.live) this.list.insertBefore(el, this.live.el);
     else this.list.append(el);
+    this.markIfUndelivered(message.id);
+  }
+
+  markIfUndelivered(messageId) {
+    if (this.undelivered.has(messageId)) this.markUndelivered(messageId, this.undelivered.get(messageId));
   }
 
   entryElement(message, tools = null) {

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, status
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from agentcron.config import UNIFIED_SESSION_KEY
@@ -35,6 +36,15 @@ class SessionCreate(BaseModel):
 
 class MessageCreate(BaseModel):
     content: str = Field(min_length=1, description="what the user says")
+    trigger: bool = Field(
+        default=True,
+        description="false: a note in the transcript that starts no turn (the agent sees it "
+        "next turn); answered 201 with the message instead of 202 with the turn",
+    )
+
+
+class MessageOut(BaseModel):
+    content: str = Field(min_length=1, description="the text to send through the channel")
 
 
 async def _active_runs(cron: Cron, jobs: list[Job]) -> dict[str, Any]:
@@ -115,10 +125,33 @@ async def list_messages(
     }
 
 
-@router.post("/{key}/messages", status_code=status.HTTP_202_ACCEPTED)
-async def send_message(key: str, body: MessageCreate, cron: Cron) -> dict[str, Any]:
+@router.post(
+    "/{key}/messages",
+    status_code=status.HTTP_202_ACCEPTED,
+    responses={201: {"description": "a note (`trigger: false`): stored, no turn"}},
+)
+async def send_message(key: str, body: MessageCreate, cron: Cron) -> Any:
+    """A message from the user: it runs as a turn (202). With `trigger: false` it is a note
+    (seed 004 `triggerAgent=false`): stored in the transcript, no turn (201).
+    """
+    if not body.trigger:
+        message = await cron.sessions.note(key, body.content)
+        return JSONResponse(
+            {"session_key": key, "turn_id": None, "message": message_view(message)},
+            status_code=status.HTTP_201_CREATED,
+        )
     turn = await cron.sessions.send(key, body.content)
     return {"turn_id": turn.id, "session_key": key, "state": turn.state.value}
+
+
+@router.post("/{key}/send", status_code=status.HTTP_201_CREATED)
+async def send_out(key: str, body: MessageOut, cron: Cron) -> dict[str, Any]:
+    """Send a message out through the session's channel without the agent (seed 004 `send`):
+    stored as an assistant entry (`sent_by: operator`) and delivered like a reply; its
+    delivery shows in `GET /api/deliveries`.
+    """
+    message = await cron.sessions.deliver(key, body.content)
+    return {"session_key": key, "message": message_view(message)}
 
 
 @router.get("/{key}/turns")

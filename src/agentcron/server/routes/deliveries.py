@@ -1,0 +1,87 @@
+"""Delivery records (what the channels did with the sessions' messages) and the channels' state."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query, Request, status
+
+from agentcron.server.deps import Cron
+from agentcron.store.deliveries import DeliveryCursor, DeliveryState
+from agentcron.views import delivery_view, iso
+
+router = APIRouter(prefix="/api", tags=["deliveries"])
+
+_MAX_CURSOR = 2_000
+
+
+def _encode(cursor: DeliveryCursor) -> str:
+    raw = json.dumps([cursor.created_at.isoformat(), cursor.channel, cursor.message_id])
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode(text: str) -> DeliveryCursor:
+    bad = HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT,
+                        "cursor is not one this API gave: pass next_cursor as it is")  # fmt: skip
+    if len(text) > _MAX_CURSOR:
+        raise bad
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        at, channel, message_id = json.loads(raw)
+        created = datetime.fromisoformat(at)
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        raise bad from None
+    if created.tzinfo is None or not isinstance(channel, str) or not isinstance(message_id, str):
+        raise bad
+    return DeliveryCursor(created, channel, message_id)
+
+
+@router.get("/deliveries")
+async def list_deliveries(
+    cron: Cron,
+    session_key: str | None = Query(default=None, max_length=500),
+    state: Annotated[DeliveryState | None, Query(description="pending, delivered, failed")] = None,
+    channel: str | None = Query(default=None, max_length=200),
+    limit: int = Query(default=50, ge=1, le=200),
+    cursor: str | None = Query(default=None, description="next_cursor of the previous page"),
+) -> dict[str, Any]:
+    """Delivery records newest first (seed 004: `message.delivered` / `message.failed` as
+    records): what each channel did with each message, its attempts and last error.
+    `next_cursor` is null on the last page.
+    """
+    before = None if cursor is None else _decode(cursor)
+    found = await cron.deliveries.page(session_key=session_key, state=state, channel=channel,
+                                       limit=limit + 1, before=before)  # fmt: skip
+    page = found[:limit]
+    more = len(found) > limit
+    return {
+        "deliveries": [delivery_view(d) for d in page],
+        "next_cursor": _encode(DeliveryCursor.after(page[-1])) if more and page else None,
+    }
+
+
+@router.get("/channels")
+async def list_channels(request: Request) -> dict[str, Any]:
+    """Each configured channel: running, connected, healthy, its last success and last error."""
+    manager = request.app.state.channels
+    statuses = [] if manager is None else manager.status()
+    return {
+        "channels": [
+            {
+                "name": s.name,
+                "kind": s.kind,
+                "running": s.running,
+                "connected": s.connected,
+                "healthy": s.healthy,
+                "last_error": s.last_error,
+                "last_error_at": iso(s.last_error_at),
+                "last_success_at": iso(s.last_success_at),
+                "failed": s.failed,
+            }
+            for s in statuses
+        ]
+    }
