@@ -59,8 +59,13 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
+    Setting("server.host", "AGENTCRON_HOST", "text", "address `serve` binds", "127.0.0.1"),
+    Setting("server.port", "AGENTCRON_PORT", "int", "port `serve` listens on", "8321"),
+    Setting("server.log_level", "AGENTCRON_LOG_LEVEL", "text", "uvicorn log level", "info"),
     Setting("server.db", "AGENTCRON_DB", "text", "SQLite file",
             "agentcron.db in the data directory"),
+    Setting("server.database_url", "AGENTCRON_DATABASE_URL", "text",
+            "a database URL (postgresql://...) instead of the SQLite file", secret=True),
     Setting("server.home", "AGENTCRON_HOME", "text", "data directory (database, tokens)",
             "the user's data directory"),
     Setting("server.token", "AGENTCRON_TOKEN", "text", "API token",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -162,3 +163,42 @@ def test_the_example_file_names_every_setting_and_reads_back(tmp_path: Path) -> 
     for setting in SETTINGS:
         assert f"# {setting.key.partition('.')[2]} = ..." in text
     assert read_config(write(tmp_path, text)) == {}  # all commented out: valid, sets nothing
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "port", "url"),
+    [
+        ([], {}, 9001, "postgresql+psycopg://u@db/file"),  # the file
+        ([], {"AGENTCRON_PORT": "9002"}, 9002, "postgresql+psycopg://u@db/file"),  # env > file
+        (["--port", "9003"], {"AGENTCRON_PORT": "9002"}, 9003, "postgresql+psycopg://u@db/file"),
+        (["--db", "x.db"], {}, 9001, None),  # the --db flag wins over the file's database URL
+    ],
+)
+def test_serve_takes_its_settings_flag_over_env_over_file(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    env: dict[str, str],
+    port: int,
+    url: str | None,
+) -> None:
+    from agentcron.server import serve as serve_module
+
+    seen: list[Any] = []
+    monkeypatch.setattr(serve_module, "run", lambda options, echo: seen.append(options))
+    path = write(tmp_path, '[server]\nport = 9001\nhost = "0.0.0.0"\nlog_level = "debug"\n'
+                           'database_url = "postgresql+psycopg://u@db/file"\n')  # fmt: skip
+    result = CliRunner().invoke(app, ["--config", str(path), "serve", *args], env=CLEAN | env)
+    assert result.exit_code == 0, result.output
+    (options,) = seen
+    assert (options.port, options.host, options.log_level, options.url) == (
+        port, "0.0.0.0", "debug", url,
+    )  # fmt: skip
+
+
+def test_serve_refuses_both_database_flags(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["serve", "--db", "x.db", "--url", "postgresql+psycopg://u@db/x"], env=CLEAN
+    )
+    assert result.exit_code == 2
+    assert "give --db or --url, not both" in result.output

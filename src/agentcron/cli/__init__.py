@@ -275,15 +275,19 @@ def demo(
 
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option(help="Address to bind (local only by default).")] = (
-        "127.0.0.1"
-    ),
-    port: Annotated[int, typer.Option(help="Port.")] = 8321,
+    ctx: typer.Context,
+    host: Annotated[
+        str, typer.Option(help="Address to bind (local only by default).", envvar="AGENTCRON_HOST")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.", envvar="AGENTCRON_PORT")] = 8321,
     db: Annotated[
         Path | None,
         typer.Option(help=f"SQLite file (default: ${DB_ENV}, else the data dir).", dir_okay=False),
     ] = None,
-    url: Annotated[str | None, typer.Option(help="A database URL (postgresql://...).")] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(help="A database URL (postgresql://...).", envvar="AGENTCRON_DATABASE_URL"),
+    ] = None,
     model: Annotated[
         str | None,
         typer.Option(help="Model, e.g. openai:gpt-4.1-mini (default: $AGENTCRON_MODEL, offline)."),
@@ -295,13 +299,19 @@ def serve(
     demo: Annotated[
         bool, typer.Option(help="Start a chat where the agent schedules a reminder.")
     ] = False,
-    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    log_level: Annotated[
+        str, typer.Option(help="uvicorn log level.", envvar="AGENTCRON_LOG_LEVEL")
+    ] = "info",
 ) -> None:
     """Run the engine, the agent, the channels, the API, the live stream and the web UI."""
     from agentcron.server.serve import ServeOptions, run
 
     if db is not None and url is not None:
-        raise _fail("give --db or --url, not both", 2)
+        source = ctx.get_parameter_source("url")  # typer's own click: compare by name
+        if source is None or source.name != "COMMANDLINE":
+            url = None  # the --db flag wins over a database URL from the environment or file
+        else:
+            raise _fail("give --db or --url, not both", 2)
     options = ServeOptions(host=host, port=port, db=db, url=url, model=model,
                            unified_session=unified, demo=demo, log_level=log_level)  # fmt: skip
     try:
