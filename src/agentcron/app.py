@@ -36,6 +36,7 @@ from agentcron.engine.clock import Clock, SystemClock
 from agentcron.engine.legacy import Evaluator, SystemHandler, evaluate_response
 from agentcron.engine.policies import arm, finish_job
 from agentcron.engine.scheduler import Engine, make_owner
+from agentcron.errors import InvalidInputError
 from agentcron.events import Callback, Event, EventBus, JobAction, JobEvent
 from agentcron.schedule import EverySpec, parse_when
 from agentcron.sessions.lane import Lanes
@@ -129,7 +130,7 @@ class Jobs:
         """
         now = self._cron.clock.now()
         if (when is None) == (spec is None):
-            raise ValueError("give exactly one of `when` or `spec`")
+            raise InvalidInputError("give exactly one of `when` or `spec`")
         resolved = spec if spec is not None else parse_when(when or "", now, tz)
         policy = JobPolicy(
             overlap=Overlap(overlap),
@@ -435,7 +436,7 @@ class Sessions:
         progress.
         """
         if not content.strip():
-            raise ValueError("a message needs some content")
+            raise InvalidInputError("a message needs some content")
         # A new chat is named after its first message.
         return await self._cron.lanes.submit_message(
             key, content, source=source, title=_title(content)
@@ -502,7 +503,7 @@ class Sessions:
 
 def _check_text(text: str) -> None:
     if not text.strip():
-        raise ValueError("the message is empty")
+        raise InvalidInputError("the message is empty")
 
 
 class Deliveries:

@@ -12,6 +12,8 @@ from typing import Any
 
 import platformdirs
 
+from agentcron.errors import AgentcronError, InvalidInputError
+
 DB_ENV = "AGENTCRON_DB"
 PRICES_ENV = "AGENTCRON_PRICES"
 UNIFIED_ENV = "AGENTCRON_UNIFIED_SESSION"
@@ -91,7 +93,7 @@ class EngineSettings:
     max_jobs: int | None = DEFAULT_MAX_JOBS
 
 
-class ConfigError(ValueError):
+class ConfigError(AgentcronError, ValueError):
     """A setting from the environment or a config file is not usable; says what is accepted."""
 
 
@@ -145,7 +147,7 @@ def check_model_name(name: str | None) -> str | None:
         return None
     name = name.strip()
     if len(name) > _MAX_MODEL_NAME or any(c.isspace() or not c.isprintable() for c in name):
-        raise ValueError(
+        raise InvalidInputError(
             f"a model name is 1 to {_MAX_MODEL_NAME} printable characters without spaces, "
             f"e.g. openai:gpt-4o or offline; got {name[:40]!r}"
         )

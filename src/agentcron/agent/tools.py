@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic_ai import RunContext, Tool
 
 from agentcron.agent.tool_deps import JobsAPI, ToolDeps, ToolLimits
+from agentcron.errors import AgentcronError
 from agentcron.schedule import (
     AtSpec,
     CronSpec,
@@ -32,7 +33,7 @@ __all__ = ["JobsAPI", "ToolDeps", "ToolError", "ToolLimits", "cron", "manage_rec
            "schedule_recall", "scheduling_tools"]  # fmt: skip
 
 
-class ToolError(Exception):
+class ToolError(AgentcronError):
     """A refusal or bad input, told to the model as readable text."""
 
 

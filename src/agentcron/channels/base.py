@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from agentcron.engine.clock import Clock
+from agentcron.errors import AgentcronError
 from agentcron.events import ChatContext, Event, MessagePosted, StreamEnd
 from agentcron.store.deliveries import DeliveryStore
 from agentcron.store.errors import SessionNotFoundError
@@ -27,7 +28,7 @@ Inbound = Callable[[str, str, str, dict[str, Any]], Awaitable[Turn]]
 MessageKind = Literal["turn", "message"]
 
 
-class ChannelError(Exception):
+class ChannelError(AgentcronError):
     """Base class of channel failures."""
 
 
@@ -307,9 +308,8 @@ class ChannelManager:
         while True:
             item = await self._events.get()
             try:
-                if item is _STOP:
+                if not isinstance(item, (StreamEnd, MessagePosted)):  # the stop sentinel
                     return
-                assert isinstance(item, (StreamEnd, MessagePosted))
                 try:
                     message = await self._resolve(item)
                 except Exception:
@@ -379,9 +379,8 @@ class ChannelManager:
         while True:
             item = await queue.get()
             try:
-                if item is _STOP:
+                if not isinstance(item, OutboundMessage):  # the stop sentinel
                     return
-                assert isinstance(item, OutboundMessage)
                 try:
                     await channel.send(item)
                 except Exception:

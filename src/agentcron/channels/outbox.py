@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 
 from agentcron.channels.base import OutboundMessage
 from agentcron.engine.clock import Clock
+from agentcron.errors import AgentcronError
 from agentcron.events import DeliveryFailed, DeliverySucceeded, Event
 from agentcron.store.deliveries import Delivery, DeliveryState, DeliveryStore
 
@@ -65,7 +66,7 @@ class RetryPolicy:
         return wait
 
 
-class DeliveryAttemptError(Exception):
+class DeliveryAttemptError(AgentcronError):
     """One attempt failed; `retryable` says whether another attempt can succeed."""
 
     def __init__(self, reason: str, *, retryable: bool, retry_after: float | None = None) -> None:
@@ -73,7 +74,7 @@ class DeliveryAttemptError(Exception):
         self.reason, self.retryable, self.retry_after = reason, retryable, retry_after
 
 
-class OutboxNotBoundError(RuntimeError):
+class OutboxNotBoundError(AgentcronError, RuntimeError):
     def __init__(self, channel: str) -> None:
         super().__init__(
             f"channel {channel!r} keeps delivery records: bind it to a store first "

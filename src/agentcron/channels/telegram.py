@@ -299,7 +299,8 @@ class TelegramChannel:
             "chat_type": chat.get("type"),
             "chat_title": chat.get("title"),
         }
-        assert self._inbound is not None
+        if self._inbound is None:  # polling runs only after start() set it
+            return
         try:
             await self._inbound(self.name, chat_id, text, {k: v for k, v in meta.items() if v})
         except Exception:

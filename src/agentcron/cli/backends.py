@@ -22,17 +22,16 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
 from agentcron.config import ConfigError, settings_from_env
-from agentcron.schedule import ScheduleError
+from agentcron.errors import AgentcronError
 from agentcron.server.routes import jobs as job_routes
 from agentcron.server.routes import runs as run_routes
 from agentcron.server.routes import sessions as session_routes
-from agentcron.store.errors import StoreError
 from agentcron.views import message_view
 
 _T = TypeVar("_T")
 
 
-class CliError(Exception):
+class CliError(AgentcronError):
     """An expected failure, told to the user in one line (exit code 1)."""
 
 
@@ -193,7 +192,8 @@ class DbBackend:
 
     @property
     def _cron(self) -> AgentCron:
-        assert self._opened is not None, "use the backend in `async with`"
+        if self._opened is None:
+            raise CliError("the database backend is used outside `async with`")  # a bug
         return self._opened
 
     async def __aenter__(self) -> DbBackend:
@@ -230,7 +230,7 @@ class DbBackend:
             raise CliError(str(exc.detail)) from exc
         except ValidationError as exc:
             raise CliError(validation_line(exc)) from exc
-        except (StoreError, ScheduleError, ConfigError, ValueError, LookupError) as exc:
+        except (AgentcronError, ValueError, LookupError) as exc:
             raise CliError(str(exc)) from exc
         except SQLAlchemyError as exc:
             raise CliError(f"database error ({self._where}): {_first_line(exc)}") from exc

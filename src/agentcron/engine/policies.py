@@ -45,7 +45,8 @@ def _due_fires(
     whether a long gap was jumped without counting; and the first fire after `now`.
     """
     spec, policy = job.spec, job.policy
-    assert job.next_fire_at is not None
+    if job.next_fire_at is None:  # the claim query selects armed jobs only
+        raise TypeError(f"job {job.id} has no next fire to plan from")
     # Older than this, a fire can only be missed: no need to list each one.
     keep_span = settings.misfire_grace
     if policy.catchup is not Catchup.SKIP:

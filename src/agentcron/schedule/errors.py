@@ -1,7 +1,9 @@
 """Typed errors raised by the pure schedule layer."""
 
+from agentcron.errors import AgentcronError
 
-class ScheduleError(ValueError):
+
+class ScheduleError(AgentcronError, ValueError):
     """Base class: a schedule could not be built or evaluated from the given input."""
 
 

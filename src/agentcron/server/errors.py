@@ -10,8 +10,10 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from agentcron.config import ConfigError
+from agentcron.errors import AgentcronError, InvalidInputError
 from agentcron.schedule import ScheduleError
 from agentcron.sessions.prompts import PromptError
+from agentcron.store.deliveries import DeliveryNotFoundError
 from agentcron.store.errors import (
     ConflictError,
     JobLimitError,
@@ -34,10 +36,14 @@ _STATUS: list[tuple[type[Exception], int, str]] = [
     (VersionConflictError, 409, "conflict"),
     (JobLimitError, 409, "job_limit"),
     (ConflictError, 409, "conflict"),
+    (DeliveryNotFoundError, 404, "not_found"),
     (ScheduleError, 422, "invalid_schedule"),
     (ConfigError, 422, "invalid_setting"),
+    (InvalidInputError, 422, "invalid_value"),
     (PromptError, 500, "prompt_error"),
+    # Still mapped: a ValueError from a domain check not typed yet is the caller's input.
     (ValueError, 422, "invalid_value"),
+    (AgentcronError, 500, "internal_error"),  # raised on purpose but not for a request
 ]
 
 
@@ -67,13 +73,15 @@ def install(app: FastAPI) -> None:
         app.add_exception_handler(kind, on_store_error)
 
     async def on_validation(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, RequestValidationError)
+        if not isinstance(exc, RequestValidationError):  # registered for that class only
+            raise exc
         return JSONResponse(error_body("invalid_request", _validation_detail(exc)), 422)
 
     app.add_exception_handler(RequestValidationError, on_validation)
 
     async def on_http(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, HTTPException)
+        if not isinstance(exc, HTTPException):  # registered for that class only
+            raise exc
         kind = {401: "unauthorized", 403: "forbidden", 404: "not_found"}.get(
             exc.status_code, "http_error"
         )

@@ -10,10 +10,12 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from agentcron.errors import AgentcronError
+
 _NAME = re.compile(r"^(?P<id>[a-z0-9_.]+)\.v(?P<version>\d+)\.txt$")
 
 
-class PromptError(LookupError):
+class PromptError(AgentcronError, LookupError):
     """A template is missing, or a variable it needs was not given."""
 
 

@@ -123,7 +123,8 @@ class DeliveryStore:
         def op(conn: Connection) -> tuple[Delivery, bool]:
             created = conn.execute(stmt).first() is not None
             row = _select(conn, channel, message_id)
-            assert row is not None
+            if row is None:  # inserted or already there, in this transaction: cannot be
+                raise DeliveryNotFoundError(channel, message_id)
             return _delivery(row), created
 
         return await self._db.write(op)

@@ -1,7 +1,9 @@
 """Typed store errors, mapped to clear messages at the edges."""
 
+from agentcron.errors import AgentcronError
 
-class StoreError(Exception):
+
+class StoreError(AgentcronError):
     """Base class for store failures."""
 
 
