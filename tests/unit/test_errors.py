@@ -50,3 +50,17 @@ def test_no_assert_guards_production_code() -> None:
             if isinstance(node, ast.Assert):
                 offenders.append(f"{path.relative_to(SRC)}:{node.lineno}")
     assert offenders == []
+
+
+def test_the_cli_reaches_the_domain_through_the_service_layer_not_the_server() -> None:
+    """`cli/` imports nothing of `server/` but the module that starts it (`agentcron serve`)."""
+    imported = []
+    for path in (SRC / "cli").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "agentcron.server"
+            ):
+                imported.append(node.module)
+            elif isinstance(node, ast.Import):
+                imported += [a.name for a in node.names if a.name.startswith("agentcron.server")]
+    assert sorted(set(imported)) == ["agentcron.server.serve"]

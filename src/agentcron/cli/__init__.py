@@ -126,7 +126,7 @@ def _backend(
         if db is not None and url is not None:
             raise _fail("give --db or --url, not both", 2)
         return DbBackend(db, url, create=create)
-    from agentcron.server.auth import read_token
+    from agentcron.tokens import read_token
 
     return ApiBackend(
         api or os.environ.get(URL_ENV) or DEFAULT_API, token or read_token(data_dir())
@@ -325,7 +325,7 @@ def token(
     hook: Annotated[bool, typer.Option("--hook", help="The inbound hook's token.")] = False,
 ) -> None:
     """Print the API token (created on first use; the server prints it at start-up too)."""
-    from agentcron.server.auth import (
+    from agentcron.tokens import (
         HOOK_TOKEN_ENV,
         HOOK_TOKEN_FILE,
         TOKEN_ENV,

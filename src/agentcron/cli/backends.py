@@ -1,8 +1,8 @@
 """Where the CLI's commands go: a running server's HTTP API, or the database directly.
 
-Both answer with the API's JSON views. The database backend calls the same route functions the
-server runs, on an AgentCron whose store is open but whose engine is not started, so a command
-behaves the same either way.
+Both answer with the API's JSON views. The database backend calls the same use cases the
+server's routes call (`agentcron.service`), on an AgentCron whose store is open but whose engine
+is not started, so a command behaves the same either way. Nothing here imports `server/`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 import httpx
-from fastapi import HTTPException
 from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
@@ -23,10 +22,9 @@ from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
 from agentcron.config import ConfigError, settings_from_env
 from agentcron.errors import AgentcronError
-from agentcron.server.routes import jobs as job_routes
-from agentcron.server.routes import runs as run_routes
-from agentcron.server.routes import sessions as session_routes
-from agentcron.views import message_view
+from agentcron.service import jobs as job_service
+from agentcron.service import runs as run_service
+from agentcron.service import sessions as session_service
 
 _T = TypeVar("_T")
 
@@ -226,8 +224,6 @@ class DbBackend:
     async def _call(self, fn: Callable[[], Awaitable[_T]]) -> _T:
         try:
             return await fn()
-        except HTTPException as exc:
-            raise CliError(str(exc.detail)) from exc
         except ValidationError as exc:
             raise CliError(validation_line(exc)) from exc
         except (AgentcronError, ValueError, LookupError) as exc:
@@ -237,33 +233,27 @@ class DbBackend:
 
     async def create_session(self, key: str, tz: str, title: str | None) -> dict[str, Any]:
         async def create() -> dict[str, Any]:
-            body = session_routes.SessionCreate(key=key, tz=tz, title=title)
-            return await session_routes.create_session(body, self._cron)
+            body = session_service.SessionCreate(key=key, tz=tz, title=title)
+            return await session_service.create_session(self._cron, body)
 
         return await self._call(create)
 
     async def list_sessions(self) -> dict[str, Any]:
-        return await self._call(lambda: session_routes.list_sessions(self._cron, limit=None))
+        return await self._call(lambda: session_service.list_sessions(self._cron))
 
     async def get_session(self, key: str) -> dict[str, Any]:
-        return await self._call(lambda: session_routes.get_session(key, self._cron))
+        return await self._call(lambda: session_service.get_session(self._cron, key))
 
     async def messages(self, key: str) -> dict[str, Any]:
-        return await self._call(
-            lambda: session_routes.list_messages(key, self._cron, after=None, limit=None)
-        )
+        return await self._call(lambda: session_service.list_messages(self._cron, key))
 
     async def delete_session(self, key: str, confirm: bool) -> dict[str, Any]:
         return await self._call(
-            lambda: session_routes.delete_session(key, self._cron, confirm=confirm)
+            lambda: session_service.delete_session(self._cron, key, confirm=confirm)
         )
 
     async def note(self, key: str, text: str) -> dict[str, Any]:
-        async def note() -> dict[str, Any]:
-            message = await self._cron.sessions.note(key, text)
-            return {"session_key": key, "turn_id": None, "message": message_view(message)}
-
-        return await self._call(note)
+        return await self._call(lambda: session_service.note(self._cron, key, text))
 
     async def send_out(self, key: str, text: str) -> dict[str, Any]:
         raise CliError(
@@ -273,10 +263,10 @@ class DbBackend:
 
     async def add_job(self, body: dict[str, Any]) -> dict[str, Any]:
         try:
-            model = job_routes.JobCreate.model_validate(body)
+            model = job_service.JobCreate.model_validate(body)
         except ValidationError as exc:
             raise CliError(validation_line(exc)) from exc
-        return await self._call(lambda: job_routes.create_job(model, self._cron))
+        return await self._call(lambda: job_service.create_job(self._cron, model))
 
     async def list_jobs(
         self, session: str | None, kind: str | None, enabled: bool | None
@@ -289,27 +279,27 @@ class DbBackend:
             kinds = ", ".join(k.value for k in JobKind)
             raise CliError(f"unknown kind {kind!r}; one of {kinds}") from exc
         return await self._call(
-            lambda: job_routes.list_jobs(
-                self._cron, session_key=session, kind=job_kind, enabled=enabled, limit=None
+            lambda: job_service.list_jobs(
+                self._cron, session_key=session, kind=job_kind, enabled=enabled
             )
         )
 
     async def get_job(self, job_id: str) -> dict[str, Any]:
-        return await self._call(lambda: job_routes.get_job(job_id, self._cron))
+        return await self._call(lambda: job_service.get_job(self._cron, job_id))
 
     async def job_action(self, job_id: str, action: str) -> dict[str, Any]:
-        handler = {"pause": job_routes.pause_job, "resume": job_routes.resume_job,
-                   "rm": job_routes.delete_job}[action]  # fmt: skip
-        return await self._call(lambda: handler(job_id, self._cron))
+        handler = {"pause": job_service.pause_job, "resume": job_service.resume_job,
+                   "rm": job_service.delete_job}[action]  # fmt: skip
+        return await self._call(lambda: handler(self._cron, job_id))
 
     async def list_runs(self, job: str | None, session: str | None, limit: int) -> dict[str, Any]:
         if job is not None:
-            return await self._call(lambda: job_routes.job_runs(job, self._cron, limit=limit))
+            return await self._call(lambda: job_service.job_runs(self._cron, job, limit=limit))
         if session is not None:
             return await self._call(
-                lambda: session_routes.session_runs(session, self._cron, limit=limit)
+                lambda: session_service.session_runs(self._cron, session, limit=limit)
             )
         raise CliError("give --job ID or --session KEY")
 
     async def get_run(self, run_id: str) -> dict[str, Any]:
-        return await self._call(lambda: run_routes.get_run(run_id, self._cron, wait=0.0))
+        return await self._call(lambda: run_service.get_run(self._cron, run_id))

@@ -3,45 +3,32 @@
 from __future__ import annotations
 
 import hmac
-import os
-import secrets
-from pathlib import Path
 
 from fastapi import HTTPException, Request, status
 from starlette.requests import HTTPConnection
 
-TOKEN_FILE = "token"
-HOOK_TOKEN_FILE = "hook_token"
-TOKEN_ENV = "AGENTCRON_TOKEN"
-HOOK_TOKEN_ENV = "AGENTCRON_HOOK_TOKEN"
+# The tokens themselves live in the data dir (`agentcron.tokens`): the CLI reads them too.
+from agentcron.tokens import (
+    HOOK_TOKEN_ENV,
+    HOOK_TOKEN_FILE,
+    TOKEN_ENV,
+    TOKEN_FILE,
+    load_or_create_token,
+    read_token,
+)
 
-
-def load_or_create_token(data_dir: Path, name: str = TOKEN_FILE, env: str = TOKEN_ENV) -> str:
-    """$env if set; else the token stored in `data_dir/name`, created (mode 0600) on first use."""
-    given = os.environ.get(env, "").strip()
-    if given:
-        return given
-    path = data_dir / name
-    if path.exists():
-        token = path.read_text("utf-8").strip()
-        if token:
-            return token
-    data_dir.mkdir(parents=True, exist_ok=True)
-    token = secrets.token_urlsafe(32)
-    # Created with owner-only permissions from the start: the token is a password.
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(token + "\n")
-    return token
-
-
-def read_token(data_dir: Path, name: str = TOKEN_FILE, env: str = TOKEN_ENV) -> str | None:
-    """The token a running server uses, without creating one."""
-    given = os.environ.get(env, "").strip()
-    if given:
-        return given
-    path = data_dir / name
-    return path.read_text("utf-8").strip() or None if path.exists() else None
+__all__ = [
+    "HOOK_TOKEN_ENV",
+    "HOOK_TOKEN_FILE",
+    "TOKEN_ENV",
+    "TOKEN_FILE",
+    "bearer",
+    "load_or_create_token",
+    "read_token",
+    "require_hook_token",
+    "require_token",
+    "token_matches",
+]
 
 
 def token_matches(given: str | None, expected: str) -> bool:

@@ -34,8 +34,16 @@ class ProtectedJobError(StoreError):
 
 
 class SessionNotFoundError(StoreError, LookupError):
+    def __init__(self, key: str, message: str | None = None) -> None:
+        super().__init__(message or f"no session with key {key!r}")
+        self.key = key
+
+
+class RecallNotFoundError(StoreError, LookupError):
+    """The session has no pending recall (to cancel or skip)."""
+
     def __init__(self, key: str) -> None:
-        super().__init__(f"no session with key {key!r}")
+        super().__init__(f"session {key!r} has no pending recall")
         self.key = key
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Query
 
 from agentcron.server.deps import MAX_WAIT_S, Cron
-from agentcron.views import run_view, turn_view
+from agentcron.service import runs as service
 
 router = APIRouter(prefix="/api", tags=["runs"])
 
@@ -22,17 +22,9 @@ _WAIT = Query(
 @router.get("/runs/{run_id}")
 async def get_run(run_id: str, cron: Cron, wait: float = _WAIT) -> dict[str, Any]:
     """The full run record: rendered prompt, variables, usage, error details, delivery."""
-    run = await cron.runs.wait(run_id, wait) if wait else await cron.runs.get(run_id)
-    return run_view(run, full=True)
+    return await service.get_run(cron, run_id, wait=wait)
 
 
 @router.get("/turns/{turn_id}")
 async def get_turn(turn_id: str, cron: Cron, wait: float = _WAIT) -> dict[str, Any]:
-    turn = (
-        await cron.sessions.wait_turn(turn_id, wait) if wait else await cron.sessions.turn(turn_id)
-    )
-    view = turn_view(turn)
-    if turn.reply_message_id is not None:
-        reply = await cron.store.sessions.get_message(turn.reply_message_id)
-        view["reply"] = None if reply is None else reply.content
-    return view
+    return await service.get_turn(cron, turn_id, wait=wait)
