@@ -64,3 +64,15 @@ def test_the_cli_reaches_the_domain_through_the_service_layer_not_the_server() -
             elif isinstance(node, ast.Import):
                 imported += [a.name for a in node.names if a.name.startswith("agentcron.server")]
     assert sorted(set(imported)) == ["agentcron.server.serve"]
+
+
+def test_no_concrete_store_class_outside_the_store_and_the_wiring() -> None:
+    """Engine, lanes, journal, service and edges are typed against `store/interface.py`."""
+    users = []
+    for path in SRC.rglob("*.py"):
+        relative = path.relative_to(SRC).as_posix()
+        if relative.startswith("store/") or relative == "app.py":
+            continue
+        if "SqlStore" in path.read_text("utf-8"):
+            users.append(relative)
+    assert users == []

@@ -343,17 +343,13 @@ def token(
 async def _db_status(path: Path) -> tuple[str | None, int, int]:
     from sqlalchemy.exc import SQLAlchemyError
 
-    from agentcron.store.sql import SqlStore, sqlite_url
+    from agentcron.store.sql import sqlite_url, upgrade_and_count
 
-    store = SqlStore(sqlite_url(path))
     try:
-        await store.open()
-        return await store.schema_revision(), await store.count_jobs(), await store.count_runs()
+        return await upgrade_and_count(sqlite_url(path))
     except (SQLAlchemyError, OSError) as exc:
         inner = getattr(exc, "orig", None) or exc
         raise CliError(f"cannot open the database {path}: {inner}") from exc
-    finally:
-        await store.close()
 
 
 @db_app.command("upgrade")

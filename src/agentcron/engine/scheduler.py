@@ -48,6 +48,7 @@ from agentcron.events import (
     SystemEventFired,
     publish_fire_settled,
 )
+from agentcron.store.interface import FireLedger
 from agentcron.store.journal import Journal
 from agentcron.store.models import (
     STOPPED_MID_TURN,
@@ -65,7 +66,6 @@ from agentcron.store.models import (
     Write,
     WriteResult,
 )
-from agentcron.store.sql import SqlStore
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ class Engine:
 
     def __init__(
         self,
-        store: SqlStore,
+        store: FireLedger,
         runner: Runner,
         *,
         journal: Journal,

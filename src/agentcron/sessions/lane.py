@@ -48,6 +48,7 @@ from agentcron.sessions.memory import (
 )
 from agentcron.sessions.prompts import PromptError
 from agentcron.sessions.transcript import closure, interrupted_entry
+from agentcron.store.interface import LaneStore
 from agentcron.store.journal import Journal
 from agentcron.store.models import (
     STOPPED_MID_TURN,
@@ -67,7 +68,6 @@ from agentcron.store.models import (
     TurnStarted,
     TurnState,
 )
-from agentcron.store.sql import SqlStore
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ class Lanes:
 
     def __init__(
         self,
-        store: SqlStore,
+        store: LaneStore,
         journal: Journal,
         runner: Runner,
         clock: Clock,

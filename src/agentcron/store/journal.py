@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from agentcron.store.errors import StoreError
+from agentcron.store.interface import Finisher, GroupCommit
 from agentcron.store.models import Write, WriteResult
-from agentcron.store.sql import Finisher, SqlStore
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class Journal:
     durable); `post()` does not wait.
     """
 
-    store: SqlStore
+    store: GroupCommit
     finisher: Finisher
     max_batch: int = 2000
     listeners: list[Listener] = field(default_factory=list)

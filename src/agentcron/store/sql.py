@@ -28,6 +28,7 @@ from agentcron.store.errors import (
     VersionConflictError,
 )
 from agentcron.store.ids import new_id
+from agentcron.store.interface import Finisher, Planner
 from agentcron.store.migrate import current_revision, upgrade_connection
 from agentcron.store.models import (
     ACTIVE_STATES,
@@ -169,11 +170,7 @@ _STAMP_STMT = (
     )
 )
 
-Planner = Callable[[Job, datetime, int, int], FirePlan]
-"""(job, now, active runs of the job, waiting runs of the job) -> what to do with its due fires."""
-
-Finisher = Callable[[Job, JobOutcome], dict[str, Any]]
-"""(job as stored now, outcome) -> new values for FINISH_COLUMNS."""
+# The planner and finisher types are the interface's (store/interface.py).
 
 
 def sqlite_url(path: str | Path) -> str:
@@ -1457,3 +1454,15 @@ def job_with(job: Job, values: Mapping[str, Any]) -> Job:
     fields = {f: getattr(job, f) for f in job.__dataclass_fields__}
     fields.update(values)
     return Job(**fields)
+
+
+async def upgrade_and_count(url: str) -> tuple[str | None, int, int]:
+    """Open (creating or upgrading the schema of) the database at `url`: its schema revision,
+    and how many jobs and runs it holds. For `agentcron db upgrade`.
+    """
+    store = SqlStore(url)
+    try:
+        await store.open()
+        return await store.schema_revision(), await store.count_jobs(), await store.count_runs()
+    finally:
+        await store.close()
