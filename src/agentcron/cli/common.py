@@ -1,0 +1,103 @@
+"""What every command group of the CLI shares: output, errors, the backend options."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from agentcron.cli.backends import ApiBackend, Backend, CliError, DbBackend
+from agentcron.config import data_dir
+
+URL_ENV = "AGENTCRON_URL"
+DEFAULT_API = "http://127.0.0.1:8321"
+_T = TypeVar("_T")
+
+TABLE_WIDTH = 160  # when stdout is not a terminal (pipes, tests): wide, fixed, no surprises
+err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+
+
+def out() -> Console:
+    """Tables and detail views: the terminal's width, or TABLE_WIDTH when not a terminal."""
+    tty = sys.stdout.isatty()
+    return Console(width=None if tty else TABLE_WIDTH, highlight=False, emoji=False)
+
+
+def echo(text: str = "", nl: bool = True) -> None:
+    """Plain lines, exactly as written (what `demo`, `serve`, `next` print)."""
+    typer.echo(text, nl=nl)
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    err.print(f"error: {message}", markup=False)
+    return typer.Exit(code)
+
+
+def run_async(coro: Awaitable[_T]) -> _T:
+    try:
+        return asyncio.run(coro)  # type: ignore[arg-type]
+    except CliError as exc:
+        raise fail(str(exc)) from None
+
+
+# -- options shared by the resource commands -------------------------------------------------
+
+_DIRECT = (
+    "instead of a server's API (a server running on it sees changes made this way at its next "
+    "wake-up, within 5 minutes)"
+)
+DbOpt = Annotated[
+    Path | None,
+    typer.Option("--db", help=f"Use this SQLite file directly, {_DIRECT}.", dir_okay=False),
+]
+UrlOpt = Annotated[
+    str | None,
+    typer.Option("--url", help=f"Use this database URL (postgresql://...) directly, {_DIRECT}."),
+]
+ApiOpt = Annotated[
+    str | None,
+    typer.Option("--api", help=f"The server's URL (default: ${URL_ENV}, else {DEFAULT_API})."),
+]
+TokenOpt = Annotated[
+    str | None,
+    typer.Option("--token", help="API token (default: $AGENTCRON_TOKEN, else the token file)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the JSON record(s) instead.")]
+
+
+def backend_for(
+    db: Path | None, url: str | None, api: str | None, token: str | None, *, create: bool = False
+) -> Backend:
+    """The database when --db/--url is given, else the API of a running server. Only `create`
+    commands make a new SQLite file; the others say there is none (a typo, usually).
+    """
+    if db is not None or url is not None:
+        if db is not None and url is not None:
+            raise fail("give --db or --url, not both", 2)
+        return DbBackend(db, url, create=create)
+    from agentcron.tokens import read_token
+
+    return ApiBackend(
+        api or os.environ.get(URL_ENV) or DEFAULT_API, token or read_token(data_dir())
+    )
+
+
+def call(
+    backend: Backend, action: Callable[[Backend], Awaitable[dict[str, Any]]]
+) -> dict[str, Any]:
+    async def go() -> dict[str, Any]:
+        async with backend:
+            return await action(backend)
+
+    return run_async(go())
+
+
+def print_json(data: Any) -> None:
+    echo(json.dumps(data, indent=2, ensure_ascii=False))

@@ -1,0 +1,158 @@
+"""`agentcron jobs`: automations — add, list, show, pause, resume, remove."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from agentcron.cli import render
+from agentcron.cli.backends import Backend
+from agentcron.cli.common import (
+    ApiOpt,
+    DbOpt,
+    JsonOpt,
+    TokenOpt,
+    UrlOpt,
+    backend_for,
+    call,
+    echo,
+    out,
+    print_json,
+)
+from agentcron.store.models import Catchup, JobKind, Overlap
+
+app = typer.Typer(help="Automations: add, list, show, pause, resume, remove.", no_args_is_help=True)
+
+
+@app.command("add")
+def jobs_add(
+    session: Annotated[str, typer.Option(help="The session it belongs to, e.g. websocket:abc.")],
+    name: Annotated[str, typer.Option(help="A short name.")],
+    message: Annotated[str, typer.Option(help="What the agent should do when it fires.")],
+    when: Annotated[str, typer.Option(help='"in 30m", "every weekday at 9", "0 9 * * 1-5", ...')],
+    tz: Annotated[str | None, typer.Option(help="IANA zone (default: the session's).")] = None,
+    overlap: Annotated[
+        Overlap | None, typer.Option(help="A fire while the previous one waits or runs.")
+    ] = None,
+    catchup: Annotated[
+        Catchup | None, typer.Option(help="Fires that came due while no engine ran.")
+    ] = None,
+    max_runs: Annotated[int | None, typer.Option(help="End after this many runs.", min=1)] = None,
+    idempotency_key: Annotated[str | None, typer.Option(help="Create at most once.")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Its turns' model, e.g. \"openai:gpt-4o\" (default: the agent's)."),
+    ] = None,
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Add an automation to a session."""
+    body: dict[str, Any] = {"session_key": session, "name": name, "message": message,
+                            "when": when}  # fmt: skip
+    optional = {"tz": tz, "overlap": overlap, "catchup": catchup, "max_runs": max_runs,
+                "idempotency_key": idempotency_key, "model": model}  # fmt: skip
+    body.update({k: v for k, v in optional.items() if v is not None})
+    job = call(backend_for(db, url, api, token), lambda b: b.add_job(body))
+    if as_json:
+        print_json(job)
+        return
+    echo(f"added {job['id']}: “{job['name']}”, {job['schedule']}; next run "
+         f"{render.when(job['next_run_at'], job['tz'])}")  # fmt: skip
+
+
+@app.command("list")
+def jobs_list(
+    session: Annotated[
+        str | None, typer.Option(help="Only this session's (what it shows).")
+    ] = None,
+    kind: Annotated[JobKind | None, typer.Option(help="Only jobs of this kind.")] = None,
+    enabled: Annotated[
+        bool | None, typer.Option("--enabled/--disabled", help="Only enabled / paused ones.")
+    ] = None,
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List automations (and recalls and system jobs)."""
+    kind_value = None if kind is None else kind.value
+    data = call(
+        backend_for(db, url, api, token), lambda b: b.list_jobs(session, kind_value, enabled)
+    )
+    if as_json:
+        print_json(data["jobs"])
+        return
+    out().print(render.jobs_table(data["jobs"]))
+
+
+@app.command("show")
+def jobs_show(
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job's id.")],
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """One automation: its schedule, the next 5 fires, the last runs and what it cost."""
+    job = call(backend_for(db, url, api, token), lambda b: b.get_job(job_id))
+    if as_json:
+        print_json(job)
+        return
+    render.job_detail(out(), job)
+
+
+def _job_action(job_id: str, action: str, backend: Backend, as_json: bool) -> None:
+    result = call(backend, lambda b: b.job_action(job_id, action))
+    if as_json:
+        print_json(result)
+    elif action == "rm":
+        echo(f"removed {result['deleted']}")
+    else:
+        state = "enabled" if result["enabled"] else "paused"
+        nxt = render.when(result["next_run_at"], result["tz"])
+        echo(f"{result['id']} “{result['name']}”: {state}; next run {nxt}")
+
+
+@app.command("pause")
+def jobs_pause(
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job's id.")],
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Pause an automation (no fires until it is resumed)."""
+    _job_action(job_id, "pause", backend_for(db, url, api, token), as_json)
+
+
+@app.command("resume")
+def jobs_resume(
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job's id.")],
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Resume an automation from now on."""
+    _job_action(job_id, "resume", backend_for(db, url, api, token), as_json)
+
+
+@app.command("rm")
+def jobs_rm(
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job's id.")],
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Remove an automation (its run records stay until retention)."""
+    _job_action(job_id, "rm", backend_for(db, url, api, token), as_json)

@@ -1,0 +1,150 @@
+"""`agentcron sessions`: chats and their transcripts; notes, and sending without the agent."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from agentcron.cli import render
+from agentcron.cli.backends import Backend
+from agentcron.cli.common import (
+    ApiOpt,
+    DbOpt,
+    JsonOpt,
+    TokenOpt,
+    UrlOpt,
+    backend_for,
+    call,
+    echo,
+    fail,
+    out,
+    print_json,
+)
+
+app = typer.Typer(help="Sessions (chats) and their transcripts.", no_args_is_help=True)
+
+
+@app.command("add")
+def sessions_add(
+    key: Annotated[str, typer.Argument(metavar="KEY", help="channel:chat_id, e.g. api:ops")],
+    tz: Annotated[str, typer.Option(help="IANA zone of the session.")] = "UTC",
+    title: Annotated[str | None, typer.Option(help="A title.")] = None,
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Create a session (or show it if it exists)."""
+    backend = backend_for(db, url, api, token, create=True)
+    session = call(backend, lambda b: b.create_session(key, tz, title))
+    if as_json:
+        print_json(session)
+        return
+    echo(f"session {session['key']} ({session['tz']})")
+
+
+@app.command("note")
+def sessions_note(
+    key: Annotated[str, typer.Argument(metavar="KEY", help="The session key.")],
+    text: Annotated[str, typer.Argument(metavar="TEXT", help="The note.")],
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Add a note to a session's transcript without starting a turn (the agent sees it next
+    time).
+    """
+    answer = call(backend_for(db, url, api, token), lambda b: b.note(key, text))
+    if as_json:
+        print_json(answer)
+        return
+    echo(f"noted in {key} (entry {answer['message']['seq']}); no turn started")
+
+
+@app.command("send")
+def sessions_send(
+    key: Annotated[str, typer.Argument(metavar="KEY", help="The session key.")],
+    text: Annotated[str, typer.Argument(metavar="TEXT", help="What to send.")],
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Send a message out through the session's channel (Telegram, webhook) without the
+    agent; needs the running server.
+    """
+    answer = call(backend_for(None, None, api, token), lambda b: b.send_out(key, text))
+    if as_json:
+        print_json(answer)
+        return
+    echo(f"sent to {key} (entry {answer['message']['seq']}); its delivery shows in "
+         f"GET /api/deliveries?session_key={key}")  # fmt: skip
+
+
+@app.command("list")
+def sessions_list(
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Sessions, most recently active first."""
+    data = call(backend_for(db, url, api, token), lambda b: b.list_sessions())
+    if as_json:
+        print_json(data["sessions"])
+        return
+    out().print(render.sessions_table(data["sessions"]))
+
+
+@app.command("show")
+def sessions_show(
+    key: Annotated[str, typer.Argument(metavar="KEY", help="The session key.")],
+    last: Annotated[int, typer.Option(help="How many transcript entries to show.", min=0)] = 10,
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A session: its automations, recall, usage and last transcript entries."""
+
+    async def both(b: Backend) -> dict[str, Any]:
+        session = await b.get_session(key)
+        session["messages"] = (await b.messages(key))["messages"][-last:] if last else []
+        return session
+
+    session = call(backend_for(db, url, api, token), both)
+    if as_json:
+        print_json(session)
+        return
+    render.session_detail(out(), session)
+
+
+@app.command("rm")
+def sessions_rm(
+    key: Annotated[str, typer.Argument(metavar="KEY", help="The session key.")],
+    confirm: Annotated[
+        bool, typer.Option("--confirm", help="Also delete the automations bound to it.")
+    ] = False,
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete a session. With bound automations it is two-step: add --confirm to delete them."""
+    answer = call(backend_for(db, url, api, token), lambda b: b.delete_session(key, confirm))
+    if as_json:
+        print_json(answer)
+    if answer.get("deleted"):
+        if not as_json:
+            removed = answer.get("deleted_automations") or []
+            echo(f"deleted {key}" + (f" and {len(removed)} automation(s)" if removed else ""))
+        return
+    names = ", ".join(f"“{a['name']}” ({a['id']})" for a in answer.get("automations", []))
+    raise fail(f"{key} owns automations: {names}; nothing was deleted. Run again with "
+                "--confirm to delete them and the session")  # fmt: skip
