@@ -1,0 +1,227 @@
+"""The group commit of the SQL store: apply a journal batch (turn starts and finishes, run ends)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from agentcron.store.bulk import executemany
+from agentcron.store.interface import Finisher
+from agentcron.store.job_store import JobsMixin
+from agentcron.store.models import (
+    TERMINAL_STATES,
+    InsertJobs,
+    Job,
+    JobKind,
+    JobOutcome,
+    JobsInserted,
+    RecallState,
+    RunEnd,
+    Transition,
+    TurnFinish,
+    TurnFinished,
+    TurnStart,
+    TurnStarted,
+    Write,
+    WriteResult,
+)
+from agentcron.store.rows import (
+    _RUN_FIELDS,
+    _STAMP_STMT,
+    _STATE_TIME,
+    FINISH_COLUMNS,
+    _chunks,
+    _job,
+    _transition_stmt,
+    job_with,
+    usage_numbers,
+)
+from agentcron.store.schema import jobs
+from agentcron.store.sessions import (
+    TurnWrites,
+    session_values,
+)
+
+log = logging.getLogger(__name__)
+
+
+class GroupCommitMixin(JobsMixin):
+    """One transaction per journal batch (`GroupCommit`), and the job bookkeeping of outcomes."""
+
+    async def apply(self, writes: Sequence[Write], finisher: Finisher) -> list[WriteResult]:
+        """Apply a group commit in one transaction, in order: turn starts (lease, opening
+        entry, turn and run running), turn finishes (closing entry, outcome, lease let go,
+        run and job bookkeeping) and other run changes. One result per write.
+
+        A start whose session is held by another owner's live lease writes nothing (its
+        result says until when); a finish or run change of a run that already ended is a no-op.
+        """
+        return await self._db.write(lambda conn: self._apply_op(conn, writes, finisher))
+
+    def _apply_op(
+        self, conn: Connection, writes: Sequence[Write], finisher: Finisher
+    ) -> list[WriteResult]:
+        keys = {w.session_key for w in writes if isinstance(w, TurnStart | TurnFinish)}
+        saves = [(r, w.run.at) for w in writes
+                 if isinstance(w, RunEnd) and (r := w.remember) is not None]  # fmt: skip
+        if saves:  # legacy runs' own sessions (`cron:{job_id}`), created on first use
+            new = {r.session_key: session_values(r.session_key, at, channel=r.channel,
+                                                 chat_id=r.chat_id) for r, at in saves}  # fmt: skip
+            executemany(conn, self._insert_sessions, list(new.values()))
+            keys.update(new)
+        staged = TurnWrites(conn, keys)
+        transitions: list[Transition] = []
+        outcomes: list[JobOutcome] = []
+        results: list[WriteResult] = []
+        for w in writes:
+            if isinstance(w, TurnStart):
+                message, session, busy = staged.start(w)
+                if message is not None and w.run is not None:
+                    transitions.append(w.run)
+                results.append(TurnStarted(message, session, busy))
+            elif isinstance(w, TurnFinish):
+                message = staged.finish(w)
+                if w.run is not None:
+                    reply = None if message is None else message.id
+                    transitions.append(replace(w.run, message_id=reply))
+                if w.outcome is not None:
+                    outcomes.append(w.outcome)
+                results.append(TurnFinished(message))
+            elif isinstance(w, InsertJobs):
+                results.append(
+                    JobsInserted(self._insert_jobs_op(conn, w.armed, w.at, max_jobs=w.max_jobs))
+                )
+            else:
+                transitions.append(w.run)
+                if w.outcome is not None:
+                    outcomes.append(w.outcome)
+                if w.remember is not None:
+                    staged.remember(w.remember, w.run.at)
+                results.append(TurnFinished(None))
+        staged.flush()
+        deleted = self._record_op(conn, transitions, outcomes, finisher)
+        if deleted:
+            for i, w in enumerate(writes):
+                outcome = w.outcome if isinstance(w, TurnFinish | RunEnd) else None
+                if outcome is not None and outcome.job_id in deleted:
+                    results[i] = TurnFinished(getattr(results[i], "message", None), True)
+        return results
+
+    async def record(
+        self,
+        transitions: Sequence[Transition],
+        outcomes: Sequence[JobOutcome] = (),
+        finisher: Finisher | None = None,
+    ) -> None:
+        """Apply run transitions and job outcomes in one transaction (group commit).
+
+        Several transitions of one run collapse into one row update that keeps every state's
+        timestamp. Only an active run moves: a terminal state is final.
+        """
+        await self._db.write(lambda conn: self._record_op(conn, transitions, outcomes, finisher))
+
+    def _record_op(
+        self,
+        conn: Connection,
+        transitions: Sequence[Transition],
+        outcomes: Sequence[JobOutcome] = (),
+        finisher: Finisher | None = None,
+    ) -> set[str]:
+        if not transitions and not outcomes:
+            return set()
+        merged: dict[str, dict[str, Any]] = {}
+        for t in transitions:
+            row = merged.get(t.run_id)
+            if row is None:
+                row = merged[t.run_id] = {"b_id": t.run_id}
+            row["state"] = t.state.value
+            if t.state in TERMINAL_STATES:
+                row["owner"] = row["lease_expires_at"] = None
+            row[_STATE_TIME.get(t.state, "finished_at")] = t.at
+            for col in _RUN_FIELDS:
+                value = getattr(t, col)
+                if value is not None:
+                    row[col] = value
+            if t.usage:
+                row.update(usage_numbers(t.usage))
+        # One statement per shape of change (the columns it sets): a burst has two or three
+        # shapes (running with its prompt; ended with its output), each one executemany.
+        shapes: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for row in merged.values():
+            shapes.setdefault(tuple(sorted(row)), []).append(row)
+        for columns, rows in shapes.items():
+            executemany(conn, _transition_stmt(columns), rows)
+        if outcomes:
+            if finisher is None:
+                raise ValueError("outcomes need a finisher")
+            return self._apply_outcomes(conn, outcomes, finisher)
+        return set()
+
+    def _apply_outcomes(
+        self, conn: Connection, outcomes: Sequence[JobOutcome], finisher: Finisher
+    ) -> set[str]:
+        """Apply job outcomes; returns the ids of jobs removed (finished one-shots)."""
+        by_job: dict[str, list[JobOutcome]] = {}
+        # Jobs in id order: two processes that update the same jobs lock them in one order.
+        for outcome in sorted(outcomes, key=lambda o: o.job_id):
+            by_job.setdefault(outcome.job_id, []).append(outcome)
+        simple = [v[-1] for v in by_job.values() if all(o.simple for o in v)]
+        if simple:
+            # The common case: a success or empty result only stamps the job.
+            executemany(
+                conn,
+                _STAMP_STMT,
+                [
+                    {"b_id": o.job_id, "last_run_at": o.finished_at, "last_status": o.status.value}
+                    for o in simple
+                ],
+            )
+        ids = [job_id for job_id, v in by_job.items() if not all(o.simple for o in v)]
+        if not ids:
+            return set()
+        current: dict[str, Job] = {}
+        for chunk in _chunks(ids):
+            for row in conn.execute(sa.select(jobs).where(jobs.c.id.in_(chunk))):
+                current[row.id] = _job(row)
+        deletes: list[dict[str, Any]] = []
+        fired: list[tuple[Job, RecallState, datetime]] = []
+        for job_id in ids:
+            for outcome in by_job[job_id]:  # in finish order: later outcomes see earlier ones
+                job = current.get(job_id)
+                if job is None:
+                    break  # deleted while its fire ran
+                values = finisher(job, outcome)
+                if values.pop("delete", False):
+                    deletes.append({"b_id": job.id})
+                    del current[job.id]
+                    if job.kind is JobKind.RECALL:  # a one-time recall ran: it stays readable
+                        fired.append(
+                            (job_with(job, values), RecallState.FIRED, outcome.finished_at)
+                        )
+                else:
+                    current[job.id] = job_with(job, values)
+        updates: list[dict[str, Any]] = []
+        for job in current.values():
+            values = {c: getattr(job, c) for c in FINISH_COLUMNS}
+            values["last_status"] = job.last_status.value if job.last_status else None
+            updates.append({"b_id": job.id, **values})
+        if updates:
+            stmt = (
+                jobs.update()
+                .where(jobs.c.id == sa.bindparam("b_id"))
+                .values(
+                    {c: sa.bindparam(c) for c in FINISH_COLUMNS} | {"version": jobs.c.version + 1}
+                )
+            )
+            conn.execute(stmt, updates)
+        if deletes:
+            conn.execute(jobs.delete().where(jobs.c.id == sa.bindparam("b_id")), deletes)
+        if fired:
+            self._end_recalls(conn, fired)
+        return {d["b_id"] for d in deletes}

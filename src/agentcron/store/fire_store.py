@@ -1,0 +1,554 @@
+"""The fire ledger of the SQL store: claims, leases, release, reap, adopt, prune."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Row
+
+from agentcron.store.bulk import executemany
+from agentcron.store.interface import Planner
+from agentcron.store.models import (
+    DIED_MID_TURN,
+    ClaimedFire,
+    ClaimResult,
+    Job,
+    JobKind,
+    Overlap,
+    Run,
+    RunState,
+    TurnState,
+)
+from agentcron.store.rows import (
+    _ACTIVE_INLINE,
+    _CLAIM_UPDATE,
+    _DUE,
+    _DUE_LOCKED,
+    _INSERT_TURNS,
+    _NEXT_DUE,
+    ACTIVE,
+    TERMINAL,
+    WAITING,
+    _chunks,
+    _job,
+    _run,
+    _run_values,
+    job_after_claim,
+)
+from agentcron.store.schema import jobs, recall_history, runs, sessions, turns
+from agentcron.store.sessions import (
+    OPEN_TURN,
+    WAITING_TURN,
+    session_values,
+    turn_values,
+)
+from agentcron.store.sql_base import SqlBase
+
+log = logging.getLogger(__name__)
+
+
+class FireLedgerMixin(SqlBase):
+    """Claiming due fires under leases and recovering them (`FireLedger`)."""
+
+    async def next_due_at(self) -> datetime | None:
+        """The earliest `next_run_at` of any armed job (one indexed query)."""
+        return await self._db.read(lambda conn: self._next_due_at_op(conn))
+
+    def _next_due_at_op(self, conn: Connection) -> datetime | None:
+        value = (conn.execute(sa.select(sa.func.min(jobs.c.next_run_at)))).scalar_one()
+        return value  # type: ignore[no-any-return]
+
+    async def claim_due(
+        self,
+        now: datetime,
+        *,
+        owner: str,
+        lease_until: datetime,
+        limit: int,
+        planner: Planner,
+        due_by: datetime | None = None,
+    ) -> ClaimResult:
+        """Claim the fires of up to `limit` jobs due by `due_by` (default `now`) in one
+        transaction; `now` stamps the records.
+
+        Each job's state (next fire, remaining runs) advances in the same transaction, under a
+        version compare-and-set; fire uniqueness `(job_id, fire_at)` makes a second claim of the
+        same fire lose. Also returns the earliest remaining due time, so the caller can sleep
+        without another query.
+        """
+        return await self._db.write(
+            lambda conn: self._claim_due_op(
+                conn,
+                now,
+                owner=owner,
+                lease_until=lease_until,
+                limit=limit,
+                planner=planner,
+                due_by=due_by or now,
+            )
+        )
+
+    def _claim_due_op(
+        self,
+        conn: Connection,
+        now: datetime,
+        *,
+        owner: str,
+        lease_until: datetime,
+        limit: int,
+        planner: Planner,
+        due_by: datetime,
+    ) -> ClaimResult:
+        query = _DUE_LOCKED if self.skip_locked else _DUE
+        rows = conn.execute(query, {"now": due_by, "limit": limit}).all()
+        if not rows:
+            return ClaimResult([], 0, conn.execute(_NEXT_DUE).scalar_one())
+        # Only the skip / buffer_one policies look at a job's other active fires.
+        counts = self._active_counts(conn, [r.id for r in rows if r.overlap != Overlap.DEFER.value])
+        job_updates: list[dict[str, Any]] = []
+        run_rows: list[dict[str, Any]] = []
+        claimed_meta: dict[str, tuple[Job, datetime]] = {}
+        for row in rows:
+            try:
+                job = _job(row)
+                active, waiting = counts.get(job.id, (0, 0))
+                plan = planner(job, due_by, active, waiting)
+            except Exception as exc:
+                # One unreadable job must not stop every other job from firing.
+                log.exception("cannot plan job; pausing it", extra={"job_id": row.id})
+                conn.execute(
+                    jobs.update()
+                    .where(jobs.c.id == row.id)
+                    .values(
+                        enabled=False,
+                        next_fire_at=None,
+                        next_run_at=None,
+                        paused_at=now,
+                        paused_reason=f"auto-paused: cannot plan this job: {exc}"[:500],
+                        version=jobs.c.version + 1,
+                        updated_at=now,
+                    )
+                )
+                continue
+            advanced = job_after_claim(job, plan, now, owner, lease_until)
+            job_updates.append(
+                {
+                    "b_id": job.id,
+                    "b_version": job.version,
+                    "next_fire_at": advanced.next_fire_at,
+                    "next_run_at": advanced.next_run_at,
+                    "remaining_runs": advanced.remaining_runs,
+                    "run_count": advanced.run_count,
+                    "last_status": advanced.last_status.value if advanced.last_status else None,
+                    "lease_owner": advanced.lease_owner,
+                    "lease_expires_at": advanced.lease_expires_at,
+                    "version": advanced.version,
+                    "updated_at": now,
+                }
+            )
+            for fire_at in plan.run:
+                run_row = _run_values(advanced, fire_at, RunState.CLAIMED, now, owner, lease_until)
+                claimed_meta[run_row["id"]] = (advanced, fire_at)
+                run_rows.append(run_row)
+            for i, fire_at in enumerate(plan.missed):
+                run_row = _run_values(advanced, fire_at, RunState.MISSED, now, None, None)
+                run_row["error"] = "missed: the engine was not running when this fire was due"
+                noted = plan.unrecorded_missed or plan.uncounted_missed
+                if noted and i == len(plan.missed) - 1:
+                    run_row["error_details"] = {
+                        "unrecorded_missed_fires": plan.unrecorded_missed,
+                        "more_uncounted": plan.uncounted_missed,
+                    }
+                run_rows.append(run_row)
+            for fire_at in plan.skipped:
+                run_row = _run_values(advanced, fire_at, RunState.SKIPPED, now, None, None)
+                run_row["error"] = (
+                    "skipped: the previous fire of this job was still queued or running"
+                )
+                run_rows.append(run_row)
+        won = self._cas_update_jobs(conn, job_updates)
+        run_rows = [r for r in run_rows if r["job_id"] in won]
+        turn_for = self._open_fire_turns(conn, run_rows, claimed_meta, now, owner)
+        claimed: list[ClaimedFire] = []
+        if run_rows:
+            inserted: set[str] = set()
+            shapes: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+            for run_row in run_rows:  # an executemany takes rows of one shape
+                shapes.setdefault(tuple(run_row), []).append(run_row)
+            for rows_of_shape in shapes.values():
+                inserted.update(r.id for r in conn.execute(self._insert_runs, rows_of_shape))
+            turn_rows = [t for run_id, (t, _) in turn_for.items() if run_id in inserted]
+            if turn_rows:
+                executemany(conn, _INSERT_TURNS, turn_rows)
+            for run_id in inserted:
+                if run_id in claimed_meta:
+                    job, fire_at = claimed_meta[run_id]
+                    if run_id not in turn_for:
+                        claimed.append(ClaimedFire(run_id=run_id, job=job, fire_at=fire_at))
+                        continue
+                    turn, zone = turn_for[run_id]
+                    claimed.append(ClaimedFire(
+                        run_id=run_id, job=job, fire_at=fire_at, turn_id=turn["id"],
+                        deferred=turn["state"] == TurnState.DEFERRED.value, session_tz=zone,
+                    ))  # fmt: skip
+        due_next = conn.execute(_NEXT_DUE).scalar_one()
+        claimed.sort(key=lambda c: (c.fire_at, c.run_id))
+        return ClaimResult(claimed, len(rows), due_next)
+
+    def _open_fire_turns(
+        self,
+        conn: Connection,
+        run_rows: list[dict[str, Any]],
+        claimed_meta: dict[str, tuple[Job, datetime]],
+        now: datetime,
+        owner: str,
+    ) -> dict[str, tuple[dict[str, Any], str]]:
+        """Turn records for the session-turn fires about to be claimed (run id -> turn row,
+        session zone), their sessions created where missing, and their run rows set `queued`
+        — or `deferred` when the session already has a turn open (or an earlier fire of this
+        batch).
+        """
+        bound = sorted(
+            (r for r in run_rows
+             if r["id"] in claimed_meta and claimed_meta[r["id"]][0].session_turn),
+            key=lambda r: (r["fire_at"], r["id"]),
+        )  # fmt: skip
+        if not bound:
+            return {}
+        keys = sorted({r["session_key"] for r in bound})
+        tz: dict[str, str] = {}
+        busy: set[str] = set()
+        for chunk in _chunks(keys):
+            executemany(conn, self._insert_sessions, [session_values(key, now) for key in chunk])
+            tz.update(conn.execute(
+                sa.select(sessions.c.session_key, sessions.c.tz)
+                .where(sessions.c.session_key.in_(chunk))
+            ).all())  # fmt: skip
+            busy.update(conn.execute(
+                sa.select(turns.c.session_key).distinct()
+                .where(turns.c.session_key.in_(chunk), turns.c.state.in_(OPEN_TURN))
+            ).scalars())  # fmt: skip
+        out: dict[str, tuple[dict[str, Any], str]] = {}
+        for row in bound:
+            job = claimed_meta[row["id"]][0]
+            key = row["session_key"]
+            state = TurnState.DEFERRED if key in busy else TurnState.QUEUED
+            busy.add(key)
+            row["state"] = state.value
+            row["deferred_at" if state is TurnState.DEFERRED else "queued_at"] = now
+            source = "recall" if job.kind is JobKind.RECALL else "automation"
+            turn = turn_values(key, source, job.message, now, state, row["id"], owner)
+            out[row["id"]] = (turn, tz.get(key, "UTC"))
+        return out
+
+    def _active_counts(
+        self, conn: Connection, job_ids: Sequence[str]
+    ) -> dict[str, tuple[int, int]]:
+        waiting = sa.func.sum(sa.case((runs.c.state.in_(WAITING), 1), else_=0))
+        out: dict[str, tuple[int, int]] = {}
+        for chunk in _chunks(job_ids):
+            result = conn.execute(
+                sa.select(runs.c.job_id, sa.func.count(), waiting)
+                .where(runs.c.job_id.in_(chunk), runs.c.state.in_(ACTIVE))
+                .group_by(runs.c.job_id)
+            )
+            for job_id, active, wait in result:
+                out[job_id] = (int(active), int(wait or 0))
+        return out
+
+    def _cas_update_jobs(self, conn: Connection, updates: Sequence[dict[str, Any]]) -> set[str]:
+        """Apply version-checked job updates; return the ids whose update won."""
+        if not updates:
+            return set()
+        result = executemany(conn, _CLAIM_UPDATE, list(updates))
+        if result is not None and result.rowcount == len(updates):
+            return {u["b_id"] for u in updates}
+        # Some lost (rare): find the winners one by one.
+        won: set[str] = set()
+        for update in updates:
+            check = conn.execute(sa.select(jobs.c.version).where(jobs.c.id == update["b_id"]))
+            if check.scalar_one_or_none() == update["version"]:
+                won.add(update["b_id"])
+        return won
+
+    async def renew_leases(
+        self, owner: str, until: datetime, turn_until: datetime | None = None
+    ) -> int:
+        """Extend every lease `owner` holds: its active runs' to `until`, and (with
+        `turn_until`) its sessions' turn leases. Returns how many runs it renewed.
+        """
+        return await self._db.write(
+            lambda conn: self._renew_leases_op(conn, owner, until, turn_until)
+        )
+
+    def _renew_leases_op(
+        self, conn: Connection, owner: str, until: datetime, turn_until: datetime | None
+    ) -> int:
+        result = conn.execute(
+            runs.update()
+            .where(runs.c.owner == owner, runs.c.state.in_(ACTIVE))
+            .values(lease_expires_at=until)
+        )
+        if turn_until is not None:
+            conn.execute(
+                sessions.update()
+                .where(sessions.c.turn_owner == owner)
+                .values(turn_lease_expires_at=turn_until)
+            )
+        return int(result.rowcount)
+
+    async def reap(self, now: datetime, owner: str, is_dead: Callable[[str], bool]) -> list[Run]:
+        """Settle the active runs of owners that are gone (lease expired or process dead).
+
+        A `running` one may have done part of its turn: it becomes `interrupted` and is never
+        run again silently. One that never started is released for `adopt_released`.
+        Returns the interrupted runs.
+        """
+        return await self._db.write(lambda conn: self._reap_op(conn, now, owner, is_dead))
+
+    def _reap_op(
+        self, conn: Connection, now: datetime, owner: str, is_dead: Callable[[str], bool]
+    ) -> list[Run]:
+        rows = (
+            conn.execute(
+                sa.select(runs).where(
+                    runs.c.state.in_(ACTIVE), runs.c.owner.is_not(None), runs.c.owner != owner
+                )
+            )
+        ).all()
+        gone = [
+            _run(r)
+            for r in rows
+            if (r.lease_expires_at is not None and r.lease_expires_at <= now) or is_dead(r.owner)
+        ]
+        started = [r for r in gone if r.state is RunState.RUNNING]
+        unstarted = [r for r in gone if r.state is not RunState.RUNNING]
+        if unstarted:
+            # Their turn never began (RUNNING is committed before a turn starts): hand them
+            # back, like a graceful stop does, for an engine to adopt and run once.
+            conn.execute(
+                runs.update()
+                .where(runs.c.id == sa.bindparam("b_id"), runs.c.owner == sa.bindparam("b_owner"))
+                .values(owner=None, lease_expires_at=None),
+                [{"b_id": r.id, "b_owner": r.owner} for r in unstarted],
+            )
+        if not started:
+            return []
+        error = DIED_MID_TURN
+        conn.execute(
+            runs.update()
+            .where(runs.c.id == sa.bindparam("b_id"), _ACTIVE_INLINE)
+            .values(
+                state=RunState.INTERRUPTED.value,
+                finished_at=now,
+                owner=None,
+                lease_expires_at=None,
+                error=error,
+                error_details=sa.bindparam("details", type_=runs.c.error_details.type),
+            ),
+            [{"b_id": r.id, "details": {"owner": r.owner, "was": r.state.value}} for r in started],
+        )
+        conn.execute(
+            jobs.update()
+            .where(jobs.c.id == sa.bindparam("b_id"))
+            .values(
+                last_status=RunState.INTERRUPTED.value,
+                last_run_at=now,
+                lease_owner=None,
+                lease_expires_at=None,
+            ),
+            [{"b_id": job_id} for job_id in {r.job_id for r in started}],
+        )
+        return [
+            Run(
+                **{
+                    **{f: getattr(r, f) for f in r.__dataclass_fields__},
+                    "state": RunState.INTERRUPTED,
+                }
+            )
+            for r in started
+        ]
+
+    async def earliest_foreign_lease(self, owner: str) -> datetime | None:
+        """When the next lease of another owner's active run expires (to reap it then)."""
+        return await self._db.read(lambda conn: self._earliest_foreign_lease_op(conn, owner))
+
+    def _earliest_foreign_lease_op(self, conn: Connection, owner: str) -> datetime | None:
+        value = (
+            conn.execute(
+                sa.select(sa.func.min(runs.c.lease_expires_at)).where(
+                    runs.c.state.in_(ACTIVE), runs.c.owner.is_not(None), runs.c.owner != owner
+                )
+            )
+        ).scalar_one()
+        return value  # type: ignore[no-any-return]
+
+    async def release(self, owner: str, run_ids: Sequence[str]) -> int:
+        """Give back runs that never started (graceful stop), with their waiting turns, for
+        the next engine to adopt.
+        """
+        return await self._db.write(lambda conn: self._release_op(conn, owner, run_ids))
+
+    def _release_op(self, conn: Connection, owner: str, run_ids: Sequence[str]) -> int:
+        released = 0
+        for chunk in _chunks(list(run_ids)):
+            result = conn.execute(
+                runs.update()
+                .where(runs.c.id.in_(chunk), runs.c.owner == owner, runs.c.state.in_(WAITING))
+                .values(owner=None, lease_expires_at=None)
+            )
+            released += int(result.rowcount)
+            conn.execute(
+                turns.update()
+                .where(turns.c.run_id.in_(chunk), turns.c.owner == owner,
+                       turns.c.state.in_(WAITING_TURN))
+                .values(owner=None)
+            )  # fmt: skip
+        return released
+
+    async def adopt_released(
+        self, owner: str, lease_until: datetime, now: datetime
+    ) -> list[ClaimedFire]:
+        """Take over runs released by a graceful stop; cancel those whose job is gone."""
+        return await self._db.write(
+            lambda conn: self._adopt_released_op(conn, owner, lease_until, now)
+        )
+
+    def _adopt_released_op(
+        self, conn: Connection, owner: str, lease_until: datetime, now: datetime
+    ) -> list[ClaimedFire]:
+        rows = (
+            conn.execute(sa.select(runs).where(runs.c.owner.is_(None), runs.c.state.in_(WAITING)))
+        ).all()
+        if not rows:
+            return []
+        job_rows: dict[str, Job] = {}
+        for chunk in _chunks(list({r.job_id for r in rows})):
+            for jr in conn.execute(sa.select(jobs).where(jobs.c.id.in_(chunk))):
+                job_rows[jr.id] = _job(jr)
+        adopted = [r for r in rows if r.job_id in job_rows]
+        orphaned = [r for r in rows if r.job_id not in job_rows]
+        if adopted:
+            conn.execute(
+                runs.update()
+                .where(runs.c.id == sa.bindparam("b_id"), runs.c.owner.is_(None))
+                .values(owner=owner, lease_expires_at=lease_until),
+                [{"b_id": r.id} for r in adopted],
+            )
+        if orphaned:
+            conn.execute(
+                runs.update()
+                .where(runs.c.id == sa.bindparam("b_id"))
+                .values(
+                    state=RunState.CANCELLED.value,
+                    finished_at=now,
+                    error="cancelled: the job was deleted before this fire ran",
+                ),
+                [{"b_id": r.id} for r in orphaned],
+            )
+        fire_turns = self._adopt_fire_turns(conn, adopted, job_rows, owner, now)
+        fires = []
+        for r in adopted:
+            job = job_rows[r.job_id]
+            if r.id in fire_turns:
+                turn_id, deferred, zone = fire_turns[r.id]
+                fires.append(ClaimedFire(run_id=r.id, job=job, fire_at=r.fire_at, turn_id=turn_id,
+                                         deferred=deferred, session_tz=zone))  # fmt: skip
+            else:
+                fires.append(ClaimedFire(run_id=r.id, job=job, fire_at=r.fire_at))
+        return sorted(fires, key=lambda c: (c.fire_at, c.run_id))
+
+    def _adopt_fire_turns(
+        self,
+        conn: Connection,
+        adopted: Sequence[Row[Any]],
+        job_rows: Mapping[str, Job],
+        owner: str,
+        now: datetime,
+    ) -> dict[str, tuple[str, bool, str]]:
+        """The waiting turns of adopted session-turn fires, taken over by `owner` (opened
+        anew where none is left): run id -> (turn id, deferred, session zone).
+        """
+        bound = [r for r in adopted if job_rows[r.job_id].session_turn]
+        if not bound:
+            return {}
+        out: dict[str, tuple[str, bool, str]] = {}
+        missing: list[Row[Any]] = []
+        for chunk in _chunks(bound):
+            ids = [r.id for r in chunk]
+            found = {
+                t.run_id: t
+                for t in conn.execute(
+                    sa.select(turns.c.id, turns.c.run_id, turns.c.state, sessions.c.tz)
+                    .join(sessions, sessions.c.session_key == turns.c.session_key)
+                    .where(turns.c.run_id.in_(ids), turns.c.state.in_(WAITING_TURN))
+                )
+            }
+            conn.execute(
+                turns.update().where(turns.c.run_id.in_(ids), turns.c.state.in_(WAITING_TURN))
+                .values(owner=owner)
+            )  # fmt: skip
+            for r in chunk:
+                t = found.get(r.id)
+                if t is None:
+                    missing.append(r)
+                else:
+                    out[r.id] = (t.id, t.state == TurnState.DEFERRED.value, t.tz)
+        if missing:
+            # A run claimed before fires opened their turns at claim time: open one now.
+            claimed = {r.id: (job_rows[r.job_id], r.fire_at) for r in missing}
+            rows = [{"id": r.id, "session_key": r.session_key, "fire_at": r.fire_at}
+                    for r in missing]  # fmt: skip
+            opened = self._open_fire_turns(conn, rows, claimed, now, owner)
+            if opened:
+                conn.execute(turns.insert(), [t for t, _ in opened.values()])
+            for run_id, (turn, zone) in opened.items():
+                out[run_id] = (turn["id"], turn["state"] == TurnState.DEFERRED.value, zone)
+        return out
+
+    async def prune_runs(
+        self, now: datetime, *, keep_per_job: int, max_age: timedelta, job_ids: Iterable[str] = ()
+    ) -> int:
+        """Delete terminal runs older than `max_age`, and beyond the newest `keep_per_job`."""
+        return await self._db.write(
+            lambda conn: self._prune_runs_op(
+                conn, now, keep_per_job=keep_per_job, max_age=max_age, job_ids=job_ids
+            )
+        )
+
+    def _prune_runs_op(
+        self,
+        conn: Connection,
+        now: datetime,
+        *,
+        keep_per_job: int,
+        max_age: timedelta,
+        job_ids: Iterable[str] = (),
+    ) -> int:
+        removed = 0
+        result = conn.execute(
+            runs.delete().where(runs.c.state.in_(TERMINAL), runs.c.finished_at < now - max_age)
+        )
+        removed += int(result.rowcount)
+        conn.execute(recall_history.delete().where(recall_history.c.ended_at < now - max_age))
+        for job_id in job_ids:
+            keep = (
+                sa.select(runs.c.id)
+                .where(runs.c.job_id == job_id)
+                .order_by(runs.c.fire_at.desc())
+                .limit(keep_per_job)
+                .scalar_subquery()
+            )
+            result = conn.execute(
+                runs.delete().where(
+                    runs.c.job_id == job_id,
+                    runs.c.state.in_(TERMINAL),
+                    runs.c.id.not_in(keep),
+                )
+            )
+            removed += int(result.rowcount)
+        return removed

@@ -1,0 +1,287 @@
+"""The jobs of the SQL store: insert (with the job limit), read, update, delete; recall history."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from agentcron.schedule import spec_to_data
+from agentcron.store.bulk import executemany
+from agentcron.store.errors import (
+    ConflictError,
+    JobLimitError,
+    JobNotFoundError,
+    ProtectedJobError,
+    VersionConflictError,
+)
+from agentcron.store.models import (
+    ArmedJob,
+    Job,
+    JobKind,
+    Recall,
+    RecallState,
+    RunState,
+)
+from agentcron.store.rows import _chunks, _job, _job_values, _policy_values, _spec, _stored_job
+from agentcron.store.schema import jobs, recall_history
+from agentcron.store.sql_base import SqlBase
+
+log = logging.getLogger(__name__)
+
+
+class JobsMixin(SqlBase):
+    """Jobs: CRUD under a version compare-and-set, the job limit, ended recalls."""
+
+    async def insert_jobs(
+        self, armed: Sequence[ArmedJob], now: datetime, *, max_jobs: int | None = None
+    ) -> list[Job]:
+        """Insert jobs in one transaction; an idempotency-key duplicate returns the stored job.
+
+        With `max_jobs`, the insert is refused (JobLimitError, nothing stored) when it would
+        leave more than that many jobs, system jobs not counted; duplicates add nothing.
+        """
+        return await self._db.write(
+            lambda conn: self._insert_jobs_op(conn, armed, now, max_jobs=max_jobs)
+        )
+
+    def _insert_jobs_op(
+        self,
+        conn: Connection,
+        armed: Sequence[ArmedJob],
+        now: datetime,
+        *,
+        max_jobs: int | None = None,
+    ) -> list[Job]:
+        if not armed:
+            return []
+        values = [_job_values(a, now) for a in armed]
+        result = executemany(conn, self._insert_jobs, values)
+        if result is not None and result.rowcount == len(values):  # the common case
+            self._check_job_limit(conn, max_jobs, len(values))
+            return [_stored_job(a, value) for a, value in zip(armed, values, strict=True)]
+        inserted: set[str] = set()  # the ids are new: a row with one of them is ours
+        for chunk in _chunks([v["id"] for v in values]):
+            inserted.update(
+                conn.execute(sa.select(jobs.c.id).where(jobs.c.id.in_(chunk))).scalars()
+            )
+        out: list[Job] = []
+        for value in values:
+            if value["id"] in inserted:
+                out.append(_job(value))
+                continue
+            row = None
+            if value["idempotency_key"] is not None:
+                row = conn.execute(
+                    sa.select(jobs).where(
+                        sa.func.coalesce(jobs.c.session_key, "") == (value["session_key"] or ""),
+                        jobs.c.idempotency_key == value["idempotency_key"],
+                    )
+                ).first()
+            if row is None:  # a conflict other than the idempotency key
+                if value["kind"] == JobKind.RECALL.value:
+                    raise ConflictError(
+                        f"session {value['session_key']!r} already has a pending recall: "
+                        "cancel it first"
+                    )
+                raise ConflictError(f"job {value['id']!r} conflicts with a stored job")
+            out.append(_job(row))
+        self._check_job_limit(conn, max_jobs, len(inserted))
+        return out
+
+    def _check_job_limit(self, conn: Connection, max_jobs: int | None, added: int) -> None:
+        """Counted after the insert, in its transaction: raising rolls the insert back."""
+        if max_jobs is None or not added:
+            return
+        stored = conn.execute(
+            sa.select(sa.func.count())
+            .select_from(jobs)
+            .where(jobs.c.kind != JobKind.SYSTEM_EVENT.value)
+        ).scalar_one()
+        if stored > max_jobs:
+            raise JobLimitError(max_jobs, stored - added, added)
+
+    async def get_job(self, job_id: str) -> Job:
+        return await self._db.read(lambda conn: self._get_job_op(conn, job_id))
+
+    def _get_job_op(self, conn: Connection, job_id: str) -> Job:
+        row = (conn.execute(sa.select(jobs).where(jobs.c.id == job_id))).first()
+        if row is None:
+            raise JobNotFoundError(job_id)
+        return _job(row)
+
+    async def list_jobs(
+        self,
+        *,
+        session_key: str | None = None,
+        kind: JobKind | None = None,
+        enabled: bool | None = None,
+        limit: int | None = None,
+    ) -> list[Job]:
+        return await self._db.read(
+            lambda conn: self._list_jobs_op(
+                conn, session_key=session_key, kind=kind, enabled=enabled, limit=limit
+            )
+        )
+
+    def _list_jobs_op(
+        self,
+        conn: Connection,
+        *,
+        session_key: str | None = None,
+        kind: JobKind | None = None,
+        enabled: bool | None = None,
+        limit: int | None = None,
+    ) -> list[Job]:
+        query = sa.select(jobs).order_by(jobs.c.id)
+        if session_key is not None:
+            query = query.where(jobs.c.session_key == session_key)
+        if kind is not None:
+            query = query.where(jobs.c.kind == kind.value)
+        if enabled is not None:
+            query = query.where(jobs.c.enabled == enabled)
+        if limit is not None:
+            query = query.limit(limit)
+        return [_job(r) for r in conn.execute(query)]
+
+    async def count_jobs(self) -> int:
+        return await self._db.read(lambda conn: self._count_jobs_op(conn))
+
+    def _count_jobs_op(self, conn: Connection) -> int:
+        return int((conn.execute(sa.select(sa.func.count()).select_from(jobs))).scalar_one())
+
+    async def update_job(
+        self,
+        job_id: str,
+        changes: Mapping[str, Any],
+        now: datetime,
+        *,
+        expected_version: int,
+    ) -> Job:
+        """Compare-and-set update of raw job columns (the caller computed them from a read)."""
+        return await self._db.write(
+            lambda conn: self._update_job_op(
+                conn, job_id, changes, now, expected_version=expected_version
+            )
+        )
+
+    def _update_job_op(
+        self,
+        conn: Connection,
+        job_id: str,
+        changes: Mapping[str, Any],
+        now: datetime,
+        *,
+        expected_version: int,
+    ) -> Job:
+        values = dict(changes)
+        if "spec" in values and not isinstance(values["spec"], dict):
+            values["spec"] = spec_to_data(values["spec"])
+        if "policy" in values:
+            values.update(_policy_values(values.pop("policy")))
+        values["updated_at"] = now
+        values["version"] = jobs.c.version + 1
+        result = conn.execute(
+            jobs.update()
+            .where(jobs.c.id == job_id, jobs.c.version == expected_version)
+            .values(values)
+            .returning(*jobs.c)
+        )
+        row = result.first()
+        if row is None:
+            current = (
+                conn.execute(sa.select(jobs.c.version).where(jobs.c.id == job_id))
+            ).scalar_one_or_none()
+            if current is None:
+                raise JobNotFoundError(job_id)
+            raise VersionConflictError(job_id, expected_version, current)
+        return _job(row)
+
+    async def delete_job(
+        self, job_id: str, *, allow_system: bool = False, now: datetime | None = None
+    ) -> Job:
+        """Delete a job (ProtectedJobError for a system job unless `allow_system`).
+
+        A deleted recall is cancelled: it stays readable in the recall history (ended `now`).
+        """
+        at = now or datetime.now(UTC)
+        return await self._db.write(
+            lambda conn: self._delete_job_op(conn, job_id, allow_system=allow_system, now=at)
+        )
+
+    def _delete_job_op(
+        self, conn: Connection, job_id: str, *, allow_system: bool, now: datetime
+    ) -> Job:
+        row = (conn.execute(sa.select(jobs).where(jobs.c.id == job_id))).first()
+        if row is None:
+            raise JobNotFoundError(job_id)
+        job = _job(row)
+        if job.kind is JobKind.SYSTEM_EVENT and not allow_system:
+            raise ProtectedJobError(f"job {job_id!r} is a system job and cannot be deleted")
+        conn.execute(jobs.delete().where(jobs.c.id == job_id))
+        if job.kind is JobKind.RECALL:
+            self._end_recalls(conn, [(job, RecallState.CANCELLED, now)])
+        return job
+
+    def _end_recalls(
+        self, conn: Connection, ended: Sequence[tuple[Job, RecallState, datetime]]
+    ) -> None:
+        """Keep recalls that ended (fired / cancelled) readable: one history row each."""
+        conn.execute(
+            self._insert(recall_history).on_conflict_do_nothing(),
+            [
+                {
+                    "id": job.id,
+                    "session_key": job.session_key or "",
+                    "name": job.name,
+                    "message": job.message,
+                    "spec": job.spec.model_dump(mode="json"),
+                    "state": state.value,
+                    "run_count": job.run_count,
+                    "last_run_at": job.last_run_at,
+                    "last_status": job.last_status.value if job.last_status else None,
+                    "created_at": job.created_at,
+                    "ended_at": at,
+                }
+                for job, state, at in ended
+            ],
+        )
+
+    async def recall_history(
+        self,
+        session_key: str,
+        *,
+        states: Iterable[RecallState] | None = None,
+        limit: int = 100,
+    ) -> list[Recall]:
+        """A session's recalls that ended (fired / cancelled), newest first, at most `limit`.
+
+        The pending recall is not here: it is the session's `recall` job. Rows go with their
+        session and after `retention_age` (`prune_runs`).
+        """
+        wanted = None if states is None else [s.value for s in states]
+        query = sa.select(recall_history).where(recall_history.c.session_key == session_key)
+        if wanted is not None:
+            query = query.where(recall_history.c.state.in_(wanted))
+        query = query.order_by(recall_history.c.ended_at.desc(), recall_history.c.id.desc())
+        rows = await self._db.read(lambda conn: conn.execute(query.limit(limit)).all())
+        return [
+            Recall(
+                id=r.id,
+                session_key=r.session_key,
+                name=r.name,
+                message=r.message,
+                spec=_spec(r.spec),
+                state=RecallState(r.state),
+                created_at=r.created_at,
+                run_count=r.run_count,
+                last_run_at=r.last_run_at,
+                last_status=None if r.last_status is None else RunState(r.last_status),
+                ended_at=r.ended_at,
+            )
+            for r in rows
+        ]

@@ -1,0 +1,365 @@
+"""Where rows become models and models rows: the job and run mappers, value builders and the
+statements and state lists the store modules share."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Row
+
+from agentcron.schedule import spec_from_data, spec_to_data
+from agentcron.store.ids import new_id
+from agentcron.store.models import (
+    ACTIVE_STATES,
+    TERMINAL_STATES,
+    AnySpec,
+    ArmedJob,
+    Catchup,
+    CreatedBy,
+    FirePlan,
+    Job,
+    JobKind,
+    JobPolicy,
+    Overlap,
+    Run,
+    RunState,
+)
+from agentcron.store.schema import jobs, runs, turns
+
+ACTIVE = [s.value for s in ACTIVE_STATES]
+WAITING = [RunState.CLAIMED.value, RunState.QUEUED.value, RunState.DEFERRED.value]
+TERMINAL = [s.value for s in TERMINAL_STATES]
+# executemany() cannot expand IN lists, so batched statements use inline literals.
+_ACTIVE_INLINE = runs.c.state.in_([sa.literal_column(f"'{s}'") for s in sorted(ACTIVE)])
+_STATE_TIME = {
+    RunState.CLAIMED: "claimed_at",
+    RunState.QUEUED: "queued_at",
+    RunState.DEFERRED: "deferred_at",
+    RunState.RUNNING: "started_at",
+}
+# SQLite caps bound parameters per statement; chunk IN (...) lists well below it.
+_IN_CHUNK = 500
+
+# The job columns a finisher may change, written back in one executemany.
+FINISH_COLUMNS = (
+    "enabled",
+    "paused_reason",
+    "paused_at",
+    "next_fire_at",
+    "next_run_at",
+    "last_run_at",
+    "last_status",
+    "consecutive_failures",
+    "lease_owner",
+    "lease_expires_at",
+)
+
+_RUN_FIELDS = (
+    "output",
+    "error",
+    "error_details",
+    "message_id",
+    "usage",
+    "prompt_ref",
+    "prompt",
+    "prompt_vars",
+    "delivery",
+)
+USAGE_COLUMNS = ("input_tokens", "output_tokens", "cost_usd")
+
+
+def usage_numbers(usage: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The numeric usage columns from a runner's usage dict."""
+    usage = usage or {}
+    return {col: usage.get(col) for col in USAGE_COLUMNS}
+
+
+@functools.cache
+def _transition_stmt(columns: tuple[str, ...]) -> Any:
+    """The run update that sets `columns` (from bind parameters of the same names), only on a
+    run that is still active: a terminal state is final.
+    """
+    values = {c: sa.bindparam(c, type_=runs.c[c].type) for c in columns if c != "b_id"}
+    return runs.update().where(runs.c.id == sa.bindparam("b_id"), _ACTIVE_INLINE).values(values)
+
+
+# Statements on the hot path are built once (building costs more than running them).
+_DUE = (
+    sa.select(jobs)
+    .where(jobs.c.next_run_at <= sa.bindparam("now", type_=jobs.c.next_run_at.type))
+    .order_by(jobs.c.next_run_at)
+    .limit(sa.bindparam("limit", type_=sa.Integer))
+)
+_DUE_LOCKED = _DUE.with_for_update(skip_locked=True)
+_NEXT_DUE = sa.select(sa.func.min(jobs.c.next_run_at))
+_CLAIM_COLUMNS = (
+    "next_fire_at",
+    "next_run_at",
+    "remaining_runs",
+    "run_count",
+    "last_status",
+    "lease_owner",
+    "lease_expires_at",
+    "version",
+    "updated_at",
+)
+_CLAIM_UPDATE = (
+    jobs.update()
+    .where(jobs.c.id == sa.bindparam("b_id"), jobs.c.version == sa.bindparam("b_version"))
+    .values({c: sa.bindparam(c, type_=jobs.c[c].type) for c in _CLAIM_COLUMNS})
+)
+_INSERT_TURNS = turns.insert()
+_STAMP_STMT = (
+    jobs.update()
+    .where(jobs.c.id == sa.bindparam("b_id"))
+    .values(
+        last_run_at=sa.bindparam("last_run_at", type_=jobs.c.last_run_at.type),
+        last_status=sa.bindparam("last_status"),
+        consecutive_failures=0,
+        lease_owner=None,
+        lease_expires_at=None,
+        version=jobs.c.version + 1,
+    )
+)
+
+# The planner and finisher types are the interface's (store/interface.py).
+
+
+def sqlite_url(path: str | Path) -> str:
+    return f"sqlite:///{Path(path).expanduser()}"
+
+
+def _chunks(items: Sequence[Any], size: int = _IN_CHUNK) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _job_values(armed: ArmedJob, now: datetime) -> dict[str, Any]:
+    new, policy = armed.new, armed.new.policy
+    return {
+        "id": armed.id,
+        "name": new.name,
+        "kind": new.kind.value,
+        "session_key": new.session_key,
+        "spec": spec_to_data(new.spec),
+        "message": new.message,
+        "enabled": new.enabled,
+        "paused_reason": None if new.enabled else "created paused",
+        "paused_at": None if new.enabled else now,
+        "created_by": new.created_by.value,
+        **_policy_values(policy),
+        "next_fire_at": armed.next_fire_at if new.enabled else None,
+        "next_run_at": armed.next_run_at if new.enabled else None,
+        "last_run_at": None,
+        "last_status": None,
+        "consecutive_failures": 0,
+        "run_count": 0,
+        "remaining_runs": policy.max_runs,
+        "idempotency_key": new.idempotency_key,
+        "lease_owner": None,
+        "lease_expires_at": None,
+        "version": 1,
+        "created_at": now,
+        "updated_at": now,
+        "deliver": new.deliver,
+        "channel": new.channel,
+        "to": new.to,
+        "channel_meta": new.channel_meta,
+        "model": new.model,
+    }
+
+
+def _policy_values(policy: JobPolicy) -> dict[str, Any]:
+    return {
+        "overlap": policy.overlap.value,
+        "catchup": policy.catchup.value,
+        "catchup_window_s": int(policy.catchup_window.total_seconds()),
+        "max_failures": policy.max_failures,
+        "max_runs": policy.max_runs,
+        "end_at": policy.end_at,
+        "delete_after_run": policy.delete_after_run,
+        "jitter": policy.jitter,
+    }
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_spec(items: tuple[tuple[str, Any], ...]) -> AnySpec:
+    # Specs are frozen models: one instance serves every job with the same schedule (a burst
+    # of claims validates each distinct spec once, not once per row).
+    return spec_from_data(dict(items))
+
+
+def _spec(data: Any) -> AnySpec:
+    if isinstance(data, dict):
+        try:
+            return _cached_spec(tuple(sorted(data.items())))
+        except TypeError:  # an unhashable value: validate it as it is
+            pass
+    return spec_from_data(data)
+
+
+def _job(row: Row[Any] | Mapping[str, Any]) -> Job:
+    m = row._mapping if isinstance(row, Row) else row
+    return Job(
+        id=m["id"],
+        name=m["name"],
+        kind=JobKind(m["kind"]),
+        session_key=m["session_key"],
+        spec=_spec(m["spec"]),
+        message=m["message"],
+        enabled=bool(m["enabled"]),
+        paused_reason=m["paused_reason"],
+        paused_at=m["paused_at"],
+        created_by=CreatedBy(m["created_by"]),
+        policy=JobPolicy(
+            overlap=Overlap(m["overlap"]),
+            catchup=Catchup(m["catchup"]),
+            catchup_window=timedelta(seconds=m["catchup_window_s"]),
+            max_failures=m["max_failures"],
+            max_runs=m["max_runs"],
+            end_at=m["end_at"],
+            delete_after_run=bool(m["delete_after_run"]),
+            jitter=bool(m["jitter"]),
+        ),
+        next_fire_at=m["next_fire_at"],
+        next_run_at=m["next_run_at"],
+        last_run_at=m["last_run_at"],
+        last_status=RunState(m["last_status"]) if m["last_status"] else None,
+        consecutive_failures=m["consecutive_failures"],
+        run_count=m["run_count"],
+        remaining_runs=m["remaining_runs"],
+        idempotency_key=m["idempotency_key"],
+        lease_owner=m["lease_owner"],
+        lease_expires_at=m["lease_expires_at"],
+        version=m["version"],
+        created_at=m["created_at"],
+        updated_at=m["updated_at"],
+        deliver=m["deliver"],
+        channel=m["channel"],
+        to=m["to"],
+        channel_meta=m["channel_meta"],
+        model=m["model"],
+    )
+
+
+def _stored_job(armed: ArmedJob, values: Mapping[str, Any]) -> Job:
+    """The job just inserted from `armed` (its typed parts as given, nothing parsed again)."""
+    new = armed.new
+    return Job(
+        id=armed.id,
+        name=new.name,
+        kind=new.kind,
+        session_key=new.session_key,
+        spec=new.spec,
+        message=new.message,
+        enabled=new.enabled,
+        paused_reason=values["paused_reason"],
+        paused_at=values["paused_at"],
+        created_by=new.created_by,
+        policy=new.policy,
+        next_fire_at=values["next_fire_at"],
+        next_run_at=values["next_run_at"],
+        last_run_at=None,
+        last_status=None,
+        consecutive_failures=0,
+        run_count=0,
+        remaining_runs=values["remaining_runs"],
+        idempotency_key=new.idempotency_key,
+        lease_owner=None,
+        lease_expires_at=None,
+        version=1,
+        created_at=values["created_at"],
+        updated_at=values["updated_at"],
+        deliver=new.deliver,
+        channel=new.channel,
+        to=new.to,
+        channel_meta=new.channel_meta,
+        model=new.model,
+    )
+
+
+def _run(row: Row[Any] | Mapping[str, Any]) -> Run:
+    m = row._mapping if isinstance(row, Row) else row
+    return Run(
+        id=m["id"],
+        job_id=m["job_id"],
+        session_key=m["session_key"],
+        fire_at=m["fire_at"],
+        state=RunState(m["state"]),
+        owner=m["owner"],
+        lease_expires_at=m["lease_expires_at"],
+        claimed_at=m["claimed_at"],
+        queued_at=m["queued_at"],
+        deferred_at=m["deferred_at"],
+        started_at=m["started_at"],
+        finished_at=m["finished_at"],
+        prompt_ref=m["prompt_ref"],
+        prompt=m["prompt"],
+        prompt_vars=m["prompt_vars"],
+        output=m["output"],
+        error=m["error"],
+        error_details=m["error_details"],
+        message_id=m["message_id"],
+        usage=m["usage"],
+        delivery=m["delivery"],
+    )
+
+
+def _run_values(
+    job: Job,
+    fire_at: datetime,
+    state: RunState,
+    now: datetime,
+    owner: str | None,
+    lease: datetime | None,
+) -> dict[str, Any]:
+    """A new run row: only the columns that have a value (the rest default to NULL)."""
+    row: dict[str, Any] = {
+        "id": new_id(),
+        "job_id": job.id,
+        "session_key": job.session_key,
+        "fire_at": fire_at,
+        "state": state.value,
+        "claimed_at": now,
+    }
+    if state in TERMINAL_STATES:
+        row["finished_at"] = now
+    else:
+        row.update(owner=owner, lease_expires_at=lease)
+    return row
+
+
+def job_after_claim(
+    job: Job, plan: FirePlan, now: datetime, owner: str, lease_until: datetime
+) -> Job:
+    """The job as advanced by a claim: next fire, remaining runs, lease, version."""
+    ran = len(plan.run)
+    status = job.last_status
+    if not ran and (plan.missed or plan.skipped):
+        status = RunState.SKIPPED if plan.skipped else RunState.MISSED
+    return job_with(
+        job,
+        {
+            "next_fire_at": plan.next_fire_at,
+            "next_run_at": plan.next_run_at,
+            "remaining_runs": None if job.remaining_runs is None else job.remaining_runs - ran,
+            "run_count": job.run_count + ran,
+            "last_status": status,
+            "lease_owner": owner if ran else job.lease_owner,
+            "lease_expires_at": lease_until if ran else job.lease_expires_at,
+            "version": job.version + 1,
+            "updated_at": now,
+        },
+    )
+
+
+def job_with(job: Job, values: Mapping[str, Any]) -> Job:
+    """A copy of `job` with some fields replaced."""
+    fields = {f: getattr(job, f) for f in job.__dataclass_fields__}
+    fields.update(values)
+    return Job(**fields)
