@@ -35,13 +35,13 @@ import agentcron
 from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
 from agentcron.config import EngineSettings
-from agentcron.engine.clock import FakeClock
 from agentcron.schedule import AtSpec
 from agentcron.store.ids import new_id
 from agentcron.store.models import ArmedJob, NewJob, RunState
 from agentcron.store.schema import messages
 from agentcron.store.schema import sessions as sessions_table
 from agentcron.store.sql import SqlStore, sqlite_url
+from agentcron.testing import FakeClock, wait_settled
 
 BENCHES = (
     "create",
@@ -191,7 +191,7 @@ async def noop(trigger: Trigger) -> str:
 
 async def settle(cron: AgentCron, limit: float) -> None:
     """Wait until the engine is idle: asleep, nothing due, every state change recorded."""
-    await cron.engine.settled(limit=limit)
+    await wait_settled(cron.engine, limit=limit)
 
 
 def wake(cron: AgentCron) -> None:

@@ -13,8 +13,8 @@ import pytest
 from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
 from agentcron.config import EngineSettings
-from agentcron.engine.clock import FakeClock
 from agentcron.store.sql import SqlStore, sqlite_url
+from agentcron.testing import FakeClock
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 

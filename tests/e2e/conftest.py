@@ -23,8 +23,8 @@ import uvicorn
 from playwright.async_api import Browser, Page, async_playwright, expect
 
 from agentcron.app import AgentCron
-from agentcron.engine.clock import FakeClock
 from agentcron.server.serve import ServeOptions, Server, build
+from agentcron.testing import FakeClock
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

@@ -13,7 +13,6 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
-from agentcron.engine.clock import FakeClock
 from agentcron.events import (
     Event,
     FireStarted,
@@ -25,6 +24,7 @@ from agentcron.events import (
 from agentcron.schedule import AtSpec, CronSpec, EverySpec
 from agentcron.sessions.prompts import get_prompt
 from agentcron.store import CreatedBy, JobKind, RunState, TurnState
+from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import T0, CronFactory
 
 MIN = timedelta(minutes=1)
@@ -39,7 +39,7 @@ async def offline(make_cron: CronFactory, **kw: Any) -> AgentCron:
 async def say(cron: AgentCron, text: str, key: str = KEY) -> str:
     """Send a user message, wait for its turn, return the assistant's reply."""
     turn = await cron.sessions.send(key, text)
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     done = await cron.sessions.turn(turn.id)
     assert done.state is TurnState.SUCCEEDED, done.error
     messages = await cron.sessions.messages(key)
@@ -49,7 +49,7 @@ async def say(cron: AgentCron, text: str, key: str = KEY) -> str:
 
 async def advance(cron: AgentCron, clock: FakeClock, delta: timedelta) -> None:
     clock.advance(delta)
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
 
 
 async def test_a_reminder_from_a_sentence_arrives_as_a_turn_of_the_session(
@@ -213,12 +213,12 @@ async def test_stop_ends_a_streaming_turn_and_a_waiting_fire_runs_after_it(
     await streaming.wait()  # the reply is streaming, paced at 5 words/s
     assert words[0] == pytest.approx(0.2)
     clock.advance(MIN)
-    await cron.engine.settled(busy_ok=True)
+    await wait_settled(cron.engine, busy_ok=True)
     (run,) = await cron.runs.list(job.id)
     assert run.state is RunState.DEFERRED  # it waits; it never enters the streaming turn
     assert await cron.sessions.stop(KEY) is True
     gate.set()
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     stopped = await cron.sessions.turn(turn.id)
     assert stopped.state is TurnState.CANCELLED
     assert stopped.error == "stopped by the user"

@@ -11,9 +11,9 @@ import pytest
 
 from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
-from agentcron.engine.clock import FakeClock
 from agentcron.server import create_app
 from agentcron.store import JobKind, NewJob
+from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import T0, CronFactory
 
 TOKEN = "test-token"
@@ -162,7 +162,7 @@ async def test_a_fire_shows_in_runs_and_the_full_run_record(
     body = {"session_key": KEY, "name": "digest", "message": "sum up", "when": "in 1m"}
     job = await ok(await api.post("/api/jobs", json=body), 201)
     clock.advance(MIN)
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     (run,) = (await ok(await api.get(f"/api/jobs/{job['id']}/runs")))["runs"]
     assert run["state"] == "succeeded"
     assert "prompt" not in run  # the list is light; the full record has it

@@ -40,9 +40,9 @@ from agentcron.agent.runner import (
 )
 from agentcron.agent.tools import ToolDeps, scheduling_tools
 from agentcron.app import AgentCron
-from agentcron.engine.clock import FakeClock
 from agentcron.schedule import AtSpec
 from agentcron.store import CreatedBy, JobKind
+from agentcron.testing import FakeClock
 from tests.conftest import T0, CronFactory
 
 SESSION = SessionInfo(key="websocket:abc", channel="websocket", chat_id="abc", tz="Europe/Berlin")

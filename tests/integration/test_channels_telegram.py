@@ -13,9 +13,9 @@ import pytest
 from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
 from agentcron.channels import ChannelManager, OutboundMessage, RetryPolicy, TelegramChannel
-from agentcron.engine.clock import FakeClock
 from agentcron.store import JobKind, SessionNotFoundError
 from agentcron.store.deliveries import DeliveryState
+from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import CronFactory
 from tests.integration.test_channels_webhook import Echo, HttpStub, Received, Reply, Sleeps
 
@@ -126,7 +126,7 @@ async def test_a_reminder_asked_for_on_telegram_comes_back_to_that_chat(
             bot.push(42, "remind me in 10 minutes to stretch", username="ada", first_name="Ada")
             bot.push(99, "remind me in 5 minutes to hack", username="mallory")
             await bot.wait_for(lambda: len(bot.sent) == 1)
-        await cron.engine.settled()
+        await wait_settled(cron.engine)
         (chat, reply), = bot.sent  # fmt: skip
         assert chat == 42
         assert reply.startswith("(offline model) Done: Scheduled “stretch”")
@@ -147,10 +147,10 @@ async def test_a_reminder_asked_for_on_telegram_comes_back_to_that_chat(
         assert (ignored.chat_id, ignored.username) == ("99", "mallory")  # type: ignore[attr-defined]
 
         clock.advance(9 * MIN)
-        await cron.engine.settled()
+        await wait_settled(cron.engine)
         assert len(bot.sent) == 1
         clock.advance(MIN)
-        await cron.engine.settled()
+        await wait_settled(cron.engine)
         await bot.wait_for(lambda: len(bot.sent) == 2)
         assert bot.sent[1] == (42, "(offline model) Reminder: stretch.")
         (run,) = await cron.runs.list(job.id)

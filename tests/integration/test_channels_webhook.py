@@ -29,6 +29,7 @@ from agentcron.channels import (
     verify_signature,
 )
 from agentcron.store.deliveries import DeliveryState
+from agentcron.testing import wait_settled
 from tests.conftest import CronFactory
 
 SECRET = "s3cret-for-tests"
@@ -197,7 +198,7 @@ async def webhook_on(
 async def say(cron: AgentCron, text: str, key: str = KEY) -> str:
     """Send a message, let its turn finish; the reply's message id."""
     turn = await cron.sessions.send(key, text)
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     done = await cron.sessions.turn(turn.id)
     assert done.reply_message_id is not None
     return done.reply_message_id

@@ -21,6 +21,7 @@ from typer.testing import CliRunner, Result
 
 from agentcron.cli import app
 from agentcron.server.serve import ServeOptions, build
+from agentcron.testing import wait_settled
 from tests.conftest import CronFactory, FakeClock
 
 runner = CliRunner()
@@ -168,7 +169,7 @@ async def test_runs_of_a_fire_through_the_database(
     await cron.sessions.create("api:ops")
     job = await cron.jobs.create(name="ping", when="in 1m", message="ping", session_key="api:ops")
     clock.advance(timedelta(minutes=1))
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     await cron.close()
     db = str(tmp_path / "agentcron.db")
     # each command runs its own event loop: keep them off this test's loop

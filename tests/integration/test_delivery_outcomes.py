@@ -13,11 +13,11 @@ import pytest
 from agentcron.app import AgentCron
 from agentcron.channels import ChannelManager, WebhookChannel
 from agentcron.channels.config import ChannelConfigError, channels_from_env
-from agentcron.engine.clock import FakeClock
 from agentcron.events import DeliveryFailed, DeliverySucceeded, Event, SystemEventFired
 from agentcron.server import create_app
 from agentcron.server.events_json import event_json
 from agentcron.store import JobKind
+from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import CronFactory
 from tests.integration.test_channels_webhook import (
     SECRET,
@@ -233,7 +233,7 @@ async def test_a_system_events_text_goes_to_its_sessions_subscribers(
     job = await cron.jobs.create(name="digest", when="in 1m", message="Daily digest is ready",
                                  kind=JobKind.SYSTEM_EVENT, session_key=KEY)  # fmt: skip
     clock.advance(timedelta(minutes=1))
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     (event,) = seen
     assert (event.session_key, event.job_id, event.text) == (KEY, job.id, "Daily digest is ready")
     assert event_json(event) == {"type": "system_event", "session_key": KEY, "job_id": job.id,

@@ -12,7 +12,6 @@ import pytest
 
 from agentcron.agent.runner import Outcome, Trigger
 from agentcron.config import EngineSettings
-from agentcron.engine.clock import FakeClock
 from agentcron.engine.policies import plan_fires
 from agentcron.schedule import AtSpec, CronSpec, EverySpec
 from agentcron.store import (
@@ -26,6 +25,7 @@ from agentcron.store import (
     VersionConflictError,
 )
 from agentcron.store.models import STOPPED_MID_TURN
+from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import T0, CronFactory, Recorder
 
 MIN = timedelta(minutes=1)
@@ -34,7 +34,7 @@ MIN = timedelta(minutes=1)
 async def step(cron: object, clock: FakeClock, delta: timedelta, *, busy_ok: bool = False) -> None:
     """Move the fake clock, then wait until the engine has done everything that made due."""
     clock.advance(delta)
-    await cron.engine.settled(busy_ok=busy_ok)  # type: ignore[attr-defined]
+    await wait_settled(cron.engine, busy_ok=busy_ok)  # type: ignore[attr-defined]
 
 
 async def states(cron: object, job_id: str) -> list[str]:
@@ -237,14 +237,14 @@ async def test_catchup_after_downtime(
     await cron.close()
     clock.advance(5 * MIN)  # the fire at 5m is now 30 s late: past the grace
     cron = await make_cron(settings=settings)
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     assert await states(cron, job.id) == expected
     missed = [r for r in await cron.runs.list(job.id) if r.state is RunState.MISSED]
     assert all(r.error and r.error.startswith("missed:") for r in missed)
     # the schedule continues on its grid
     assert (await cron.jobs.get(job.id)).next_fire_at == T0 + 6 * MIN
     clock.set(T0 + 6 * MIN)
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     assert (await states(cron, job.id))[-1] == "succeeded"
 
 
@@ -265,7 +265,7 @@ async def test_catchup_window_bounds_all_and_latest(
     await cron.close()
     clock.advance(timedelta(hours=10, minutes=30))
     cron = await make_cron()
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     # fires at 1h..10h: those older than 3h are missed, the last three run
     assert await states(cron, every.id) == ["missed"] * 7 + ["succeeded"] * 3
     # the one-shot is 9.5h late, outside its window: missed, not run
@@ -281,7 +281,7 @@ async def test_long_downtime_is_bounded_work(
     await cron.close()
     clock.advance(timedelta(days=30))  # ~43,000 fires came due
     cron = await make_cron(settings=settings)
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     runs = await cron.runs.list(job.id, limit=None)
     assert len(runs) <= 50 + 1
     assert runs[0].fire_at == clock.now()  # due right now: on time, so it runs
@@ -305,7 +305,7 @@ async def test_overlap_defer_queues_behind_the_running_fire(
     runs = await cron.runs.list(job.id)
     assert {r.state for r in runs} == {RunState.RUNNING, RunState.QUEUED}
     gate.release.set()
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     assert [t.fire_at for t in gate.started] == [T0 + MIN, T0 + 2 * MIN]
     assert await states(cron, job.id) == ["succeeded", "succeeded"]
 
@@ -318,7 +318,7 @@ async def test_overlap_skip_records_skipped(make_cron: CronFactory, clock: FakeC
     await step(cron, clock, MIN, busy_ok=True)
     await step(cron, clock, MIN, busy_ok=True)
     gate.release.set()
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     assert len(gate.started) == 1
     assert await states(cron, job.id) == ["succeeded", "skipped", "skipped"]
     skipped = (await cron.runs.list(job.id))[0]
@@ -335,7 +335,7 @@ async def test_overlap_buffer_one_keeps_one_waiting(
     for _ in range(4):
         await step(cron, clock, MIN, busy_ok=True)
     gate.release.set()
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     assert len(gate.started) == 2
     assert await states(cron, job.id) == ["succeeded", "succeeded", "skipped", "skipped"]
 
@@ -349,7 +349,7 @@ async def test_bounded_concurrency(make_cron: CronFactory, clock: FakeClock) -> 
     assert len(gate.started) == 3
     assert cron.engine.active_runs == 3
     gate.release.set()
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     assert len(gate.started) == 10
 
 
@@ -385,7 +385,7 @@ async def test_pause_resume_update_while_a_fire_is_running(
     paused = await cron.jobs.pause(job.id, reason="holiday")
     assert paused.paused_reason == "holiday"
     gate.release.set()
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     job_now = await cron.jobs.get(job.id)
     assert not job_now.enabled  # the finishing fire did not undo the pause
     assert job_now.next_run_at is None
@@ -401,7 +401,7 @@ async def test_pause_resume_update_while_a_fire_is_running(
     updated = await cron.jobs.update(job.id, when="every 1h", message="new text")
     assert updated.next_fire_at == clock.now() + timedelta(hours=1)
     gate.release.set()
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     after = await cron.jobs.get(job.id)
     assert after.next_fire_at == updated.next_fire_at
     assert after.message == "new text"
@@ -438,7 +438,7 @@ async def test_delete_while_running_and_system_jobs_are_protected(
     await step(cron, clock, MIN, busy_ok=True)
     await cron.jobs.delete(job.id)
     gate.release.set()
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     assert await states(cron, job.id) == ["succeeded"]  # the run still ends in one state
     with pytest.raises(ProtectedJobError, match="system job"):
         await cron.jobs.delete(system.id)
@@ -469,7 +469,7 @@ async def test_restart_settles_fires_of_a_dead_process(
     await cron.store.record([Transition(running.run_id, RunState.RUNNING, clock.now())])
     await cron.store.close()
     cron = await make_cron()
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     (run,) = await cron.runs.list(started.id)
     assert run.state is RunState.INTERRUPTED  # it may have half-run: never re-run silently
     assert run.error is not None
@@ -499,7 +499,7 @@ async def test_lease_expiry_settles_fires_of_a_silent_process(
     running = next(c for c in claimed if c.job.id == started.id)
     await cron.store.record([Transition(running.run_id, RunState.RUNNING, clock.now())])
     cron.engine.wake()
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     assert await states(cron, started.id) == ["running"]
     assert await states(cron, waiting.id) == ["claimed"]
     await step(cron, clock, timedelta(seconds=31))  # the engine wakes at the lease expiry
@@ -531,7 +531,7 @@ async def test_graceful_stop_waits_then_releases_unstarted_fires(
     cron2 = await make_cron()
     assert await states(cron2, by_name[started_name]) == ["succeeded"]
     # the other one never started: released (still queued, no owner) for the next engine
-    await cron2.engine.settled()
+    await wait_settled(cron2.engine)
     assert recorder.names() == [waiting_name]
     assert await states(cron2, by_name[waiting_name]) == ["succeeded"]
 
@@ -560,7 +560,7 @@ async def test_two_engines_never_run_a_fire_twice(
         await a.jobs.create(name=f"j{i}", when="every 1m")
     for _ in range(3):
         clock.advance(MIN)
-        await asyncio.gather(a.engine.settled(), b.engine.settled())
+        await asyncio.gather(wait_settled(a.engine), wait_settled(b.engine))
     fires = [(t.job_id, t.fire_at) for t in recorder.triggers]
     assert len(fires) == 180
     assert len(set(fires)) == 180
@@ -608,13 +608,13 @@ async def test_creating_a_job_wakes_a_sleeping_engine(
     # a job due before the engine's next wake-up wakes it; a later one is found then
     cron = await make_cron(settings=EngineSettings(reap_interval=timedelta(days=1)))
     await cron.jobs.create(name="far", when="in 1h")
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     assert cron.engine._next_due == T0 + timedelta(hours=1)
     await cron.jobs.create(name="near", when="in 1m")
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     assert cron.engine._next_due == T0 + MIN
     await cron.jobs.create(name="later", when="in 2h")  # after the next wake-up: no claim now
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     assert cron.engine._next_due == T0 + MIN
     await step(cron, clock, MIN)
     assert recorder.names() == ["near"]

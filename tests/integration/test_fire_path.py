@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 
 from agentcron.config import EngineSettings
-from agentcron.engine.clock import FakeClock
 from agentcron.store import Catchup, JobPolicy, Overlap, RunState, TurnState
+from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, CronFactory
 from tests.integration.test_session_turns import KEY, ScriptedAgent
 
@@ -31,7 +31,7 @@ async def test_a_fire_whose_prompt_cannot_render_fails_at_once_with_the_reason(
     await cron.store.sessions.ensure_session(KEY, clock.now(), tz="Mars/Olympus")
     job = await cron.jobs.create(name="digest", when="in 1m", session_key=KEY)
     clock.advance(MIN)
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     (run,) = await cron.runs.list(job.id)
     assert run.state is RunState.FAILED
     assert run.error is not None
@@ -56,11 +56,11 @@ async def test_a_fire_that_waited_past_the_grace_with_catchup_skip_is_missed(
     await cron.sessions.send(KEY, "a long answer")
     await agent.started.wait()
     clock.advance(MIN)
-    await cron.engine.settled(busy_ok=True)
+    await wait_settled(cron.engine, busy_ok=True)
     assert (await cron.runs.list(job.id))[0].state is RunState.DEFERRED
     clock.advance(MIN)  # the answer takes long: the fire is now a minute late
     agent.hold.set()
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     (run,) = await cron.runs.list(job.id)
     assert run.state is RunState.MISSED
     assert run.error is not None
@@ -98,7 +98,7 @@ async def test_a_dead_owners_session_lease_is_freed_at_the_next_start(
     )
     await cron2.store.close()
     cron3 = await make_cron(runner=agent)
-    await cron3.engine.settled()
+    await wait_settled(cron3.engine)
     assert (await cron3.sessions.turn(turn.id)).state is TurnState.SUCCEEDED
 
 
@@ -114,7 +114,7 @@ async def test_a_failure_outside_the_runner_after_the_start_closes_the_turn_visi
     monkeypatch.setattr(cron.store.sessions, "history", broken)
     job = await cron.jobs.create(name="digest", when="in 1m", session_key=KEY)
     clock.advance(MIN)
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     (run,) = await cron.runs.list(job.id)
     assert run.state is RunState.FAILED
     assert run.error == "RuntimeError: the transcript could not be read"
@@ -129,7 +129,7 @@ async def test_a_failure_outside_the_runner_after_the_start_closes_the_turn_visi
     # the session is free again: the next turn runs
     monkeypatch.undo()
     answered = await cron.sessions.send(KEY, "still there?")
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     assert (await cron.sessions.turn(answered.id)).state is TurnState.SUCCEEDED
 
 

@@ -18,9 +18,9 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from agentcron.app import AgentCron
-from agentcron.engine.clock import FakeClock
 from agentcron.schedule import AtSpec
 from agentcron.store import NewJob, RunState, TurnState
+from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import T0
 
 FIRES = 400
@@ -71,11 +71,11 @@ async def test_a_burst_of_bound_fires_costs_less_than_one_transaction_each(
             [NewJob(name=f"j{i}", spec=AtSpec(at=due), session_key=keys[i % SESSIONS])
              for i in range(FIRES)]
         )  # fmt: skip
-        await cron.engine.settled()
+        await wait_settled(cron.engine)
         with counting() as counts:
             clock.set(due)
             cron.engine.wake()
-            await cron.engine.settled(limit=60)
+            await wait_settled(cron.engine, limit=60)
         assert await cron.store.count_runs(states=[RunState.SUCCEEDED]) == FIRES
         # every fire was a real turn of its session: trigger entry, closure, turn record
         turns = await cron.sessions.turns(keys[0])

@@ -11,9 +11,9 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agentcron.app import AgentCron
-from agentcron.engine.clock import FakeClock
 from agentcron.server import create_app
 from agentcron.store import RunState
+from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import CronFactory
 
 KEY = "api:models"
@@ -47,9 +47,9 @@ async def test_a_jobs_model_runs_its_turns_and_others_keep_the_default(
     assert (own.model, plain.model) == ("offline", None)
     assert (await app.jobs.get(own.id)).model == "offline"  # stored
     clock.advance(MIN)
-    await app.engine.settled()
+    await wait_settled(app.engine)
     clock.advance(MIN)
-    await app.engine.settled()
+    await wait_settled(app.engine)
     (own_run,) = await app.runs.list(own.id)
     (plain_run,) = await app.runs.list(plain.id)
     assert own_run.state is RunState.SUCCEEDED
@@ -73,7 +73,7 @@ async def test_a_model_that_cannot_be_resolved_fails_the_run_with_the_reason(
     job = await app.jobs.create(name="x", when="in 1m", message="m", session_key=KEY,
                                 model="no-such-provider:model-9")  # fmt: skip
     clock.advance(MIN)
-    await app.engine.settled()
+    await wait_settled(app.engine)
     (run,) = await app.runs.list(job.id)
     assert run.state is RunState.FAILED
     assert run.error is not None

@@ -9,11 +9,11 @@ import pytest
 
 from agentcron.agent.runner import Outcome, SessionInfo, Trigger, TurnEvents, TurnInput
 from agentcron.app import AgentCron
-from agentcron.engine.clock import FakeClock
 from agentcron.engine.legacy import Evaluation, evaluate_response
 from agentcron.schedule import EverySpec, parse_when
 from agentcron.store import JobKind, NewJob, ProtectedJobError, RunState
 from agentcron.store.models import Job
+from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import T0, CronFactory
 
 MIN = timedelta(minutes=1)
@@ -44,7 +44,7 @@ def legacy(name: str = "nightly", **kw: Any) -> NewJob:
 
 async def fire_once(cron: AgentCron, clock: FakeClock) -> None:
     clock.advance(MIN)
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
 
 
 async def test_a_legacy_job_runs_isolated_and_delivers_to_its_target(
@@ -202,7 +202,7 @@ async def test_system_jobs_run_through_their_handler_and_are_protected(
     assert moved.spec.seconds == 900
 
     clock.advance(15 * MIN)
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     assert [b.job_name for b in beats] == ["heartbeat"]
     assert runner.sessions == []  # its own path: not the runner, not a session
     (run,) = await cron.runs.list(job.id)
@@ -219,7 +219,7 @@ async def test_a_system_job_without_a_handler_runs_isolated_on_the_runner(
     cron = await make_cron(runner=runner)
     job = await cron.system.ensure("dream", "every 1h", message="consolidate memory")
     clock.advance(timedelta(hours=1))
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     assert [s.key for s in runner.sessions] == ["system:dream"]
     assert runner.turns[0].prompt == "consolidate memory"
     (run,) = await cron.runs.list(job.id)

@@ -19,9 +19,9 @@ from agentcron.agent.builtin import BuiltinRunner
 from agentcron.agent.offline import OfflineModel
 from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput
 from agentcron.app import AgentCron
-from agentcron.engine.clock import FakeClock
 from agentcron.schedule import AtSpec, parse_when
 from agentcron.store import NewJob, RunState, SessionNotFoundError
+from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, T0, CronFactory, Recorder
 
 MIN = timedelta(minutes=1)
@@ -60,7 +60,7 @@ async def test_a_legacy_job_reads_and_saves_its_memory_under_cron_job_id(
     key = f"cron:{job.id}"
     for _ in range(2):
         clock.advance(MIN)
-        await cron.engine.settled()
+        await wait_settled(cron.engine)
     runs = sorted(await cron.runs.list(job.id), key=lambda r: r.fire_at)
     assert [r.state for r in runs] == [RunState.SUCCEEDED, RunState.SUCCEEDED]
     (first_session, first), (_, second) = spy.turns
@@ -101,7 +101,7 @@ async def test_a_failed_legacy_run_saves_no_exchange(
     cron = await make_cron(runner=Down())
     (job,) = await cron.jobs.create_many([unbound(when="in 1 minute")])
     clock.advance(MIN)
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     (run,) = await cron.runs.list(job.id)
     assert run.state is RunState.FAILED
     assert await cron.sessions.messages(f"cron:{job.id}") == []
@@ -114,7 +114,7 @@ async def test_a_callable_runner_keeps_no_legacy_memory(
     assert cron.engine._memory is None  # nothing to read, nothing to save
     (job,) = await cron.jobs.create_many([unbound(when="in 1 minute")])
     clock.advance(MIN)
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     (run,) = await cron.runs.list(job.id)
     assert run.state is RunState.SUCCEEDED
     with pytest.raises(SessionNotFoundError):
@@ -157,13 +157,13 @@ async def unbound_burst(tmp_path: Path, runner: Any) -> list[list[str]]:
         await cron.jobs.create_many(
             [NewJob(name=f"j{i}", spec=AtSpec(at=due), message=f"task {i}") for i in range(FIRES)]
         )
-        await cron.engine.settled()
+        await wait_settled(cron.engine)
         event.listen(Engine, "before_cursor_execute", on_statement)
         event.listen(Engine, "commit", on_commit)
         try:
             clock.set(due)
             cron.engine.wake()
-            await cron.engine.settled(limit=60)
+            await wait_settled(cron.engine, limit=60)
         finally:
             event.remove(Engine, "before_cursor_execute", on_statement)
             event.remove(Engine, "commit", on_commit)

@@ -22,9 +22,9 @@ from agentcron.agent.offline import SUMMARY_HEADER, OfflineModel, Reply
 from agentcron.agent.runner import HistoryEntry, Outcome, SessionInfo, TurnEvents, TurnInput
 from agentcron.app import AgentCron
 from agentcron.config import EngineSettings
-from agentcron.engine.clock import FakeClock
 from agentcron.sessions.memory import estimate_tokens
 from agentcron.store import TurnState
+from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import T0, CronFactory, Recorder
 
 KEY = "api:memory"
@@ -47,7 +47,7 @@ class SeeingModel(OfflineModel):
 
 async def say(cron: AgentCron, text: str, key: str = KEY) -> Any:
     turn = await cron.sessions.send(key, text)
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     return await cron.sessions.turn(turn.id)
 
 
@@ -192,7 +192,7 @@ async def test_a_runner_without_history_reads_and_writes_nothing_for_memory(
     cron.store.sessions.history = counting  # type: ignore[method-assign]
     await cron.jobs.create(name="ping", when="in 1m", session_key=KEY)
     clock.advance(timedelta(minutes=1))
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     assert recorder.names() == ["ping"]
     assert reads == 0
     messages = await cron.sessions.messages(KEY, limit=1000)

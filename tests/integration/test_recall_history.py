@@ -11,10 +11,10 @@ import pytest
 
 from agentcron.agent.tools import ToolDeps, manage_recall, schedule_recall
 from agentcron.app import AgentCron
-from agentcron.engine.clock import FakeClock
 from agentcron.server import create_app
 from agentcron.store import RunState
 from agentcron.store.models import RecallState
+from agentcron.testing import FakeClock, wait_settled
 from agentcron.views import iso
 from tests.conftest import BACKENDS, T0, CronFactory
 
@@ -38,8 +38,8 @@ async def three_recalls(app: AgentCron, clock: FakeClock) -> None:
     said = await schedule_recall(ctx(app, clock), "once", "Read /tmp/a.log", when="in 1 minute")
     assert said.startswith("Recall scheduled")
     clock.advance(timedelta(minutes=1))
-    await app.engine.settled(busy_ok=True)
-    await app.engine.settled()
+    await wait_settled(app.engine, busy_ok=True)
+    await wait_settled(app.engine)
     said = await schedule_recall(
         ctx(app, clock), "recurring", "poll the API", when="in 1 hour", interval_seconds=3600
     )

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from agentcron.engine.clock import FakeClock
 from agentcron.server.serve import DEMO_SENTENCE, ServeOptions, build
 from agentcron.store import JobKind, RunState
+from agentcron.testing import FakeClock, wait_settled
 
 
 @pytest.fixture(autouse=True)
@@ -41,11 +41,11 @@ async def test_the_demo_session_gets_its_reminder_as_a_turn(
         assert cron.running
         (session,) = await cron.sessions.list()
         assert session.key.startswith("websocket:demo-")
-        await cron.engine.settled()
+        await wait_settled(cron.engine)
         (job,) = await cron.jobs.list()
         assert (job.kind, job.session_key) == (JobKind.AGENT_TURN, session.key)
         clock.advance(timedelta(seconds=30))
-        await cron.engine.settled()
+        await wait_settled(cron.engine)
         (run,) = await cron.runs.list(job.id)
         assert run.state is RunState.SUCCEEDED
         contents = [m.content for m in await cron.sessions.messages(session.key)]

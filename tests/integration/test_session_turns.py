@@ -10,9 +10,9 @@ import pytest
 
 from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput, TurnSource
 from agentcron.config import EngineSettings
-from agentcron.engine.clock import FakeClock
 from agentcron.sessions.prompts import get_prompt
 from agentcron.store import Overlap, RunState, TurnState
+from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, CronFactory
 
 MIN = timedelta(minutes=1)
@@ -63,7 +63,7 @@ async def close_as_the_turn_ends(cron: Any, agent: ScriptedAgent) -> None:
 
 async def settle(cron: Any, clock: FakeClock, delta: timedelta = timedelta(0)) -> None:
     clock.advance(delta)
-    await cron.engine.settled(busy_ok=True)
+    await wait_settled(cron.engine, busy_ok=True)
 
 
 @pytest.fixture
@@ -80,7 +80,7 @@ async def test_a_fire_is_a_turn_of_its_session_with_a_readable_entry(
         name="daily monitor", when="in 1m", message="Check the build", session_key=KEY
     )
     await settle(cron, clock, MIN)
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     (run,) = await cron.runs.list(job.id)
     assert run.state is RunState.SUCCEEDED
     entries = await cron.sessions.messages(KEY)
@@ -123,7 +123,7 @@ async def test_a_fire_while_a_user_turn_streams_waits_and_runs_right_after(
     assert len(agent.turns) == 1  # the running turn never saw the trigger
     assert all("ping" not in t.prompt for t in agent.turns)
     agent.hold.set()
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     assert [t.source for t in agent.turns] == [TurnSource.USER, TurnSource.AUTOMATION]
     (run,) = await cron.runs.list(job.id)
     assert run.state is RunState.SUCCEEDED
@@ -150,7 +150,7 @@ async def test_two_fires_of_one_job_while_busy_follow_the_overlap_policy(
     await settle(cron, clock, MIN)
     await settle(cron, clock, MIN)
     agent.hold.set()
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     assert [r.state for r in reversed(await cron.runs.list(deferring.id))] == [
         RunState.SUCCEEDED,
         RunState.SUCCEEDED,
@@ -180,7 +180,7 @@ async def test_a_deferred_trigger_survives_a_restart(
     await close_as_the_turn_ends(cron, agent)  # the deferred trigger is released
     again = ScriptedAgent()
     cron2 = await make_cron(runner=again)
-    await cron2.engine.settled()
+    await wait_settled(cron2.engine)
     (run,) = await cron2.runs.list(job.id)
     assert run.state is RunState.SUCCEEDED
     assert [t.source for t in again.turns] == [TurnSource.AUTOMATION]
@@ -193,7 +193,7 @@ async def test_a_failing_model_leaves_a_short_failure_and_details_in_the_run(
     cron = await make_cron(runner=agent)
     job = await cron.jobs.create(name="digest", when="in 1m", session_key=KEY)
     await settle(cron, clock, MIN)
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     (run,) = await cron.runs.list(job.id)
     assert run.state is RunState.FAILED
     assert run.error is not None
@@ -215,7 +215,7 @@ async def test_an_empty_result_leaves_a_status_message(
     cron = await make_cron(runner=agent)
     job = await cron.jobs.create(name="quiet", when="in 1m", session_key=KEY)
     await settle(cron, clock, MIN)
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     assert (await cron.runs.list(job.id))[0].state is RunState.EMPTY
     closing = (await cron.sessions.messages(KEY))[-1]
     assert closing.content == "Scheduled automation “quiet” ran and had nothing to report."
@@ -226,7 +226,7 @@ async def test_history_reaches_the_runner_and_stop_ends_a_turn(
 ) -> None:
     cron = await make_cron(runner=agent)
     first = await cron.sessions.send(KEY, "my name is Ada")
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     agent.hold.clear()
     agent.started.clear()
     second = await cron.sessions.send(KEY, "what is my name?")
@@ -236,7 +236,7 @@ async def test_history_reaches_the_runner_and_stop_ends_a_turn(
         "reply to: my name is Ada",
     ]
     assert await cron.sessions.stop(KEY) is True
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     stopped = await cron.sessions.turn(second.id)
     assert stopped.state is TurnState.CANCELLED
     assert stopped.error == "stopped by the user"
@@ -261,7 +261,7 @@ async def test_stop_before_the_runner_is_called_is_not_lost(
             await asyncio.sleep(0.01)
     assert await cron.sessions.stop(KEY) is True
     agent.hold.set()
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     assert [t.prompt for t in agent.turns] == ["hold the only slot"]
     stopped = await cron.sessions.turn(waiting.id)
     assert stopped.state is TurnState.CANCELLED
@@ -300,11 +300,11 @@ async def test_concurrency_slots_are_shared_by_user_and_scheduled_turns(
     agent.hold.clear()
     for i in range(3):
         await cron.sessions.send(f"websocket:{i}", "hi")
-    await cron.engine.settled(busy_ok=True)
+    await wait_settled(cron.engine, busy_ok=True)
     await asyncio.sleep(0.05)
     assert len(agent.turns) == 2
     agent.hold.set()
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     assert len(agent.turns) == 3
 
 
@@ -324,7 +324,7 @@ async def test_usage_is_recorded_on_runs_and_turns_and_summed(
     await cron.sessions.send(KEY, "hello")
     for _ in range(3):
         await settle(cron, clock, MIN)
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     (run, *_) = await cron.runs.list(job.id)
     assert run.usage == {
         "input_tokens": 100,
@@ -377,7 +377,7 @@ async def test_a_stopped_scheduled_turn_is_cancelled_not_a_failure(
         clock.advance(MIN)
         await agent.started.wait()
         assert await cron.sessions.stop(KEY) is True
-        await cron.engine.settled()
+        await wait_settled(cron.engine)
     runs = await cron.runs.list(job.id)
     assert [r.state for r in runs] == [RunState.CANCELLED] * 5
     assert all(r.error == "stopped by the user" for r in runs)

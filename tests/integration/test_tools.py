@@ -16,9 +16,9 @@ from agentcron.agent.tools import (
     schedule_recall,
     scheduling_tools,
 )
-from agentcron.engine.clock import FakeClock
 from agentcron.schedule import AtSpec, EverySpec, describe
 from agentcron.store import CreatedBy, JobKind, RunState
+from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import T0, CronFactory
 
 KEY = "websocket:abc"
@@ -143,7 +143,7 @@ async def test_immediate_recall_runs_right_after_the_turn(
     assert text.startswith("Recall scheduled")
     # due at once (the engine may claim it right away: it claims a few ms ahead)
     clock.advance(timedelta(milliseconds=1))
-    await app.engine.settled()
+    await wait_settled(app.engine)
     (run,) = await app.runs.list(limit=None)
     assert run.state is RunState.SUCCEEDED
     assert run.fire_at - T0 < timedelta(seconds=1)

@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from agentcron.engine.clock import FakeClock
 from agentcron.events import MessagePosted
 from agentcron.store import RunState, TurnState
+from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, CronFactory
 from tests.integration.test_session_turns import KEY, ScriptedAgent, close_as_the_turn_ends
 
@@ -43,7 +43,7 @@ async def test_a_waiting_user_message_survives_a_graceful_stop(
     released = await cron2.sessions.turn(waiting.id)
     assert (released.state, released.owner) == (TurnState.QUEUED, None)
     await cron2.engine.start()
-    await cron2.engine.settled()
+    await wait_settled(cron2.engine)
     assert [t.prompt for t in again.turns] == ["and a second one"]
     done = await cron2.sessions.turn(waiting.id)  # the same turn record, now answered
     assert done.state is TurnState.SUCCEEDED
@@ -75,7 +75,7 @@ async def test_turns_of_a_dead_process_are_adopted_or_closed_visibly(
     events: list[MessagePosted] = []
     cron2.subscribe(events.append, types=[MessagePosted])
     await cron2.start()
-    await cron2.engine.settled()
+    await wait_settled(cron2.engine)
     closed = await cron2.sessions.turn(cut.id)
     assert closed.state is TurnState.INTERRUPTED
     notice = (await cron2.sessions.messages(KEY))[-1]
@@ -88,7 +88,7 @@ async def test_turns_of_a_dead_process_are_adopted_or_closed_visibly(
     assert (await cron2.sessions.turn(queued.id)).state is TurnState.SUCCEEDED
     # the dead owner's session lease does not block the next turn there
     await cron2.sessions.send(KEY, "are you back?")
-    await cron2.engine.settled()
+    await wait_settled(cron2.engine)
     assert agent.turns[-1].prompt == "are you back?"
 
 
@@ -104,7 +104,7 @@ async def test_a_running_turn_of_a_live_process_is_left_alone(
     await other.lanes.recover(lambda owner: False)
     assert (await cron.sessions.turn(turn.id)).state is TurnState.RUNNING
     agent.hold.set()
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     assert (await cron.sessions.turn(turn.id)).state is TurnState.SUCCEEDED
 
 
@@ -118,11 +118,11 @@ async def test_a_deferred_fire_keeps_one_turn_record_across_a_restart(
     await cron.sessions.send(KEY, "long answer")
     await agent.started.wait()
     clock.advance(MIN)
-    await cron.engine.settled(busy_ok=True)
+    await wait_settled(cron.engine, busy_ok=True)
 
     await close_as_the_turn_ends(cron, agent)
     cron2 = await make_cron(runner=ScriptedAgent())
-    await cron2.engine.settled()
+    await wait_settled(cron2.engine)
     (run,) = await cron2.runs.list(job.id)
     assert run.state is RunState.SUCCEEDED
     turns = await cron2.store.sessions.list_turns(KEY)
@@ -150,5 +150,5 @@ async def test_the_session_lease_is_renewed_while_a_long_turn_runs(
     assert held > clock.now()
     assert held > first + 15 * MIN
     agent.hold.set()
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     assert (await cron.sessions.get(KEY)).turn_owner is None

@@ -14,9 +14,9 @@ import pytest
 from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput
 from agentcron.app import UNIFIED_MEMORY, AgentCron
 from agentcron.config import UNIFIED_SESSION_KEY
-from agentcron.engine.clock import FakeClock
 from agentcron.store import SqlStore
 from agentcron.store.models import MemoryScope
+from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, T0, CronFactory
 
 SEC = timedelta(seconds=1)
@@ -128,7 +128,7 @@ async def test_web_chats_share_the_unified_memory(make_cron: CronFactory, clock:
         name="digest", when="in 1 minute", message="summarise", session_key=UNIFIED_SESSION_KEY
     )
     clock.advance(timedelta(minutes=1))
-    await cron.engine.settled()
+    await wait_settled(cron.engine)
     key, fired = runner.turns[2]
     assert key == UNIFIED_SESSION_KEY
     assert [h.content for h in fired.history] == [

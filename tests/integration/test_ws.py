@@ -17,8 +17,8 @@ from websockets.exceptions import ConnectionClosed
 
 from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
-from agentcron.engine.clock import FakeClock
 from agentcron.server import create_app
+from agentcron.testing import FakeClock
 from tests.conftest import CronFactory
 
 TOKEN = "ws-token"

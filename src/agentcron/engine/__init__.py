@@ -1,6 +1,6 @@
 """The scheduling engine: clock, per-job policies and the loop that turns due fires into turns."""
 
-from agentcron.engine.clock import Clock, FakeClock, SystemClock
+from agentcron.engine.clock import Clock, SystemClock
 from agentcron.engine.scheduler import Engine
 
-__all__ = ["Clock", "Engine", "FakeClock", "SystemClock"]
+__all__ = ["Clock", "Engine", "SystemClock"]

@@ -1,13 +1,12 @@
-"""Time for the engine: the only way it reads the clock or waits (real or fake)."""
+"""Time for the engine: the only way it reads the clock or waits (`agentcron.testing` has
+the fake one tests move by hand)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
-import itertools
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
 
 class Clock(Protocol):
@@ -38,48 +37,3 @@ class SystemClock:
             return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wake.wait(), timeout)
-
-
-class FakeClock:
-    """A clock that moves only when a test says so; waiters wake in deadline order."""
-
-    def __init__(self, start: datetime) -> None:
-        if start.tzinfo is None:
-            raise ValueError("FakeClock needs an aware start time")
-        self._now = start.astimezone(UTC)
-        self._waiters: list[tuple[datetime, int, asyncio.Future[None]]] = []
-        self._seq = itertools.count()
-
-    def now(self) -> datetime:
-        return self._now
-
-    async def sleep_until(self, deadline: datetime | None, wake: asyncio.Event) -> None:
-        if wake.is_set() or (deadline is not None and deadline <= self._now):
-            await asyncio.sleep(0)
-            return
-        loop = asyncio.get_running_loop()
-        timer: asyncio.Future[None] = loop.create_future()
-        if deadline is not None:
-            heapq.heappush(self._waiters, (deadline, next(self._seq), timer))
-        waker: asyncio.Future[Any] = asyncio.ensure_future(wake.wait())
-        pending: set[asyncio.Future[Any]] = {timer, waker}
-        try:
-            await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waker.cancel()
-            if not timer.done():
-                timer.cancel()
-
-    def set(self, instant: datetime) -> None:
-        """Move to `instant` (never backwards) and wake every waiter now due."""
-        instant = instant.astimezone(UTC)
-        if instant < self._now:
-            raise ValueError("FakeClock cannot move backwards")
-        self._now = instant
-        while self._waiters and self._waiters[0][0] <= instant:
-            _, _, timer = heapq.heappop(self._waiters)
-            if not timer.done():
-                timer.set_result(None)
-
-    def advance(self, delta: timedelta) -> None:
-        self.set(self._now + delta)

@@ -628,14 +628,6 @@ class Engine:
             return quiet and len(self._tasks) == waiting
         return quiet and not self._tasks
 
-    async def settled(self, limit: float = 10.0, *, busy_ok: bool = False) -> None:
-        """Wait until the engine is idle (tests and benchmarks: after moving a fake clock)."""
-        async with asyncio.timeout(limit):
-            quiet = 0
-            while quiet < 2:
-                await asyncio.sleep(0.001)
-                quiet = quiet + 1 if self.idle(busy_ok=busy_ok) else 0
-
 
 def _ctx(fire: ClaimedFire) -> dict[str, Any]:
     return {"job_id": fire.job.id, "run_id": fire.run_id, "session_key": fire.job.session_key}
