@@ -132,3 +132,21 @@ def test_bad_agent_settings_are_refused_with_what_is_accepted(
 ) -> None:
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")):
         agent_settings_from_env(env)
+
+
+def test_a_model_on_your_own_endpoint_is_not_priced_as_the_providers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A local server's "gpt-4.1-mini" is not OpenAI's: only the override table prices it."""
+    from pydantic_ai.usage import RunUsage
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
+    usage = RunUsage(input_tokens=1_000_000, output_tokens=1_000_000)
+    hosted = BuiltinRunner("openai:gpt-4.1-mini")
+    assert hosted._usage(usage)["cost_usd"] == 2.0  # genai-prices: 0.40 + 1.60 per million
+    monkeypatch.setenv("AGENTCRON_BASE_URL", "http://127.0.0.1:11434/v1")
+    local = BuiltinRunner("gpt-4.1-mini")
+    assert local.model_id == "openai:gpt-4.1-mini"
+    assert local._usage(usage)["cost_usd"] is None  # unpriced, not OpenAI's price
+    table = {"openai:gpt-4.1-mini": {"input_per_mtok": 0.1, "output_per_mtok": 0.1}}
+    assert BuiltinRunner("gpt-4.1-mini", prices=table)._usage(usage)["cost_usd"] == 0.2

@@ -202,3 +202,20 @@ def test_serve_refuses_both_database_flags(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "give --db or --url, not both" in result.output
+
+
+def test_every_environment_variable_the_code_reads_is_a_setting_of_the_file() -> None:
+    """A new `AGENTCRON_*` variable without a `[section] key` fails here (the file is meant to
+    hold every setting the environment can set).
+    """
+    import re
+
+    import agentcron
+
+    root = Path(agentcron.__file__).parent
+    found = set()
+    for path in root.rglob("*.py"):
+        found |= set(re.findall(r'"(AGENTCRON_[A-Z_]+)"', path.read_text("utf-8")))
+    covered = {s.env for s in SETTINGS} | {"AGENTCRON_CONFIG"}  # the file names itself
+    assert sorted(found - covered) == []
+    assert len(found) >= 25

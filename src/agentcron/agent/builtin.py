@@ -114,6 +114,11 @@ def resolve_model(
     return infer_model(spec), spec
 
 
+def _own_endpoint(env: Mapping[str, str] | None = None) -> bool:
+    """Named models run on the OpenAI-compatible server of AGENTCRON_BASE_URL."""
+    return bool((os.environ if env is None else env).get(BASE_URL_ENV, "").strip())
+
+
 def history_to_messages(history: Sequence[HistoryEntry]) -> list[ModelMessage]:
     """Transcript entries as pydantic-ai messages; neighbours of one side share a message.
 
@@ -304,6 +309,11 @@ class BuiltinRunner:
         if history_budget is not None and history_budget < 1:
             raise ValueError(f"history_budget must be at least 1 token, got {history_budget}")
         self.model, self.model_id = resolve_model(model)
+        # Models served by AGENTCRON_BASE_URL (Ollama, vLLM, ...): a name like "gpt-4.1-mini"
+        # there is not OpenAI's, so only the override table prices them.
+        self._own_endpoint: set[str] = set()
+        if not isinstance(model, Model) and _own_endpoint():
+            self._own_endpoint.add(self.model_id)
         # This model's history budget in tokens (None: the engine setting's).
         self.history_budget = history_budget
         self.settings = settings
@@ -364,7 +374,13 @@ class BuiltinRunner:
             "requests": usage.requests,
             "tool_calls": usage.tool_calls,
             "model": model_id,
-            "cost_usd": cost_usd(self.prices, model_id, usage.input_tokens, usage.output_tokens),
+            "cost_usd": cost_usd(
+                self.prices,
+                model_id,
+                usage.input_tokens,
+                usage.output_tokens,
+                maintained=model_id not in self._own_endpoint,
+            ),
         }
 
     def model_for(self, name: str | None) -> tuple[Model, str]:
@@ -374,6 +390,8 @@ class BuiltinRunner:
         found = self._models.get(name)
         if found is None:
             found = self._models[name] = resolve_model(name)
+            if _own_endpoint() and found[1] != OFFLINE_MODEL_NAME:
+                self._own_endpoint.add(found[1])
         return found
 
     async def run_turn(self, session: SessionInfo, turn: TurnInput, events: TurnEvents) -> Outcome:

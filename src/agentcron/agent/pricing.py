@@ -85,14 +85,20 @@ def _genai_price(model: str, input_tokens: int, output_tokens: int) -> float | N
 
 
 def cost_usd(
-    prices: Mapping[str, Price], model: str, input_tokens: int, output_tokens: int
+    prices: Mapping[str, Price],
+    model: str,
+    input_tokens: int,
+    output_tokens: int,
+    *,
+    maintained: bool = True,
 ) -> float | None:
     """The cost of the tokens at `model`'s price, None when no price is known ("unpriced",
     never a made-up 0).
 
     The override table (`AGENTCRON_PRICES`) wins: `model` looked up as given
     ("openai:gpt-4.1-mini"), then without its provider prefix; else the maintained price table
-    of `genai-prices`. The offline model costs 0.
+    of `genai-prices` (not with `maintained=False`: a model served by your own endpoint, whose
+    name may match a provider's without its price). The offline model costs 0.
     """
     price = _table_price(prices, model)
     if price is not None:
@@ -101,5 +107,7 @@ def cost_usd(
         return round(total / 1_000_000, 10)
     if model in FREE_MODELS:
         return 0.0
+    if not maintained:
+        return None
     found = _genai_price(model, input_tokens, output_tokens)
     return None if found is None else round(found, 10)
