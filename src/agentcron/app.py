@@ -379,9 +379,12 @@ class Runs:
         engine = self._cron.engine
         with engine.run_waiters.watch(run_id) as done:
             return await _wait_for(
-                lambda: self.get(run_id), lambda r: r.state.terminal, done, seconds,
+                lambda: self.get(run_id),
+                lambda r: r.state.terminal,
+                done,
+                seconds,
                 lambda: self._cron.stopping,
-            )  # fmt: skip
+            )
 
 
 class Sessions:
@@ -406,9 +409,12 @@ class Sessions:
         if tz != "UTC":
             parse_when("in 1m", self._cron.clock.now(), tz)  # validates the zone name
         return await self._sessions.ensure_session(
-            key or f"api:{new_id()}", self._cron.clock.now(), title=title, tz=tz,
+            key or f"api:{new_id()}",
+            self._cron.clock.now(),
+            title=title,
+            tz=tz,
             channel_meta=channel_meta,
-        )  # fmt: skip
+        )
 
     async def get(self, key: str) -> Session:
         return await self._sessions.get_session(key)
@@ -470,9 +476,12 @@ class Sessions:
         """The turn once it has ended, or as it is after `seconds`."""
         with self._cron.lanes.turn_waiters.watch(turn_id) as done:
             return await _wait_for(
-                lambda: self.turn(turn_id), lambda t: t.state.terminal, done, seconds,
+                lambda: self.turn(turn_id),
+                lambda t: t.state.terminal,
+                done,
+                seconds,
                 lambda: self._cron.stopping,
-            )  # fmt: skip
+            )
 
     async def stop(self, key: str) -> bool:
         """Stop the session's running turn (user or scheduled)."""
@@ -522,8 +531,9 @@ class Deliveries:
         before: DeliveryCursor | None = None,
     ) -> builtins.list[Delivery]:
         """Newest first, `limit` at most, after the cursor `before` (see `DeliveryStore.page`)."""
-        return await self._store.page(session_key=session_key, state=state, channel=channel,
-                                      limit=limit, before=before)  # fmt: skip
+        return await self._store.page(
+            session_key=session_key, state=state, channel=channel, limit=limit, before=before
+        )
 
 
 class SystemJobs:
@@ -561,10 +571,15 @@ class SystemJobs:
         ]
         if not existing:
             return await self._cron.jobs.create(
-                name=name, when=when, tz=tz, message=message, kind=JobKind.SYSTEM_EVENT,
-                created_by=CreatedBy.SYSTEM, idempotency_key=f"system:{name}",
+                name=name,
+                when=when,
+                tz=tz,
+                message=message,
+                kind=JobKind.SYSTEM_EVENT,
+                created_by=CreatedBy.SYSTEM,
+                idempotency_key=f"system:{name}",
                 catchup=Catchup.LATEST,
-            )  # fmt: skip
+            )
         job = existing[0]
         spec = parse_when(when, self._cron.clock.now(), tz)
         if _same_schedule(job.spec, spec) and job.message == message:
@@ -684,16 +699,30 @@ class AgentCron:
         slots = asyncio.Semaphore(settings.max_concurrent_runs)
         owner = make_owner()
         self.lanes = Lanes(
-            self.store, self.journal, self.runner, self.clock, owner=owner, bus=self.events,
-            slots=slots, settings=settings,
+            self.store,
+            self.journal,
+            self.runner,
+            self.clock,
+            owner=owner,
+            bus=self.events,
+            slots=slots,
+            settings=settings,
             memory_scope=self.memory_scope if self.unified_session else None,
-        )  # fmt: skip
+        )
         self.engine = Engine(
-            self.store, self.runner, journal=self.journal, turns=self.lanes, slots=slots,
-            bus=self.events, clock=self.clock, settings=settings, owner=owner,
-            evaluator=evaluator or evaluate_response, deliver=self.lanes.deliver,
+            self.store,
+            self.runner,
+            journal=self.journal,
+            turns=self.lanes,
+            slots=slots,
+            bus=self.events,
+            clock=self.clock,
+            settings=settings,
+            owner=owner,
+            evaluator=evaluator or evaluate_response,
+            deliver=self.lanes.deliver,
             memory=self.lanes.history_of if self.lanes.keeps_history else None,
-        )  # fmt: skip
+        )
         self.lanes.on_busy = self.engine.leases_held
         self._stopping = False
         self.jobs = Jobs(self)
@@ -716,8 +745,15 @@ class AgentCron:
 
     async def publish_job(self, action: JobAction, job: Job) -> None:
         """A job was created, changed or deleted."""
-        await self.publish(JobEvent(session_key=job.session_key or "", action=action,
-                                    job_id=job.id, kind=job.kind, job=job))  # fmt: skip
+        await self.publish(
+            JobEvent(
+                session_key=job.session_key or "",
+                action=action,
+                job_id=job.id,
+                kind=job.kind,
+                job=job,
+            )
+        )
 
     @property
     def running(self) -> bool:

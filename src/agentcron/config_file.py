@@ -62,57 +62,148 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("server.host", "AGENTCRON_HOST", "text", "address `serve` binds", "127.0.0.1"),
     Setting("server.port", "AGENTCRON_PORT", "int", "port `serve` listens on", "8321"),
     Setting("server.log_level", "AGENTCRON_LOG_LEVEL", "text", "uvicorn log level", "info"),
-    Setting("server.db", "AGENTCRON_DB", "text", "SQLite file",
-            "agentcron.db in the data directory"),
-    Setting("server.database_url", "AGENTCRON_DATABASE_URL", "text",
-            "a database URL (postgresql://...) instead of the SQLite file", secret=True),
-    Setting("server.home", "AGENTCRON_HOME", "text", "data directory (database, tokens)",
-            "the user's data directory"),
-    Setting("server.token", "AGENTCRON_TOKEN", "text", "API token",
-            "created in the data directory", secret=True),
-    Setting("server.hook_token", "AGENTCRON_HOOK_TOKEN", "text", "inbound hook token",
-            "created in the data directory", secret=True),
-    Setting("server.unified", "AGENTCRON_UNIFIED_SESSION", "bool",
-            "unified mode: web chats share one memory", "false"),
-    Setting("cli.url", "AGENTCRON_URL", "text", "the server the CLI talks to (--api)",
-            "the local database"),
-    Setting("engine.max_jobs", "AGENTCRON_MAX_JOBS", "limit", "jobs a store may hold",
-            str(DEFAULT_MAX_JOBS)),
-    Setting("engine.history_budget", "AGENTCRON_HISTORY_BUDGET", "limit",
-            "tokens of history a turn gets", str(DEFAULT_HISTORY_BUDGET)),
-    Setting("agent.model", "AGENTCRON_MODEL", "text", "model, e.g. openai:gpt-4.1-mini",
-            "offline"),
-    Setting("agent.base_url", "AGENTCRON_BASE_URL", "text",
-            "an OpenAI-compatible server (Ollama, vLLM)"),
+    Setting(
+        "server.db", "AGENTCRON_DB", "text", "SQLite file", "agentcron.db in the data directory"
+    ),
+    Setting(
+        "server.database_url",
+        "AGENTCRON_DATABASE_URL",
+        "text",
+        "a database URL (postgresql://...) instead of the SQLite file",
+        secret=True,
+    ),
+    Setting(
+        "server.home",
+        "AGENTCRON_HOME",
+        "text",
+        "data directory (database, tokens)",
+        "the user's data directory",
+    ),
+    Setting(
+        "server.token",
+        "AGENTCRON_TOKEN",
+        "text",
+        "API token",
+        "created in the data directory",
+        secret=True,
+    ),
+    Setting(
+        "server.hook_token",
+        "AGENTCRON_HOOK_TOKEN",
+        "text",
+        "inbound hook token",
+        "created in the data directory",
+        secret=True,
+    ),
+    Setting(
+        "server.unified",
+        "AGENTCRON_UNIFIED_SESSION",
+        "bool",
+        "unified mode: web chats share one memory",
+        "false",
+    ),
+    Setting(
+        "cli.url",
+        "AGENTCRON_URL",
+        "text",
+        "the server the CLI talks to (--api)",
+        "the local database",
+    ),
+    Setting(
+        "engine.max_jobs",
+        "AGENTCRON_MAX_JOBS",
+        "limit",
+        "jobs a store may hold",
+        str(DEFAULT_MAX_JOBS),
+    ),
+    Setting(
+        "engine.history_budget",
+        "AGENTCRON_HISTORY_BUDGET",
+        "limit",
+        "tokens of history a turn gets",
+        str(DEFAULT_HISTORY_BUDGET),
+    ),
+    Setting("agent.model", "AGENTCRON_MODEL", "text", "model, e.g. openai:gpt-4.1-mini", "offline"),
+    Setting(
+        "agent.base_url", "AGENTCRON_BASE_URL", "text", "an OpenAI-compatible server (Ollama, vLLM)"
+    ),
     Setting("agent.api_key", "AGENTCRON_API_KEY", "text", "that server's API key", secret=True),
-    Setting("agent.system_prompt", "AGENTCRON_SYSTEM_PROMPT", "text", "system prompt",
-            "the built-in prompt"),
-    Setting("agent.temperature", "AGENTCRON_TEMPERATURE", "float", "temperature (0-2)",
-            "the model's"),
-    Setting("agent.max_tokens", "AGENTCRON_MAX_TOKENS", "int", "max tokens of a response",
-            "the model's"),
-    Setting("agent.thinking", "AGENTCRON_THINKING", "text",
-            "thinking: off, on, minimal, low, medium, high, xhigh, max", "the model's"),
-    Setting("agent.max_steps", "AGENTCRON_MAX_STEPS", "int", "model requests per turn",
-            str(DEFAULT_MAX_STEPS)),
-    Setting("agent.prices", "AGENTCRON_PRICES", "text", "price table override (JSON file)",
-            "genai-prices"),
-    Setting("agent.offline_wps", "AGENTCRON_OFFLINE_WPS", "float",
-            "offline model's words per second (0 = no delay)", "20"),
+    Setting(
+        "agent.system_prompt",
+        "AGENTCRON_SYSTEM_PROMPT",
+        "text",
+        "system prompt",
+        "the built-in prompt",
+    ),
+    Setting(
+        "agent.temperature", "AGENTCRON_TEMPERATURE", "float", "temperature (0-2)", "the model's"
+    ),
+    Setting(
+        "agent.max_tokens", "AGENTCRON_MAX_TOKENS", "int", "max tokens of a response", "the model's"
+    ),
+    Setting(
+        "agent.thinking",
+        "AGENTCRON_THINKING",
+        "text",
+        "thinking: off, on, minimal, low, medium, high, xhigh, max",
+        "the model's",
+    ),
+    Setting(
+        "agent.max_steps",
+        "AGENTCRON_MAX_STEPS",
+        "int",
+        "model requests per turn",
+        str(DEFAULT_MAX_STEPS),
+    ),
+    Setting(
+        "agent.prices",
+        "AGENTCRON_PRICES",
+        "text",
+        "price table override (JSON file)",
+        "genai-prices",
+    ),
+    Setting(
+        "agent.offline_wps",
+        "AGENTCRON_OFFLINE_WPS",
+        "float",
+        "offline model's words per second (0 = no delay)",
+        "20",
+    ),
     Setting("webhook.url", "AGENTCRON_WEBHOOK_URL", "text", "outbound webhook URL"),
-    Setting("webhook.secret", "AGENTCRON_WEBHOOK_SECRET", "text", "webhook signing secret",
-            secret=True),
-    Setting("webhook.channels", "AGENTCRON_WEBHOOK_CHANNELS", "list",
-            "session channels the webhook delivers (* = all)", "all sessions"),
-    Setting("webhook.headers", "AGENTCRON_WEBHOOK_HEADERS", "table",
-            "extra request headers, a table of name = value", secret=True),
-    Setting("telegram.token", "AGENTCRON_TELEGRAM_TOKEN", "text", "Telegram bot token",
-            secret=True),
-    Setting("telegram.allowed_chats", "AGENTCRON_TELEGRAM_ALLOWED_CHATS", "list",
-            "chat ids allowed to talk to the bot"),
-    Setting("telegram.api_base", "AGENTCRON_TELEGRAM_API_BASE", "text", "Bot API base URL",
-            "https://api.telegram.org"),
-)  # fmt: skip
+    Setting(
+        "webhook.secret", "AGENTCRON_WEBHOOK_SECRET", "text", "webhook signing secret", secret=True
+    ),
+    Setting(
+        "webhook.channels",
+        "AGENTCRON_WEBHOOK_CHANNELS",
+        "list",
+        "session channels the webhook delivers (* = all)",
+        "all sessions",
+    ),
+    Setting(
+        "webhook.headers",
+        "AGENTCRON_WEBHOOK_HEADERS",
+        "table",
+        "extra request headers, a table of name = value",
+        secret=True,
+    ),
+    Setting(
+        "telegram.token", "AGENTCRON_TELEGRAM_TOKEN", "text", "Telegram bot token", secret=True
+    ),
+    Setting(
+        "telegram.allowed_chats",
+        "AGENTCRON_TELEGRAM_ALLOWED_CHATS",
+        "list",
+        "chat ids allowed to talk to the bot",
+    ),
+    Setting(
+        "telegram.api_base",
+        "AGENTCRON_TELEGRAM_API_BASE",
+        "text",
+        "Bot API base URL",
+        "https://api.telegram.org",
+    ),
+)
 _BY_KEY = {s.key: s for s in SETTINGS}
 _SECTIONS = sorted({s.key.partition(".")[0] for s in SETTINGS})
 
@@ -185,10 +276,12 @@ def read_config(path: Path) -> dict[str, str]:
         for name, value in table.items():
             setting = _BY_KEY.get(f"{section}.{name}")
             if setting is None:
-                known = ", ".join(s.key.partition(".")[2] for s in SETTINGS
-                                  if s.key.startswith(f"{section}."))  # fmt: skip
-                raise ConfigError(f"{path}: unknown setting {name!r} in [{section}]; "
-                                  f"known: {known}")  # fmt: skip
+                known = ", ".join(
+                    s.key.partition(".")[2] for s in SETTINGS if s.key.startswith(f"{section}.")
+                )
+                raise ConfigError(
+                    f"{path}: unknown setting {name!r} in [{section}]; known: {known}"
+                )
             found[setting.env] = _as_env(setting, value, str(path))
     return found
 
@@ -238,10 +331,15 @@ def effective(environ: Mapping[str, str], from_file: set[str]) -> list[Effective
 
 def effective_json(rows: list[Effective]) -> list[dict[str, Any]]:
     return [
-        {"key": r.setting.key, "env": r.setting.env, "value": r.value, "source": r.source,
-         "secret": r.setting.secret}
+        {
+            "key": r.setting.key,
+            "env": r.setting.env,
+            "value": r.value,
+            "source": r.source,
+            "secret": r.setting.secret,
+        }
         for r in rows
-    ]  # fmt: skip
+    ]
 
 
 def dump_example() -> str:

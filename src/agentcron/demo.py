@@ -64,8 +64,10 @@ async def run_demo(db: Path, sentence: str, echo: Echo, wps: float | None = None
         jobs = await cron.jobs.for_session(session.key)
         pending = [j for j in jobs if j.next_run_at is not None]
         if not pending:
-            echo("\nThe agent scheduled nothing from that sentence; try one like "
-                 '"remind me in 10 seconds to stretch".')  # fmt: skip
+            echo(
+                "\nThe agent scheduled nothing from that sentence; try one like "
+                '"remind me in 10 seconds to stretch".'
+            )
             return 1
         due = min(j.next_run_at for j in pending if j.next_run_at is not None)
         wait = max(0.0, (due - cron.clock.now()).total_seconds())

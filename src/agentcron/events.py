@@ -275,9 +275,13 @@ def runner_event(session_key: str, turn_id: str, data: dict[str, Any]) -> Event:
         name, args = str(data.get("name", "")), dict(data.get("args") or {})
         return ToolStarted(session_key=session_key, turn_id=turn_id, name=name, args=args)
     if kind == "tool_call":
-        return ToolCalled(session_key=session_key, turn_id=turn_id,
-                          name=str(data.get("name", "")), args=dict(data.get("args") or {}),
-                          result=str(data.get("result", "")))  # fmt: skip
+        return ToolCalled(
+            session_key=session_key,
+            turn_id=turn_id,
+            name=str(data.get("name", "")),
+            args=dict(data.get("args") or {}),
+            result=str(data.get("result", "")),
+        )
     rest = {k: v for k, v in data.items() if k != "type"}
     return RunnerEvent(session_key=session_key, turn_id=turn_id, name=str(kind), data=rest)
 
@@ -295,5 +299,11 @@ async def publish_fire_settled(
 def fire_event(fire: ClaimedFire, action: JobAction, status: str | None = None) -> JobEvent:
     """The job event of one fire of a job (deferred, fired, finished, settled, deleted)."""
     job = fire.job
-    return JobEvent(session_key=job.session_key or "", action=action, job_id=job.id,
-                    kind=job.kind, run_id=fire.run_id, status=status)  # fmt: skip
+    return JobEvent(
+        session_key=job.session_key or "",
+        action=action,
+        job_id=job.id,
+        kind=job.kind,
+        run_id=fire.run_id,
+        status=status,
+    )

@@ -33,6 +33,7 @@ from agentcron.store import (
     VersionConflictError,
     new_id,
 )
+from agentcron.store.models import JobFinish
 from tests.conftest import T0
 
 MIN = timedelta(minutes=1)
@@ -43,7 +44,7 @@ def planner(job: Job, now: datetime, active: int, waiting: int) -> FirePlan:
     return plan_fires(job, now, active, waiting, SETTINGS)
 
 
-def finisher(job: Job, outcome: JobOutcome) -> dict[str, Any]:
+def finisher(job: Job, outcome: JobOutcome) -> JobFinish:
     return finish_job(job, outcome, SETTINGS)
 
 

@@ -478,7 +478,8 @@ def outcome(status: RunState, error: str | None = None, at: datetime = FINISHED)
 @pytest.mark.parametrize("status", [RunState.SUCCEEDED, RunState.EMPTY])
 def test_finish_job_success_resets_failures_and_releases_the_lease(status: RunState) -> None:
     job = make_job(EVERY_MIN, overlap=Overlap.DEFER, next_fire_at=T0 + MIN, consecutive_failures=3)
-    values = finish_job(job, outcome(status), SETTINGS)
+    change = finish_job(job, outcome(status), SETTINGS)
+    values = change.values
     assert values == {
         "last_run_at": FINISHED,
         "last_status": status,
@@ -511,7 +512,8 @@ def test_finish_job_failure_counts_and_backs_off(
         EVERY_MIN, overlap=Overlap.DEFER, next_fire_at=T0 + MIN, consecutive_failures=failures,
         max_failures=10,
     )  # fmt: skip
-    values = finish_job(job, outcome(RunState.FAILED, "boom", at=finished), SETTINGS)
+    change = finish_job(job, outcome(RunState.FAILED, "boom", at=finished), SETTINGS)
+    values = change.values
     assert values["consecutive_failures"] == failures + 1
     assert values["last_status"] is RunState.FAILED
     assert values["last_run_at"] == finished
@@ -525,20 +527,23 @@ def test_finish_job_failure_counts_and_backs_off(
 
 def test_finish_job_failure_does_not_move_a_fire_already_past_the_backoff() -> None:
     job = make_job(HOURLY, overlap=Overlap.DEFER, next_fire_at=T0 + H)
-    values = finish_job(job, outcome(RunState.FAILED, "boom", at=T0 + S), SETTINGS)
+    change = finish_job(job, outcome(RunState.FAILED, "boom", at=T0 + S), SETTINGS)
+    values = change.values
     assert values["consecutive_failures"] == 1
     assert "next_fire_at" not in values
 
 
 def test_finish_job_failure_backoff_never_arms_past_end_at() -> None:
     ends = make_job(EVERY_MIN, overlap=Overlap.DEFER, next_fire_at=T0 + MIN, end_at=T0 + MIN)
-    values = finish_job(ends, outcome(RunState.FAILED, "boom"), SETTINGS)
+    change = finish_job(ends, outcome(RunState.FAILED, "boom"), SETTINGS)
+    values = change.values
     assert (values["next_fire_at"], values["next_run_at"]) == (None, None)
 
 
 def test_finish_job_failure_of_a_one_shot_never_backs_off() -> None:
     job = make_job(AtSpec(at=T0 + MIN), overlap=Overlap.DEFER, next_fire_at=T0 + MIN)
-    values = finish_job(job, outcome(RunState.FAILED, "boom"), SETTINGS)
+    change = finish_job(job, outcome(RunState.FAILED, "boom"), SETTINGS)
+    values = change.values
     assert values["consecutive_failures"] == 1
     assert "next_fire_at" not in values
 
@@ -560,7 +565,8 @@ def test_finish_job_auto_pauses_at_max_failures(
         EVERY_MIN, overlap=Overlap.DEFER, next_fire_at=T0 + MIN, consecutive_failures=before,
         max_failures=max_failures,
     )  # fmt: skip
-    values = finish_job(job, outcome(RunState.FAILED, "model unavailable"), SETTINGS)
+    change = finish_job(job, outcome(RunState.FAILED, "model unavailable"), SETTINGS)
+    values = change.values
     assert values["consecutive_failures"] == before + 1
     if pauses:
         assert values["enabled"] is False
@@ -576,9 +582,9 @@ def test_finish_job_auto_pauses_at_max_failures(
 
 def test_finish_job_auto_pause_reason_without_error_and_with_a_long_one() -> None:
     job = make_job(EVERY_MIN, overlap=Overlap.DEFER, next_fire_at=T0 + MIN, max_failures=1)
-    unknown = finish_job(job, outcome(RunState.FAILED, None), SETTINGS)
+    unknown = finish_job(job, outcome(RunState.FAILED, None), SETTINGS).values
     assert unknown["paused_reason"].endswith("last error: unknown error")
-    long = finish_job(job, outcome(RunState.FAILED, "x" * 1000), SETTINGS)
+    long = finish_job(job, outcome(RunState.FAILED, "x" * 1000), SETTINGS).values
     assert long["paused_reason"].endswith("last error: " + "x" * 300)
 
 
@@ -587,11 +593,12 @@ def test_finish_job_failure_of_a_paused_job_counts_but_neither_pauses_nor_backs_
         EVERY_MIN, overlap=Overlap.DEFER, next_fire_at=None, enabled=False,
         consecutive_failures=4, max_failures=5, delete_after_run=True,
     )  # fmt: skip
-    values = finish_job(job, outcome(RunState.FAILED, "boom"), SETTINGS)
+    change = finish_job(job, outcome(RunState.FAILED, "boom"), SETTINGS)
+    values = change.values
     assert values["consecutive_failures"] == 5
     assert "enabled" not in values
     assert "next_fire_at" not in values
-    assert "delete" not in values  # a paused job is never deleted by its last run
+    assert not change.delete  # a paused job is never deleted by its last run
 
 
 @pytest.mark.parametrize(
@@ -612,15 +619,15 @@ def test_finish_job_delete_after_run(
         spec, overlap=Overlap.DEFER, next_fire_at=next_fire_at, delete_after_run=True,
         max_failures=5,
     )  # fmt: skip
-    values = finish_job(
+    change = finish_job(
         job, outcome(status, "boom" if status is RunState.FAILED else None), SETTINGS
     )
-    assert values.get("delete", False) is deleted
+    assert change.delete is deleted
 
 
 def test_finish_job_without_delete_after_run_never_deletes() -> None:
     job = make_job(AtSpec(at=T0), overlap=Overlap.DEFER, next_fire_at=None)
-    assert "delete" not in finish_job(job, outcome(RunState.SUCCEEDED), SETTINGS)
+    assert not finish_job(job, outcome(RunState.SUCCEEDED), SETTINGS).delete
 
 
 def test_finish_job_auto_pause_wins_over_delete_after_run() -> None:
@@ -629,9 +636,10 @@ def test_finish_job_auto_pause_wins_over_delete_after_run() -> None:
         EVERY_MIN, overlap=Overlap.DEFER, next_fire_at=T0 + MIN, delete_after_run=True,
         max_failures=1,
     )  # fmt: skip
-    values = finish_job(job, outcome(RunState.FAILED, "boom"), SETTINGS)
+    change = finish_job(job, outcome(RunState.FAILED, "boom"), SETTINGS)
+    values = change.values
     assert values["enabled"] is False
-    assert "delete" not in values
+    assert not change.delete
 
 
 def test_finish_job_failure_whose_backoff_passes_end_at_ends_and_deletes() -> None:
@@ -641,6 +649,7 @@ def test_finish_job_failure_whose_backoff_passes_end_at_ends_and_deletes() -> No
         EVERY_MIN, overlap=Overlap.DEFER, next_fire_at=T0 + MIN, end_at=T0 + MIN,
         delete_after_run=True,
     )  # fmt: skip
-    values = finish_job(job, outcome(RunState.FAILED, "boom"), SETTINGS)
+    change = finish_job(job, outcome(RunState.FAILED, "boom"), SETTINGS)
+    values = change.values
     assert values["next_fire_at"] is None
-    assert values.get("delete") is True
+    assert change.delete is True

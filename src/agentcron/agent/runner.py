@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentcron.store.models import JobKind
+from agentcron.store.models import TurnSource as TurnSource  # runners' part of the protocol
 
 if TYPE_CHECKING:
     from agentcron.store.models import ClaimedFire, Job
@@ -83,13 +84,6 @@ class ToolRecord:
     args: dict[str, Any]
     result: str
     ok: bool = True
-
-
-class TurnSource(enum.StrEnum):
-    USER = "user"
-    AUTOMATION = "automation"
-    RECALL = "recall"
-    HOOK = "hook"
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,8 +29,16 @@ from agentcron.schedule.zones import get_zone
 from agentcron.store.errors import ConflictError, StoreError
 from agentcron.store.models import CreatedBy, Job, JobKind, Recall, RecallState
 
-__all__ = ["JobsAPI", "ToolDeps", "ToolError", "ToolLimits", "cron", "manage_recall",
-           "schedule_recall", "scheduling_tools"]  # fmt: skip
+__all__ = [
+    "JobsAPI",
+    "ToolDeps",
+    "ToolError",
+    "ToolLimits",
+    "cron",
+    "manage_recall",
+    "schedule_recall",
+    "scheduling_tools",
+]
 
 
 class ToolError(AgentcronError):

@@ -238,8 +238,10 @@ class ChannelManager:
         if senders:
             _, late = await asyncio.wait(senders, timeout=grace)
             if late:
-                log.warning("channels: queued messages not handed over before stop",
-                            extra={"channels": sorted(t.get_name() for t in late)})  # fmt: skip
+                log.warning(
+                    "channels: queued messages not handed over before stop",
+                    extra={"channels": sorted(t.get_name() for t in late)},
+                )
         tasks = [*senders, *([events_task] if events_task is not None else [])]
         for task in tasks:
             task.cancel()
@@ -266,14 +268,19 @@ class ChannelManager:
             error = getattr(channel, "poll_error", None)
             last_error = error or (health.last_error if health is not None else None)
             healthy = running and connected is not False and (health is None or health.healthy)
-            found.append(ChannelStatus(
-                name=channel.name, kind=type(channel).__name__.removesuffix("Channel").lower(),
-                running=running, connected=running if connected is None else connected,
-                healthy=healthy, last_error=last_error,
-                last_error_at=None if health is None else health.last_error_at,
-                last_success_at=None if health is None else health.last_success_at,
-                failed=0 if health is None else health.failed,
-            ))  # fmt: skip
+            found.append(
+                ChannelStatus(
+                    name=channel.name,
+                    kind=type(channel).__name__.removesuffix("Channel").lower(),
+                    running=running,
+                    connected=running if connected is None else connected,
+                    healthy=healthy,
+                    last_error=last_error,
+                    last_error_at=None if health is None else health.last_error_at,
+                    last_success_at=None if health is None else health.last_success_at,
+                    failed=0 if health is None else health.failed,
+                )
+            )
         return found
 
     async def idle(self) -> None:
@@ -293,8 +300,10 @@ class ChannelManager:
             key, self.cron.clock.now(), channel=channel, chat_id=chat_id, channel_meta=meta
         )
         turn = await self.cron.sessions.send(key, content)
-        log.info("inbound message submitted",
-                 extra={"channel": channel, "session_key": key, "turn_id": turn.id})  # fmt: skip
+        log.info(
+            "inbound message submitted",
+            extra={"channel": channel, "session_key": key, "turn_id": turn.id},
+        )
         return turn
 
     # -- outbound --------------------------------------------------------------------------
@@ -313,9 +322,14 @@ class ChannelManager:
                 try:
                     message = await self._resolve(item)
                 except Exception:
-                    log.exception("channels: could not resolve an outbound message",
-                                  extra={"session_key": item.session_key, "event": item.type,
-                                         "message_id": _message_id(item)})  # fmt: skip
+                    log.exception(
+                        "channels: could not resolve an outbound message",
+                        extra={
+                            "session_key": item.session_key,
+                            "event": item.type,
+                            "message_id": _message_id(item),
+                        },
+                    )
                     continue
                 if message is not None:
                     self._route(message)
@@ -343,19 +357,30 @@ class ChannelManager:
         if chat is None:
             return None
         return OutboundMessage(
-            session_key=key, channel=chat.channel, chat_id=chat.chat_id, text=reply.content,
-            message_id=reply.id, status=status, kind=kind, source=source, turn_id=turn_id,
-            run_id=run_id, meta=reply.meta, channel_meta=chat.channel_meta,
+            session_key=key,
+            channel=chat.channel,
+            chat_id=chat.chat_id,
+            text=reply.content,
+            message_id=reply.id,
+            status=status,
+            kind=kind,
+            source=source,
+            turn_id=turn_id,
+            run_id=run_id,
+            meta=reply.meta,
+            channel_meta=chat.channel_meta,
             created_at=reply.created_at,
-        )  # fmt: skip
+        )
 
     async def _chat(self, key: str, message_id: str) -> ChatContext | None:
         """The session's execution context, for an event that did not carry it."""
         try:
             session = await self.cron.sessions.get(key)
         except SessionNotFoundError:
-            log.warning("channels: session gone before its message went out",
-                        extra={"session_key": key, "message_id": message_id})  # fmt: skip
+            log.warning(
+                "channels: session gone before its message went out",
+                extra={"session_key": key, "message_id": message_id},
+            )
             return None
         return ChatContext(
             channel=session.channel, chat_id=session.chat_id, channel_meta=session.channel_meta
@@ -366,8 +391,10 @@ class ChannelManager:
             try:
                 wanted = channel.wants(message)
             except Exception:
-                log.exception("channels: wants() failed", extra={"channel": channel.name,
-                              "session_key": message.session_key})  # fmt: skip
+                log.exception(
+                    "channels: wants() failed",
+                    extra={"channel": channel.name, "session_key": message.session_key},
+                )
                 continue
             queue = self._outgoing.get(channel.name)
             if wanted and queue is not None:
@@ -384,9 +411,14 @@ class ChannelManager:
                 try:
                     await channel.send(item)
                 except Exception:
-                    log.exception("channels: send failed",
-                                  extra={"channel": channel.name, "session_key": item.session_key,
-                                         "message_id": item.message_id})  # fmt: skip
+                    log.exception(
+                        "channels: send failed",
+                        extra={
+                            "channel": channel.name,
+                            "session_key": item.session_key,
+                            "message_id": item.message_id,
+                        },
+                    )
             finally:
                 queue.task_done()
 

@@ -49,8 +49,10 @@ def _webhook(env: Mapping[str, str]) -> WebhookChannel | None:
     if not url:
         if secret or names:
             set_ = WEBHOOK_SECRET_ENV if secret else WEBHOOK_CHANNELS_ENV
-            raise ChannelConfigError(f"{set_} is set but {WEBHOOK_URL_ENV} is not: set the URL "
-                                     "to POST turn results to, or unset it")  # fmt: skip
+            raise ChannelConfigError(
+                f"{set_} is set but {WEBHOOK_URL_ENV} is not: set the URL "
+                "to POST turn results to, or unset it"
+            )
         return None
     if not secret.strip():
         raise ChannelConfigError(
@@ -98,8 +100,10 @@ def _telegram(env: Mapping[str, str]) -> TelegramChannel | None:
     if not token:
         if chats or api_base:
             set_ = TELEGRAM_ALLOWED_CHATS_ENV if chats else TELEGRAM_API_BASE_ENV
-            raise ChannelConfigError(f"{set_} is set but {TELEGRAM_TOKEN_ENV} is not: set the "
-                                     "bot token from @BotFather, or unset it")  # fmt: skip
+            raise ChannelConfigError(
+                f"{set_} is set but {TELEGRAM_TOKEN_ENV} is not: set the "
+                "bot token from @BotFather, or unset it"
+            )
         return None
     if not _TOKEN.match(token):
         # never echo the token itself: it is a credential

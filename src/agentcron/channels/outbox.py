@@ -126,8 +126,9 @@ class Outbox:
         try:
             await self._report(event)
         except Exception:  # an event nobody could take costs the event, not the delivery
-            log.exception("outbox: could not publish a delivery outcome",
-                          extra={"channel": self.channel})  # fmt: skip
+            log.exception(
+                "outbox: could not publish a delivery outcome", extra={"channel": self.channel}
+            )
 
     @property
     def _store(self) -> tuple[DeliveryStore, Clock]:
@@ -147,8 +148,10 @@ class Outbox:
         for record in resumed:
             self._put(record.message_id)
         if resumed:
-            log.info("outbox: resuming pending deliveries",
-                     extra={"channel": self.channel, "count": len(resumed)})  # fmt: skip
+            log.info(
+                "outbox: resuming pending deliveries",
+                extra={"channel": self.channel, "count": len(resumed)},
+            )
 
     async def stop(self) -> None:
         """Stop at once; what is not delivered stays pending for the next start."""
@@ -161,14 +164,22 @@ class Outbox:
         """Record `message` as pending (durably, before returning) and queue it."""
         deliveries, clock = self._store
         record, created = await deliveries.enqueue(
-            self.channel, message.message_id, message.session_key, message.to_payload(),
+            self.channel,
+            message.message_id,
+            message.session_key,
+            message.to_payload(),
             clock.now(),
-        )  # fmt: skip
+        )
         if not created:
-            log.info("outbox: message already recorded on this channel; not sent again",
-                     extra={"channel": self.channel, "session_key": message.session_key,
-                            "message_id": message.message_id,
-                            "state": record.state.value})  # fmt: skip
+            log.info(
+                "outbox: message already recorded on this channel; not sent again",
+                extra={
+                    "channel": self.channel,
+                    "session_key": message.session_key,
+                    "message_id": message.message_id,
+                    "state": record.state.value,
+                },
+            )
         if record.state is DeliveryState.PENDING:
             self._put(record.message_id)
         return record
@@ -205,11 +216,17 @@ class Outbox:
                 self.channel, message_id, attempts=record.attempts, now=clock.now()
             )
             if claimed is None:
-                log.info("outbox: delivery taken over or settled elsewhere",
-                         extra={"channel": self.channel, "message_id": message_id})  # fmt: skip
+                log.info(
+                    "outbox: delivery taken over or settled elsewhere",
+                    extra={"channel": self.channel, "message_id": message_id},
+                )
                 return
-            ctx = {"channel": self.channel, "session_key": claimed.session_key,
-                   "message_id": message_id, "attempt": claimed.attempts}  # fmt: skip
+            ctx = {
+                "channel": self.channel,
+                "session_key": claimed.session_key,
+                "message_id": message_id,
+                "attempt": claimed.attempts,
+            }
             try:
                 await self._attempt(OutboundMessage.from_payload(claimed.payload), claimed.attempts)
             except DeliveryAttemptError as exc:
@@ -222,10 +239,14 @@ class Outbox:
                 await deliveries.mark_delivered(self.channel, message_id, now)
                 log.info("outbox: delivered", extra=ctx)
                 self.health.last_success_at, self.health.healthy = now, True
-                await self._publish(DeliverySucceeded(
-                    session_key=claimed.session_key, channel=self.channel,
-                    message_id=message_id, attempts=claimed.attempts,
-                ))  # fmt: skip
+                await self._publish(
+                    DeliverySucceeded(
+                        session_key=claimed.session_key,
+                        channel=self.channel,
+                        message_id=message_id,
+                        attempts=claimed.attempts,
+                    )
+                )
                 return
             now = clock.now()
             self.health.last_error, self.health.last_error_at = error, now
@@ -239,15 +260,25 @@ class Outbox:
             else:
                 delay = self.retry.delay(claimed.attempts, retry_after)
                 await deliveries.mark_retry(
-                    self.channel, message_id, error=error,
-                    next_attempt_at=now + timedelta(seconds=delay), now=now,
-                )  # fmt: skip
-                log.warning("outbox: attempt failed, retrying in %.1fs: %s", delay, error,
-                            extra=ctx)  # fmt: skip
-            await self._publish(DeliveryFailed(
-                session_key=claimed.session_key, channel=self.channel, message_id=message_id,
-                attempts=claimed.attempts, error=error, retryable=not final,
-            ))  # fmt: skip
+                    self.channel,
+                    message_id,
+                    error=error,
+                    next_attempt_at=now + timedelta(seconds=delay),
+                    now=now,
+                )
+                log.warning(
+                    "outbox: attempt failed, retrying in %.1fs: %s", delay, error, extra=ctx
+                )
+            await self._publish(
+                DeliveryFailed(
+                    session_key=claimed.session_key,
+                    channel=self.channel,
+                    message_id=message_id,
+                    attempts=claimed.attempts,
+                    error=error,
+                    retryable=not final,
+                )
+            )
             if final:
                 return
             await self._sleep(delay)

@@ -196,9 +196,11 @@ class TelegramChannel:
             if self._offset is not None and self._offset != self._confirmed:
                 with contextlib.suppress(Exception):
                     await self._call(
-                        "getUpdates", {"offset": self._offset, "timeout": 0, "limit": 1},
-                        client=client, wait=2.0,
-                    )  # fmt: skip
+                        "getUpdates",
+                        {"offset": self._offset, "timeout": 0, "limit": 1},
+                        client=client,
+                        wait=2.0,
+                    )
             await client.aclose()
         logging.getLogger("httpx").removeFilter(self._log_filter)
 
@@ -263,9 +265,13 @@ class TelegramChannel:
                     hint = " (is AGENTCRON_TELEGRAM_TOKEN right?)"
                 elif isinstance(exc, TelegramApiError) and exc.error_code == 409:
                     hint = " (another bot process, or a webhook, uses this token)"
-                log.warning("telegram: getUpdates failed%s, retrying in %.1fs: %s", hint, delay,
-                            self._redact(f"{type(exc).__name__}: {exc}"),
-                            extra={"channel": self.name, "failures": failures})  # fmt: skip
+                log.warning(
+                    "telegram: getUpdates failed%s, retrying in %.1fs: %s",
+                    hint,
+                    delay,
+                    self._redact(f"{type(exc).__name__}: {exc}"),
+                    extra={"channel": self.name, "failures": failures},
+                )
                 await self._sleep(delay)
                 continue
             failures = 0
@@ -312,9 +318,14 @@ class TelegramChannel:
         if message.channel != self.name:
             return False
         if message.chat_id not in self.allowed_chats:
-            log.warning("telegram: not sending to a chat that is not on the allow-list",
-                        extra={"channel": self.name, "chat_id": message.chat_id,
-                               "session_key": message.session_key})  # fmt: skip
+            log.warning(
+                "telegram: not sending to a chat that is not on the allow-list",
+                extra={
+                    "channel": self.name,
+                    "chat_id": message.chat_id,
+                    "session_key": message.session_key,
+                },
+            )
             return False
         return True
 

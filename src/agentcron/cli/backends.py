@@ -118,8 +118,9 @@ class ApiBackend:
         return body
 
     async def create_session(self, key: str, tz: str, title: str | None) -> dict[str, Any]:
-        return await self._call("POST", "/api/sessions", json={"key": key, "tz": tz,
-                                                               "title": title})  # fmt: skip
+        return await self._call(
+            "POST", "/api/sessions", json={"key": key, "tz": tz, "title": title}
+        )
 
     async def list_sessions(self) -> dict[str, Any]:
         return await self._call("GET", "/api/sessions")
@@ -147,8 +148,11 @@ class ApiBackend:
     async def list_jobs(
         self, session: str | None, kind: str | None, enabled: bool | None
     ) -> dict[str, Any]:
-        params = {"session_key": session, "kind": kind,
-                  "enabled": None if enabled is None else str(enabled).lower()}  # fmt: skip
+        params = {
+            "session_key": session,
+            "kind": kind,
+            "enabled": None if enabled is None else str(enabled).lower(),
+        }
         return await self._call(
             "GET", "/api/jobs", params={k: v for k, v in params.items() if v is not None}
         )
@@ -165,8 +169,9 @@ class ApiBackend:
         if job is not None:
             return await self._call("GET", _path("/api/jobs", job, "runs"), params={"limit": limit})
         if session is not None:
-            return await self._call("GET", _path("/api/sessions", session, "runs"),
-                                    params={"limit": limit})  # fmt: skip
+            return await self._call(
+                "GET", _path("/api/sessions", session, "runs"), params={"limit": limit}
+            )
         raise CliError("give --job ID or --session KEY")
 
     async def get_run(self, run_id: str) -> dict[str, Any]:
@@ -288,8 +293,11 @@ class DbBackend:
         return await self._call(lambda: job_service.get_job(self._cron, job_id))
 
     async def job_action(self, job_id: str, action: str) -> dict[str, Any]:
-        handler = {"pause": job_service.pause_job, "resume": job_service.resume_job,
-                   "rm": job_service.delete_job}[action]  # fmt: skip
+        handler = {
+            "pause": job_service.pause_job,
+            "resume": job_service.resume_job,
+            "rm": job_service.delete_job,
+        }[action]
         return await self._call(lambda: handler(self._cron, job_id))
 
     async def list_runs(self, job: str | None, session: str | None, limit: int) -> dict[str, Any]:

@@ -25,8 +25,12 @@ def config_show(
     obj = ctx.obj or {}
     rows = effective(os.environ, obj.get("from_file", set()))
     if as_json:
-        print_json({"config": None if obj.get("config") is None else str(obj["config"]),
-                     "settings": effective_json(rows)})  # fmt: skip
+        print_json(
+            {
+                "config": None if obj.get("config") is None else str(obj["config"]),
+                "settings": effective_json(rows),
+            }
+        )
         return
     path = obj.get("config")
     echo(f"configuration file: {path if path is not None else f'none (--config or ${CONFIG_ENV})'}")

@@ -51,17 +51,24 @@ def jobs_add(
     as_json: JsonOpt = False,
 ) -> None:
     """Add an automation to a session."""
-    body: dict[str, Any] = {"session_key": session, "name": name, "message": message,
-                            "when": when}  # fmt: skip
-    optional = {"tz": tz, "overlap": overlap, "catchup": catchup, "max_runs": max_runs,
-                "idempotency_key": idempotency_key, "model": model}  # fmt: skip
+    body: dict[str, Any] = {"session_key": session, "name": name, "message": message, "when": when}
+    optional = {
+        "tz": tz,
+        "overlap": overlap,
+        "catchup": catchup,
+        "max_runs": max_runs,
+        "idempotency_key": idempotency_key,
+        "model": model,
+    }
     body.update({k: v for k, v in optional.items() if v is not None})
     job = call(backend_for(db, url, api, token), lambda b: b.add_job(body))
     if as_json:
         print_json(job)
         return
-    echo(f"added {job['id']}: “{job['name']}”, {job['schedule']}; next run "
-         f"{render.when(job['next_run_at'], job['tz'])}")  # fmt: skip
+    echo(
+        f"added {job['id']}: “{job['name']}”, {job['schedule']}; next run "
+        f"{render.when(job['next_run_at'], job['tz'])}"
+    )
 
 
 @app.command("list")

@@ -35,30 +35,66 @@ def _id(header: str) -> Column:
 
 
 def jobs_table(jobs: list[dict[str, Any]]) -> Table:
-    table = Table(_id("id"), "name", Column("kind", no_wrap=True, min_width=10), "session",
-                  "schedule", "next run", "last", "state", title=f"{len(jobs)} job(s)")  # fmt: skip
+    table = Table(
+        _id("id"),
+        "name",
+        Column("kind", no_wrap=True, min_width=10),
+        "session",
+        "schedule",
+        "next run",
+        "last",
+        "state",
+        title=f"{len(jobs)} job(s)",
+    )
     for job in jobs:
-        table.add_row(job["id"], job["name"], job["kind"], job["session_key"] or "-",
-                      job["schedule"], when(job["next_run_at"], job["tz"]),
-                      job["last_status"] or "-", _state(job))  # fmt: skip
+        table.add_row(
+            job["id"],
+            job["name"],
+            job["kind"],
+            job["session_key"] or "-",
+            job["schedule"],
+            when(job["next_run_at"], job["tz"]),
+            job["last_status"] or "-",
+            _state(job),
+        )
     return table
 
 
 def runs_table(runs: list[dict[str, Any]]) -> Table:
-    table = Table(_id("id"), _id("job"), "fire at", "state", "finished", "error",
-                  title=f"{len(runs)} run(s)")  # fmt: skip
+    table = Table(
+        _id("id"), _id("job"), "fire at", "state", "finished", "error", title=f"{len(runs)} run(s)"
+    )
     for run in runs:
-        table.add_row(run["id"], run["job_id"], when(run["fire_at"]), run["state"],
-                      when(run["finished_at"]), (run["error"] or "")[:60])  # fmt: skip
+        table.add_row(
+            run["id"],
+            run["job_id"],
+            when(run["fire_at"]),
+            run["state"],
+            when(run["finished_at"]),
+            (run["error"] or "")[:60],
+        )
     return table
 
 
 def sessions_table(sessions: list[dict[str, Any]]) -> Table:
-    table = Table(Column("key", no_wrap=True), "title", "tz", "automations", "recall", "updated",
-                  title=f"{len(sessions)} session(s)")  # fmt: skip
+    table = Table(
+        Column("key", no_wrap=True),
+        "title",
+        "tz",
+        "automations",
+        "recall",
+        "updated",
+        title=f"{len(sessions)} session(s)",
+    )
     for s in sessions:
-        table.add_row(s["key"], s["title"] or "-", s["tz"], str(s.get("automations", 0)),
-                      "yes" if s.get("has_recall") else "-", when(s["updated_at"]))  # fmt: skip
+        table.add_row(
+            s["key"],
+            s["title"] or "-",
+            s["tz"],
+            str(s.get("automations", 0)),
+            "yes" if s.get("has_recall") else "-",
+            when(s["updated_at"]),
+        )
     return table
 
 
@@ -90,13 +126,24 @@ def usage(data: dict[str, Any] | None) -> str:
 
 def job_detail(console: Console, job: dict[str, Any]) -> None:
     tz = job["tz"]
-    _pairs(console, f"job {job['id']}", [
-        ("name", job["name"]), ("kind", job["kind"]), ("session", job["session_key"] or "-"),
-        ("schedule", job["schedule"]), ("message", job["message"]), ("state", _state(job)),
-        ("next run", when(job["next_run_at"], tz)), ("last run", when(job["last_run_at"], tz)),
-        ("last status", job["last_status"] or "-"), ("runs", str(job["run_count"])),
-        ("policy", job["policy"]), ("usage", usage(job.get("usage"))),
-    ])  # fmt: skip
+    _pairs(
+        console,
+        f"job {job['id']}",
+        [
+            ("name", job["name"]),
+            ("kind", job["kind"]),
+            ("session", job["session_key"] or "-"),
+            ("schedule", job["schedule"]),
+            ("message", job["message"]),
+            ("state", _state(job)),
+            ("next run", when(job["next_run_at"], tz)),
+            ("last run", when(job["last_run_at"], tz)),
+            ("last status", job["last_status"] or "-"),
+            ("runs", str(job["run_count"])),
+            ("policy", job["policy"]),
+            ("usage", usage(job.get("usage"))),
+        ],
+    )
     console.print("next fires: " + ", ".join(when(f, tz) for f in job.get("upcoming", [])))
     if job.get("runs"):
         console.print(runs_table(job["runs"]))
@@ -117,8 +164,11 @@ def run_detail(console: Console, run: dict[str, Any]) -> None:
             "finished_at",
         )
     ]
-    rows += [(key, run[key]) for key in ("prompt_ref", "output", "error", "delivery")
-             if run.get(key) is not None]  # fmt: skip
+    rows += [
+        (key, run[key])
+        for key in ("prompt_ref", "output", "error", "delivery")
+        if run.get(key) is not None
+    ]
     if run.get("usage"):
         rows.append(("usage", usage(run["usage"])))
     _pairs(console, f"run {run['id']}", rows)
@@ -134,16 +184,23 @@ def run_detail(console: Console, run: dict[str, Any]) -> None:
 
 
 def session_detail(console: Console, session: dict[str, Any]) -> None:
-    _pairs(console, f"session {session['key']}", [
-        ("title", session["title"] or "-"), ("channel", session["channel"]),
-        ("chat id", session["chat_id"]), ("tz", session["tz"]),
-        ("running turn", session.get("running_turn") or "-"),
-        ("recall", (session.get("recall") or {}).get("schedule", "-")),
-        ("usage", usage(session.get("usage"))),
-    ])  # fmt: skip
+    _pairs(
+        console,
+        f"session {session['key']}",
+        [
+            ("title", session["title"] or "-"),
+            ("channel", session["channel"]),
+            ("chat id", session["chat_id"]),
+            ("tz", session["tz"]),
+            ("running turn", session.get("running_turn") or "-"),
+            ("recall", (session.get("recall") or {}).get("schedule", "-")),
+            ("usage", usage(session.get("usage"))),
+        ],
+    )
     if session.get("automations"):
         console.print(jobs_table(session["automations"]))
     for message in session.get("messages", []):
         first, *more = message["content"].splitlines() or [""]
-        console.print(f"{message['seq']:>4} {message['role']:<9} {first}{' …' if more else ''}",
-                      markup=False)  # fmt: skip
+        console.print(
+            f"{message['seq']:>4} {message['role']:<9} {first}{' …' if more else ''}", markup=False
+        )

@@ -75,8 +75,16 @@ def serve(
             url = None  # the --db flag wins over a database URL from the environment or file
         else:
             raise fail("give --db or --url, not both", 2)
-    options = ServeOptions(host=host, port=port, db=db, url=url, model=model,
-                           unified_session=unified, demo=demo, log_level=log_level)  # fmt: skip
+    options = ServeOptions(
+        host=host,
+        port=port,
+        db=db,
+        url=url,
+        model=model,
+        unified_session=unified,
+        demo=demo,
+        log_level=log_level,
+    )
     try:
         run(options, echo)
     except ConfigError as exc:  # a setting from the environment or the file is not usable

@@ -80,8 +80,10 @@ def sessions_send(
     if as_json:
         print_json(answer)
         return
-    echo(f"sent to {key} (entry {answer['message']['seq']}); its delivery shows in "
-         f"GET /api/deliveries?session_key={key}")  # fmt: skip
+    echo(
+        f"sent to {key} (entry {answer['message']['seq']}); its delivery shows in "
+        f"GET /api/deliveries?session_key={key}"
+    )
 
 
 @app.command("list")
@@ -146,5 +148,7 @@ def sessions_rm(
             echo(f"deleted {key}" + (f" and {len(removed)} automation(s)" if removed else ""))
         return
     names = ", ".join(f"“{a['name']}” ({a['id']})" for a in answer.get("automations", []))
-    raise fail(f"{key} owns automations: {names}; nothing was deleted. Run again with "
-                "--confirm to delete them and the session")  # fmt: skip
+    raise fail(
+        f"{key} owns automations: {names}; nothing was deleted. Run again with "
+        "--confirm to delete them and the session"
+    )

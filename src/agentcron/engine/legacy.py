@@ -99,9 +99,15 @@ def remember_exchange(job: Job, run_id: str, prompt: str, outcome: Outcome) -> R
     text = (outcome.text or "").strip()
     if outcome.status is not OutcomeStatus.SUCCEEDED or not text:
         return None
-    meta = {"source": "legacy_automation", "automation_id": job.id,
-            "automation_name": job.name, "automation_run_id": run_id}  # fmt: skip
+    meta = {
+        "source": "legacy_automation",
+        "automation_id": job.id,
+        "automation_name": job.name,
+        "automation_run_id": run_id,
+    }
     return Remember(
-        memory_key(job), "cron", job.id,
+        memory_key(job),
+        "cron",
+        job.id,
         (Entry("user", prompt, meta), Entry("assistant", outcome.text or "", meta)),
-    )  # fmt: skip
+    )

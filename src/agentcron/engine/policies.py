@@ -12,6 +12,7 @@ from agentcron.store.models import (
     Catchup,
     FirePlan,
     Job,
+    JobFinish,
     JobOutcome,
     JobPolicy,
     Overlap,
@@ -142,8 +143,9 @@ def backoff_for(failures: int, settings: EngineSettings) -> timedelta:
     return steps[min(failures, len(steps)) - 1] if steps else timedelta(0)
 
 
-def finish_job(job: Job, outcome: JobOutcome, settings: EngineSettings) -> dict[str, Any]:
-    """New values for a job whose fire just ended (see store FINISH_COLUMNS).
+def finish_job(job: Job, outcome: JobOutcome, settings: EngineSettings) -> JobFinish:
+    """How a job whose fire just ended changes: new values (see store FINISH_COLUMNS), and
+    whether it is removed.
 
     Success or empty resets the failure count. A failure counts; at `max_failures` in a row
     the job pauses with the reason recorded, otherwise a recurring job backs off: its next fire
@@ -177,7 +179,7 @@ def finish_job(job: Job, outcome: JobOutcome, settings: EngineSettings) -> dict[
                 next_fire_at=None,
                 next_run_at=None,
             )
-            return values
+            return JobFinish(values)
         if job.next_fire_at is not None and not isinstance(job.spec, AtSpec):
             until = outcome.finished_at + backoff_for(failures, settings)
             if job.next_run_at is not None and job.next_run_at < until:
@@ -185,6 +187,4 @@ def finish_job(job: Job, outcome: JobOutcome, settings: EngineSettings) -> dict[
                 values.update(next_fire_at=fire, next_run_at=due)
     # Ended: no fire left, also when a failure's backoff pushed the next one past the end.
     ended = values.get("next_fire_at", job.next_fire_at) is None
-    if ended and job.policy.delete_after_run and job.enabled:
-        values["delete"] = True
-    return values
+    return JobFinish(values, delete=ended and job.policy.delete_after_run and job.enabled)

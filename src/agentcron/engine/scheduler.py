@@ -428,19 +428,28 @@ class Engine:
         # Durable before the turn starts: after a crash this fire is interrupted, not re-run.
         await self.journal.write(RunEnd(Transition(fire.run_id, RunState.RUNNING, now)))
         if self.bus.active:
-            await self.bus.publish(FireStarted(
-                session_key=job.session_key or "", job_id=job.id, run_id=fire.run_id,
-                lateness_s=(self.clock.now() - fire.fire_at).total_seconds(),
-            ))  # fmt: skip
+            await self.bus.publish(
+                FireStarted(
+                    session_key=job.session_key or "",
+                    job_id=job.id,
+                    run_id=fire.run_id,
+                    lateness_s=(self.clock.now() - fire.fire_at).total_seconds(),
+                )
+            )
         trigger = fire_trigger(fire)
         system = job.kind is JobKind.SYSTEM_EVENT
         if system and self.bus.active:
             # Seed 004: a system event's text goes to its session's subscribers (live views),
             # whatever its handler then does.
-            await self.bus.publish(SystemEventFired(
-                session_key=job.session_key or "", job_id=job.id, run_id=fire.run_id,
-                name=job.name, text=job.message,
-            ))  # fmt: skip
+            await self.bus.publish(
+                SystemEventFired(
+                    session_key=job.session_key or "",
+                    job_id=job.id,
+                    run_id=fire.run_id,
+                    name=job.name,
+                    text=job.message,
+                )
+            )
         handler = self.system_handlers.get(job.name) if system else None
         session = SessionInfo(
             key=f"system:{job.name}" if system else memory_key(job),
@@ -480,8 +489,9 @@ class Engine:
             delivery, message_id = await self._deliver_legacy(fire, outcome)
         state = RunState(outcome.status.value)
         remember = remember_exchange(job, fire.run_id, job.message, outcome) if remembers else None
-        result = await self._finish(fire, state, outcome, message_id=message_id,
-                                    delivery=delivery, remember=remember)  # fmt: skip
+        result = await self._finish(
+            fire, state, outcome, message_id=message_id, delivery=delivery, remember=remember
+        )
         if remember is not None and self.bus.active:  # its memory's transcript grew
             await self.bus.publish(SessionSync(session_key=remember.session_key))
         if job.session_key is not None and self.bus.active:
@@ -522,9 +532,13 @@ class Engine:
         key = legacy_target_key(job)
         try:
             message = await self._deliver(
-                key, outcome.text or "", delivery_meta(job, fire.run_id),
-                channel=job.channel, chat_id=job.to, channel_meta=job.channel_meta,
-            )  # fmt: skip
+                key,
+                outcome.text or "",
+                delivery_meta(job, fire.run_id),
+                channel=job.channel,
+                chat_id=job.to,
+                channel_meta=job.channel_meta,
+            )
         except Exception as exc:
             log.exception("legacy delivery failed", extra=_ctx(fire))
             record["error"] = f"{type(exc).__name__}: {exc}"

@@ -40,13 +40,30 @@ _TIME = re.compile(
     r"(?P<h>\d{1,2})(?::(?P<m>\d{2}))?(?::(?P<s>\d{2}))?\s*(?P<ampm>am|pm|a\.m\.|p\.m\.)?)$"
 )
 _DAYS = {
-    "monday": 0, "mon": 0, "tuesday": 1, "tue": 1, "tues": 1, "wednesday": 2, "wed": 2,
-    "thursday": 3, "thu": 3, "thur": 3, "thurs": 3, "friday": 4, "fri": 4,
-    "saturday": 5, "sat": 5, "sunday": 6, "sun": 6,
-}  # fmt: skip
+    "monday": 0,
+    "mon": 0,
+    "tuesday": 1,
+    "tue": 1,
+    "tues": 1,
+    "wednesday": 2,
+    "wed": 2,
+    "thursday": 3,
+    "thu": 3,
+    "thur": 3,
+    "thurs": 3,
+    "friday": 4,
+    "fri": 4,
+    "saturday": 5,
+    "sat": 5,
+    "sunday": 6,
+    "sun": 6,
+}
 _DAY_GROUPS = {
-    "day": None, "weekday": (0, 1, 2, 3, 4), "weekend": (5, 6), "weekend day": (5, 6),
-}  # fmt: skip
+    "day": None,
+    "weekday": (0, 1, 2, 3, 4),
+    "weekend": (5, 6),
+    "weekend day": (5, 6),
+}
 _CRON_FIELD = re.compile(r"^[0-9*/,\-A-Za-z#?]+$")
 
 

@@ -62,37 +62,58 @@ def event_json(event: Event) -> dict[str, Any]:
             # The runner's dict as given; its own `type`/`session_key` cannot override ours.
             return {"type": event.name, **event.data, "session_key": event.session_key}
         case StreamEnd():
-            body = {"turn_id": event.turn_id, "status": event.status,
-                    "message_id": event.message_id}  # fmt: skip
+            body = {
+                "turn_id": event.turn_id,
+                "status": event.status,
+                "message_id": event.message_id,
+            }
         case SessionSync() | SessionDeleted():
             body = {}
         case MessagePosted():
             message = event.message
-            body = {"message_id": message.id, "role": message.role,
-                    "content": message.content, "meta": message.meta}  # fmt: skip
+            body = {
+                "message_id": message.id,
+                "role": message.role,
+                "content": message.content,
+                "meta": message.meta,
+            }
         case JobEvent():
             return _job_json(event)
         case DeliverySucceeded():
-            body = {"channel": event.channel, "message_id": event.message_id,
-                    "attempts": event.attempts}  # fmt: skip
+            body = {
+                "channel": event.channel,
+                "message_id": event.message_id,
+                "attempts": event.attempts,
+            }
         case DeliveryFailed():
-            body = {"channel": event.channel, "message_id": event.message_id,
-                    "attempts": event.attempts, "error": event.error,
-                    "retryable": event.retryable}  # fmt: skip
+            body = {
+                "channel": event.channel,
+                "message_id": event.message_id,
+                "attempts": event.attempts,
+                "error": event.error,
+                "retryable": event.retryable,
+            }
         case SystemEventFired():
-            body = {"job_id": event.job_id, "run_id": event.run_id, "name": event.name,
-                    "text": event.text}  # fmt: skip
+            body = {
+                "job_id": event.job_id,
+                "run_id": event.run_id,
+                "name": event.name,
+                "text": event.text,
+            }
         case FireStarted():
-            body = {"job_id": event.job_id, "run_id": event.run_id,
-                    "lateness_s": event.lateness_s}  # fmt: skip
+            body = {"job_id": event.job_id, "run_id": event.run_id, "lateness_s": event.lateness_s}
         case _:
             raise TypeError(f"no JSON form for {type(event).__name__}")
     return {"type": event.type, "session_key": event.session_key, **body}
 
 
 def _job_json(event: JobEvent) -> dict[str, Any]:
-    body: dict[str, Any] = {"type": event.wire_type, "session_key": event.session_key,
-                            "action": event.action.value, "job_id": event.job_id}  # fmt: skip
+    body: dict[str, Any] = {
+        "type": event.wire_type,
+        "session_key": event.session_key,
+        "action": event.action.value,
+        "job_id": event.job_id,
+    }
     if event.run_id is not None:
         body["run_id"] = event.run_id
     if event.status is not None:

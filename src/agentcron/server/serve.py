@@ -119,9 +119,12 @@ def run(options: ServeOptions, echo: Callable[[str], None]) -> None:
     model = server.cron.runner.__class__.__name__
     model_id = getattr(server.cron.runner, "model_id", None)
     config = uvicorn.Config(
-        server.app, host=options.host, port=options.port, log_level=options.log_level,
+        server.app,
+        host=options.host,
+        port=options.port,
+        log_level=options.log_level,
         lifespan="on",
-    )  # fmt: skip
+    )
     # uvicorn re-raises the signal it stopped on once it is done; the stop was graceful.
     with contextlib.suppress(KeyboardInterrupt):
         _Uvicorn(config, server.cron).run()

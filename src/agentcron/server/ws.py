@@ -56,10 +56,24 @@ from agentcron.server.events_json import event_json
 log = logging.getLogger(__name__)
 
 # Events of a turn go to the clients subscribed to its session; the rest to every client.
-_TURN_EVENTS = (StreamStart, TextDelta, ThinkingDelta, ToolStarted, ToolCalled, RunnerEvent,
-                StreamEnd, SystemEventFired)  # fmt: skip
-_GLOBAL_EVENTS = (JobEvent, SessionSync, MessagePosted, SessionDeleted, DeliverySucceeded,
-                  DeliveryFailed)  # fmt: skip
+_TURN_EVENTS = (
+    StreamStart,
+    TextDelta,
+    ThinkingDelta,
+    ToolStarted,
+    ToolCalled,
+    RunnerEvent,
+    StreamEnd,
+    SystemEventFired,
+)
+_GLOBAL_EVENTS = (
+    JobEvent,
+    SessionSync,
+    MessagePosted,
+    SessionDeleted,
+    DeliverySucceeded,
+    DeliveryFailed,
+)
 _QUEUE_LIMIT = 10_000  # events buffered per client; a client that falls this far behind is cut
 _AUTH_TIMEOUT_S = 10.0
 
@@ -175,8 +189,13 @@ class Hub:
             client.offer({"type": "pong"})
             return
         if kind not in ("subscribe", "unsubscribe", "message"):
-            client.offer({"type": "error", "detail": f"unknown frame type {kind!r}; "
-                          "accepted: subscribe, unsubscribe, message, ping"})  # fmt: skip
+            client.offer(
+                {
+                    "type": "error",
+                    "detail": f"unknown frame type {kind!r}; "
+                    "accepted: subscribe, unsubscribe, message, ping",
+                }
+            )
             return
         if not isinstance(key, str) or not key:
             client.offer({"type": "error", "detail": f"{kind} needs a session_key"})
@@ -188,8 +207,14 @@ class Hub:
             sessions = self._cron.sessions
             replay = [event_json(e) for e in sessions.replay(key)]
             running = sessions.running_turn(key)
-            client.offer({"type": "subscribed", "session_key": key, "running_turn": running,
-                          "replay": replay})  # fmt: skip
+            client.offer(
+                {
+                    "type": "subscribed",
+                    "session_key": key,
+                    "running_turn": running,
+                    "replay": replay,
+                }
+            )
         elif kind == "unsubscribe":
             client.sessions.discard(key)
             client.offer({"type": "unsubscribed", "session_key": key})

@@ -47,9 +47,13 @@ def fire_turn(fire: ClaimedFire, turn_id: str) -> FireTurn:
     }
     prompt = template.render(variables)
     content, meta = trigger_entry(
-        source, job_id=job.id, job_name=job.name, run_id=fire.run_id, message=job.message,
+        source,
+        job_id=job.id,
+        job_name=job.name,
+        run_id=fire.run_id,
+        message=job.message,
         prompt_ref=template.ref,
-    )  # fmt: skip
+    )
     meta["turn_id"] = turn_id
     return FireTurn(
         source=source,

@@ -299,8 +299,7 @@ class Lanes:
                 try:
                     await self._turn(lane, pending)
                 except Exception as exc:  # a store failure around the turn: this turn only
-                    log.exception("turn failed outside the runner",
-                                  extra=_ctx(lane.key, pending))  # fmt: skip
+                    log.exception("turn failed outside the runner", extra=_ctx(lane.key, pending))
                     await self._end_after_error(lane, pending, exc)
                 finally:
                     lane.current = None
@@ -339,17 +338,21 @@ class Lanes:
     async def _turn(self, lane: _Lane, pending: _Pending) -> None:
         fire = pending.fire
         if fire is not None and self._late(fire):
-            await self._end_unstarted(lane, pending, RunState.MISSED,
-                                      "missed: it waited behind its session's turns past the "
-                                      "grace period (catchup=skip)")  # fmt: skip
+            await self._end_unstarted(
+                lane,
+                pending,
+                RunState.MISSED,
+                "missed: it waited behind its session's turns past the grace period (catchup=skip)",
+            )
             return
         prepared: FireTurn | None = None
         if fire is not None:
             try:
                 prepared = fire_turn(fire, pending.turn_id)
             except (PromptError, ValueError, KeyError) as exc:
-                await self._end_unstarted(lane, pending, RunState.FAILED,
-                                          f"the prompt could not be rendered: {exc}")  # fmt: skip
+                await self._end_unstarted(
+                    lane, pending, RunState.FAILED, f"the prompt could not be rendered: {exc}"
+                )
                 return
         if fire is not None and fire.fire_at > self.clock.now():
             # Claimed a few ms ahead (claim_ahead): the turn starts on the dot, not early.
@@ -363,17 +366,28 @@ class Lanes:
             message, session = started
             if fire is not None and self.bus.active:
                 await self._job_event(fire, JobAction.FIRED)
-                await self.bus.publish(FireStarted(
-                    session_key=lane.key, job_id=fire.job.id, run_id=fire.run_id,
-                    lateness_s=(self.clock.now() - fire.fire_at).total_seconds(),
-                ))  # fmt: skip
+                await self.bus.publish(
+                    FireStarted(
+                        session_key=lane.key,
+                        job_id=fire.job.id,
+                        run_id=fire.run_id,
+                        lateness_s=(self.clock.now() - fire.fire_at).total_seconds(),
+                    )
+                )
             events = _Events(self.bus, lane, pending.turn_id)
-            await events.put(StreamStart(session_key=lane.key, turn_id=pending.turn_id,
-                                         source=pending.source.value))  # fmt: skip
+            await events.put(
+                StreamStart(
+                    session_key=lane.key, turn_id=pending.turn_id, source=pending.source.value
+                )
+            )
             info = SessionInfo(
-                key=session.key, channel=session.channel, chat_id=session.chat_id,
-                channel_meta=session.channel_meta, title=session.title, tz=session.tz,
-            )  # fmt: skip
+                key=session.key,
+                channel=session.channel,
+                chat_id=session.chat_id,
+                channel_meta=session.channel_meta,
+                title=session.title,
+                tz=session.tz,
+            )
             written: list[Entry] = []  # a compaction's summary, saved with the turn's end
 
             async def turn() -> Outcome:
@@ -421,19 +435,28 @@ class Lanes:
         process holds the session. Returns holding the slot, or None (the session is gone).
         """
         if prepared is None:
-            entry = Entry("user", pending.content,
-                          {"source": pending.source.value, "turn_id": pending.turn_id})  # fmt: skip
+            entry = Entry(
+                "user",
+                pending.content,
+                {"source": pending.source.value, "turn_id": pending.turn_id},
+            )
         else:
             entry = prepared.entry
         while True:
             now = self.clock.now()
             run = None
             if pending.fire is not None and prepared is not None:
-                run = Transition(pending.fire.run_id, RunState.RUNNING, now,
-                                 prompt=prepared.prompt, prompt_ref=prepared.prompt_ref,
-                                 prompt_vars=prepared.prompt_vars)  # fmt: skip
-            start = TurnStart(lane.key, pending.turn_id, self.owner, now, now + self._lease,
-                              entry, run)  # fmt: skip
+                run = Transition(
+                    pending.fire.run_id,
+                    RunState.RUNNING,
+                    now,
+                    prompt=prepared.prompt,
+                    prompt_ref=prepared.prompt_ref,
+                    prompt_vars=prepared.prompt_vars,
+                )
+            start = TurnStart(
+                lane.key, pending.turn_id, self.owner, now, now + self._lease, entry, run
+            )
             await self._acquire_slot()
             try:
                 result = await self.journal.write(start)
@@ -448,8 +471,9 @@ class Lanes:
                 return result.message, result.session
             self._slots.release()
             if result.busy_until is None:  # the session was deleted meanwhile
-                await self._end_unstarted(lane, pending, RunState.CANCELLED,
-                                          "cancelled: its session was deleted")  # fmt: skip
+                await self._end_unstarted(
+                    lane, pending, RunState.CANCELLED, "cancelled: its session was deleted"
+                )
                 return None
             # Another process runs a turn in this session. Its end sends no wake-up here
             # (no cross-process notification yet): look again every second, or at its lease's
@@ -500,20 +524,27 @@ class Lanes:
         previous = None if plan.previous is None else plan.previous.content
         try:
             text = await summarize(
-                [history_entry(m) for m in plan.compact], previous=previous,
+                [history_entry(m) for m in plan.compact],
+                previous=previous,
                 max_tokens=max(budget // 4, 1),
-            )  # fmt: skip
+            )
         except Exception as exc:  # a failed summary costs the older part, not the turn
-            log.warning("could not summarize the older conversation: %s", exc,
-                        extra={"session_key": key, "turn_id": turn_id})  # fmt: skip
+            log.warning(
+                "could not summarize the older conversation: %s",
+                exc,
+                extra={"session_key": key, "turn_id": turn_id},
+            )
             return [history_entry(m) for m in plan.history]
         before = 0 if plan.previous is None else plan.previous.meta.get("entries", 0)
         covered = len(plan.compact) + (before if isinstance(before, int) else 0)
-        entry = summary_entry(str(text), through_id=plan.through_id, covered=covered,
-                              turn_id=turn_id, budget=budget)  # fmt: skip
+        entry = summary_entry(
+            str(text), through_id=plan.through_id, covered=covered, turn_id=turn_id, budget=budget
+        )
         written.append(entry)
-        return [HistoryEntry(entry.role, entry.content, entry.meta),
-                *(history_entry(m) for m in plan.history)]  # fmt: skip
+        return [
+            HistoryEntry(entry.role, entry.content, entry.meta),
+            *(history_entry(m) for m in plan.history),
+        ]
 
     @property
     def keeps_history(self) -> bool:
@@ -549,8 +580,12 @@ class Lanes:
         written: list[Entry],
     ) -> None:
         fire = pending.fire
-        text, meta = closure(outcome, pending.source, name=fire.job.name if fire else None,
-                             run_id=fire.run_id if fire else None)  # fmt: skip
+        text, meta = closure(
+            outcome,
+            pending.source,
+            name=fire.job.name if fire else None,
+            run_id=fire.run_id if fire else None,
+        )
         meta["turn_id"] = pending.turn_id
         state = TurnState(outcome.status.value)
         # Before the reply, in the same write: a compaction's summary, then the tool calls.
@@ -559,11 +594,17 @@ class Lanes:
             lane.key, pending, state, Entry("assistant", text, meta), outcome, before
         )
         self.turn_waiters.notify(pending.turn_id)
-        await events.put(StreamEnd(
-            session_key=lane.key, turn_id=pending.turn_id, status=state.value,
-            source=pending.source.value, run_id=fire.run_id if fire else None,
-            reply=result.message, chat=_chat(session),
-        ))  # fmt: skip
+        await events.put(
+            StreamEnd(
+                session_key=lane.key,
+                turn_id=pending.turn_id,
+                status=state.value,
+                source=pending.source.value,
+                run_id=fire.run_id if fire else None,
+                reply=result.message,
+                chat=_chat(session),
+            )
+        )
         if fire is not None:
             await self._fire_ended(fire, state.value, result)
 
@@ -581,15 +622,36 @@ class Lanes:
         run = job = None
         if fire is not None:
             run_state = RunState(state.value)  # a turn's end states are run states too
-            run = Transition(fire.run_id, run_state, now, output=outcome.text,
-                             error=outcome.error, error_details=outcome.error_details,
-                             usage=outcome.usage)  # fmt: skip
-            job = JobOutcome(fire.job.id, run_state, now, error=outcome.error,
-                             delete_after_run=fire.job.policy.delete_after_run)  # fmt: skip
-        finish = TurnFinish(key, pending.turn_id, self.owner, now, state, entry,
-                            error=outcome.error, error_details=outcome.error_details,
-                            usage=outcome.usage, run=run, outcome=job,
-                            before=before)  # fmt: skip
+            run = Transition(
+                fire.run_id,
+                run_state,
+                now,
+                output=outcome.text,
+                error=outcome.error,
+                error_details=outcome.error_details,
+                usage=outcome.usage,
+            )
+            job = JobOutcome(
+                fire.job.id,
+                run_state,
+                now,
+                error=outcome.error,
+                delete_after_run=fire.job.policy.delete_after_run,
+            )
+        finish = TurnFinish(
+            key,
+            pending.turn_id,
+            self.owner,
+            now,
+            state,
+            entry,
+            error=outcome.error,
+            error_details=outcome.error_details,
+            usage=outcome.usage,
+            run=run,
+            outcome=job,
+            before=before,
+        )
         result = await self.journal.write(finish)
         if not isinstance(result, TurnFinished):
             raise TypeError(f"a turn finish was answered with {result!r}")
@@ -614,13 +676,27 @@ class Lanes:
         run = job = None
         if fire is not None:
             run = Transition(fire.run_id, state, now, error=error)
-            job = JobOutcome(fire.job.id, state, now, error=error,
-                             delete_after_run=fire.job.policy.delete_after_run)  # fmt: skip
+            job = JobOutcome(
+                fire.job.id,
+                state,
+                now,
+                error=error,
+                delete_after_run=fire.job.policy.delete_after_run,
+            )
         log.warning("turn ended before it began: %s", error, extra=_ctx(lane.key, pending))
-        result = await self.journal.write(TurnFinish(
-            lane.key, pending.turn_id, self.owner, now, turn_state, None, error=outcome.error,
-            run=run, outcome=job,
-        ))  # fmt: skip
+        result = await self.journal.write(
+            TurnFinish(
+                lane.key,
+                pending.turn_id,
+                self.owner,
+                now,
+                turn_state,
+                None,
+                error=outcome.error,
+                run=run,
+                outcome=job,
+            )
+        )
         if fire is not None and isinstance(result, TurnFinished):
             await self._fire_ended(fire, state.value, result)
 
@@ -632,8 +708,12 @@ class Lanes:
         entry = None
         if pending.started:  # a turn that began leaves a visible closure
             fire = pending.fire
-            text, meta = closure(outcome, pending.source, name=fire.job.name if fire else None,
-                                 run_id=fire.run_id if fire else None)  # fmt: skip
+            text, meta = closure(
+                outcome,
+                pending.source,
+                name=fire.job.name if fire else None,
+                run_id=fire.run_id if fire else None,
+            )
             entry = Entry("assistant", text, {**meta, "turn_id": pending.turn_id})
         try:
             await self._write_finish(lane.key, pending, TurnState.FAILED, entry, outcome)
@@ -645,20 +725,28 @@ class Lanes:
         text, meta = interrupted_entry(pending.source.value, pending.turn_id)
         try:
             result = await self._write_finish(
-                lane.key, pending, TurnState.INTERRUPTED, Entry("assistant", text, meta),
+                lane.key,
+                pending,
+                TurnState.INTERRUPTED,
+                Entry("assistant", text, meta),
                 Outcome.failed(STOPPED_MID_TURN),
-            )  # fmt: skip
+            )
         except Exception:
             log.exception("could not record an interrupted turn", extra=_ctx(lane.key, pending))
             return
         self.turn_waiters.notify(pending.turn_id)
         if self.bus.active:
-            await self.bus.publish(StreamEnd(
-                session_key=lane.key, turn_id=pending.turn_id, status="interrupted",
-                source=pending.source.value,
-                run_id=pending.fire.run_id if pending.fire else None,
-                reply=result.message, chat=_chat(session),
-            ))  # fmt: skip
+            await self.bus.publish(
+                StreamEnd(
+                    session_key=lane.key,
+                    turn_id=pending.turn_id,
+                    status="interrupted",
+                    source=pending.source.value,
+                    run_id=pending.fire.run_id if pending.fire else None,
+                    reply=result.message,
+                    chat=_chat(session),
+                )
+            )
 
     # -- recovery and shutdown -------------------------------------------------------------
 
@@ -670,13 +758,15 @@ class Lanes:
         now = self.clock.now()
         found = await self.store.sessions.recover_turns(now, self.owner, is_dead)
         for turn in found.interrupted:
-            log.warning("turn interrupted: its process stopped mid-way; not re-run",
-                        extra={"session_key": turn.session_key, "turn_id": turn.id})  # fmt: skip
+            log.warning(
+                "turn interrupted: its process stopped mid-way; not re-run",
+                extra={"session_key": turn.session_key, "turn_id": turn.id},
+            )
             text, meta = interrupted_entry(turn.source, turn.id)
             reply = await self.store.sessions.append_message(
                 turn.session_key, "assistant", text, now, meta
             )
-            await self.store.sessions.update_turn(turn.id, reply_message_id=reply.id)
+            await self.store.sessions.set_turn_reply(turn.id, reply.id)
             self.turn_waiters.notify(turn.id)
             # The closure reaches the chat's channel like any message outside a turn.
             session = await self.store.sessions.get_session(turn.session_key)
@@ -685,10 +775,13 @@ class Lanes:
             if self._closing:
                 await self.store.sessions.release_turns([turn.id], self.owner)
                 continue
-            log.info("adopted a waiting turn", extra={"session_key": turn.session_key,
-                                                      "turn_id": turn.id})  # fmt: skip
-            self._enqueue(turn.session_key,
-                          _Pending(turn.id, TurnSource(turn.source), turn.content))  # fmt: skip
+            log.info(
+                "adopted a waiting turn",
+                extra={"session_key": turn.session_key, "turn_id": turn.id},
+            )
+            self._enqueue(
+                turn.session_key, _Pending(turn.id, TurnSource(turn.source), turn.content)
+            )
 
     async def shutdown(self, grace: float) -> None:
         """Stop taking turns: hand waiting ones back (their fires were never started; the next

@@ -68,11 +68,16 @@ class GroupCommitMixin(JobsMixin):
         self, conn: Connection, writes: Sequence[Write], finisher: Finisher
     ) -> list[WriteResult]:
         keys = {w.session_key for w in writes if isinstance(w, TurnStart | TurnFinish)}
-        saves = [(r, w.run.at) for w in writes
-                 if isinstance(w, RunEnd) and (r := w.remember) is not None]  # fmt: skip
+        saves = [
+            (r, w.run.at) for w in writes if isinstance(w, RunEnd) and (r := w.remember) is not None
+        ]
         if saves:  # legacy runs' own sessions (`cron:{job_id}`), created on first use
-            new = {r.session_key: session_values(r.session_key, at, channel=r.channel,
-                                                 chat_id=r.chat_id) for r, at in saves}  # fmt: skip
+            new = {
+                r.session_key: session_values(
+                    r.session_key, at, channel=r.channel, chat_id=r.chat_id
+                )
+                for r, at in saves
+            }
             executemany(conn, self._insert_sessions, list(new.values()))
             keys.update(new)
         staged = TurnWrites(conn, keys)
@@ -196,8 +201,9 @@ class GroupCommitMixin(JobsMixin):
                 job = current.get(job_id)
                 if job is None:
                     break  # deleted while its fire ran
-                values = finisher(job, outcome)
-                if values.pop("delete", False):
+                change = finisher(job, outcome)
+                values = change.values
+                if change.delete:
                     deletes.append({"b_id": job.id})
                     del current[job.id]
                     if job.kind is JobKind.RECALL:  # a one-time recall ran: it stays readable

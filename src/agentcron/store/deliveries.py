@@ -164,29 +164,39 @@ class DeliveryStore:
     async def mark_delivered(self, channel: str, message_id: str, now: datetime) -> bool:
         """Pending -> delivered. False if the record was not pending."""
         return await self._settle(
-            channel, message_id,
-            state=DeliveryState.DELIVERED.value, delivered_at=now, next_attempt_at=None,
-            last_error=None, updated_at=now,
-        )  # fmt: skip
+            channel,
+            message_id,
+            state=DeliveryState.DELIVERED.value,
+            delivered_at=now,
+            next_attempt_at=None,
+            last_error=None,
+            updated_at=now,
+        )
 
     async def mark_retry(
         self, channel: str, message_id: str, *, error: str, next_attempt_at: datetime, now: datetime
     ) -> bool:
         """Stay pending after a failed attempt; the next one is planned for `next_attempt_at`."""
         return await self._settle(
-            channel, message_id,
-            last_error=error, next_attempt_at=next_attempt_at, updated_at=now,
-        )  # fmt: skip
+            channel,
+            message_id,
+            last_error=error,
+            next_attempt_at=next_attempt_at,
+            updated_at=now,
+        )
 
     async def mark_failed(
         self, channel: str, message_id: str, *, error: str, now: datetime
     ) -> bool:
         """Pending -> failed (a permanent error or no attempts left): never retried."""
         return await self._settle(
-            channel, message_id,
-            state=DeliveryState.FAILED.value, last_error=error, next_attempt_at=None,
+            channel,
+            message_id,
+            state=DeliveryState.FAILED.value,
+            last_error=error,
+            next_attempt_at=None,
             updated_at=now,
-        )  # fmt: skip
+        )
 
     async def _settle(self, channel: str, message_id: str, **values: Any) -> bool:
         def op(conn: Connection) -> bool:

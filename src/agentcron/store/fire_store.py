@@ -191,10 +191,16 @@ class FireLedgerMixin(SqlBase):
                         claimed.append(ClaimedFire(run_id=run_id, job=job, fire_at=fire_at))
                         continue
                     turn, zone = turn_for[run_id]
-                    claimed.append(ClaimedFire(
-                        run_id=run_id, job=job, fire_at=fire_at, turn_id=turn["id"],
-                        deferred=turn["state"] == TurnState.DEFERRED.value, session_tz=zone,
-                    ))  # fmt: skip
+                    claimed.append(
+                        ClaimedFire(
+                            run_id=run_id,
+                            job=job,
+                            fire_at=fire_at,
+                            turn_id=turn["id"],
+                            deferred=turn["state"] == TurnState.DEFERRED.value,
+                            session_tz=zone,
+                        )
+                    )
         due_next = conn.execute(_NEXT_DUE).scalar_one()
         claimed.sort(key=lambda c: (c.fire_at, c.run_id))
         return ClaimResult(claimed, len(rows), due_next)
@@ -213,10 +219,13 @@ class FireLedgerMixin(SqlBase):
         batch).
         """
         bound = sorted(
-            (r for r in run_rows
-             if r["id"] in claimed_meta and claimed_meta[r["id"]][0].session_turn),
+            (
+                r
+                for r in run_rows
+                if r["id"] in claimed_meta and claimed_meta[r["id"]][0].session_turn
+            ),
             key=lambda r: (r["fire_at"], r["id"]),
-        )  # fmt: skip
+        )
         if not bound:
             return {}
         keys = sorted({r["session_key"] for r in bound})
@@ -224,14 +233,20 @@ class FireLedgerMixin(SqlBase):
         busy: set[str] = set()
         for chunk in _chunks(keys):
             executemany(conn, self._insert_sessions, [session_values(key, now) for key in chunk])
-            tz.update(conn.execute(
-                sa.select(sessions.c.session_key, sessions.c.tz)
-                .where(sessions.c.session_key.in_(chunk))
-            ).all())  # fmt: skip
-            busy.update(conn.execute(
-                sa.select(turns.c.session_key).distinct()
-                .where(turns.c.session_key.in_(chunk), turns.c.state.in_(OPEN_TURN))
-            ).scalars())  # fmt: skip
+            tz.update(
+                conn.execute(
+                    sa.select(sessions.c.session_key, sessions.c.tz).where(
+                        sessions.c.session_key.in_(chunk)
+                    )
+                ).all()
+            )
+            busy.update(
+                conn.execute(
+                    sa.select(turns.c.session_key)
+                    .distinct()
+                    .where(turns.c.session_key.in_(chunk), turns.c.state.in_(OPEN_TURN))
+                ).scalars()
+            )
         out: dict[str, tuple[dict[str, Any], str]] = {}
         for row in bound:
             job = claimed_meta[row["id"]][0]
@@ -404,10 +419,13 @@ class FireLedgerMixin(SqlBase):
             released += int(result.rowcount)
             conn.execute(
                 turns.update()
-                .where(turns.c.run_id.in_(chunk), turns.c.owner == owner,
-                       turns.c.state.in_(WAITING_TURN))
+                .where(
+                    turns.c.run_id.in_(chunk),
+                    turns.c.owner == owner,
+                    turns.c.state.in_(WAITING_TURN),
+                )
                 .values(owner=None)
-            )  # fmt: skip
+            )
         return released
 
     async def adopt_released(
@@ -456,8 +474,16 @@ class FireLedgerMixin(SqlBase):
             job = job_rows[r.job_id]
             if r.id in fire_turns:
                 turn_id, deferred, zone = fire_turns[r.id]
-                fires.append(ClaimedFire(run_id=r.id, job=job, fire_at=r.fire_at, turn_id=turn_id,
-                                         deferred=deferred, session_tz=zone))  # fmt: skip
+                fires.append(
+                    ClaimedFire(
+                        run_id=r.id,
+                        job=job,
+                        fire_at=r.fire_at,
+                        turn_id=turn_id,
+                        deferred=deferred,
+                        session_tz=zone,
+                    )
+                )
             else:
                 fires.append(ClaimedFire(run_id=r.id, job=job, fire_at=r.fire_at))
         return sorted(fires, key=lambda c: (c.fire_at, c.run_id))
@@ -489,9 +515,10 @@ class FireLedgerMixin(SqlBase):
                 )
             }
             conn.execute(
-                turns.update().where(turns.c.run_id.in_(ids), turns.c.state.in_(WAITING_TURN))
+                turns.update()
+                .where(turns.c.run_id.in_(ids), turns.c.state.in_(WAITING_TURN))
                 .values(owner=owner)
-            )  # fmt: skip
+            )
             for r in chunk:
                 t = found.get(r.id)
                 if t is None:
@@ -501,8 +528,9 @@ class FireLedgerMixin(SqlBase):
         if missing:
             # A run claimed before fires opened their turns at claim time: open one now.
             claimed = {r.id: (job_rows[r.job_id], r.fire_at) for r in missing}
-            rows = [{"id": r.id, "session_key": r.session_key, "fire_at": r.fire_at}
-                    for r in missing]  # fmt: skip
+            rows = [
+                {"id": r.id, "session_key": r.session_key, "fire_at": r.fire_at} for r in missing
+            ]
             opened = self._open_fire_turns(conn, rows, claimed, now, owner)
             if opened:
                 conn.execute(turns.insert(), [t for t, _ in opened.values()])

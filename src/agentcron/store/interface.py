@@ -17,6 +17,7 @@ from agentcron.store.models import (
     ClaimResult,
     FirePlan,
     Job,
+    JobFinish,
     JobOutcome,
     MemoryScope,
     Message,
@@ -34,8 +35,8 @@ __all__ = ["Finisher", "FireLedger", "GroupCommit", "LaneStore", "Planner", "Tra
 Planner = Callable[[Job, datetime, int, int], FirePlan]
 """(job, now, active runs of the job, waiting runs of the job) -> what to do with its due fires."""
 
-Finisher = Callable[[Job, JobOutcome], dict[str, Any]]
-"""(job as stored now, outcome) -> new values for FINISH_COLUMNS."""
+Finisher = Callable[[Job, JobOutcome], JobFinish]
+"""(job as stored now, outcome) -> new values for FINISH_COLUMNS, and whether it is removed."""
 
 
 class FireLedger(Protocol):
@@ -152,8 +153,8 @@ class Transcripts(Protocol):
         """Record a turn waiting in its lane (owned by `owner` until it starts or is released)."""
         ...
 
-    async def update_turn(self, turn_id: str, **fields: Any) -> None:
-        """Change a turn's recorded fields."""
+    async def set_turn_reply(self, turn_id: str, message_id: str) -> None:
+        """Point a turn at its closing entry (written outside the turn's own end write)."""
         ...
 
     async def release_turns(self, turn_ids: list[str], owner: str) -> int:

@@ -119,9 +119,12 @@ class Journal:
                 if len(batch) == 1:
                     raise
                 # A refused write (a conflict, the job limit) is the caller's answer, not a fault.
-                log.log(logging.INFO if isinstance(exc, StoreError) else logging.ERROR,
-                        "a group commit of %d writes failed; applying them one by one",
-                        len(batch), exc_info=not isinstance(exc, StoreError))  # fmt: skip
+                log.log(
+                    logging.INFO if isinstance(exc, StoreError) else logging.ERROR,
+                    "a group commit of %d writes failed; applying them one by one",
+                    len(batch),
+                    exc_info=not isinstance(exc, StoreError),
+                )
                 await self._one_by_one(batch)
                 return
         except Exception as exc:

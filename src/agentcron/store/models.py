@@ -245,6 +245,16 @@ class FirePlan:
 
 
 @dataclass(frozen=True, slots=True)
+class JobFinish:
+    """How a job changes when one of its fires ends (`engine.policies.finish_job`): new values
+    for its FINISH_COLUMNS, and whether it is removed (an ended job with `delete_after_run`).
+    """
+
+    values: dict[str, Any]
+    delete: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimedFire:
     """A fire this process claimed and must carry to a terminal state.
 
@@ -353,13 +363,22 @@ class Message:
     created_at: datetime
 
 
+class TurnSource(enum.StrEnum):
+    """What started a turn."""
+
+    USER = "user"
+    AUTOMATION = "automation"
+    RECALL = "recall"
+    HOOK = "hook"
+
+
 @dataclass(frozen=True, slots=True)
 class Turn:
     """One agent execution inside a session (a user message or a fire)."""
 
     id: str
     session_key: str
-    source: str
+    source: TurnSource
     state: TurnState
     run_id: str | None
     content: str

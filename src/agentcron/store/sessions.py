@@ -26,23 +26,12 @@ from agentcron.store.models import (
     Session,
     Turn,
     TurnFinish,
+    TurnSource,
     TurnStart,
     TurnState,
 )
 from agentcron.store.schema import jobs, messages, recall_history, runs, sessions, turns
 
-_TURN_FIELDS = frozenset(
-    {
-        "state",
-        "started_at",
-        "finished_at",
-        "error",
-        "error_details",
-        "usage",
-        "reply_message_id",
-        "owner",
-    }
-)
 WAITING_TURN = (TurnState.QUEUED.value, TurnState.DEFERRED.value)
 _WAITING_TURN = WAITING_TURN
 OPEN_TURN = (*_WAITING_TURN, TurnState.RUNNING.value)
@@ -97,7 +86,7 @@ def _turn(row: Row[Any] | Mapping[str, Any]) -> Turn:
     return Turn(
         id=m["id"],
         session_key=m["session_key"],
-        source=m["source"],
+        source=TurnSource(m["source"]),
         state=TurnState(m["state"]),
         run_id=m["run_id"],
         content=m["content"],
@@ -156,11 +145,16 @@ def _ensure_session_op(
         conn.execute(
             sessions.insert().values(
                 session_values(
-                    key, now, channel=channel, chat_id=chat_id, channel_meta=channel_meta,
-                    title=title, tz=tz,
+                    key,
+                    now,
+                    channel=channel,
+                    chat_id=chat_id,
+                    channel_meta=channel_meta,
+                    title=title,
+                    tz=tz,
                 )
             )
-        )  # fmt: skip
+        )
         row = conn.execute(sa.select(sessions).where(sessions.c.session_key == key)).one()
     return _session(row)
 
@@ -214,19 +208,6 @@ def turn_values(
     }
 
 
-def _update_turn_op(conn: Connection, turn_id: str, fields: dict[str, Any]) -> None:
-    unknown = set(fields) - _TURN_FIELDS
-    if unknown:
-        raise ValueError(f"cannot update turn fields {sorted(unknown)}")
-    values = dict(fields)
-    if isinstance(values.get("state"), TurnState):
-        values["state"] = values["state"].value
-    if values.get("usage"):
-        usage = values["usage"]
-        values.update({c: usage.get(c) for c in ("input_tokens", "output_tokens", "cost_usd")})
-    conn.execute(turns.update().where(turns.c.id == turn_id).values(values))
-
-
 def _take_fire_turn_op(conn: Connection, run_id: str, owner: str, state: TurnState) -> Turn | None:
     result = conn.execute(
         turns.update()
@@ -272,25 +253,48 @@ def _release_op(conn: Connection, key: str, owner: str) -> None:
 
 _START_TURN = (
     turns.update()
-    .where(turns.c.id == sa.bindparam("b_id"), turns.c.state.in_(
-        [sa.literal_column(f"'{s}'") for s in _WAITING_TURN]))
-    .values(state=TurnState.RUNNING.value,
-            started_at=sa.bindparam("started_at", type_=turns.c.started_at.type))
-)  # fmt: skip
+    .where(
+        turns.c.id == sa.bindparam("b_id"),
+        turns.c.state.in_([sa.literal_column(f"'{s}'") for s in _WAITING_TURN]),
+    )
+    .values(
+        state=TurnState.RUNNING.value,
+        started_at=sa.bindparam("started_at", type_=turns.c.started_at.type),
+    )
+)
 _FINISH_TURN = (
     turns.update()
-    .where(turns.c.id == sa.bindparam("b_id"), turns.c.state.in_(
-        [sa.literal_column(f"'{s}'") for s in _OPEN_TURN]))
-    .values({c: sa.bindparam(c, type_=turns.c[c].type) for c in (
-        "state", "finished_at", "error", "error_details", "usage", "input_tokens",
-        "output_tokens", "cost_usd", "reply_message_id")})
-)  # fmt: skip
+    .where(
+        turns.c.id == sa.bindparam("b_id"),
+        turns.c.state.in_([sa.literal_column(f"'{s}'") for s in _OPEN_TURN]),
+    )
+    .values(
+        {
+            c: sa.bindparam(c, type_=turns.c[c].type)
+            for c in (
+                "state",
+                "finished_at",
+                "error",
+                "error_details",
+                "usage",
+                "input_tokens",
+                "output_tokens",
+                "cost_usd",
+                "reply_message_id",
+            )
+        }
+    )
+)
 _SESSION_STATE = (
     sessions.update()
     .where(sessions.c.session_key == sa.bindparam("b_key"))
-    .values({c: sa.bindparam(c, type_=sessions.c[c].type) for c in (
-        "turn_owner", "turn_id", "turn_lease_expires_at", "last_seq", "updated_at")})
-)  # fmt: skip
+    .values(
+        {
+            c: sa.bindparam(c, type_=sessions.c[c].type)
+            for c in ("turn_owner", "turn_id", "turn_lease_expires_at", "last_seq", "updated_at")
+        }
+    )
+)
 _USAGE = ("input_tokens", "output_tokens", "cost_usd")
 # Built once: building a statement costs more than running it on the hot path.
 _SESSIONS_IN = sa.select(sessions).where(
@@ -363,12 +367,18 @@ class TurnWrites:
                 row.update(turn_owner=None, turn_id=None, turn_lease_expires_at=None)
                 self._touched.add(w.session_key)
         usage = w.usage or {}
-        self._finishes.append({
-            "b_id": w.turn_id, "state": w.state.value, "finished_at": w.at, "error": w.error,
-            "error_details": w.error_details, "usage": w.usage,
-            **{c: usage.get(c) for c in _USAGE},
-            "reply_message_id": None if message is None else message.id,
-        })  # fmt: skip
+        self._finishes.append(
+            {
+                "b_id": w.turn_id,
+                "state": w.state.value,
+                "finished_at": w.at,
+                "error": w.error,
+                "error_details": w.error_details,
+                "usage": w.usage,
+                **{c: usage.get(c) for c in _USAGE},
+                "reply_message_id": None if message is None else message.id,
+            }
+        )
         return message
 
     def flush(self) -> None:
@@ -376,11 +386,26 @@ class TurnWrites:
         if self._messages:
             executemany(conn, _INSERT_MESSAGES, self._messages)
         if self._touched:
-            executemany(conn, _SESSION_STATE, [
-                {"b_key": key, **{c: self._sessions[key][c] for c in (
-                    "turn_owner", "turn_id", "turn_lease_expires_at", "last_seq", "updated_at")}}
-                for key in sorted(self._touched)
-            ])  # fmt: skip
+            executemany(
+                conn,
+                _SESSION_STATE,
+                [
+                    {
+                        "b_key": key,
+                        **{
+                            c: self._sessions[key][c]
+                            for c in (
+                                "turn_owner",
+                                "turn_id",
+                                "turn_lease_expires_at",
+                                "last_seq",
+                                "updated_at",
+                            )
+                        },
+                    }
+                    for key in sorted(self._touched)
+                ],
+            )
         if self._starts:
             executemany(conn, _START_TURN, self._starts)
         if self._finishes:
@@ -409,10 +434,16 @@ class SessionStore:
         """Return session `key`, creating it (channel and chat id from `channel:chat_id`)."""
         return await self._db.write(
             lambda conn: _ensure_session_op(
-                conn, key, now, channel=channel, chat_id=chat_id, channel_meta=channel_meta,
-                title=title, tz=tz,
+                conn,
+                key,
+                now,
+                channel=channel,
+                chat_id=chat_id,
+                channel_meta=channel_meta,
+                title=title,
+                tz=tz,
             )
-        )  # fmt: skip
+        )
 
     async def get_session(self, key: str) -> Session:
         def op(conn: Connection) -> Row[Any] | None:
@@ -613,8 +644,10 @@ class SessionStore:
         rows.reverse()
         return rows
 
-    async def update_turn(self, turn_id: str, **fields: Any) -> None:
-        await self._db.write(lambda conn: _update_turn_op(conn, turn_id, fields))
+    async def set_turn_reply(self, turn_id: str, message_id: str) -> None:
+        """Point a turn at its closing entry (written outside the turn's own end write)."""
+        stmt = turns.update().where(turns.c.id == turn_id).values(reply_message_id=message_id)
+        await self._db.write(lambda conn: conn.execute(stmt))
 
     async def get_turn(self, turn_id: str) -> Turn:
         row = await self._db.read(
@@ -668,13 +701,18 @@ class SessionStore:
 
         def op(conn: Connection) -> TurnRecovery:
             rows = conn.execute(
-                sa.select(turns, sessions.c.turn_id.label("lease_turn"),
-                          sessions.c.turn_lease_expires_at.label("lease_until"))
+                sa.select(
+                    turns,
+                    sessions.c.turn_id.label("lease_turn"),
+                    sessions.c.turn_lease_expires_at.label("lease_until"),
+                )
                 .join(sessions, sessions.c.session_key == turns.c.session_key)
-                .where(turns.c.state.in_(_OPEN_TURN),
-                       sa.or_(turns.c.owner.is_(None), turns.c.owner != owner))
+                .where(
+                    turns.c.state.in_(_OPEN_TURN),
+                    sa.or_(turns.c.owner.is_(None), turns.c.owner != owner),
+                )
                 .order_by(turns.c.created_at, turns.c.id)
-            ).all()  # fmt: skip
+            ).all()
             adopted: list[Turn] = []
             interrupted: list[Turn] = []
             for row in rows:
@@ -695,9 +733,12 @@ class SessionStore:
                     conn.execute(
                         turns.update()
                         .where(turns.c.id == turn.id)
-                        .values(state=TurnState.CANCELLED.value, finished_at=now,
-                                error="cancelled: its fire ended without running this turn")
-                    )  # fmt: skip
+                        .values(
+                            state=TurnState.CANCELLED.value,
+                            finished_at=now,
+                            error="cancelled: its fire ended without running this turn",
+                        )
+                    )
                 elif turn.owner is not None:
                     conn.execute(turns.update().where(turns.c.id == turn.id).values(owner=None))
             if adopted:
@@ -709,14 +750,15 @@ class SessionStore:
             # Leases of owners that are gone are free at once: a lease taken just before its
             # process died would otherwise hold the session until it expires.
             held = conn.execute(
-                sa.select(sessions.c.session_key, sessions.c.turn_owner,
-                          sessions.c.turn_lease_expires_at)
-                .where(sessions.c.turn_owner.is_not(None), sessions.c.turn_owner != owner)
-            ).all()  # fmt: skip
+                sa.select(
+                    sessions.c.session_key, sessions.c.turn_owner, sessions.c.turn_lease_expires_at
+                ).where(sessions.c.turn_owner.is_not(None), sessions.c.turn_owner != owner)
+            ).all()
             stale = [
-                key for key, holder, until in held
+                key
+                for key, holder, until in held
                 if is_dead(holder) or (until is not None and until <= now)
-            ]  # fmt: skip
+            ]
             for start in range(0, len(stale), 500):
                 conn.execute(
                     sessions.update()
@@ -727,9 +769,8 @@ class SessionStore:
                 conn.execute(
                     turns.update()
                     .where(turns.c.id.in_([t.id for t in interrupted]))
-                    .values(state=TurnState.INTERRUPTED.value, finished_at=now,
-                            error=DIED_MID_TURN)
-                )  # fmt: skip
+                    .values(state=TurnState.INTERRUPTED.value, finished_at=now, error=DIED_MID_TURN)
+                )
                 # A cut-off turn's session lease is free at once, not when it would expire.
                 conn.execute(
                     sessions.update()

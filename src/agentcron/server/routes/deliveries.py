@@ -25,8 +25,10 @@ def _encode(cursor: DeliveryCursor) -> str:
 
 
 def _decode(text: str) -> DeliveryCursor:
-    bad = HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT,
-                        "cursor is not one this API gave: pass next_cursor as it is")  # fmt: skip
+    bad = HTTPException(
+        status.HTTP_422_UNPROCESSABLE_CONTENT,
+        "cursor is not one this API gave: pass next_cursor as it is",
+    )
     if len(text) > _MAX_CURSOR:
         raise bad
     try:
@@ -54,8 +56,9 @@ async def list_deliveries(
     `next_cursor` is null on the last page.
     """
     before = None if cursor is None else _decode(cursor)
-    found = await cron.deliveries.page(session_key=session_key, state=state, channel=channel,
-                                       limit=limit + 1, before=before)  # fmt: skip
+    found = await cron.deliveries.page(
+        session_key=session_key, state=state, channel=channel, limit=limit + 1, before=before
+    )
     page = found[:limit]
     more = len(found) > limit
     return {
