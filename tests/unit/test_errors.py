@@ -71,7 +71,8 @@ def test_no_concrete_store_class_outside_the_store_and_the_wiring() -> None:
     users = []
     for path in SRC.rglob("*.py"):
         relative = path.relative_to(SRC).as_posix()
-        if relative.startswith("store/") or relative == "app.py":
+        # app.py wires the store; facade.py holds the facade's parts split out of it.
+        if relative.startswith("store/") or relative in ("app.py", "facade.py"):
             continue
         if "SqlStore" in path.read_text("utf-8"):
             users.append(relative)
