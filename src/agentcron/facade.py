@@ -27,6 +27,7 @@ from agentcron.engine.policies import arm
 from agentcron.errors import InvalidInputError
 from agentcron.events import Event, JobAction
 from agentcron.schedule import EverySpec, parse_when
+from agentcron.schedule.zones import get_zone
 from agentcron.store.deliveries import Delivery, DeliveryCursor, DeliveryState
 from agentcron.store.errors import VersionConflictError
 from agentcron.store.ids import new_id
@@ -224,6 +225,7 @@ class Jobs:
             if when is not None:
                 new_spec = parse_when(when, now, tz or job.spec.tz)
             elif tz is not None and new_spec is None:
+                get_zone(tz)  # an unknown zone is the caller's error (InvalidZoneError)
                 new_spec = type(job.spec).model_validate({**job.spec.model_dump(), "tz": tz})
             policy = replace(job.policy, **policy_changes) if policy_changes else job.policy
             if policy_changes:

@@ -100,3 +100,16 @@ async def test_the_api_sets_changes_and_clears_a_jobs_model(app: AgentCron) -> N
             refused = await api.post("/api/jobs", json={**body, "model": bad})
             assert refused.status_code == 422, refused.text
     assert [j.model for j in await app.jobs.list()] == [None]
+
+
+async def test_a_bad_zone_on_update_is_a_clear_422_not_a_500(app: AgentCron) -> None:
+    asgi = httpx.ASGITransport(app=create_app(app, token=TOKEN, hook_token="h"))
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx.AsyncClient(transport=asgi, base_url="http://t", headers=headers) as api:
+        body = {"name": "n", "when": "every 1h", "message": "m", "session_key": KEY}
+        job = (await api.post("/api/jobs", json=body)).json()
+        for tz in ("Nope/Zone", ""):
+            answer = await api.patch(f"/api/jobs/{job['id']}", json={"tz": tz})
+            assert answer.status_code == 422, answer.text
+            assert answer.json()["error"] == "invalid_schedule"
+            assert "unknown time zone" in answer.json()["detail"]

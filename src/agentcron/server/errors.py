@@ -7,6 +7,7 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
 from agentcron.config import ConfigError
@@ -42,9 +43,8 @@ _STATUS: list[tuple[type[Exception], int, str]] = [
     (ScheduleError, 422, "invalid_schedule"),
     (ConfigError, 422, "invalid_setting"),
     (InvalidInputError, 422, "invalid_value"),
+    (ValidationError, 422, "invalid_value"),  # a model validated inside the domain
     (PromptError, 500, "prompt_error"),
-    # Still mapped: a ValueError from a domain check not typed yet is the caller's input.
-    (ValueError, 422, "invalid_value"),
     (AgentcronError, 500, "internal_error"),  # raised on purpose but not for a request
 ]
 
@@ -68,7 +68,13 @@ def install(app: FastAPI) -> None:
             if isinstance(exc, kind):
                 if code >= 500:
                     log.error("request failed: %s", exc, extra={"path": request.url.path})
-                return JSONResponse(error_body(name, str(exc)), status_code=code)
+                detail: object = str(exc)
+                if isinstance(exc, ValidationError):
+                    detail = [
+                        f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}"
+                        for e in exc.errors()
+                    ]
+                return JSONResponse(error_body(name, detail), status_code=code)
         raise exc  # pragma: no cover - only registered for the classes above
 
     for kind, _, _ in _STATUS:
