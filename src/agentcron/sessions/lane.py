@@ -38,12 +38,8 @@ from agentcron.events import (
     runner_event,
 )
 from agentcron.sessions.fire_turn import FireTurn, fire_turn
+from agentcron.sessions.history import TurnMemory
 from agentcron.sessions.memory import (
-    SUMMARY_ROLE,
-    estimate_tokens,
-    history_entry,
-    plan_memory,
-    summary_entry,
     tool_entry,
 )
 from agentcron.sessions.prompts import PromptError
@@ -72,7 +68,6 @@ from agentcron.store.models import (
 log = logging.getLogger(__name__)
 
 _BUSY_RECHECK = timedelta(seconds=1)
-_AFTER_ALL = 2**31 - 1  # a seq above every entry's (seqs are 32-bit integers in the store)
 
 
 @dataclass(eq=False)
@@ -145,6 +140,7 @@ class Lanes:
         self.on_busy = on_busy  # leases are held now: the heartbeat renews them
         # Sessions that share one memory (unified mode); None: each session is its own.
         self.memory_scope = memory_scope
+        self.memory = TurnMemory(store.sessions, runner, settings, memory_scope)
         self._lanes: dict[str, _Lane] = {}
         self._closing = False
         self._workers = 0  # lane workers alive
@@ -393,7 +389,9 @@ class Lanes:
             async def turn() -> Outcome:
                 # Inside the call: a stop or the turn's timeout also covers the history read
                 # and a compaction's model call.
-                history = await self._memory(lane.key, message.seq, pending.turn_id, written)
+                history = await self.memory.for_turn(
+                    lane.key, message.seq, pending.turn_id, written
+                )
                 turn_input = TurnInput(
                     turn_id=pending.turn_id,
                     source=pending.source,
@@ -481,94 +479,14 @@ class Lanes:
             again = min(result.busy_until, self.clock.now() + _BUSY_RECHECK)
             await self.clock.sleep_until(again, asyncio.Event())
 
-    async def _window(self, key: str, seq: int) -> tuple[list[Message], bool]:
-        """The newest entries before `seq` (of the session's memory scope), bounded by the
-        runner's (or the setting's) window, and whether the read hit that bound; read
-        outside any write transaction. A runner that wants no history pays nothing.
-        """
-        window = getattr(self.runner, "history_window", self.settings.history_window)
-        if not isinstance(window, int) or window <= 0:
-            return [], False
-        scope = None if self.memory_scope is None else self.memory_scope(key)
-        if scope is None:
-            found = await self.store.sessions.history(key, before=seq, limit=window)
-        else:
-            found = await self.store.sessions.history_across(scope, key, before=seq, limit=window)
-        return found, len(found) >= window
-
-    def _budget(self) -> int | None:
-        budget = getattr(self.runner, "history_budget", None)
-        if isinstance(budget, int) and budget > 0:
-            return budget
-        return self.settings.history_budget
-
-    async def _memory(
-        self, key: str, seq: int, turn_id: str, written: list[Entry]
-    ) -> list[HistoryEntry]:
-        """A turn's history within the token budget. Past it, a runner that can summarize
-        folds the older part into a `summary` entry (appended to `written`, saved with the
-        turn's end) and gets summary + the recent entries; any other gets the recent entries.
-        """
-        window, full = await self._window(key, seq)
-        if not window:
-            return []
-        budget = self._budget()
-        if budget is None:
-            return [history_entry(m) for m in window if m.role != SUMMARY_ROLE]
-        plan = plan_memory(window, budget, window_full=full)
-        if not plan.fold:
-            return [history_entry(m) for m in plan.history]
-        summarize = getattr(self.runner, "summarize", None)
-        if summarize is None:
-            return [history_entry(m) for m in plan.history]
-        previous = None if plan.previous is None else plan.previous.content
-        try:
-            text = await summarize(
-                [history_entry(m) for m in plan.compact],
-                previous=previous,
-                max_tokens=max(budget // 4, 1),
-            )
-        except Exception as exc:  # a failed summary costs the older part, not the turn
-            log.warning(
-                "could not summarize the older conversation: %s",
-                exc,
-                extra={"session_key": key, "turn_id": turn_id},
-            )
-            return [history_entry(m) for m in plan.history]
-        before = 0 if plan.previous is None else plan.previous.meta.get("entries", 0)
-        covered = len(plan.compact) + (before if isinstance(before, int) else 0)
-        entry = summary_entry(
-            str(text), through_id=plan.through_id, covered=covered, turn_id=turn_id, budget=budget
-        )
-        written.append(entry)
-        return [
-            HistoryEntry(entry.role, entry.content, entry.meta),
-            *(history_entry(m) for m in plan.history),
-        ]
-
     @property
     def keeps_history(self) -> bool:
         """The runner gets history (its window, or the setting's, is above 0)."""
-        window = getattr(self.runner, "history_window", self.settings.history_window)
-        return isinstance(window, int) and window > 0
+        return self.memory.keeps_history
 
     async def history_of(self, key: str) -> list[HistoryEntry]:
-        """A session's newest history outside any turn: what a legacy job's isolated run
-        gets from its own session (`cron:{job_id}`) before it runs.
-        """
-        window, full = await self._window(key, _AFTER_ALL)
-        budget = self._budget()
-        if budget is None:
-            return [history_entry(m) for m in window if m.role != SUMMARY_ROLE]
-        # No compaction here (an isolated run is not a turn of the session): the newest
-        # entries that fit the budget, after the last summary when it fits too.
-        plan = plan_memory(window, budget, window_full=full)
-        kept = list(plan.history)
-        if plan.fold and plan.previous is not None:
-            kept.insert(0, plan.previous)
-            if sum(estimate_tokens(m.role, m.content, m.meta) for m in kept) > budget:
-                kept.pop(0)
-        return [history_entry(m) for m in kept]
+        """A legacy job's isolated run's history from its own session (`cron:{job_id}`)."""
+        return await self.memory.history_of(key)
 
     async def _finish(
         self,
