@@ -44,9 +44,9 @@ from agentcron.store.rows import (
 )
 from agentcron.store.schema import jobs
 from agentcron.store.sessions import (
-    TurnWrites,
     session_values,
 )
+from agentcron.store.turn_writes import TurnWrites
 
 log = logging.getLogger(__name__)
 

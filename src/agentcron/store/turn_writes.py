@@ -1,0 +1,184 @@
+"""The turn part of one group commit: starts and finishes against the session rows read once
+for the batch, written as a few executemany statements.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from agentcron.store.bulk import executemany
+from agentcron.store.models import (
+    Entry,
+    Message,
+    Remember,
+    Session,
+    TurnFinish,
+    TurnStart,
+    TurnState,
+)
+from agentcron.store.schema import messages, sessions, turns
+from agentcron.store.sessions import OPEN_TURN, WAITING_TURN, _message, _message_values, _session
+
+_START_TURN = (
+    turns.update()
+    .where(
+        turns.c.id == sa.bindparam("b_id"),
+        turns.c.state.in_([sa.literal_column(f"'{s}'") for s in WAITING_TURN]),
+    )
+    .values(
+        state=TurnState.RUNNING.value,
+        started_at=sa.bindparam("started_at", type_=turns.c.started_at.type),
+    )
+)
+_FINISH_TURN = (
+    turns.update()
+    .where(
+        turns.c.id == sa.bindparam("b_id"),
+        turns.c.state.in_([sa.literal_column(f"'{s}'") for s in OPEN_TURN]),
+    )
+    .values(
+        {
+            c: sa.bindparam(c, type_=turns.c[c].type)
+            for c in (
+                "state",
+                "finished_at",
+                "error",
+                "error_details",
+                "usage",
+                "input_tokens",
+                "output_tokens",
+                "cost_usd",
+                "reply_message_id",
+            )
+        }
+    )
+)
+_SESSION_STATE = (
+    sessions.update()
+    .where(sessions.c.session_key == sa.bindparam("b_key"))
+    .values(
+        {
+            c: sa.bindparam(c, type_=sessions.c[c].type)
+            for c in ("turn_owner", "turn_id", "turn_lease_expires_at", "last_seq", "updated_at")
+        }
+    )
+)
+_USAGE = ("input_tokens", "output_tokens", "cost_usd")
+# Built once: building a statement costs more than running it on the hot path.
+_SESSIONS_IN = sa.select(sessions).where(
+    sessions.c.session_key.in_(sa.bindparam("keys", expanding=True))
+)
+_SESSIONS_FOR_UPDATE = _SESSIONS_IN.with_for_update()
+_INSERT_MESSAGES = messages.insert()
+
+
+class TurnWrites:
+    """The turn part of one group commit: starts and finishes applied in the order given,
+    against the session rows read once for the whole batch, then written as a few
+    executemany statements (whatever the batch size).
+    """
+
+    def __init__(self, conn: Connection, keys: set[str]) -> None:
+        self._conn = conn
+        self._sessions: dict[str, dict[str, Any]] = {}
+        query = _SESSIONS_FOR_UPDATE if conn.dialect.name == "postgresql" else _SESSIONS_IN
+        ordered = sorted(keys)
+        for start in range(0, len(ordered), 500):
+            for row in conn.execute(query, {"keys": ordered[start : start + 500]}):
+                self._sessions[row.session_key] = dict(row._mapping)
+        self._touched: set[str] = set()
+        self._messages: list[dict[str, Any]] = []
+        self._starts: list[dict[str, Any]] = []
+        self._finishes: list[dict[str, Any]] = []
+
+    def _append(self, row: dict[str, Any], key: str, entry: Entry, now: datetime) -> Message:
+        row["last_seq"] += 1
+        row["updated_at"] = now
+        values = _message_values(key, row["last_seq"], entry, now)
+        self._messages.append(values)
+        self._touched.add(key)
+        return _message(values)
+
+    def start(self, w: TurnStart) -> tuple[Message | None, Session | None, datetime | None]:
+        """(opening entry, session, None) when the turn began; (None, None, until) when
+        another owner's lease holds the session; (None, None, None) when the session is gone.
+        """
+        row = self._sessions.get(w.session_key)
+        if row is None:
+            return None, None, None
+        holder, until = row["turn_owner"], row["turn_lease_expires_at"]
+        if holder is not None and holder != w.owner and until is not None and until > w.at:
+            return None, None, until
+        row.update(turn_owner=w.owner, turn_id=w.turn_id, turn_lease_expires_at=w.lease_until)
+        message = self._append(row, w.session_key, w.entry, w.at)
+        self._starts.append({"b_id": w.turn_id, "started_at": w.at})
+        return message, _session(row), None
+
+    def remember(self, w: Remember, now: datetime) -> list[Message]:
+        """Append an isolated run's exchange to its own session (created before this batch
+        by the caller); nothing if that session is gone.
+        """
+        row = self._sessions.get(w.session_key)
+        if row is None:
+            return []
+        return [self._append(row, w.session_key, entry, now) for entry in w.entries]
+
+    def finish(self, w: TurnFinish) -> Message | None:
+        row = self._sessions.get(w.session_key)
+        message = None
+        if row is not None:
+            if w.entry is not None:
+                for entry in w.before:
+                    self._append(row, w.session_key, entry, w.at)
+                message = self._append(row, w.session_key, w.entry, w.at)
+            if row["turn_owner"] == w.owner and row["turn_id"] == w.turn_id:
+                row.update(turn_owner=None, turn_id=None, turn_lease_expires_at=None)
+                self._touched.add(w.session_key)
+        usage = w.usage or {}
+        self._finishes.append(
+            {
+                "b_id": w.turn_id,
+                "state": w.state.value,
+                "finished_at": w.at,
+                "error": w.error,
+                "error_details": w.error_details,
+                "usage": w.usage,
+                **{c: usage.get(c) for c in _USAGE},
+                "reply_message_id": None if message is None else message.id,
+            }
+        )
+        return message
+
+    def flush(self) -> None:
+        conn = self._conn
+        if self._messages:
+            executemany(conn, _INSERT_MESSAGES, self._messages)
+        if self._touched:
+            executemany(
+                conn,
+                _SESSION_STATE,
+                [
+                    {
+                        "b_key": key,
+                        **{
+                            c: self._sessions[key][c]
+                            for c in (
+                                "turn_owner",
+                                "turn_id",
+                                "turn_lease_expires_at",
+                                "last_seq",
+                                "updated_at",
+                            )
+                        },
+                    }
+                    for key in sorted(self._touched)
+                ],
+            )
+        if self._starts:
+            executemany(conn, _START_TURN, self._starts)
+        if self._finishes:
+            executemany(conn, _FINISH_TURN, self._finishes)
