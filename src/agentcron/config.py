@@ -107,33 +107,32 @@ def env_flag(name: str, env: Mapping[str, str] | None = None) -> bool:
     raise ConfigError(f"{name} must be one of 1/true/yes/on or 0/false/no/off, got {value!r}")
 
 
-def max_jobs_from_env(env: Mapping[str, str] | None = None) -> int | None:
-    """`$AGENTCRON_MAX_JOBS`: a positive number of jobs, or `none` for no limit; unset = 500."""
-    raw = (os.environ if env is None else env).get(MAX_JOBS_ENV, "").strip().lower()
+def _limit_from_env(
+    env: Mapping[str, str] | None, name: str, default: int, low: int, unit: str
+) -> int | None:
+    """A positive count from `$name` (`low` to 10,000,000), `none`/`unlimited` for no limit;
+    unset = `default`.
+    """
+    raw = (os.environ if env is None else env).get(name, "").strip().lower()
     if not raw:
-        return DEFAULT_MAX_JOBS
+        return default
     if raw in {"none", "unlimited"}:
         return None
-    if raw.isdigit() and 0 < int(raw) <= 10_000_000:
+    if raw.isdigit() and low <= int(raw) <= 10_000_000:
         return int(raw)
     raise ConfigError(
-        f"{MAX_JOBS_ENV} must be a number of jobs from 1 to 10000000, or none, got {raw!r}"
+        f"{name} must be a number of {unit} from {low} to 10000000, or none, got {raw!r}"
     )
+
+
+def max_jobs_from_env(env: Mapping[str, str] | None = None) -> int | None:
+    """`$AGENTCRON_MAX_JOBS`: a positive number of jobs, or `none` for no limit; unset = 500."""
+    return _limit_from_env(env, MAX_JOBS_ENV, DEFAULT_MAX_JOBS, 1, "jobs")
 
 
 def history_budget_from_env(env: Mapping[str, str] | None = None) -> int | None:
     """`$AGENTCRON_HISTORY_BUDGET`: tokens of history a turn gets, or `none`; unset = 16000."""
-    raw = (os.environ if env is None else env).get(HISTORY_BUDGET_ENV, "").strip().lower()
-    if not raw:
-        return DEFAULT_HISTORY_BUDGET
-    if raw in {"none", "unlimited"}:
-        return None
-    if raw.isdigit() and 100 <= int(raw) <= 10_000_000:
-        return int(raw)
-    raise ConfigError(
-        f"{HISTORY_BUDGET_ENV} must be a number of tokens from 100 to 10000000, or none, "
-        f"got {raw!r}"
-    )
+    return _limit_from_env(env, HISTORY_BUDGET_ENV, DEFAULT_HISTORY_BUDGET, 100, "tokens")
 
 
 _MAX_MODEL_NAME = 200

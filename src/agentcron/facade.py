@@ -429,8 +429,7 @@ class Sessions:
         """Submit a message (from the user, or a hook): it runs as a turn after any turn in
         progress.
         """
-        if not content.strip():
-            raise InvalidInputError("a message needs some content")
+        _check_text(content)
         # A new chat is named after its first message.
         return await self._cron.lanes.submit_message(
             key, content, source=source, title=_title(content)
@@ -500,7 +499,7 @@ class Sessions:
 
 def _check_text(text: str) -> None:
     if not text.strip():
-        raise InvalidInputError("the message is empty")
+        raise InvalidInputError("a message needs some content")
 
 
 class Deliveries:

@@ -126,40 +126,24 @@ def _job_action(job_id: str, action: str, backend: Backend, as_json: bool) -> No
         echo(f"{result['id']} “{result['name']}”: {state}; next run {nxt}")
 
 
-@app.command("pause")
-def jobs_pause(
-    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job's id.")],
-    db: DbOpt = None,
-    url: UrlOpt = None,
-    api: ApiOpt = None,
-    token: TokenOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Pause an automation (no fires until it is resumed)."""
-    _job_action(job_id, "pause", backend_for(db, url, api, token), as_json)
+def _action_command(action: str, doc: str) -> None:
+    """`agentcron jobs <action> ID`: pause, resume and rm take the same options."""
+
+    def command(
+        job_id: Annotated[str, typer.Argument(metavar="ID", help="The job's id.")],
+        db: DbOpt = None,
+        url: UrlOpt = None,
+        api: ApiOpt = None,
+        token: TokenOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        _job_action(job_id, action, backend_for(db, url, api, token), as_json)
+
+    command.__doc__ = doc
+    command.__name__ = f"jobs_{action}"
+    app.command(action)(command)
 
 
-@app.command("resume")
-def jobs_resume(
-    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job's id.")],
-    db: DbOpt = None,
-    url: UrlOpt = None,
-    api: ApiOpt = None,
-    token: TokenOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Resume an automation from now on."""
-    _job_action(job_id, "resume", backend_for(db, url, api, token), as_json)
-
-
-@app.command("rm")
-def jobs_rm(
-    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job's id.")],
-    db: DbOpt = None,
-    url: UrlOpt = None,
-    api: ApiOpt = None,
-    token: TokenOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Remove an automation (its run records stay until retention)."""
-    _job_action(job_id, "rm", backend_for(db, url, api, token), as_json)
+_action_command("pause", "Pause an automation (no fires until it is resumed).")
+_action_command("resume", "Resume an automation from now on.")
+_action_command("rm", "Remove an automation (its run records stay until retention).")

@@ -46,8 +46,8 @@ class TurnMemory:
         runner's (or the setting's) window, and whether the read hit that bound; read
         outside any write transaction. A runner that wants no history pays nothing.
         """
-        window = getattr(self.runner, "history_window", self.settings.history_window)
-        if not isinstance(window, int) or window <= 0:
+        window = self._window_size()
+        if window == 0:
             return [], False
         scope = None if self.scope is None else self.scope(key)
         if scope is None:
@@ -109,8 +109,14 @@ class TurnMemory:
     @property
     def keeps_history(self) -> bool:
         """The runner gets history (its window, or the setting's, is above 0)."""
+        return self._window_size() > 0
+
+    def _window_size(self) -> int:
+        """Entries the runner gets at most: its own `history_window`, else the setting's;
+        0 = none (and the transcript is not read).
+        """
         window = getattr(self.runner, "history_window", self.settings.history_window)
-        return isinstance(window, int) and window > 0
+        return window if isinstance(window, int) and window > 0 else 0
 
     async def history_of(self, key: str) -> list[HistoryEntry]:
         """A session's newest history outside any turn: what a legacy job's isolated run
