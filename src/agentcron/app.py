@@ -162,7 +162,7 @@ class AgentCron:
             settings=settings,
             owner=owner,
             evaluator=evaluator or evaluate_response,
-            deliver=self.lanes.deliver,
+            deliver=self.lanes.posts.deliver,
             memory=self.lanes.history_of if self.lanes.keeps_history else None,
         )
         self.lanes.on_busy = self.engine.leases_held

@@ -415,7 +415,7 @@ class Sessions:
         agent sees it as history in the session's next turn.
         """
         _check_text(content)
-        return await self._cron.lanes.post(key, "user", content, {"source": "note"})
+        return await self._cron.lanes.posts.post(key, "user", content, {"source": "note"})
 
     async def deliver(self, key: str, text: str) -> Message:
         """Send `text` out through the session's channel without the agent (seed 004 `send`):
@@ -423,7 +423,7 @@ class Sessions:
         """
         _check_text(text)
         meta = {"source": "operator", "sent_by": "operator"}
-        return await self._cron.lanes.post(key, "assistant", text, meta)
+        return await self._cron.lanes.posts.post(key, "assistant", text, meta)
 
     async def send(self, key: str, content: str, *, source: TurnSource = TurnSource.USER) -> Turn:
         """Submit a message (from the user, or a hook): it runs as a turn after any turn in

@@ -376,7 +376,7 @@ async def test_routing_by_channel_and_legacy_deliveries(
     async with HttpStub(scripted()) as receiver:
         manager, channel = await webhook_on(cron, receiver.url, started, channels=["telegram"])
         await say(cron, "not for the webhook")  # a websocket session
-        await cron.lanes.deliver(
+        await cron.lanes.posts.deliver(
             "telegram:7", "the daily report", {"source": "legacy_automation",
                                                "automation_run_id": "r1"},
             channel="telegram", chat_id="7", channel_meta={"username": "bob"},

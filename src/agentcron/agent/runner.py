@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentcron.store.models import JobKind
+from agentcron.store.models import JobKind, RunState, TurnState
 from agentcron.store.models import TurnSource as TurnSource  # runners' part of the protocol
 
 if TYPE_CHECKING:
@@ -123,6 +123,24 @@ class OutcomeStatus(enum.StrEnum):
     FAILED = "failed"
     EMPTY = "empty"
     CANCELLED = "cancelled"  # stopped by a person: not a failure
+
+    @property
+    def turn_state(self) -> TurnState:
+        """The state of the turn that ended with this outcome (same name)."""
+        return _TURN_END_OF_OUTCOME[self]
+
+    @property
+    def run_state(self) -> RunState:
+        """The state of the run whose turn (or isolated call) ended with this outcome."""
+        return _TURN_END_OF_OUTCOME[self].run_state
+
+
+_TURN_END_OF_OUTCOME = {
+    OutcomeStatus.SUCCEEDED: TurnState.SUCCEEDED,
+    OutcomeStatus.FAILED: TurnState.FAILED,
+    OutcomeStatus.EMPTY: TurnState.EMPTY,
+    OutcomeStatus.CANCELLED: TurnState.CANCELLED,
+}
 
 
 @dataclass(frozen=True, slots=True)

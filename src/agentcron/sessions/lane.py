@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -24,45 +23,35 @@ from agentcron.config import EngineSettings
 from agentcron.engine.clock import Clock
 from agentcron.engine.waiters import Waiters
 from agentcron.events import (
-    ChatContext,
     Event,
     EventBus,
     FireStarted,
     JobAction,
-    MessagePosted,
     SessionSync,
-    StreamEnd,
     StreamStart,
     fire_event,
-    publish_fire_settled,
     runner_event,
 )
 from agentcron.sessions.fire_turn import FireTurn, fire_turn
 from agentcron.sessions.history import TurnMemory
-from agentcron.sessions.memory import (
-    tool_entry,
-)
+from agentcron.sessions.lane_queue import LaneQueue, Pending
+from agentcron.sessions.posts import Posts, chat_of
 from agentcron.sessions.prompts import PromptError
-from agentcron.sessions.transcript import closure, interrupted_entry
+from agentcron.sessions.transcript import interrupted_entry
+from agentcron.sessions.turn_end import TurnEnds
+from agentcron.sessions.turn_records import log_context, start_record
 from agentcron.store.interface import LaneStore
 from agentcron.store.journal import Journal
 from agentcron.store.models import (
-    STOPPED_MID_TURN,
     Catchup,
     ClaimedFire,
     Entry,
-    JobOutcome,
     MemoryScope,
     Message,
     RunState,
     Session,
-    Transition,
     Turn,
-    TurnFinish,
-    TurnFinished,
-    TurnStart,
     TurnStarted,
-    TurnState,
 )
 
 log = logging.getLogger(__name__)
@@ -71,22 +60,10 @@ _BUSY_RECHECK = timedelta(seconds=1)
 
 
 @dataclass(eq=False)
-class _Pending:
-    """A turn waiting in its lane: a user (or hook) message, or a fire."""
+class _Lane(LaneQueue):
+    """A session's queue and the task working through it."""
 
-    turn_id: str
-    source: TurnSource
-    content: str
-    fire: ClaimedFire | None = None
-    started: bool = False  # its start is committed: it can only end, never be handed back
-
-
-@dataclass(eq=False)
-class _Lane:
-    key: str
-    queue: deque[_Pending] = field(default_factory=deque)
     worker: asyncio.Task[None] | None = None
-    current: _Pending | None = None
     call: TurnCall | None = None
     replay: list[Event] = field(default_factory=list)  # events of the turn in progress
 
@@ -148,6 +125,8 @@ class Lanes:
         self._awaiting_slot = 0
         self._fires = 0  # fires waiting or running in lanes
         self.turn_waiters = Waiters()  # callers waiting for a turn to end
+        self.posts = Posts(store.sessions, bus, clock)
+        self.ends = TurnEnds(journal, clock, bus, owner=owner, waiters=self.turn_waiters)
 
     @property
     def _lease(self) -> timedelta:
@@ -171,7 +150,7 @@ class Lanes:
         turn = await self.store.sessions.open_turn(
             session_key, source.value, content, self.clock.now(), owner=self.owner, title=title
         )
-        self._enqueue(session_key, _Pending(turn.id, source, content))
+        self._enqueue(session_key, Pending(turn.id, source, content))
         return turn
 
     async def submit_fire(self, fire: ClaimedFire) -> None:
@@ -182,13 +161,13 @@ class Lanes:
         if key is None or fire.turn_id is None:
             raise ValueError(f"fire {fire.run_id} is not a session turn")
         self._fires += 1
-        self._enqueue(key, _Pending(fire.turn_id, fire_source(fire.job), fire.job.message, fire))
+        self._enqueue(key, Pending(fire.turn_id, fire_source(fire.job), fire.job.message, fire))
         if fire.deferred:
             await self._job_event(fire, JobAction.DEFERRED)
 
     def busy(self, session_key: str) -> bool:
         lane = self._lanes.get(session_key)
-        return lane is not None and (lane.current is not None or bool(lane.queue))
+        return lane is not None and lane.busy
 
     @property
     def holds_leases(self) -> bool:
@@ -208,11 +187,7 @@ class Lanes:
     @property
     def queued_turns(self) -> int:
         """Turns waiting behind another turn of their session."""
-        return sum(
-            len(lane.queue) - (lane.current is not None and lane.queue[0] is lane.current)
-            for lane in self._lanes.values()
-            if lane.queue
-        )
+        return sum(lane.waiting for lane in self._lanes.values())
 
     def running_turn(self, session_key: str) -> str | None:
         lane = self._lanes.get(session_key)
@@ -231,42 +206,6 @@ class Lanes:
         lane = self._lanes.get(session_key)
         return lane is not None and lane.call is not None and lane.call.stop()
 
-    async def deliver(
-        self,
-        session_key: str,
-        text: str,
-        meta: dict[str, Any],
-        *,
-        channel: str | None = None,
-        chat_id: str | None = None,
-        channel_meta: dict[str, Any] | None = None,
-    ) -> Message:
-        """Post an outbound assistant message that is not a turn (a legacy job's result)."""
-        now = self.clock.now()
-        session = await self.store.sessions.ensure_session(
-            session_key, now, channel=channel, chat_id=chat_id, channel_meta=channel_meta
-        )
-        message = await self.store.sessions.append_message(
-            session_key, "assistant", text, now, meta
-        )
-        await self._announce(message, _chat(session))
-        return message
-
-    async def post(self, key: str, role: str, text: str, meta: dict[str, Any]) -> Message:
-        """Write an entry to an existing session outside any turn and announce it (channels
-        send an assistant one; clients re-read). SessionNotFoundError when it does not exist.
-        """
-        session = await self.store.sessions.get_session(key)
-        message = await self.store.sessions.append_message(key, role, text, self.clock.now(), meta)
-        await self._announce(message, _chat(session))
-        return message
-
-    async def _announce(self, message: Message, chat: ChatContext | None) -> None:
-        """A transcript entry written outside a turn: channels send it, clients re-read."""
-        key = message.session_key
-        await self.bus.publish(MessagePosted(session_key=key, message=message, chat=chat))
-        await self.bus.publish(SessionSync(session_key=key))
-
     async def _job_event(
         self, fire: ClaimedFire, action: JobAction, status: str | None = None
     ) -> None:
@@ -275,34 +214,32 @@ class Lanes:
 
     # -- the worker ------------------------------------------------------------------------
 
-    def _enqueue(self, key: str, pending: _Pending) -> None:
+    def _enqueue(self, key: str, pending: Pending) -> None:
         lane = self._lanes.get(key)
         if lane is None:
             lane = self._lanes[key] = _Lane(key)
             self.on_busy()
-        lane.queue.append(pending)
+        lane.push(pending)
         if lane.worker is None or lane.worker.done():
             lane.worker = asyncio.create_task(self._drain(lane), name=f"lane:{key}")
 
     async def _drain(self, lane: _Lane) -> None:
         self._workers += 1
         try:
-            while lane.queue and not self._closing:
-                pending = lane.current = lane.queue[0]
+            while not self._closing and (pending := lane.begin()) is not None:
                 # The call exists from the moment the turn is current, so that a stop in
                 # any instant before the runner is called is not lost.
                 lane.call = TurnCall(self.settings.turn_timeout)
                 try:
                     await self._turn(lane, pending)
                 except Exception as exc:  # a store failure around the turn: this turn only
-                    log.exception("turn failed outside the runner", extra=_ctx(lane.key, pending))
-                    await self._end_after_error(lane, pending, exc)
+                    ctx = log_context(lane.key, pending)
+                    log.exception("turn failed outside the runner", extra=ctx)
+                    await self.ends.after_error(lane.key, pending, exc)
                 finally:
-                    lane.current = None
+                    lane.end(pending)
                     lane.call = None
                     lane.replay = []
-                    if lane.queue and lane.queue[0] is pending:
-                        lane.queue.popleft()
                     if pending.fire is not None:
                         self._fires -= 1
                 self.turn_waiters.notify(pending.turn_id)
@@ -312,7 +249,7 @@ class Lanes:
                     await self.bus.publish(SessionSync(session_key=lane.key))
         finally:
             self._workers -= 1
-            if self._lanes.get(lane.key) is lane and not lane.queue:
+            if self._lanes.get(lane.key) is lane and not lane.busy:
                 del self._lanes[lane.key]
 
     def quiet(self, *, busy_ok: bool = False) -> bool:
@@ -331,11 +268,11 @@ class Lanes:
         finally:
             self._awaiting_slot -= 1
 
-    async def _turn(self, lane: _Lane, pending: _Pending) -> None:
+    async def _turn(self, lane: _Lane, pending: Pending) -> None:
         fire = pending.fire
         if fire is not None and self._late(fire):
-            await self._end_unstarted(
-                lane,
+            await self.ends.unstarted(
+                lane.key,
                 pending,
                 RunState.MISSED,
                 "missed: it waited behind its session's turns past the grace period (catchup=skip)",
@@ -346,8 +283,8 @@ class Lanes:
             try:
                 prepared = fire_turn(fire, pending.turn_id)
             except (PromptError, ValueError, KeyError) as exc:
-                await self._end_unstarted(
-                    lane, pending, RunState.FAILED, f"the prompt could not be rendered: {exc}"
+                await self.ends.unstarted(
+                    lane.key, pending, RunState.FAILED, f"the prompt could not be rendered: {exc}"
                 )
                 return
         if fire is not None and fire.fire_at > self.clock.now():
@@ -407,15 +344,15 @@ class Lanes:
             call = lane.call or TurnCall(self.settings.turn_timeout)
             self._in_runner += 1
             try:
-                outcome = await call.run(turn, _ctx(lane.key, pending))
+                outcome = await call.run(turn, log_context(lane.key, pending))
             except asyncio.CancelledError:
-                await asyncio.shield(self._interrupted(lane, pending, session))
+                await asyncio.shield(self.ends.interrupted(lane.key, pending, session))
                 raise
             finally:
                 self._in_runner -= 1
             self._slots.release()
             slot = False
-            await self._finish(lane, pending, outcome, session, events, written)
+            await self.ends.finished(lane.key, pending, outcome, session, events.put, written)
         finally:
             if slot:
                 self._slots.release()
@@ -426,34 +363,16 @@ class Lanes:
         return fire.job.policy.catchup is Catchup.SKIP and waited > self.settings.misfire_grace
 
     async def _start(
-        self, lane: _Lane, pending: _Pending, prepared: FireTurn | None
+        self, lane: _Lane, pending: Pending, prepared: FireTurn | None
     ) -> tuple[Message, Session] | None:
         """Take a turn slot and begin the turn (durable before the runner is called: after a
         crash it is interrupted, never run again). Waits, without a slot, while another
         process holds the session. Returns holding the slot, or None (the session is gone).
         """
-        if prepared is None:
-            entry = Entry(
-                "user",
-                pending.content,
-                {"source": pending.source.value, "turn_id": pending.turn_id},
-            )
-        else:
-            entry = prepared.entry
         while True:
             now = self.clock.now()
-            run = None
-            if pending.fire is not None and prepared is not None:
-                run = Transition(
-                    pending.fire.run_id,
-                    RunState.RUNNING,
-                    now,
-                    prompt=prepared.prompt,
-                    prompt_ref=prepared.prompt_ref,
-                    prompt_vars=prepared.prompt_vars,
-                )
-            start = TurnStart(
-                lane.key, pending.turn_id, self.owner, now, now + self._lease, entry, run
+            start = start_record(
+                lane.key, pending, prepared, owner=self.owner, now=now, lease=self._lease
             )
             await self._acquire_slot()
             try:
@@ -469,8 +388,8 @@ class Lanes:
                 return result.message, result.session
             self._slots.release()
             if result.busy_until is None:  # the session was deleted meanwhile
-                await self._end_unstarted(
-                    lane, pending, RunState.CANCELLED, "cancelled: its session was deleted"
+                await self.ends.unstarted(
+                    lane.key, pending, RunState.CANCELLED, "cancelled: its session was deleted"
                 )
                 return None
             # Another process runs a turn in this session. Its end sends no wake-up here
@@ -487,184 +406,6 @@ class Lanes:
     async def history_of(self, key: str) -> list[HistoryEntry]:
         """A legacy job's isolated run's history from its own session (`cron:{job_id}`)."""
         return await self.memory.history_of(key)
-
-    async def _finish(
-        self,
-        lane: _Lane,
-        pending: _Pending,
-        outcome: Outcome,
-        session: Session,
-        events: _Events,
-        written: list[Entry],
-    ) -> None:
-        fire = pending.fire
-        text, meta = closure(
-            outcome,
-            pending.source,
-            name=fire.job.name if fire else None,
-            run_id=fire.run_id if fire else None,
-        )
-        meta["turn_id"] = pending.turn_id
-        state = TurnState(outcome.status.value)
-        # Before the reply, in the same write: a compaction's summary, then the tool calls.
-        before = (*written, *(tool_entry(t, pending.turn_id) for t in outcome.tools))
-        result = await self._write_finish(
-            lane.key, pending, state, Entry("assistant", text, meta), outcome, before
-        )
-        self.turn_waiters.notify(pending.turn_id)
-        await events.put(
-            StreamEnd(
-                session_key=lane.key,
-                turn_id=pending.turn_id,
-                status=state.value,
-                source=pending.source.value,
-                run_id=fire.run_id if fire else None,
-                reply=result.message,
-                chat=_chat(session),
-            )
-        )
-        if fire is not None:
-            await self._fire_ended(fire, state.value, result)
-
-    async def _write_finish(
-        self,
-        key: str,
-        pending: _Pending,
-        state: TurnState,
-        entry: Entry | None,
-        outcome: Outcome,
-        before: tuple[Entry, ...] = (),
-    ) -> TurnFinished:
-        now = self.clock.now()
-        fire = pending.fire
-        run = job = None
-        if fire is not None:
-            run_state = RunState(state.value)  # a turn's end states are run states too
-            run = Transition(
-                fire.run_id,
-                run_state,
-                now,
-                output=outcome.text,
-                error=outcome.error,
-                error_details=outcome.error_details,
-                usage=outcome.usage,
-            )
-            job = JobOutcome(
-                fire.job.id,
-                run_state,
-                now,
-                error=outcome.error,
-                delete_after_run=fire.job.policy.delete_after_run,
-            )
-        finish = TurnFinish(
-            key,
-            pending.turn_id,
-            self.owner,
-            now,
-            state,
-            entry,
-            error=outcome.error,
-            error_details=outcome.error_details,
-            usage=outcome.usage,
-            run=run,
-            outcome=job,
-            before=before,
-        )
-        result = await self.journal.write(finish)
-        if not isinstance(result, TurnFinished):
-            raise TypeError(f"a turn finish was answered with {result!r}")
-        return result
-
-    async def _fire_ended(self, fire: ClaimedFire, status: str, result: TurnFinished) -> None:
-        """The fire's turn, run and job are committed together: say so to live views."""
-        if self.bus.active:
-            await self.bus.publish(fire_event(fire, JobAction.FINISHED, status))
-            await publish_fire_settled(self.bus, fire, status, job_deleted=result.job_deleted)
-
-    async def _end_unstarted(
-        self, lane: _Lane, pending: _Pending, state: RunState, error: str
-    ) -> None:
-        """A fire that ends without its turn beginning (missed after waiting, unrenderable
-        prompt, session gone): its turn and run end with the reason; no transcript entry.
-        """
-        turn_state = TurnState.CANCELLED if state is RunState.MISSED else TurnState(state.value)
-        fire = pending.fire
-        outcome = Outcome.failed(error)
-        now = self.clock.now()
-        run = job = None
-        if fire is not None:
-            run = Transition(fire.run_id, state, now, error=error)
-            job = JobOutcome(
-                fire.job.id,
-                state,
-                now,
-                error=error,
-                delete_after_run=fire.job.policy.delete_after_run,
-            )
-        log.warning("turn ended before it began: %s", error, extra=_ctx(lane.key, pending))
-        result = await self.journal.write(
-            TurnFinish(
-                lane.key,
-                pending.turn_id,
-                self.owner,
-                now,
-                turn_state,
-                None,
-                error=outcome.error,
-                run=run,
-                outcome=job,
-            )
-        )
-        if fire is not None and isinstance(result, TurnFinished):
-            await self._fire_ended(fire, state.value, result)
-
-    async def _end_after_error(self, lane: _Lane, pending: _Pending, exc: Exception) -> None:
-        """Best effort after a failure outside the runner: the turn and its fire end `failed`
-        with the error, instead of staying open until a restart.
-        """
-        outcome = Outcome.failed(f"{type(exc).__name__}: {exc}")
-        entry = None
-        if pending.started:  # a turn that began leaves a visible closure
-            fire = pending.fire
-            text, meta = closure(
-                outcome,
-                pending.source,
-                name=fire.job.name if fire else None,
-                run_id=fire.run_id if fire else None,
-            )
-            entry = Entry("assistant", text, {**meta, "turn_id": pending.turn_id})
-        try:
-            await self._write_finish(lane.key, pending, TurnState.FAILED, entry, outcome)
-        except Exception:
-            log.exception("could not record a failed turn", extra=_ctx(lane.key, pending))
-
-    async def _interrupted(self, lane: _Lane, pending: _Pending, session: Session) -> None:
-        """A shutdown stopped this turn mid-way: close it visibly; its fire is not re-run."""
-        text, meta = interrupted_entry(pending.source.value, pending.turn_id)
-        try:
-            result = await self._write_finish(
-                lane.key,
-                pending,
-                TurnState.INTERRUPTED,
-                Entry("assistant", text, meta),
-                Outcome.failed(STOPPED_MID_TURN),
-            )
-        except Exception:
-            log.exception("could not record an interrupted turn", extra=_ctx(lane.key, pending))
-            return
-        self.turn_waiters.notify(pending.turn_id)
-        if self.bus.active:
-            await self.bus.publish(
-                StreamEnd(
-                    session_key=lane.key,
-                    turn_id=pending.turn_id,
-                    status="interrupted",
-                    source=pending.source.value,
-                    run_id=pending.fire.run_id if pending.fire else None,
-                    reply=result.message,
-                    chat=_chat(session),
-                )
-            )
 
     # -- recovery and shutdown -------------------------------------------------------------
 
@@ -688,7 +429,7 @@ class Lanes:
             self.turn_waiters.notify(turn.id)
             # The closure reaches the chat's channel like any message outside a turn.
             session = await self.store.sessions.get_session(turn.session_key)
-            await self._announce(reply, _chat(session))
+            await self.posts.announce(reply, chat_of(session))
         for turn in found.adopted:
             if self._closing:
                 await self.store.sessions.release_turns([turn.id], self.owner)
@@ -697,9 +438,7 @@ class Lanes:
                 "adopted a waiting turn",
                 extra={"session_key": turn.session_key, "turn_id": turn.id},
             )
-            self._enqueue(
-                turn.session_key, _Pending(turn.id, TurnSource(turn.source), turn.content)
-            )
+            self._enqueue(turn.session_key, Pending(turn.id, TurnSource(turn.source), turn.content))
 
     async def shutdown(self, grace: float) -> None:
         """Stop taking turns: hand waiting ones back (their fires were never started; the next
@@ -707,13 +446,8 @@ class Lanes:
         them (interrupted, with a visible notice).
         """
         self._closing = True
-        waiting: list[_Pending] = []
-        for lane in self._lanes.values():
-            for pending in list(lane.queue):
-                if pending is not lane.current:
-                    lane.queue.remove(pending)
-                    waiting.append(pending)
-                    self._fires -= pending.fire is not None
+        waiting = [p for lane in self._lanes.values() for p in lane.take_waiting()]
+        self._fires -= sum(p.fire is not None for p in waiting)
         await self._release(waiting)
         current = [lane.current for lane in self._lanes.values() if lane.current is not None]
         workers = [lane.worker for lane in self._lanes.values() if lane.worker is not None]
@@ -726,7 +460,7 @@ class Lanes:
         # began: handed back too.
         await self._release([p for p in current if not p.started])
 
-    async def _release(self, pending: list[_Pending]) -> None:
+    async def _release(self, pending: list[Pending]) -> None:
         turn_ids = [p.turn_id for p in pending]
         run_ids = [p.fire.run_id for p in pending if p.fire is not None]
         try:
@@ -734,19 +468,3 @@ class Lanes:
             await self.store.sessions.release_turns(turn_ids, self.owner)
         except Exception:
             log.exception("could not release %d waiting turns", len(turn_ids))
-
-
-def _chat(session: Session) -> ChatContext:
-    return ChatContext(
-        channel=session.channel, chat_id=session.chat_id, channel_meta=session.channel_meta
-    )
-
-
-def _ctx(key: str, pending: _Pending) -> dict[str, Any]:
-    fire = pending.fire
-    return {
-        "session_key": key,
-        "turn_id": pending.turn_id,
-        "job_id": fire.job.id if fire else None,
-        "run_id": fire.run_id if fire else None,
-    }

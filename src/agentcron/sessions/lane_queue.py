@@ -1,0 +1,63 @@
+"""One session's turns in order: the one running and those waiting behind it (pure, no I/O)."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from agentcron.agent.runner import TurnSource
+from agentcron.store.models import ClaimedFire
+
+
+@dataclass(eq=False)
+class Pending:
+    """A turn waiting in its lane: a user (or hook) message, or a fire."""
+
+    turn_id: str
+    source: TurnSource
+    content: str
+    fire: ClaimedFire | None = None
+    started: bool = False  # its start is committed: it can only end, never be handed back
+
+
+@dataclass(eq=False)
+class LaneQueue:
+    """The turns of one session, first in first out. The head is `current` from `begin` to
+    `end`; everything behind it waits. A turn whose start is not committed can still be handed
+    back (shutdown); a started one can only end.
+    """
+
+    key: str
+    queue: deque[Pending] = field(default_factory=deque)
+    current: Pending | None = None
+
+    def push(self, pending: Pending) -> None:
+        self.queue.append(pending)
+
+    def begin(self) -> Pending | None:
+        """Make the head current (None when nothing waits)."""
+        self.current = self.queue[0] if self.queue else None
+        return self.current
+
+    def end(self, pending: Pending) -> None:
+        """`pending` is over (ended, or handed back): the next one may begin."""
+        self.current = None
+        if self.queue and self.queue[0] is pending:
+            self.queue.popleft()
+
+    @property
+    def busy(self) -> bool:
+        """A turn runs or waits here."""
+        return self.current is not None or bool(self.queue)
+
+    @property
+    def waiting(self) -> int:
+        """Turns queued behind the current one (all of them when none is current)."""
+        ahead = self.current is not None and bool(self.queue) and self.queue[0] is self.current
+        return len(self.queue) - ahead
+
+    def take_waiting(self) -> list[Pending]:
+        """Remove and return every turn that is not current (a shutdown hands them back)."""
+        waiting = [p for p in self.queue if p is not self.current]
+        self.queue = deque(p for p in self.queue if p is self.current)
+        return waiting

@@ -1,0 +1,163 @@
+"""How a session turn ends: its end written (group commit), its waiters woken, live views told."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from agentcron.agent.runner import Outcome
+from agentcron.engine.clock import Clock
+from agentcron.engine.waiters import Waiters
+from agentcron.events import (
+    Event,
+    EventBus,
+    JobAction,
+    StreamEnd,
+    fire_event,
+    publish_fire_settled,
+)
+from agentcron.sessions.lane_queue import Pending
+from agentcron.sessions.memory import tool_entry
+from agentcron.sessions.posts import chat_of
+from agentcron.sessions.transcript import interrupted_entry
+from agentcron.sessions.turn_records import (
+    closing_entry,
+    end_record,
+    log_context,
+    unstarted_record,
+)
+from agentcron.store.journal import Journal
+from agentcron.store.models import (
+    STOPPED_MID_TURN,
+    ClaimedFire,
+    Entry,
+    RunState,
+    Session,
+    TurnFinished,
+    TurnState,
+)
+
+log = logging.getLogger(__name__)
+
+
+class TurnEnds:
+    """Every way a turn ends: with its runner's outcome, before it began, after a failure
+    outside the runner, or cut off by a shutdown. Each is one write (the turn, its closing
+    entry, its fire's run and job together), then the turn's waiters and live views.
+    """
+
+    def __init__(
+        self, journal: Journal, clock: Clock, bus: EventBus, *, owner: str, waiters: Waiters
+    ) -> None:
+        self.journal, self.clock, self.bus = journal, clock, bus
+        self.owner = owner
+        self.waiters = waiters
+
+    async def finished(
+        self,
+        key: str,
+        pending: Pending,
+        outcome: Outcome,
+        session: Session,
+        put: Callable[[Event], Awaitable[None]],
+        written: list[Entry],
+    ) -> None:
+        """The runner returned: close the turn with its reply (or a notice); `put` sends the
+        stream's end to live views and the turn's replay.
+        """
+        fire = pending.fire
+        state = outcome.status.turn_state
+        # Before the reply, in the same write: a compaction's summary, then the tool calls.
+        before = (*written, *(tool_entry(t, pending.turn_id) for t in outcome.tools))
+        entry = closing_entry(pending, outcome)
+        result = await self.write(key, pending, state, entry, outcome, before)
+        self.waiters.notify(pending.turn_id)
+        await put(
+            StreamEnd(
+                session_key=key,
+                turn_id=pending.turn_id,
+                status=state.value,
+                source=pending.source.value,
+                run_id=fire.run_id if fire else None,
+                reply=result.message,
+                chat=chat_of(session),
+            )
+        )
+        if fire is not None:
+            await self._fire_ended(fire, state.value, result)
+
+    async def write(
+        self,
+        key: str,
+        pending: Pending,
+        state: TurnState,
+        entry: Entry | None,
+        outcome: Outcome,
+        before: tuple[Entry, ...] = (),
+    ) -> TurnFinished:
+        now = self.clock.now()
+        record = end_record(
+            key, pending, state, entry, outcome, owner=self.owner, now=now, before=before
+        )
+        result = await self.journal.write(record)
+        if not isinstance(result, TurnFinished):
+            raise TypeError(f"a turn finish was answered with {result!r}")
+        return result
+
+    async def unstarted(self, key: str, pending: Pending, state: RunState, error: str) -> None:
+        """A fire that ends without its turn beginning (missed after waiting, unrenderable
+        prompt, session gone): its turn and run end with the reason; no transcript entry.
+        """
+        log.warning("turn ended before it began: %s", error, extra=log_context(key, pending))
+        now = self.clock.now()
+        record = unstarted_record(key, pending, state, error, owner=self.owner, now=now)
+        result = await self.journal.write(record)
+        fire = pending.fire
+        if fire is not None and isinstance(result, TurnFinished):
+            await self._fire_ended(fire, state.value, result)
+
+    async def after_error(self, key: str, pending: Pending, exc: Exception) -> None:
+        """Best effort after a failure outside the runner: the turn and its fire end `failed`
+        with the error, instead of staying open until a restart.
+        """
+        outcome = Outcome.failed(f"{type(exc).__name__}: {exc}")
+        # A turn that began leaves a visible closure.
+        entry = closing_entry(pending, outcome) if pending.started else None
+        try:
+            await self.write(key, pending, TurnState.FAILED, entry, outcome)
+        except Exception:
+            log.exception("could not record a failed turn", extra=log_context(key, pending))
+
+    async def interrupted(self, key: str, pending: Pending, session: Session) -> None:
+        """A shutdown stopped this turn mid-way: close it visibly; its fire is not re-run."""
+        text, meta = interrupted_entry(pending.source.value, pending.turn_id)
+        try:
+            result = await self.write(
+                key,
+                pending,
+                TurnState.INTERRUPTED,
+                Entry("assistant", text, meta),
+                Outcome.failed(STOPPED_MID_TURN),
+            )
+        except Exception:
+            log.exception("could not record an interrupted turn", extra=log_context(key, pending))
+            return
+        self.waiters.notify(pending.turn_id)
+        if self.bus.active:
+            await self.bus.publish(
+                StreamEnd(
+                    session_key=key,
+                    turn_id=pending.turn_id,
+                    status=TurnState.INTERRUPTED.value,
+                    source=pending.source.value,
+                    run_id=pending.fire.run_id if pending.fire else None,
+                    reply=result.message,
+                    chat=chat_of(session),
+                )
+            )
+
+    async def _fire_ended(self, fire: ClaimedFire, status: str, result: TurnFinished) -> None:
+        """The fire's turn, run and job are committed together: say so to live views."""
+        if self.bus.active:
+            await self.bus.publish(fire_event(fire, JobAction.FINISHED, status))
+            await publish_fire_settled(self.bus, fire, status, job_deleted=result.job_deleted)

@@ -1,0 +1,159 @@
+"""The writes that begin and end a session turn, built from its lane entry (pure, no I/O)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from agentcron.agent.runner import Outcome
+from agentcron.sessions.fire_turn import FireTurn
+from agentcron.sessions.lane_queue import Pending
+from agentcron.sessions.transcript import closure
+from agentcron.store.models import (
+    Entry,
+    JobOutcome,
+    RunState,
+    Transition,
+    TurnFinish,
+    TurnStart,
+    TurnState,
+    unstarted_turn_end,
+)
+
+
+def opening_entry(pending: Pending, prepared: FireTurn | None) -> Entry:
+    """The turn's first transcript entry: the user's words, or the fire's readable trigger."""
+    if prepared is not None:
+        return prepared.entry
+    meta = {"source": pending.source.value, "turn_id": pending.turn_id}
+    return Entry("user", pending.content, meta)
+
+
+def start_record(
+    key: str,
+    pending: Pending,
+    prepared: FireTurn | None,
+    *,
+    owner: str,
+    now: datetime,
+    lease: timedelta,
+) -> TurnStart:
+    """Begin the turn (lease, opening entry, turn running) and, for a fire, its run running
+    with the rendered prompt it is about to be given.
+    """
+    run = None
+    if pending.fire is not None and prepared is not None:
+        run = Transition(
+            pending.fire.run_id,
+            RunState.RUNNING,
+            now,
+            prompt=prepared.prompt,
+            prompt_ref=prepared.prompt_ref,
+            prompt_vars=prepared.prompt_vars,
+        )
+    entry = opening_entry(pending, prepared)
+    return TurnStart(key, pending.turn_id, owner, now, now + lease, entry, run)
+
+
+def closing_entry(pending: Pending, outcome: Outcome) -> Entry:
+    """The assistant entry that closes a turn that began (its reply or a short notice)."""
+    fire = pending.fire
+    text, meta = closure(
+        outcome,
+        pending.source,
+        name=fire.job.name if fire else None,
+        run_id=fire.run_id if fire else None,
+    )
+    meta["turn_id"] = pending.turn_id
+    return Entry("assistant", text, meta)
+
+
+def end_record(
+    key: str,
+    pending: Pending,
+    state: TurnState,
+    entry: Entry | None,
+    outcome: Outcome,
+    *,
+    owner: str,
+    now: datetime,
+    before: tuple[Entry, ...] = (),
+) -> TurnFinish:
+    """End a turn that began in `state`; a fire's run ends in the same state with the
+    outcome's output, and its job takes the outcome (next fire, failures, removal).
+    """
+    fire = pending.fire
+    run = job = None
+    if fire is not None:
+        run_state = state.run_state
+        run = Transition(
+            fire.run_id,
+            run_state,
+            now,
+            output=outcome.text,
+            error=outcome.error,
+            error_details=outcome.error_details,
+            usage=outcome.usage,
+        )
+        job = JobOutcome(
+            fire.job.id,
+            run_state,
+            now,
+            error=outcome.error,
+            delete_after_run=fire.job.policy.delete_after_run,
+        )
+    return TurnFinish(
+        key,
+        pending.turn_id,
+        owner,
+        now,
+        state,
+        entry,
+        error=outcome.error,
+        error_details=outcome.error_details,
+        usage=outcome.usage,
+        run=run,
+        outcome=job,
+        before=before,
+    )
+
+
+def unstarted_record(
+    key: str, pending: Pending, state: RunState, error: str, *, owner: str, now: datetime
+) -> TurnFinish:
+    """End a turn that never began (its fire was missed, its prompt could not be rendered,
+    its session is gone): no transcript entry; its run ends in `state` with the reason.
+    """
+    fire = pending.fire
+    run = job = None
+    if fire is not None:
+        run = Transition(fire.run_id, state, now, error=error)
+        job = JobOutcome(
+            fire.job.id,
+            state,
+            now,
+            error=error,
+            delete_after_run=fire.job.policy.delete_after_run,
+        )
+    return TurnFinish(
+        key,
+        pending.turn_id,
+        owner,
+        now,
+        unstarted_turn_end(state),
+        None,
+        error=error,
+        run=run,
+        outcome=job,
+    )
+
+
+def log_context(key: str, pending: Pending) -> dict[str, Any]:
+    """The structured-log fields of a turn: session, turn, and its fire's job and run."""
+    fire = pending.fire
+    return {
+        "session_key": key,
+        "turn_id": pending.turn_id,
+        "job_id": fire.job.id if fire else None,
+        "run_id": fire.run_id if fire else None,
+    }
