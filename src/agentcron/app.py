@@ -28,12 +28,17 @@ from agentcron.config import (
     load_price_table,
 )
 from agentcron.engine.clock import Clock, SystemClock
+from agentcron.engine.journal import Journal
 from agentcron.engine.legacy import Evaluator, evaluate_response
 from agentcron.engine.policies import finish_job
 from agentcron.engine.scheduler import Engine, make_owner
 from agentcron.events import Callback, Event, EventBus, JobAction, JobEvent
+from agentcron.service.deliveries import Deliveries
+from agentcron.service.jobs import KEEP, Jobs, Keep
+from agentcron.service.runs import Runs
+from agentcron.service.sessions import Sessions
+from agentcron.service.system_jobs import SystemJobs
 from agentcron.sessions.lane import Lanes
-from agentcron.store.journal import Journal
 from agentcron.store.models import (
     TERMINAL_STATES,
     Job,
@@ -44,18 +49,6 @@ from agentcron.store.sql import SqlStore, sqlite_url
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
-
-from agentcron.facade import (
-    KEEP,
-    UNIFIED_MEMORY,
-    WEB_PREFIX,
-    Deliveries,
-    Jobs,
-    Keep,
-    Runs,
-    Sessions,
-    SystemJobs,
-)
 
 __all__ = [
     "KEEP",
@@ -70,6 +63,10 @@ __all__ = [
     "Status",
     "SystemJobs",
 ]
+
+WEB_PREFIX = "websocket:"  # the web UI's chats (threads)
+# Unified mode: the shared automations' session and every web thread are one memory.
+UNIFIED_MEMORY = MemoryScope(keys=(UNIFIED_SESSION_KEY,), prefixes=(WEB_PREFIX,))
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,11 +164,34 @@ class AgentCron:
         )
         self.lanes.on_busy = self.engine.leases_held
         self._stopping = False
-        self.jobs = Jobs(self)
-        self.runs = Runs(self)
-        self.sessions = Sessions(self)
-        self.system = SystemJobs(self)
-        self.deliveries = Deliveries(self)
+        store = self.store
+        self.runs = Runs(store, self.engine.run_waiters, stopping=lambda: self._stopping)
+        self.jobs = Jobs(
+            store,
+            store.sessions,
+            self.journal,
+            self.runs,
+            store,
+            self.clock,
+            wake=self.engine.due_at,
+            publish=self.publish_job,
+            owner_of=self.job_owner,
+            max_jobs=lambda: self.settings.max_jobs,
+        )
+        self.sessions = Sessions(
+            store.sessions,
+            self.lanes,
+            self.jobs,
+            store,
+            self.clock,
+            post=self.lanes.posts.post,
+            publish=self.publish,
+            job_summary=store.sessions.job_summary,
+            owner_of=self.job_owner,
+            stopping=lambda: self._stopping,
+        )
+        self.system = SystemJobs(self.jobs, self.engine.system_handlers, self.clock)
+        self.deliveries = Deliveries(store.deliveries)
 
     def subscribe(
         self, callback: Callback, types: Iterable[type[Event]] | None = None
@@ -227,7 +247,7 @@ class AgentCron:
             turns_active=lanes.active_turns,
         )
 
-    def automation_owner(self, session_key: str) -> str:
+    def job_owner(self, session_key: str) -> str:
         """The session that automations created from `session_key` bind to: itself, or in
         unified mode the shared `unified:default` for web chats (`websocket:*`).
         """
@@ -257,7 +277,7 @@ class AgentCron:
             tz=session.tz,
             in_scheduled_turn=turn.source in (TurnSource.AUTOMATION, TurnSource.RECALL),
             limits=self.tool_limits,
-            automation_key=self.automation_owner(session.key),
+            automation_key=self.job_owner(session.key),
         )
 
     async def start(self) -> None:

@@ -1,4 +1,10 @@
-"""JSON views of records, shared by the API, the WebSocket events and the CLI's --json output."""
+"""The API's JSON: records and the services' read models as the HTTP API, the WebSocket events
+and the CLI's --json output show them (one shape whichever edge answers).
+
+The services answer with domain records and read models; only the edges turn them into JSON,
+through these functions. It sits beside the services rather than in `server/` because the
+CLI's database mode prints the same JSON without importing the server.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from agentcron.schedule import describe
+from agentcron.service.jobs import JobDetail, JobState
+from agentcron.service.sessions import Deletion, SessionDetail, SessionRow, TurnDetail
 from agentcron.store.deliveries import Delivery
 from agentcron.store.models import Job, Message, Recall, Run, Session, Turn
 
@@ -167,3 +175,89 @@ def delivery_view(delivery: Delivery) -> dict[str, Any]:
         "updated_at": iso(delivery.updated_at),
         "delivered_at": iso(delivery.delivered_at),
     }
+
+
+def job_state_view(state: JobState) -> dict[str, Any]:
+    return job_view(state.job, active_run=state.active_run)
+
+
+def jobs_answer(states: list[JobState]) -> dict[str, Any]:
+    return {"jobs": [job_state_view(s) for s in states]}
+
+
+def job_detail_view(detail: JobDetail) -> dict[str, Any]:
+    return {
+        **job_state_view(detail.state),
+        "upcoming": [iso(f) for f in detail.upcoming],
+        "runs": [run_view(r) for r in detail.runs],
+        "usage": detail.usage,
+    }
+
+
+def runs_answer(runs: list[Run]) -> dict[str, Any]:
+    return {"runs": [run_view(r) for r in runs]}
+
+
+def session_row_view(row: SessionRow) -> dict[str, Any]:
+    return session_view(
+        row.session,
+        automations=row.automations,
+        has_recall=row.has_recall,
+        running_turn=row.running_turn,
+    )
+
+
+def sessions_answer(rows: list[SessionRow]) -> dict[str, Any]:
+    return {"sessions": [session_row_view(r) for r in rows]}
+
+
+def session_detail_view(detail: SessionDetail) -> dict[str, Any]:
+    return session_view(
+        detail.session,
+        running_turn=detail.running_turn,
+        automations=[job_state_view(s) for s in detail.automations],
+        recall=None if detail.recall is None else job_view(detail.recall),
+        usage=detail.usage,
+    )
+
+
+def messages_answer(key: str, messages: list[Message], after: int | None) -> dict[str, Any]:
+    return {
+        "session_key": key,
+        "messages": [message_view(m) for m in messages],
+        "next_after": messages[-1].seq if messages else after,
+    }
+
+
+def turn_started_answer(turn: Turn) -> dict[str, Any]:
+    """A message accepted as a turn (202)."""
+    return {"turn_id": turn.id, "session_key": turn.session_key, "state": turn.state.value}
+
+
+def note_answer(message: Message) -> dict[str, Any]:
+    """A note stored without a turn (201)."""
+    return {"session_key": message.session_key, "turn_id": None, "message": message_view(message)}
+
+
+def sent_answer(message: Message) -> dict[str, Any]:
+    """A message sent out through the session's channel without the agent."""
+    return {"session_key": message.session_key, "message": message_view(message)}
+
+
+def deletion_view(deletion: Deletion) -> dict[str, Any]:
+    if not deletion.deleted:
+        return {
+            "deleted": False,
+            "blocked_by_automations": True,
+            "automations": [
+                {"id": j.id, "name": j.name, "enabled": j.enabled} for j in deletion.blocking
+            ],
+        }
+    return {"deleted": True, "deleted_automations": deletion.deleted_automations}
+
+
+def turn_detail_view(detail: TurnDetail) -> dict[str, Any]:
+    view = turn_view(detail.turn)
+    if detail.turn.reply_message_id is not None:
+        view["reply"] = detail.reply
+    return view

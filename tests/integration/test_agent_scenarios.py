@@ -22,6 +22,7 @@ from agentcron.events import (
     ToolStarted,
 )
 from agentcron.schedule import AtSpec, CronSpec, EverySpec
+from agentcron.service.sessions import Deletion
 from agentcron.sessions.prompts import get_prompt
 from agentcron.store import CreatedBy, JobKind, RunState, TurnState
 from agentcron.testing import FakeClock, wait_settled
@@ -240,7 +241,7 @@ async def test_unified_mode_binds_web_chat_automations_to_the_unified_session(
     await say(cron, "every day at 9 stretch", key="telegram:42")
     assert {j.session_key for j in await cron.jobs.list()} == {"unified:default", "telegram:42"}
     # deleting one web thread neither blocks on nor deletes the unified automations
-    assert await cron.sessions.delete("websocket:a") == {"deleted": True, "deleted_automations": []}
+    assert await cron.sessions.delete("websocket:a") == Deletion(True)
     assert job.id in [j.id for j in await cron.jobs.list()]
     # the fire is a turn of the unified session
     await advance(cron, clock, timedelta(hours=20))
@@ -304,7 +305,7 @@ async def test_deleting_a_session_cancels_its_recall_without_blocking(
     await say(cron, "follow up in 10 minutes and check the logs", key="websocket:other")
     assert len(await cron.jobs.list(kind=JobKind.RECALL)) == 2
     # a recall is not a user automation: it does not block the delete, it goes with the session
-    assert await cron.sessions.delete(KEY) == {"deleted": True, "deleted_automations": []}
+    assert await cron.sessions.delete(KEY) == Deletion(True)
     (left,) = await cron.jobs.list()
     assert left.session_key == "websocket:other"
     await advance(cron, clock, 10 * MIN)

@@ -11,13 +11,13 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-import agentcron.store.journal as journal_module
+import agentcron.engine.journal as journal_module
 from agentcron.config import EngineSettings
+from agentcron.engine.journal import Journal
 from agentcron.engine.policies import arm, finish_job
 from agentcron.schedule import AtSpec
 from agentcron.store import ArmedJob, ConflictError, JobKind, NewJob, SqlStore
 from agentcron.store.ids import new_id
-from agentcron.store.journal import Journal
 from agentcron.store.models import InsertJobs, JobsInserted
 from tests.conftest import T0
 

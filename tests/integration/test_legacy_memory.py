@@ -86,7 +86,7 @@ async def test_a_legacy_job_reads_and_saves_its_memory_under_cron_job_id(
     # behaviour and asks for no cleanup of it): readable, deletable on its own.
     await cron.jobs.delete(job.id)
     assert len(await cron.sessions.messages(key)) == 4
-    assert (await cron.sessions.delete(key))["deleted"] is True
+    assert (await cron.sessions.delete(key)).deleted is True
     with pytest.raises(SessionNotFoundError):
         await cron.sessions.get(key)
 

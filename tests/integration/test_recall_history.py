@@ -122,7 +122,7 @@ async def test_ended_recalls_go_with_their_session_and_with_age(
     assert [r.state for r in await app.jobs.recalls(other)] == [RecallState.CANCELLED]
     # deleting a session cancels its pending recall and removes its recall history
     result = await app.sessions.delete(KEY)
-    assert result["deleted"] is True
+    assert result.deleted is True
     assert await app.store.recall_history(KEY) == []
     # retention: ended recalls older than retention_age are pruned with the runs
     await app.store.prune_runs(

@@ -10,6 +10,7 @@ import pytest
 
 from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput, TurnSource
 from agentcron.config import EngineSettings
+from agentcron.service.sessions import Deletion
 from agentcron.sessions.prompts import get_prompt
 from agentcron.store import Overlap, RunState, TurnState
 from agentcron.testing import FakeClock, wait_settled
@@ -282,14 +283,11 @@ async def test_session_delete_is_two_step_with_bound_automations(
         name="heartbeat", when="every 30m", session_key=KEY, kind=JobKind.SYSTEM_EVENT
     )
     answer = await cron.sessions.delete(KEY)
-    assert answer == {
-        "deleted": False,
-        "blocked_by_automations": True,
-        "automations": [{"id": bound.id, "name": "monitor", "enabled": True}],
-    }
+    assert not answer.deleted
+    assert [(j.id, j.name, j.enabled) for j in answer.blocking] == [(bound.id, "monitor", True)]
     assert await cron.sessions.get(KEY)  # nothing was lost
     answer = await cron.sessions.delete(KEY, confirm=True)
-    assert answer == {"deleted": True, "deleted_automations": [bound.id]}
+    assert answer == Deletion(True, deleted_automations=[bound.id])
     assert [j.id for j in await cron.jobs.list()] == [system.id]
 
 

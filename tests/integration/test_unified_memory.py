@@ -145,7 +145,7 @@ async def test_web_chats_share_the_unified_memory(make_cron: CronFactory, clock:
     ]  # fmt: skip
     # ... and deletion scopes: deleting a thread deletes its entries, never the automations
     deleted = await cron.sessions.delete("websocket:a")
-    assert deleted["deleted"] is True
+    assert deleted.deleted is True
     assert (await cron.jobs.get(job.id)).id == job.id
     await talk(cron, clock, "websocket:b", "again")
     assert not [h for h in runner.history(4) if "walrus" in h]

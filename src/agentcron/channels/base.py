@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 from agentcron.engine.clock import Clock
 from agentcron.errors import AgentcronError
 from agentcron.events import ChatContext, Event, MessagePosted, StreamEnd
-from agentcron.store.deliveries import DeliveryStore
 from agentcron.store.errors import SessionNotFoundError
+from agentcron.store.interface import DeliveryLedger
 from agentcron.store.models import Turn
 
 if TYPE_CHECKING:  # the facade will wire channels: no import cycle at run time
@@ -128,7 +128,7 @@ class StoreBound(Protocol):
 
     def bind(
         self,
-        deliveries: DeliveryStore,
+        deliveries: DeliveryLedger,
         clock: Clock,
         report: Callable[[Event], Awaitable[None]] | None = None,
     ) -> None: ...

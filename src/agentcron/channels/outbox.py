@@ -12,7 +12,8 @@ from agentcron.channels.base import OutboundMessage
 from agentcron.engine.clock import Clock
 from agentcron.errors import AgentcronError
 from agentcron.events import DeliveryFailed, DeliverySucceeded, Event
-from agentcron.store.deliveries import Delivery, DeliveryState, DeliveryStore
+from agentcron.store.deliveries import Delivery, DeliveryState
+from agentcron.store.interface import DeliveryLedger
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ class Outbox:
         *,
         retry: RetryPolicy | None = None,
         sleep: Sleep = asyncio.sleep,
-        deliveries: DeliveryStore | None = None,
+        deliveries: DeliveryLedger | None = None,
         clock: Clock | None = None,
     ) -> None:
         self.channel = channel
@@ -115,7 +116,7 @@ class Outbox:
         self._report: Report | None = None
         self.health = Health()
 
-    def bind(self, deliveries: DeliveryStore, clock: Clock, report: Report | None = None) -> None:
+    def bind(self, deliveries: DeliveryLedger, clock: Clock, report: Report | None = None) -> None:
         """Keep records in `deliveries`; publish each attempt's outcome through `report`."""
         self._deliveries, self._clock = deliveries, clock
         self._report = report
@@ -131,7 +132,7 @@ class Outbox:
             )
 
     @property
-    def _store(self) -> tuple[DeliveryStore, Clock]:
+    def _store(self) -> tuple[DeliveryLedger, Clock]:
         if self._deliveries is None or self._clock is None:
             raise OutboxNotBoundError(self.channel)
         return self._deliveries, self._clock

@@ -13,7 +13,7 @@ import httpx
 from agentcron.channels.base import ChannelError, Inbound, OutboundMessage
 from agentcron.channels.outbox import DeliveryAttemptError, Outbox, Report, RetryPolicy, Sleep
 from agentcron.engine.clock import Clock
-from agentcron.store.deliveries import DeliveryStore
+from agentcron.store.interface import DeliveryLedger
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ class TelegramChannel:
         request_timeout: float = 10.0,
         sleep: Sleep = asyncio.sleep,
         transport: httpx.AsyncBaseTransport | None = None,
-        deliveries: DeliveryStore | None = None,
+        deliveries: DeliveryLedger | None = None,
         clock: Clock | None = None,
     ) -> None:
         if not token:
@@ -155,7 +155,7 @@ class TelegramChannel:
             name, self._attempt, retry=retry, sleep=sleep, deliveries=deliveries, clock=clock
         )
 
-    def bind(self, deliveries: DeliveryStore, clock: Clock, report: Report | None = None) -> None:
+    def bind(self, deliveries: DeliveryLedger, clock: Clock, report: Report | None = None) -> None:
         self.outbox.bind(deliveries, clock, report)
 
     def _redact(self, text: str) -> str:

@@ -44,7 +44,7 @@ import httpx
 from agentcron.channels.base import Inbound, OutboundMessage
 from agentcron.channels.outbox import DeliveryAttemptError, Outbox, Report, RetryPolicy, Sleep
 from agentcron.engine.clock import Clock
-from agentcron.store.deliveries import DeliveryStore
+from agentcron.store.interface import DeliveryLedger
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ class WebhookChannel:
         sleep: Sleep = asyncio.sleep,
         wall_clock: Callable[[], float] = time.time,
         transport: httpx.AsyncBaseTransport | None = None,
-        deliveries: DeliveryStore | None = None,
+        deliveries: DeliveryLedger | None = None,
         clock: Clock | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> None:
@@ -155,7 +155,7 @@ class WebhookChannel:
             name, self._attempt, retry=retry, sleep=sleep, deliveries=deliveries, clock=clock
         )
 
-    def bind(self, deliveries: DeliveryStore, clock: Clock, report: Report | None = None) -> None:
+    def bind(self, deliveries: DeliveryLedger, clock: Clock, report: Report | None = None) -> None:
         self.outbox.bind(deliveries, clock, report)
 
     def wants(self, message: OutboundMessage) -> bool:

@@ -18,13 +18,14 @@ from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
+from agentcron import views
 from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
 from agentcron.config import ConfigError, settings_from_env
 from agentcron.errors import AgentcronError
-from agentcron.service import jobs as job_service
-from agentcron.service import runs as run_service
-from agentcron.service import sessions as session_service
+from agentcron.service.jobs import JobCreate
+from agentcron.service.sessions import SessionCreate
+from agentcron.store.models import JobKind
 
 _T = TypeVar("_T")
 
@@ -183,9 +184,10 @@ async def _no_turns(trigger: Trigger) -> None:
 
 
 class DbBackend:
-    """The database itself, through the route functions the server runs, on an AgentCron whose
-    store is open but whose engine is not started. A server running on the same database does
-    not hear of these changes at once: it sees them at its next wake-up (within 5 minutes).
+    """The database itself, through the same services the server's routes call, on an
+    AgentCron whose store is open but whose engine is not started. A server running on the
+    same database does not hear of these changes at once: it sees them at its next wake-up
+    (within 5 minutes).
     """
 
     def __init__(self, db: Path | None, url: str | None, *, create: bool = False) -> None:
@@ -238,27 +240,29 @@ class DbBackend:
 
     async def create_session(self, key: str, tz: str, title: str | None) -> dict[str, Any]:
         async def create() -> dict[str, Any]:
-            body = session_service.SessionCreate(key=key, tz=tz, title=title)
-            return await session_service.create_session(self._cron, body)
+            body = SessionCreate(key=key, tz=tz, title=title)
+            cron = self._cron
+            session = await cron.sessions.create(body.key, title=body.title, tz=body.tz)
+            return views.session_view(session)
 
         return await self._call(create)
 
     async def list_sessions(self) -> dict[str, Any]:
-        return await self._call(lambda: session_service.list_sessions(self._cron))
+        return views.sessions_answer(await self._call(self._cron.sessions.listing))
 
     async def get_session(self, key: str) -> dict[str, Any]:
-        return await self._call(lambda: session_service.get_session(self._cron, key))
+        return views.session_detail_view(await self._call(lambda: self._cron.sessions.detail(key)))
 
     async def messages(self, key: str) -> dict[str, Any]:
-        return await self._call(lambda: session_service.list_messages(self._cron, key))
+        found = await self._call(lambda: self._cron.sessions.transcript(key))
+        return views.messages_answer(key, found, None)
 
     async def delete_session(self, key: str, confirm: bool) -> dict[str, Any]:
-        return await self._call(
-            lambda: session_service.delete_session(self._cron, key, confirm=confirm)
-        )
+        deletion = await self._call(lambda: self._cron.sessions.delete(key, confirm=confirm))
+        return views.deletion_view(deletion)
 
     async def note(self, key: str, text: str) -> dict[str, Any]:
-        return await self._call(lambda: session_service.note(self._cron, key, text))
+        return views.note_answer(await self._call(lambda: self._cron.sessions.note(key, text)))
 
     async def send_out(self, key: str, text: str) -> dict[str, Any]:
         raise CliError(
@@ -268,46 +272,42 @@ class DbBackend:
 
     async def add_job(self, body: dict[str, Any]) -> dict[str, Any]:
         try:
-            model = job_service.JobCreate.model_validate(body)
+            model = JobCreate.model_validate(body)
         except ValidationError as exc:
             raise CliError(validation_line(exc)) from exc
-        return await self._call(lambda: job_service.create_job(self._cron, model))
+        return views.job_view(await self._call(lambda: self._cron.jobs.create_in_session(model)))
 
     async def list_jobs(
         self, session: str | None, kind: str | None, enabled: bool | None
     ) -> dict[str, Any]:
-        from agentcron.store.models import JobKind
-
         try:
             job_kind = None if kind is None else JobKind(kind)
         except ValueError as exc:
             kinds = ", ".join(k.value for k in JobKind)
             raise CliError(f"unknown kind {kind!r}; one of {kinds}") from exc
-        return await self._call(
-            lambda: job_service.list_jobs(
-                self._cron, session_key=session, kind=job_kind, enabled=enabled
-            )
+        states = await self._call(
+            lambda: self._cron.jobs.listing(session_key=session, kind=job_kind, enabled=enabled)
         )
+        return views.jobs_answer(states)
 
     async def get_job(self, job_id: str) -> dict[str, Any]:
-        return await self._call(lambda: job_service.get_job(self._cron, job_id))
+        return views.job_detail_view(await self._call(lambda: self._cron.jobs.detail(job_id)))
 
     async def job_action(self, job_id: str, action: str) -> dict[str, Any]:
-        handler = {
-            "pause": job_service.pause_job,
-            "resume": job_service.resume_job,
-            "rm": job_service.delete_job,
-        }[action]
-        return await self._call(lambda: handler(self._cron, job_id))
+        jobs = self._cron.jobs
+        if action == "rm":
+            return {"deleted": (await self._call(lambda: jobs.delete(job_id))).id}
+        change = {"pause": jobs.pause, "resume": jobs.resume}[action]
+        return views.job_view(await self._call(lambda: change(job_id)))
 
     async def list_runs(self, job: str | None, session: str | None, limit: int) -> dict[str, Any]:
+        cron = self._cron
         if job is not None:
-            return await self._call(lambda: job_service.job_runs(self._cron, job, limit=limit))
+            return views.runs_answer(await self._call(lambda: cron.jobs.runs_of(job, limit=limit)))
         if session is not None:
-            return await self._call(
-                lambda: session_service.session_runs(self._cron, session, limit=limit)
-            )
+            runs = await self._call(lambda: cron.runs.list(session_key=session, limit=limit))
+            return views.runs_answer(runs)
         raise CliError("give --job ID or --session KEY")
 
     async def get_run(self, run_id: str) -> dict[str, Any]:
-        return await self._call(lambda: run_service.get_run(self._cron, run_id))
+        return views.run_view(await self._call(lambda: self._cron.runs.get(run_id)), full=True)

@@ -27,6 +27,7 @@ from agentcron.agent.runner import (
 )
 from agentcron.config import EngineSettings
 from agentcron.engine.clock import Clock, SystemClock
+from agentcron.engine.journal import Journal
 from agentcron.engine.legacy import (
     Evaluation,
     Evaluator,
@@ -49,7 +50,6 @@ from agentcron.events import (
     publish_fire_settled,
 )
 from agentcron.store.interface import FireLedger
-from agentcron.store.journal import Journal
 from agentcron.store.models import (
     STOPPED_MID_TURN,
     ClaimedFire,

@@ -1,6 +1,8 @@
-"""The use cases the edges call — the HTTP routes and the CLI alike — answering in the API's JSON.
+"""The use cases every edge calls — the library facade, the HTTP routes, the CLI, the tools.
 
-Each function takes the facade and plain values (or the request model it validates), raises
-typed `AgentcronError`s (the edges map them) and returns the JSON-ready answer, so the API and
-`agentcron ... --db` give the same answers from one code path. The CLI never imports `server/`.
+Each service (`Jobs`, `Runs`, `Sessions`, `SystemJobs`, `Deliveries`) takes narrow
+dependencies (store protocols, the clock, the engine's wake-up, the event bus), raises typed
+`AgentcronError`s that the edges map, and answers with domain records or the small read
+models defined beside it (`JobState`, `SessionRow`, ...). `AgentCron` (app.py) wires them;
+the JSON shapes of the answers are in `agentcron.views`.
 """

@@ -1,21 +1,48 @@
-"""Jobs ("automations"): create from `when`, list with their state, read, change, remove."""
+"""Jobs: create from `when`, read, change, pause, resume, skip, remove; the jobs-with-state
+read model. Every change wakes the engine and is published as a `JobEvent`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+import builtins
+import enum
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agentcron.config import check_model_name
+from agentcron.engine.clock import Clock
+from agentcron.engine.policies import arm
 from agentcron.errors import InvalidInputError
-from agentcron.schedule import upcoming
-from agentcron.store.errors import SessionNotFoundError
-from agentcron.store.models import ACTIVE_STATES, Catchup, Job, JobKind, Overlap, Run
-from agentcron.views import iso, job_view, run_view
+from agentcron.events import JobAction
+from agentcron.schedule import parse_when, upcoming
+from agentcron.schedule.zones import get_zone
+from agentcron.service.runs import Runs
+from agentcron.store.errors import SessionNotFoundError, VersionConflictError
+from agentcron.store.ids import new_id
+from agentcron.store.interface import JobCatalog, RunRecords, Transcripts, WriteQueue
+from agentcron.store.models import (
+    ACTIVE_STATES,
+    AnySpec,
+    ArmedJob,
+    Catchup,
+    CreatedBy,
+    InsertJobs,
+    Job,
+    JobKind,
+    JobPolicy,
+    JobsInserted,
+    NewJob,
+    Overlap,
+    Recall,
+    RecallState,
+    Run,
+)
 
-if TYPE_CHECKING:
-    from agentcron.app import AgentCron
+_CAS_RETRIES = 5
 
 WHEN_HELP = (
     'anything parse_when reads: "in 30m", "tomorrow at 9", "every weekday at 9", '
@@ -27,8 +54,20 @@ MODEL_HELP = (
 )
 
 
+class Keep(enum.Enum):
+    """`KEEP`: leave a field as it is (where None is a value of its own)."""
+
+    KEEP = "keep"
+
+
+KEEP = Keep.KEEP
+
+Publish = Callable[[JobAction, Job], Awaitable[None]]
+"""Tells live views that a job was created, changed or deleted."""
+
+
 class JobCreate(BaseModel):
-    session_key: str = Field(description="the session the automation belongs to")
+    session_key: str = Field(description="the session the job belongs to")
     name: str = Field(min_length=1, max_length=200)
     message: str = Field(min_length=1, description="what the agent should do when it fires")
     when: str = Field(min_length=1, description=WHEN_HELP)
@@ -54,125 +93,401 @@ class JobPatch(BaseModel):
     model: str | None = Field(default=None, max_length=200, description=MODEL_HELP)
 
 
+@dataclass(frozen=True, slots=True)
+class JobState:
+    """A job as the API lists it: with its fire waiting or running now, if any."""
+
+    job: Job
+    active_run: Run | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobDetail:
+    """A job with its next fires, its last runs and what it has cost."""
+
+    state: JobState
+    upcoming: list[datetime]
+    runs: list[Run]
+    usage: dict[str, Any]
+
+
+class Jobs:
+    """Create, read, change and remove jobs."""
+
+    def __init__(
+        self,
+        catalog: JobCatalog,
+        sessions: Transcripts,
+        writes: WriteQueue,
+        runs: Runs,
+        usage: RunRecords,
+        clock: Clock,
+        *,
+        wake: Callable[[datetime | None], None],
+        publish: Publish,
+        owner_of: Callable[[str], str] = lambda key: key,
+        max_jobs: Callable[[], int | None] = lambda: None,
+    ) -> None:
+        self._catalog = catalog
+        self._sessions = sessions  # jobs bind to existing sessions
+        self._writes = writes  # the journal: concurrent creates share one transaction
+        self._runs = runs
+        self._usage = usage
+        self._clock = clock
+        self._wake = wake  # tells the engine a fire may be due at that instant
+        self._publish = publish
+        self._owner_of = owner_of  # the session a chat's jobs bind to (unified mode)
+        self._max_jobs = max_jobs
+
+    # -- create ---------------------------------------------------------------------------
+
+    def _armed(self, new: NewJob, now: datetime) -> ArmedJob:
+        job_id = new_id()
+        fire, due = arm(new.spec, new.policy, job_id, now, new.policy.max_runs)
+        return ArmedJob(job_id, new, fire, due)
+
+    async def create(
+        self,
+        *,
+        name: str,
+        when: str | None = None,
+        spec: AnySpec | None = None,
+        tz: str = "UTC",
+        message: str = "",
+        session_key: str | None = None,
+        kind: JobKind = JobKind.AGENT_TURN,
+        created_by: CreatedBy = CreatedBy.API,
+        overlap: Overlap = Overlap.BUFFER_ONE,
+        catchup: Catchup = Catchup.LATEST,
+        catchup_window: timedelta = timedelta(hours=24),
+        max_failures: int = 5,
+        max_runs: int | None = None,
+        end_at: datetime | None = None,
+        delete_after_run: bool = False,
+        jitter: bool = False,
+        idempotency_key: str | None = None,
+        enabled: bool = True,
+        model: str | None = None,
+    ) -> Job:
+        """Create one job from `when` (anything parse_when reads) or a ready `spec`; `model`
+        names the model its turns run on (None: the runner's default).
+        """
+        now = self._clock.now()
+        if (when is None) == (spec is None):
+            raise InvalidInputError("give exactly one of `when` or `spec`")
+        resolved = spec if spec is not None else parse_when(when or "", now, tz)
+        policy = JobPolicy(
+            overlap=Overlap(overlap),
+            catchup=Catchup(catchup),
+            catchup_window=catchup_window,
+            max_failures=max_failures,
+            max_runs=max_runs,
+            end_at=end_at,
+            delete_after_run=delete_after_run,
+            jitter=jitter,
+        )
+        new = NewJob(
+            name=name,
+            spec=resolved,
+            message=message,
+            session_key=session_key,
+            kind=JobKind(kind),
+            created_by=CreatedBy(created_by),
+            policy=policy,
+            idempotency_key=idempotency_key,
+            enabled=enabled,
+            model=check_model_name(model),
+        )
+        return (await self.create_many([new]))[0]
+
+    async def create_many(self, new_jobs: Sequence[NewJob]) -> list[Job]:
+        """Create many jobs in one transaction."""
+        now = self._clock.now()
+        inserted = await self._writes.write(
+            InsertJobs([self._armed(n, now) for n in new_jobs], now, max_jobs=self._max_jobs())
+        )
+        if not isinstance(inserted, JobsInserted):
+            raise TypeError(f"creating jobs was answered with {inserted!r}")
+        created = inserted.jobs
+        self._wake(min((j.next_run_at for j in created if j.next_run_at), default=None))
+        for job in created:
+            await self._publish(JobAction.CREATED, job)
+        return created
+
+    async def create_in_session(self, body: JobCreate) -> Job:
+        """A job from the API's request, bound to the existing session `body.session_key`
+        (its zone by default; in unified mode web chats' jobs bind to the shared session).
+        """
+        try:
+            session = await self._sessions.get_session(body.session_key)
+        except SessionNotFoundError as exc:
+            raise SessionNotFoundError(
+                body.session_key,
+                f"no session {body.session_key!r}: create it first with POST /api/sessions",
+            ) from exc
+        owner = self._owner_of(session.key)
+        if owner != session.key:
+            await self._sessions.ensure_session(
+                owner, self._clock.now(), title="Shared automations (unified mode)"
+            )
+        return await self.create(
+            name=body.name,
+            when=body.when,
+            tz=body.tz or session.tz,
+            message=body.message,
+            session_key=owner,
+            overlap=body.overlap,
+            catchup=body.catchup,
+            max_runs=body.max_runs,
+            end_at=_aware(body.end_at, "end_at"),
+            idempotency_key=body.idempotency_key,
+            model=body.model,
+        )
+
+    # -- read -----------------------------------------------------------------------------
+
+    async def get(self, job_id: str) -> Job:
+        return await self._catalog.get_job(job_id)
+
+    async def usage(self, job_id: str) -> dict[str, Any]:
+        """Tokens and cost summed over the job's run records: what this schedule costs."""
+        return await self._usage.usage_totals(job_id=job_id)
+
+    async def for_session(self, session_key: str) -> builtins.list[Job]:
+        """The jobs and recall a chat shows: its own, and in unified mode also those of
+        `unified:default` (which every web chat lists).
+        """
+        found: builtins.list[Job] = []
+        for key in dict.fromkeys([session_key, self._owner_of(session_key)]):
+            found.extend(await self.list(session_key=key))
+        return found
+
+    async def list(
+        self,
+        *,
+        session_key: str | None = None,
+        kind: JobKind | None = None,
+        enabled: bool | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[Job]:
+        return await self._catalog.list_jobs(
+            session_key=session_key, kind=kind, enabled=enabled, limit=limit
+        )
+
+    async def listing(
+        self,
+        *,
+        session_key: str | None = None,
+        kind: JobKind | None = None,
+        enabled: bool | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[JobState]:
+        """Jobs with their state, or a chat's (its own and, in unified mode, the shared)."""
+        if session_key is None:
+            return await self.with_state(await self.list(kind=kind, enabled=enabled, limit=limit))
+        jobs = [
+            j
+            for j in await self.for_session(session_key)
+            if (kind is None or j.kind is kind) and (enabled is None or j.enabled is enabled)
+        ][:limit]
+        return await self.with_state(jobs)
+
+    async def with_state(self, jobs: Sequence[Job]) -> builtins.list[JobState]:
+        """Each job with the run it has waiting or running now (one read of active runs)."""
+        if not jobs:
+            return []
+        active = await self._runs.list(states=sorted(ACTIVE_STATES), limit=None)
+        ids = {j.id for j in jobs}
+        found: dict[str, Run] = {}
+        for run in sorted(active, key=lambda r: r.fire_at):
+            if run.job_id in ids:
+                found.setdefault(run.job_id, run)
+        return [JobState(j, found.get(j.id)) for j in jobs]
+
+    async def detail(self, job_id: str) -> JobDetail:
+        """The job with its next 5 fire times, its last 10 runs and what it cost."""
+        job = await self.get(job_id)
+        (state,) = await self.with_state([job])
+        nxt = job.next_fire_at
+        fires = [] if nxt is None else [nxt, *upcoming(job.spec, nxt, 4)]
+        runs = await self._runs.list(job.id, limit=10)
+        return JobDetail(state, fires, runs, await self.usage(job.id))
+
+    async def runs_of(self, job_id: str, *, limit: int = 50) -> builtins.list[Run]:
+        """The job's runs, newest first (JobNotFoundError for an unknown job)."""
+        await self.get(job_id)
+        return await self._runs.list(job_id, limit=limit)
+
+    async def recalls(
+        self,
+        session_key: str,
+        *,
+        states: Iterable[RecallState] | None = None,
+        limit: int = 100,
+    ) -> builtins.list[Recall]:
+        """A session's recalls (seed 003): the pending one first, then those that fired or
+        were cancelled, newest first; `states` keeps only some of them.
+        """
+        wanted = None if states is None else set(states)
+        found: builtins.list[Recall] = []
+        if wanted is None or RecallState.PENDING in wanted:
+            pending = await self.list(session_key=session_key, kind=JobKind.RECALL)
+            found.extend(Recall.of_job(j, RecallState.PENDING) for j in pending)
+        ended = None if wanted is None else wanted - {RecallState.PENDING}
+        if ended is None or ended:
+            found.extend(await self._catalog.recall_history(session_key, states=ended, limit=limit))
+        return found[:limit]
+
+    # -- change ---------------------------------------------------------------------------
+
+    async def update(
+        self,
+        job_id: str,
+        *,
+        name: str | None = None,
+        message: str | None = None,
+        when: str | None = None,
+        spec: AnySpec | None = None,
+        tz: str | None = None,
+        expected_version: int | None = None,
+        model: str | Keep | None = KEEP,
+        **policy_changes: Any,
+    ) -> Job:
+        """Change a job. A new schedule re-computes the next fire at once; `model=None` goes
+        back to the runner's default model.
+
+        `expected_version` makes it a compare-and-set (VersionConflictError when the job moved
+        on); without it the update retries on concurrent changes.
+        """
+
+        def compute(job: Job, now: datetime) -> dict[str, Any]:
+            changes: dict[str, Any] = {}
+            if name is not None:
+                changes["name"] = name
+            if message is not None:
+                changes["message"] = message
+            if not isinstance(model, Keep):
+                changes["model"] = check_model_name(model)
+            new_spec = spec
+            if when is not None:
+                new_spec = parse_when(when, now, tz or job.spec.tz)
+            elif tz is not None and new_spec is None:
+                get_zone(tz)  # an unknown zone is the caller's error (InvalidZoneError)
+                new_spec = type(job.spec).model_validate({**job.spec.model_dump(), "tz": tz})
+            policy = replace(job.policy, **policy_changes) if policy_changes else job.policy
+            if policy_changes:
+                changes["policy"] = policy
+            if new_spec is not None or policy_changes:
+                changes["spec"] = new_spec or job.spec
+                remaining = job.remaining_runs
+                if "max_runs" in policy_changes:
+                    remaining = (
+                        None if policy.max_runs is None else max(policy.max_runs - job.run_count, 0)
+                    )
+                    changes["remaining_runs"] = remaining
+                if job.enabled:
+                    fire, due = arm(changes["spec"], policy, job.id, now, remaining)
+                    changes.update(next_fire_at=fire, next_run_at=due)
+            return changes
+
+        return await self._change(job_id, compute, JobAction.UPDATED, expected_version)
+
+    async def apply_patch(self, job_id: str, body: JobPatch) -> JobState:
+        """The API's PATCH: change what is given; `enabled` pauses or resumes."""
+        changes = body.model_dump(exclude_unset=True, exclude={"enabled"})
+        if "end_at" in changes:
+            _aware(changes["end_at"], "end_at")
+        policy = {
+            k: changes.pop(k) for k in ("overlap", "catchup", "max_runs", "end_at") if k in changes
+        }
+        job = await self.get(job_id)
+        if changes or policy:
+            job = await self.update(job_id, **changes, **policy)
+        if body.enabled is False and job.enabled:
+            job = await self.pause(job_id)
+        elif body.enabled is True and not job.enabled:
+            job = await self.resume(job_id)
+        (state,) = await self.with_state([job])
+        return state
+
+    async def pause(self, job_id: str, reason: str = "paused by user") -> Job:
+        def compute(job: Job, now: datetime) -> dict[str, Any]:
+            return {
+                "enabled": False,
+                "paused_reason": reason,
+                "paused_at": now,
+                "next_fire_at": None,
+                "next_run_at": None,
+            }
+
+        return await self._change(job_id, compute, JobAction.PAUSED)
+
+    async def resume(self, job_id: str) -> Job:
+        """Re-enable a job from now on (fires due while it was paused do not run)."""
+
+        def compute(job: Job, now: datetime) -> dict[str, Any]:
+            fire, due = arm(job.spec, job.policy, job.id, now, job.remaining_runs)
+            return {
+                "enabled": True,
+                "paused_reason": None,
+                "paused_at": None,
+                "consecutive_failures": 0,
+                "next_fire_at": fire,
+                "next_run_at": due,
+            }
+
+        return await self._change(job_id, compute, JobAction.RESUMED)
+
+    async def skip_next(self, job_id: str) -> Job:
+        """Skip the job's next fire; the one after it is computed from now at the earliest,
+        so a skip never schedules into the past.
+        """
+
+        def compute(job: Job, now: datetime) -> dict[str, Any]:
+            after = max(job.next_fire_at or now, now)
+            fire, due = arm(job.spec, job.policy, job.id, after, job.remaining_runs)
+            return {"next_fire_at": fire, "next_run_at": due}
+
+        return await self._change(job_id, compute, JobAction.SKIPPED)
+
+    async def _change(
+        self,
+        job_id: str,
+        compute: Callable[[Job, datetime], dict[str, Any]],
+        action: JobAction,
+        expected_version: int | None = None,
+    ) -> Job:
+        """Read, compute the changes, compare-and-set; retry on a concurrent change unless the
+        caller pinned `expected_version`. Wakes the engine: the next fire may have moved.
+        """
+        attempt = 0
+        while True:
+            job = await self._catalog.get_job(job_id)
+            now = self._clock.now()
+            try:
+                updated = await self._catalog.update_job(
+                    job_id, compute(job, now), now, expected_version=expected_version or job.version
+                )
+            except VersionConflictError:
+                attempt += 1
+                if expected_version is not None or attempt >= _CAS_RETRIES:
+                    raise
+                continue
+            # A later or removed fire needs nothing: the engine finds it at its next wake-up.
+            self._wake(updated.next_run_at)
+            await self._publish(action, updated)
+            return updated
+
+    async def delete(self, job_id: str, *, allow_system: bool = False) -> Job:
+        """Delete a job; a deleted recall is cancelled and stays readable in `recalls`."""
+        job = await self._catalog.delete_job(
+            job_id, allow_system=allow_system, now=self._clock.now()
+        )
+        await self._publish(JobAction.DELETED, job)
+        return job
+
+
 def _aware(value: datetime | None, field: str) -> datetime | None:
     if value is not None and value.tzinfo is None:
         raise InvalidInputError(f"{field} needs a UTC offset, e.g. 2026-12-31T18:00:00+01:00")
     return value
-
-
-async def _active_runs(cron: AgentCron, jobs: Sequence[Job]) -> dict[str, Run]:
-    if not jobs:
-        return {}
-    active = await cron.runs.list(states=sorted(ACTIVE_STATES), limit=None)
-    ids = {j.id for j in jobs}
-    found: dict[str, Run] = {}
-    for run in sorted(active, key=lambda r: r.fire_at):
-        if run.job_id in ids:
-            found.setdefault(run.job_id, run)
-    return found
-
-
-async def jobs_with_state(cron: AgentCron, jobs: Sequence[Job]) -> list[dict[str, Any]]:
-    """Jobs as the API shows them, each with the run it has in progress (if any)."""
-    active = await _active_runs(cron, jobs)
-    return [job_view(j, active_run=active.get(j.id)) for j in jobs]
-
-
-async def create_job(cron: AgentCron, body: JobCreate) -> dict[str, Any]:
-    """An automation of an existing session (in unified mode: of the shared session)."""
-    try:
-        session = await cron.sessions.get(body.session_key)
-    except SessionNotFoundError as exc:
-        raise SessionNotFoundError(
-            body.session_key,
-            f"no session {body.session_key!r}: create it first with POST /api/sessions",
-        ) from exc
-    owner = cron.automation_owner(session.key)
-    if owner != session.key:
-        await cron.sessions.create(owner, title="Shared automations (unified mode)")
-    job = await cron.jobs.create(
-        name=body.name,
-        when=body.when,
-        tz=body.tz or session.tz,
-        message=body.message,
-        session_key=owner,
-        overlap=body.overlap,
-        catchup=body.catchup,
-        max_runs=body.max_runs,
-        end_at=_aware(body.end_at, "end_at"),
-        idempotency_key=body.idempotency_key,
-        model=body.model,
-    )
-    return job_view(job)
-
-
-async def list_jobs(
-    cron: AgentCron,
-    *,
-    session_key: str | None = None,
-    kind: JobKind | None = None,
-    enabled: bool | None = None,
-    limit: int | None = None,
-) -> dict[str, Any]:
-    """Jobs, or a session's (what that chat shows: its own, and in unified mode the shared)."""
-    if session_key is not None:
-        jobs = [
-            j
-            for j in await cron.jobs.for_session(session_key)
-            if (kind is None or j.kind is kind) and (enabled is None or j.enabled is enabled)
-        ][:limit]
-    else:
-        jobs = await cron.jobs.list(kind=kind, enabled=enabled, limit=limit)
-    return {"jobs": await jobs_with_state(cron, jobs)}
-
-
-async def get_job(cron: AgentCron, job_id: str) -> dict[str, Any]:
-    """A job with its next 5 fire times, its last 10 runs and what it cost."""
-    job = await cron.jobs.get(job_id)
-    (view,) = await jobs_with_state(cron, [job])
-    nxt = job.next_fire_at
-    fires = [] if nxt is None else [nxt, *upcoming(job.spec, nxt, 4)]
-    runs = await cron.runs.list(job.id, limit=10)
-    return {
-        **view,
-        "upcoming": [iso(f) for f in fires],
-        "runs": [run_view(r) for r in runs],
-        "usage": await cron.jobs.usage(job.id),
-    }
-
-
-async def update_job(cron: AgentCron, job_id: str, body: JobPatch) -> dict[str, Any]:
-    """Change what is given; `enabled` pauses or resumes."""
-    changes = body.model_dump(exclude_unset=True, exclude={"enabled"})
-    if "end_at" in changes:
-        _aware(changes["end_at"], "end_at")
-    policy = {
-        k: changes.pop(k) for k in ("overlap", "catchup", "max_runs", "end_at") if k in changes
-    }
-    job = await cron.jobs.get(job_id)
-    if changes or policy:
-        job = await cron.jobs.update(job_id, **changes, **policy)
-    if body.enabled is False and job.enabled:
-        job = await cron.jobs.pause(job_id)
-    elif body.enabled is True and not job.enabled:
-        job = await cron.jobs.resume(job_id)
-    (view,) = await jobs_with_state(cron, [job])
-    return view
-
-
-async def pause_job(cron: AgentCron, job_id: str) -> dict[str, Any]:
-    return job_view(await cron.jobs.pause(job_id))
-
-
-async def resume_job(cron: AgentCron, job_id: str) -> dict[str, Any]:
-    return job_view(await cron.jobs.resume(job_id))
-
-
-async def delete_job(cron: AgentCron, job_id: str) -> dict[str, Any]:
-    job = await cron.jobs.delete(job_id)
-    return {"deleted": job.id}
-
-
-async def job_runs(cron: AgentCron, job_id: str, *, limit: int = 50) -> dict[str, Any]:
-    await cron.jobs.get(job_id)
-    return {"runs": [run_view(r) for r in await cron.runs.list(job_id, limit=limit)]}

@@ -1,27 +1,47 @@
-"""Run records and turns, optionally waiting (bounded) for a terminal state."""
+"""Run records: read, list, and wait (bounded) for a run to end."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
 
-from agentcron.views import run_view, turn_view
-
-if TYPE_CHECKING:
-    from agentcron.app import AgentCron
-
-
-async def get_run(cron: AgentCron, run_id: str, *, wait: float = 0.0) -> dict[str, Any]:
-    """The full run record: rendered prompt, variables, usage, error details, delivery."""
-    run = await cron.runs.wait(run_id, wait) if wait else await cron.runs.get(run_id)
-    return run_view(run, full=True)
+from agentcron.engine.waiters import Waiters
+from agentcron.service.waiting import wait_for
+from agentcron.store.interface import RunRecords
+from agentcron.store.models import Run, RunState
 
 
-async def get_turn(cron: AgentCron, turn_id: str, *, wait: float = 0.0) -> dict[str, Any]:
-    turn = (
-        await cron.sessions.wait_turn(turn_id, wait) if wait else await cron.sessions.turn(turn_id)
-    )
-    view = turn_view(turn)
-    if turn.reply_message_id is not None:
-        reply = await cron.store.sessions.get_message(turn.reply_message_id)
-        view["reply"] = None if reply is None else reply.content
-    return view
+class Runs:
+    """Read run records (the engine writes them)."""
+
+    def __init__(
+        self, records: RunRecords, waiters: Waiters, *, stopping: Callable[[], bool]
+    ) -> None:
+        self._records = records
+        self._waiters = waiters  # notified by the engine when a run ends
+        self._stopping = stopping
+
+    async def list(
+        self,
+        job_id: str | None = None,
+        *,
+        session_key: str | None = None,
+        states: Sequence[RunState] | None = None,
+        limit: int | None = 100,
+    ) -> list[Run]:
+        return await self._records.list_runs(
+            job_id=job_id, session_key=session_key, states=states, limit=limit
+        )
+
+    async def get(self, run_id: str) -> Run:
+        return await self._records.get_run(run_id)
+
+    async def wait(self, run_id: str, seconds: float) -> Run:
+        """The run once it is terminal, or as it is after `seconds`."""
+        with self._waiters.watch(run_id) as done:
+            return await wait_for(
+                lambda: self.get(run_id), lambda r: r.state.terminal, done, seconds, self._stopping
+            )
+
+    async def get_or_wait(self, run_id: str, wait: float = 0.0) -> Run:
+        """`get`, or with `wait` > 0 `wait` (the API's `?wait=` long poll)."""
+        return await self.wait(run_id, wait) if wait else await self.get(run_id)

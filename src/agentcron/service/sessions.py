@@ -1,21 +1,29 @@
-"""Sessions: create, list, read, message, note, send, stop, delete; their runs and recalls."""
+"""Sessions: create, list, read, message, note, send out, stop, delete; their turns and
+recalls; the session list and session detail read models.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import builtins
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
+from agentcron.agent.runner import TurnSource
 from agentcron.config import UNIFIED_SESSION_KEY
-from agentcron.events import SessionDeleted
-from agentcron.schedule import EverySpec
-from agentcron.service.jobs import jobs_with_state
+from agentcron.engine.clock import Clock
+from agentcron.engine.waiters import Waiters
+from agentcron.errors import InvalidInputError
+from agentcron.events import Event, SessionDeleted
+from agentcron.schedule import EverySpec, parse_when
+from agentcron.service.jobs import Jobs, JobState
+from agentcron.service.waiting import wait_for
 from agentcron.store.errors import ConflictError, RecallNotFoundError
-from agentcron.store.models import Job, JobKind, RecallState
-from agentcron.views import job_view, message_view, recall_view, run_view, session_view, turn_view
-
-if TYPE_CHECKING:
-    from agentcron.app import AgentCron
+from agentcron.store.ids import new_id
+from agentcron.store.interface import RunRecords, SessionRecords
+from agentcron.store.models import Job, JobKind, Message, Recall, RecallState, Session, Turn
 
 
 class SessionCreate(BaseModel):
@@ -40,144 +48,301 @@ class MessageOut(BaseModel):
     content: str = Field(min_length=1, description="the text to send through the channel")
 
 
-async def create_session(cron: AgentCron, body: SessionCreate) -> dict[str, Any]:
-    session = await cron.sessions.create(
-        body.key, title=body.title, tz=body.tz, channel_meta=body.channel_meta
-    )
-    return session_view(session)
+class TurnQueue(Protocol):
+    """The lanes as the sessions service sees them: where messages become turns."""
+
+    turn_waiters: Waiters  # notified when a turn ends
+
+    async def submit_message(
+        self, session_key: str, content: str, *, source: TurnSource, title: str | None = None
+    ) -> Turn: ...
+
+    def running_turn(self, session_key: str) -> str | None: ...
+
+    def replay(self, session_key: str) -> list[Event]: ...
+
+    async def stop(self, session_key: str) -> bool: ...
 
 
-async def list_sessions(cron: AgentCron, *, limit: int | None = None) -> dict[str, Any]:
-    """Every session with its automation count, pending recall and running turn."""
-    sessions = await cron.sessions.list(limit=limit)
-    summary = await cron.store.sessions.job_summary()
-    unified = summary.get(UNIFIED_SESSION_KEY, {})
-    views = []
-    for session in sessions:
-        own = summary.get(session.key, {})
-        shared = unified if cron.automation_owner(session.key) != session.key else {}
-        views.append(
-            session_view(
-                session,
-                automations=own.get("automations", 0) + shared.get("automations", 0),
-                has_recall=own.get("recalls", 0) > 0,
-                running_turn=cron.sessions.running_turn(session.key),
-            )
-        )
-    return {"sessions": views}
+Post = Callable[[str, str, str, dict[str, Any]], Awaitable[Message]]
+"""(session key, role, text, meta) -> the entry written outside a turn, announced."""
 
 
-async def get_session(cron: AgentCron, key: str) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    """A session as the session list shows it."""
+
+    session: Session
+    automations: int  # enabled bound automations (its own and, unified, the shared ones)
+    has_recall: bool
+    running_turn: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionDetail:
     """A session with its automations (and their state), its recall and its usage."""
-    session = await cron.sessions.get(key)
-    jobs = await cron.jobs.for_session(key)
-    automations = [j for j in jobs if j.kind is JobKind.AGENT_TURN]
-    recall = next((j for j in jobs if j.kind is JobKind.RECALL and j.session_key == key), None)
-    return session_view(
-        session,
-        running_turn=cron.sessions.running_turn(key),
-        automations=await jobs_with_state(cron, automations),
-        recall=None if recall is None else job_view(recall),
-        usage=await cron.sessions.usage(key),
-    )
+
+    session: Session
+    running_turn: str | None
+    automations: list[JobState]
+    recall: Job | None
+    usage: dict[str, Any]
 
 
-async def list_messages(
-    cron: AgentCron, key: str, *, after: int | None = None, limit: int | None = None
-) -> dict[str, Any]:
-    await cron.sessions.get(key)
-    messages = await cron.sessions.messages(key, after=after, limit=limit)
-    return {
-        "session_key": key,
-        "messages": [message_view(m) for m in messages],
-        "next_after": messages[-1].seq if messages else after,
-    }
+@dataclass(frozen=True, slots=True)
+class Deletion:
+    """What deleting a session did: nothing while automations block it (without confirm)."""
+
+    deleted: bool
+    blocking: list[Job] = field(default_factory=list)  # listed when not deleted
+    deleted_automations: list[str] = field(default_factory=list)
 
 
-async def send_message(cron: AgentCron, key: str, body: MessageCreate) -> dict[str, Any]:
-    """A user message, as a turn (`turn_id`); with `trigger` false a note (`message`, no
-    turn: seed 004 `triggerAgent=false`).
-    """
-    if not body.trigger:
-        return await note(cron, key, body.content)
-    turn = await cron.sessions.send(key, body.content)
-    return {"turn_id": turn.id, "session_key": key, "state": turn.state.value}
+@dataclass(frozen=True, slots=True)
+class TurnDetail:
+    """A turn with the text of its closing reply (once it has one)."""
+
+    turn: Turn
+    reply: str | None
 
 
-async def note(cron: AgentCron, key: str, text: str) -> dict[str, Any]:
-    message = await cron.sessions.note(key, text)
-    return {"session_key": key, "turn_id": None, "message": message_view(message)}
+class Sessions:
+    """Sessions, their transcripts and turns; messages go through the session's lane."""
 
+    def __init__(
+        self,
+        records: SessionRecords,
+        lanes: TurnQueue,
+        jobs: Jobs,
+        usage: RunRecords,
+        clock: Clock,
+        *,
+        post: Post,
+        publish: Callable[[Event], Awaitable[None]],
+        job_summary: Callable[[], Awaitable[dict[str, dict[str, int]]]],
+        owner_of: Callable[[str], str] = lambda key: key,
+        stopping: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self._records = records
+        self._lanes = lanes
+        self._jobs = jobs
+        self._usage = usage
+        self._clock = clock
+        self._post = post
+        self._publish = publish
+        self._job_summary = job_summary
+        self._owner_of = owner_of
+        self._stopping = stopping
 
-async def send_out(cron: AgentCron, key: str, text: str) -> dict[str, Any]:
-    """Out through the session's channel without the agent (seed 004 `send`)."""
-    message = await cron.sessions.deliver(key, text)
-    return {"session_key": key, "message": message_view(message)}
-
-
-async def list_turns(cron: AgentCron, key: str, *, limit: int | None = None) -> dict[str, Any]:
-    await cron.sessions.get(key)
-    return {"turns": [turn_view(t) for t in await cron.sessions.turns(key, limit=limit)]}
-
-
-async def stop_turn(cron: AgentCron, key: str) -> dict[str, Any]:
-    await cron.sessions.get(key)
-    running = cron.sessions.running_turn(key)
-    return {"stopped": await cron.sessions.stop(key), "turn_id": running}
-
-
-async def delete_session(cron: AgentCron, key: str, *, confirm: bool = False) -> dict[str, Any]:
-    """Two-step when it has automations (see `Sessions.delete`); live views are told."""
-    answer = await cron.sessions.delete(key, confirm=confirm)
-    if answer.get("deleted"):
-        await cron.publish(SessionDeleted(session_key=key))
-    return answer
-
-
-async def session_runs(cron: AgentCron, key: str, *, limit: int = 50) -> dict[str, Any]:
-    runs = await cron.runs.list(session_key=key, limit=limit)
-    return {"runs": [run_view(r) for r in runs]}
-
-
-async def session_usage(cron: AgentCron, key: str) -> dict[str, Any]:
-    await cron.sessions.get(key)
-    return await cron.sessions.usage(key)
-
-
-async def _recall(cron: AgentCron, key: str) -> Job | None:
-    await cron.sessions.get(key)
-    recalls = await cron.jobs.list(session_key=key, kind=JobKind.RECALL)
-    return recalls[0] if recalls else None
-
-
-async def list_recalls(
-    cron: AgentCron, key: str, *, states: list[RecallState] | None = None, limit: int = 100
-) -> dict[str, Any]:
-    """The session's recalls (seed 003): pending, then fired or cancelled, newest first."""
-    await cron.sessions.get(key)
-    recalls = await cron.jobs.recalls(key, states=states, limit=limit)
-    return {"recalls": [recall_view(r) for r in recalls]}
-
-
-async def get_recall(cron: AgentCron, key: str) -> dict[str, Any]:
-    recall = await _recall(cron, key)
-    return {"recall": None if recall is None else job_view(recall)}
-
-
-async def cancel_recall(cron: AgentCron, key: str) -> dict[str, Any]:
-    recall = await _recall(cron, key)
-    if recall is None:
-        raise RecallNotFoundError(key)
-    await cron.jobs.delete(recall.id)
-    return {"cancelled": recall.id}
-
-
-async def skip_recall(cron: AgentCron, key: str) -> dict[str, Any]:
-    recall = await _recall(cron, key)
-    if recall is None:
-        raise RecallNotFoundError(key)
-    if not isinstance(recall.spec, EverySpec):
-        raise ConflictError(
-            "only a recurring recall can skip an occurrence; cancel a one-time recall instead"
+    async def create(
+        self,
+        key: str | None = None,
+        *,
+        title: str | None = None,
+        tz: str = "UTC",
+        channel_meta: dict[str, Any] | None = None,
+    ) -> Session:
+        """Create (or return) a session; a key `api:<id>` is generated when none is given."""
+        if tz != "UTC":
+            parse_when("in 1m", self._clock.now(), tz)  # validates the zone name
+        return await self._records.ensure_session(
+            key or f"api:{new_id()}",
+            self._clock.now(),
+            title=title,
+            tz=tz,
+            channel_meta=channel_meta,
         )
-    return {"recall": job_view(await cron.jobs.skip_next(recall.id))}
+
+    async def get(self, key: str) -> Session:
+        return await self._records.get_session(key)
+
+    async def list(self, *, limit: int | None = None) -> builtins.list[Session]:
+        return await self._records.list_sessions(limit=limit)
+
+    async def listing(self, *, limit: int | None = None) -> builtins.list[SessionRow]:
+        """Every session with its automation count, pending recall and running turn."""
+        sessions = await self.list(limit=limit)
+        summary = await self._job_summary()
+        unified = summary.get(UNIFIED_SESSION_KEY, {})
+        rows = []
+        for session in sessions:
+            own = summary.get(session.key, {})
+            shared = unified if self._owner_of(session.key) != session.key else {}
+            rows.append(
+                SessionRow(
+                    session,
+                    automations=own.get("automations", 0) + shared.get("automations", 0),
+                    has_recall=own.get("recalls", 0) > 0,
+                    running_turn=self.running_turn(session.key),
+                )
+            )
+        return rows
+
+    async def detail(self, key: str) -> SessionDetail:
+        session = await self.get(key)
+        jobs = await self._jobs.for_session(key)
+        automations = [j for j in jobs if j.kind is JobKind.AGENT_TURN]
+        recall = next((j for j in jobs if j.kind is JobKind.RECALL and j.session_key == key), None)
+        return SessionDetail(
+            session,
+            running_turn=self.running_turn(key),
+            automations=await self._jobs.with_state(automations),
+            recall=recall,
+            usage=await self.usage(key),
+        )
+
+    async def note(self, key: str, content: str) -> Message:
+        """A message in the transcript that starts no turn (seed 004 `triggerAgent=false`): the
+        agent sees it as history in the session's next turn.
+        """
+        _check_text(content)
+        return await self._post(key, "user", content, {"source": "note"})
+
+    async def deliver(self, key: str, text: str) -> Message:
+        """Send `text` out through the session's channel without the agent (seed 004 `send`):
+        an assistant entry marked `sent_by: operator`, delivered by the channels like a reply.
+        """
+        _check_text(text)
+        return await self._post(
+            key, "assistant", text, {"source": "operator", "sent_by": "operator"}
+        )
+
+    async def send(self, key: str, content: str, *, source: TurnSource = TurnSource.USER) -> Turn:
+        """Submit a message (from the user, or a hook): it runs as a turn after any turn in
+        progress.
+        """
+        _check_text(content)
+        # A new chat is named after its first message.
+        return await self._lanes.submit_message(key, content, source=source, title=_title(content))
+
+    def running_turn(self, key: str) -> str | None:
+        """The id of the session's turn running in this process now, if any."""
+        return self._lanes.running_turn(key)
+
+    def replay(self, key: str) -> builtins.list[Event]:
+        """The events of the session's turn in progress (for a client that just subscribed)."""
+        return self._lanes.replay(key)
+
+    async def messages(
+        self, key: str, *, after: int | None = None, limit: int | None = None
+    ) -> builtins.list[Message]:
+        """The transcript in order (entries after seq `after`); empty for an unknown key."""
+        return await self._records.list_messages(key, after=after, limit=limit)
+
+    async def transcript(
+        self, key: str, *, after: int | None = None, limit: int | None = None
+    ) -> builtins.list[Message]:
+        """`messages` of an existing session (SessionNotFoundError): what the API answers."""
+        await self.get(key)
+        return await self.messages(key, after=after, limit=limit)
+
+    async def turns(self, key: str, *, limit: int | None = None) -> builtins.list[Turn]:
+        """The session's turns (user and scheduled), oldest first; empty for an unknown key."""
+        return await self._records.list_turns(key, limit=limit)
+
+    async def turn_list(self, key: str, *, limit: int | None = None) -> builtins.list[Turn]:
+        """`turns` of an existing session (SessionNotFoundError): what the API answers."""
+        await self.get(key)
+        return await self.turns(key, limit=limit)
+
+    async def usage(self, key: str) -> dict[str, Any]:
+        """Tokens and cost summed over the session's turns, user and scheduled."""
+        return await self._usage.usage_totals(session_key=key)
+
+    async def usage_of(self, key: str) -> dict[str, Any]:
+        """`usage` of an existing session (SessionNotFoundError): what the API answers."""
+        await self.get(key)
+        return await self.usage(key)
+
+    async def turn(self, turn_id: str) -> Turn:
+        return await self._records.get_turn(turn_id)
+
+    async def wait_turn(self, turn_id: str, seconds: float) -> Turn:
+        """The turn once it has ended, or as it is after `seconds`."""
+        with self._lanes.turn_waiters.watch(turn_id) as done:
+            return await wait_for(
+                lambda: self.turn(turn_id),
+                lambda t: t.state.terminal,
+                done,
+                seconds,
+                self._stopping,
+            )
+
+    async def turn_detail(self, turn_id: str, *, wait: float = 0.0) -> TurnDetail:
+        """The turn (after waiting up to `wait` s for its end) with its reply's text."""
+        turn = await self.wait_turn(turn_id, wait) if wait else await self.turn(turn_id)
+        reply = None
+        if turn.reply_message_id is not None:
+            message = await self._records.get_message(turn.reply_message_id)
+            reply = None if message is None else message.content
+        return TurnDetail(turn, reply)
+
+    async def stop(self, key: str) -> bool:
+        """Stop the session's running turn (user or scheduled)."""
+        return await self._lanes.stop(key)
+
+    async def stop_running(self, key: str) -> tuple[bool, str | None]:
+        """Stop the existing session's running turn: (stopped, the turn's id)."""
+        await self.get(key)
+        running = self.running_turn(key)
+        return await self._lanes.stop(key), running
+
+    async def delete(self, key: str, *, confirm: bool = False) -> Deletion:
+        """Delete a session. With bound automations it is two-step: without `confirm` nothing
+        is deleted and the blocking automations are listed; with it they go first. System
+        jobs and jobs with delivery-target fields never block; the session's recall is
+        cancelled with it. Live views are told (`SessionDeleted`).
+        """
+        await self._records.get_session(key)
+        owned = await self._jobs.list(session_key=key)
+        blocking = [j for j in owned if j.kind is JobKind.AGENT_TURN and not j.legacy]
+        if blocking and not confirm:
+            return Deletion(False, blocking=blocking)
+        for job in [*blocking, *(j for j in owned if j.kind is JobKind.RECALL)]:
+            await self._jobs.delete(job.id)
+        await self._lanes.stop(key)
+        await self._records.delete_session(key)
+        await self._publish(SessionDeleted(session_key=key))
+        return Deletion(True, deleted_automations=[j.id for j in blocking])
+
+    # -- the session's recall (seed 003) ----------------------------------------------------
+
+    async def recall(self, key: str) -> Job | None:
+        """The session's pending recall, if any."""
+        await self.get(key)
+        recalls = await self._jobs.list(session_key=key, kind=JobKind.RECALL)
+        return recalls[0] if recalls else None
+
+    async def recalls(
+        self, key: str, *, states: Iterable[RecallState] | None = None, limit: int = 100
+    ) -> builtins.list[Recall]:
+        """The existing session's recalls: pending, then fired or cancelled, newest first."""
+        await self.get(key)
+        return await self._jobs.recalls(key, states=states, limit=limit)
+
+    async def cancel_recall(self, key: str) -> Job:
+        recall = await self.recall(key)
+        if recall is None:
+            raise RecallNotFoundError(key)
+        return await self._jobs.delete(recall.id)
+
+    async def skip_recall(self, key: str) -> Job:
+        """Skip the next occurrence of the session's recurring recall."""
+        recall = await self.recall(key)
+        if recall is None:
+            raise RecallNotFoundError(key)
+        if not isinstance(recall.spec, EverySpec):
+            raise ConflictError(
+                "only a recurring recall can skip an occurrence; cancel a one-time recall instead"
+            )
+        return await self._jobs.skip_next(recall.id)
+
+
+def _check_text(text: str) -> None:
+    if not text.strip():
+        raise InvalidInputError("a message needs some content")
+
+
+def _title(content: str, words: int = 8, chars: int = 60) -> str:
+    text = " ".join(content.split()[:words])
+    return text if len(text) <= chars else text[: chars - 1].rstrip() + "…"

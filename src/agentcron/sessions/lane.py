@@ -21,6 +21,7 @@ from agentcron.agent.runner import (
 )
 from agentcron.config import EngineSettings
 from agentcron.engine.clock import Clock
+from agentcron.engine.journal import Journal
 from agentcron.engine.waiters import Waiters
 from agentcron.events import (
     Event,
@@ -41,7 +42,6 @@ from agentcron.sessions.transcript import interrupted_entry
 from agentcron.sessions.turn_end import TurnEnds
 from agentcron.sessions.turn_records import log_context, start_record
 from agentcron.store.interface import LaneStore
-from agentcron.store.journal import Journal
 from agentcron.store.models import (
     Catchup,
     ClaimedFire,

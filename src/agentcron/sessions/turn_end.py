@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 
 from agentcron.agent.runner import Outcome
 from agentcron.engine.clock import Clock
+from agentcron.engine.journal import Journal
 from agentcron.engine.waiters import Waiters
 from agentcron.events import (
     Event,
@@ -26,7 +27,6 @@ from agentcron.sessions.turn_records import (
     log_context,
     unstarted_record,
 )
-from agentcron.store.journal import Journal
 from agentcron.store.models import (
     STOPPED_MID_TURN,
     ClaimedFire,

@@ -8,20 +8,25 @@ commit; each is typed against its protocol, not against `SqlStore`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from agentcron.store.deliveries import Delivery, DeliveryCursor, DeliveryState
 from agentcron.store.models import (
     ClaimedFire,
     ClaimResult,
     FirePlan,
     Job,
     JobFinish,
+    JobKind,
     JobOutcome,
     MemoryScope,
     Message,
+    Recall,
+    RecallState,
     Run,
+    RunState,
     Session,
     Turn,
     TurnState,
@@ -30,7 +35,20 @@ from agentcron.store.models import (
 )
 from agentcron.store.sessions import TurnRecovery
 
-__all__ = ["Finisher", "FireLedger", "GroupCommit", "LaneStore", "Planner", "Transcripts"]
+__all__ = [
+    "DeliveryLedger",
+    "DeliveryRecords",
+    "Finisher",
+    "FireLedger",
+    "GroupCommit",
+    "JobCatalog",
+    "LaneStore",
+    "Planner",
+    "RunRecords",
+    "SessionRecords",
+    "Transcripts",
+    "WriteQueue",
+]
 
 Planner = Callable[[Job, datetime, int, int], FirePlan]
 """(job, now, active runs of the job, waiting runs of the job) -> what to do with its due fires."""
@@ -189,4 +207,177 @@ class GroupCommit(Protocol):
         session is held by another owner's live lease writes nothing (its result says until
         when); a finish or run change of a run that already ended is a no-op.
         """
+        ...
+
+
+class WriteQueue(Protocol):
+    """The journal as its writers see it (the group commit in front of `GroupCommit`)."""
+
+    async def write(self, write: Write) -> WriteResult:
+        """Queue `write`; return its result once the transaction holding it has committed."""
+        ...
+
+
+class JobCatalog(Protocol):
+    """The jobs service's part: reading and changing stored jobs (creation goes through the
+    journal's `InsertJobs`, so concurrent creates share a transaction).
+    """
+
+    async def get_job(self, job_id: str) -> Job:
+        """The job; JobNotFoundError when there is none."""
+        ...
+
+    async def list_jobs(
+        self,
+        *,
+        session_key: str | None = None,
+        kind: JobKind | None = None,
+        enabled: bool | None = None,
+        limit: int | None = None,
+    ) -> list[Job]:
+        """Jobs matching every filter given, oldest first, at most `limit`."""
+        ...
+
+    async def update_job(
+        self, job_id: str, changes: Mapping[str, Any], now: datetime, *, expected_version: int
+    ) -> Job:
+        """Apply `changes` (column values) if the job is still at `expected_version` (its
+        version then goes up by one); VersionConflictError when it moved on.
+        """
+        ...
+
+    async def delete_job(
+        self, job_id: str, *, allow_system: bool = False, now: datetime | None = None
+    ) -> Job:
+        """Delete the job and return it as it was; system jobs only with `allow_system`
+        (SystemJobError). A deleted recall stays readable in `recall_history` as cancelled.
+        """
+        ...
+
+    async def recall_history(
+        self, session_key: str, *, states: Iterable[RecallState] | None = None, limit: int = 100
+    ) -> list[Recall]:
+        """The session's recalls that fired or were cancelled, newest first."""
+        ...
+
+
+class RunRecords(Protocol):
+    """Reading run records, and what runs and turns cost."""
+
+    async def get_run(self, run_id: str) -> Run:
+        """The run; RunNotFoundError when there is none."""
+        ...
+
+    async def list_runs(
+        self,
+        *,
+        job_id: str | None = None,
+        session_key: str | None = None,
+        states: Iterable[RunState] | None = None,
+        limit: int | None = 100,
+    ) -> list[Run]:
+        """Runs matching the filters, newest fire first, at most `limit` (None: all)."""
+        ...
+
+    async def usage_totals(
+        self, *, job_id: str | None = None, session_key: str | None = None
+    ) -> dict[str, Any]:
+        """Tokens and cost summed over one job's runs or one session's turns (exactly one of
+        the two); `unpriced` counts those whose model has no known price.
+        """
+        ...
+
+
+class SessionRecords(Transcripts, Protocol):
+    """The sessions service's part: the transcripts, and reading and removing sessions."""
+
+    async def list_sessions(self, *, limit: int | None = None) -> list[Session]:
+        """Sessions, most recently updated first."""
+        ...
+
+    async def delete_session(self, key: str) -> None:
+        """Delete the session with its transcript, turns and deliveries."""
+        ...
+
+    async def get_message(self, message_id: str) -> Message | None:
+        """One transcript entry, None when there is none."""
+        ...
+
+    async def list_messages(
+        self, session_key: str, *, after: int | None = None, limit: int | None = None
+    ) -> list[Message]:
+        """The transcript in order, entries after seq `after`, at most `limit`."""
+        ...
+
+    async def get_turn(self, turn_id: str) -> Turn:
+        """The turn; TurnNotFoundError when there is none."""
+        ...
+
+    async def list_turns(self, session_key: str, *, limit: int | None = None) -> list[Turn]:
+        """The session's turns, oldest first."""
+        ...
+
+
+class DeliveryRecords(Protocol):
+    """Reading what the channels did with the sessions' messages."""
+
+    async def page(
+        self,
+        *,
+        session_key: str | None = None,
+        state: DeliveryState | None = None,
+        channel: str | None = None,
+        limit: int = 50,
+        before: DeliveryCursor | None = None,
+    ) -> list[Delivery]:
+        """Newest first, at most `limit`, strictly after the cursor `before`."""
+        ...
+
+
+class DeliveryLedger(DeliveryRecords, Protocol):
+    """The channels' part: one delivery record per (channel, message), sent at least once."""
+
+    async def enqueue(
+        self,
+        channel: str,
+        message_id: str,
+        session_key: str,
+        payload: dict[str, Any],
+        now: datetime,
+    ) -> tuple[Delivery, bool]:
+        """Record a pending delivery: (record, created); an existing record is returned as it
+        is with `created` False (delivered, failed, or pending from an earlier attempt).
+        """
+        ...
+
+    async def get(self, channel: str, message_id: str) -> Delivery:
+        """The record; DeliveryNotFoundError when there is none."""
+        ...
+
+    async def begin_attempt(
+        self, channel: str, message_id: str, *, attempts: int, now: datetime
+    ) -> Delivery | None:
+        """Count one more attempt if the record is still pending at `attempts` tries; None
+        when it is no longer the caller's to send (settled, or another process began one).
+        """
+        ...
+
+    async def mark_delivered(self, channel: str, message_id: str, now: datetime) -> bool:
+        """Pending -> delivered; False if it was not pending."""
+        ...
+
+    async def mark_retry(
+        self, channel: str, message_id: str, *, error: str, next_attempt_at: datetime, now: datetime
+    ) -> bool:
+        """Stay pending after a failed attempt, the next one at `next_attempt_at`."""
+        ...
+
+    async def mark_failed(
+        self, channel: str, message_id: str, *, error: str, now: datetime
+    ) -> bool:
+        """Pending -> failed (permanent error or no attempts left): never retried."""
+        ...
+
+    async def pending(self, channel: str, *, limit: int | None = None) -> list[Delivery]:
+        """The channel's pending deliveries, oldest first (what a restart resumes)."""
         ...

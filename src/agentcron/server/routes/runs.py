@@ -6,8 +6,8 @@ from typing import Any
 
 from fastapi import APIRouter, Query
 
+from agentcron import views
 from agentcron.server.deps import MAX_WAIT_S, Cron
-from agentcron.service import runs as service
 
 router = APIRouter(prefix="/api", tags=["runs"])
 
@@ -22,9 +22,9 @@ _WAIT = Query(
 @router.get("/runs/{run_id}")
 async def get_run(run_id: str, cron: Cron, wait: float = _WAIT) -> dict[str, Any]:
     """The full run record: rendered prompt, variables, usage, error details, delivery."""
-    return await service.get_run(cron, run_id, wait=wait)
+    return views.run_view(await cron.runs.get_or_wait(run_id, wait), full=True)
 
 
 @router.get("/turns/{turn_id}")
 async def get_turn(turn_id: str, cron: Cron, wait: float = _WAIT) -> dict[str, Any]:
-    return await service.get_turn(cron, turn_id, wait=wait)
+    return views.turn_detail_view(await cron.sessions.turn_detail(turn_id, wait=wait))

@@ -7,8 +7,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, status
 from fastapi.responses import JSONResponse
 
+from agentcron import views
 from agentcron.server.deps import Cron
-from agentcron.service import sessions as service
 from agentcron.service.sessions import MessageCreate, MessageOut, SessionCreate
 from agentcron.store.models import RecallState
 
@@ -17,19 +17,24 @@ router = APIRouter(prefix="/api/sessions", tags=["sessions"])
 
 @router.post("", status_code=status.HTTP_201_CREATED)
 async def create_session(body: SessionCreate, cron: Cron) -> dict[str, Any]:
-    return await service.create_session(cron, body)
+    session = await cron.sessions.create(
+        body.key, title=body.title, tz=body.tz, channel_meta=body.channel_meta
+    )
+    return views.session_view(session)
 
 
 @router.get("")
 async def list_sessions(
     cron: Cron, limit: int | None = Query(default=None, ge=1, le=10_000)
 ) -> dict[str, Any]:
-    return await service.list_sessions(cron, limit=limit)
+    """Every session with its automation count, pending recall and running turn."""
+    return views.sessions_answer(await cron.sessions.listing(limit=limit))
 
 
 @router.get("/{key}")
 async def get_session(key: str, cron: Cron) -> dict[str, Any]:
-    return await service.get_session(cron, key)
+    """A session with its automations (and their state), its recall and its usage."""
+    return views.session_detail_view(await cron.sessions.detail(key))
 
 
 @router.get("/{key}/messages")
@@ -39,7 +44,8 @@ async def list_messages(
     after: int | None = Query(default=None, ge=0, description="a seq: entries after it"),
     limit: int | None = Query(default=None, ge=1, le=10_000),
 ) -> dict[str, Any]:
-    return await service.list_messages(cron, key, after=after, limit=limit)
+    messages = await cron.sessions.transcript(key, after=after, limit=limit)
+    return views.messages_answer(key, messages, after)
 
 
 @router.post(
@@ -51,10 +57,10 @@ async def send_message(key: str, body: MessageCreate, cron: Cron) -> Any:
     """A message from the user: it runs as a turn (202). With `trigger: false` it is a note
     (seed 004 `triggerAgent=false`): stored in the transcript, no turn (201).
     """
-    answer = await service.send_message(cron, key, body)
-    if answer["turn_id"] is None:
-        return JSONResponse(answer, status_code=status.HTTP_201_CREATED)
-    return answer
+    if not body.trigger:
+        note = views.note_answer(await cron.sessions.note(key, body.content))
+        return JSONResponse(note, status_code=status.HTTP_201_CREATED)
+    return views.turn_started_answer(await cron.sessions.send(key, body.content))
 
 
 @router.post("/{key}/send", status_code=status.HTTP_201_CREATED)
@@ -63,19 +69,20 @@ async def send_out(key: str, body: MessageOut, cron: Cron) -> dict[str, Any]:
     stored as an assistant entry (`sent_by: operator`) and delivered like a reply; its
     delivery shows in `GET /api/deliveries`.
     """
-    return await service.send_out(cron, key, body.content)
+    return views.sent_answer(await cron.sessions.deliver(key, body.content))
 
 
 @router.get("/{key}/turns")
 async def list_turns(
     key: str, cron: Cron, limit: int | None = Query(default=None, ge=1, le=10_000)
 ) -> dict[str, Any]:
-    return await service.list_turns(cron, key, limit=limit)
+    return {"turns": [views.turn_view(t) for t in await cron.sessions.turn_list(key, limit=limit)]}
 
 
 @router.post("/{key}/stop")
 async def stop_turn(key: str, cron: Cron) -> dict[str, Any]:
-    return await service.stop_turn(cron, key)
+    stopped, turn_id = await cron.sessions.stop_running(key)
+    return {"stopped": stopped, "turn_id": turn_id}
 
 
 @router.delete("/{key}")
@@ -84,19 +91,20 @@ async def delete_session(
     cron: Cron,
     confirm: bool = Query(default=False, description="also delete the session's bound automations"),
 ) -> dict[str, Any]:
-    return await service.delete_session(cron, key, confirm=confirm)
+    """Two-step when it has automations: without `confirm` they are listed, nothing goes."""
+    return views.deletion_view(await cron.sessions.delete(key, confirm=confirm))
 
 
 @router.get("/{key}/runs")
 async def session_runs(
     key: str, cron: Cron, limit: int = Query(default=50, ge=1, le=1000)
 ) -> dict[str, Any]:
-    return await service.session_runs(cron, key, limit=limit)
+    return views.runs_answer(await cron.runs.list(session_key=key, limit=limit))
 
 
 @router.get("/{key}/usage")
 async def session_usage(key: str, cron: Cron) -> dict[str, Any]:
-    return await service.session_usage(cron, key)
+    return await cron.sessions.usage_of(key)
 
 
 @router.get("/{key}/recalls")
@@ -112,19 +120,21 @@ async def list_recalls(
     """The session's recalls (seed 003): the pending one, then those that fired or were
     cancelled, newest first, with their times.
     """
-    return await service.list_recalls(cron, key, states=state, limit=limit)
+    recalls = await cron.sessions.recalls(key, states=state, limit=limit)
+    return {"recalls": [views.recall_view(r) for r in recalls]}
 
 
 @router.get("/{key}/recall")
 async def get_recall(key: str, cron: Cron) -> dict[str, Any]:
-    return await service.get_recall(cron, key)
+    recall = await cron.sessions.recall(key)
+    return {"recall": None if recall is None else views.job_view(recall)}
 
 
 @router.delete("/{key}/recall")
 async def cancel_recall(key: str, cron: Cron) -> dict[str, Any]:
-    return await service.cancel_recall(cron, key)
+    return {"cancelled": (await cron.sessions.cancel_recall(key)).id}
 
 
 @router.post("/{key}/recall/skip")
 async def skip_recall(key: str, cron: Cron) -> dict[str, Any]:
-    return await service.skip_recall(cron, key)
+    return {"recall": views.job_view(await cron.sessions.skip_recall(key))}

@@ -1,0 +1,27 @@
+"""Delivery records: what the channels did with the sessions' messages."""
+
+from __future__ import annotations
+
+from agentcron.store.deliveries import Delivery, DeliveryCursor, DeliveryState
+from agentcron.store.interface import DeliveryRecords
+
+
+class Deliveries:
+    """Read delivery records (the channels' outbox writes them)."""
+
+    def __init__(self, records: DeliveryRecords) -> None:
+        self._records = records
+
+    async def page(
+        self,
+        *,
+        session_key: str | None = None,
+        state: DeliveryState | None = None,
+        channel: str | None = None,
+        limit: int = 50,
+        before: DeliveryCursor | None = None,
+    ) -> list[Delivery]:
+        """Newest first, `limit` at most, after the cursor `before` (see `DeliveryStore.page`)."""
+        return await self._records.page(
+            session_key=session_key, state=state, channel=channel, limit=limit, before=before
+        )
