@@ -40,13 +40,9 @@ from agentcron.store.rows import (
     job_after_claim,
 )
 from agentcron.store.schema import jobs, recall_history, runs, sessions, turns
-from agentcron.store.sessions import (
-    OPEN_TURN,
-    WAITING_TURN,
-    session_values,
-    turn_values,
-)
+from agentcron.store.sessions import session_values
 from agentcron.store.sql_base import SqlBase
+from agentcron.store.turn_store import OPEN_TURN, WAITING_TURN, turn_values
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from agentcron.store.models import (
     Write,
     WriteResult,
 )
-from agentcron.store.sessions import TurnRecovery
+from agentcron.store.turn_store import TurnRecovery
 
 __all__ = ["Finisher", "FireLedger", "GroupCommit", "LaneStore", "Planner", "Transcripts"]
 

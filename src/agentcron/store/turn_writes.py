@@ -20,8 +20,10 @@ from agentcron.store.models import (
     TurnStart,
     TurnState,
 )
+from agentcron.store.rows import _message, _session
 from agentcron.store.schema import messages, sessions, turns
-from agentcron.store.sessions import OPEN_TURN, WAITING_TURN, _message, _message_values, _session
+from agentcron.store.sessions import _message_values
+from agentcron.store.turn_store import OPEN_TURN, WAITING_TURN
 
 _START_TURN = (
     turns.update()
