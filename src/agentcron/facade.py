@@ -33,14 +33,11 @@ from agentcron.store.errors import VersionConflictError
 from agentcron.store.ids import new_id
 from agentcron.store.models import (
     AnySpec,
-    ArmedJob,
     Catchup,
     CreatedBy,
-    InsertJobs,
     Job,
     JobKind,
     JobPolicy,
-    JobsInserted,
     MemoryScope,
     Message,
     NewJob,
@@ -54,6 +51,7 @@ from agentcron.store.models import (
 )
 from agentcron.store.sessions import SessionStore
 from agentcron.store.sql import SqlStore
+from agentcron.store.writes import ArmedJob, InsertJobs, JobsInserted
 
 if TYPE_CHECKING:
     from agentcron.app import AgentCron

@@ -33,7 +33,7 @@ from agentcron.store import (
     VersionConflictError,
     new_id,
 )
-from agentcron.store.models import JobFinish
+from agentcron.store.writes import JobFinish
 from tests.conftest import T0
 
 MIN = timedelta(minutes=1)

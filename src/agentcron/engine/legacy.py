@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentcron.agent.runner import HistoryEntry, Outcome, OutcomeStatus, Trigger
-from agentcron.store.models import Entry, Job, Remember
+from agentcron.store.models import Entry, Job
+from agentcron.store.writes import Remember
 
 SystemHandler = Callable[[Trigger], Awaitable[Outcome | str | None]]
 """Runs one fire of a system job: text = succeeded, None/"" = empty, raise = failed."""

@@ -50,17 +50,12 @@ from agentcron.events import (
 )
 from agentcron.store.interface import FireLedger
 from agentcron.store.journal import Journal
-from agentcron.store.models import (
-    STOPPED_MID_TURN,
-    ClaimedFire,
-    FirePlan,
+from agentcron.store.models import STOPPED_MID_TURN, ClaimedFire, FirePlan, Job, JobKind, RunState
+from agentcron.store.writes import (
     InsertJobs,
-    Job,
-    JobKind,
     JobOutcome,
     Remember,
     RunEnd,
-    RunState,
     Transition,
     TurnFinished,
     Write,

@@ -51,8 +51,8 @@ from agentcron.store.models import (
     RunState,
     Session,
     Turn,
-    TurnStarted,
 )
+from agentcron.store.writes import TurnStarted
 
 log = logging.getLogger(__name__)
 

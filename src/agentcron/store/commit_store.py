@@ -14,23 +14,7 @@ from sqlalchemy.engine import Connection
 from agentcron.store.bulk import executemany
 from agentcron.store.interface import Finisher
 from agentcron.store.job_store import JobsMixin
-from agentcron.store.models import (
-    TERMINAL_STATES,
-    InsertJobs,
-    Job,
-    JobKind,
-    JobOutcome,
-    JobsInserted,
-    RecallState,
-    RunEnd,
-    Transition,
-    TurnFinish,
-    TurnFinished,
-    TurnStart,
-    TurnStarted,
-    Write,
-    WriteResult,
-)
+from agentcron.store.models import TERMINAL_STATES, Job, JobKind, RecallState
 from agentcron.store.rows import (
     _RUN_FIELDS,
     _STAMP_STMT,
@@ -47,6 +31,19 @@ from agentcron.store.sessions import (
     session_values,
 )
 from agentcron.store.turn_writes import TurnWrites
+from agentcron.store.writes import (
+    InsertJobs,
+    JobOutcome,
+    JobsInserted,
+    RunEnd,
+    Transition,
+    TurnFinish,
+    TurnFinished,
+    TurnStart,
+    TurnStarted,
+    Write,
+    WriteResult,
+)
 
 log = logging.getLogger(__name__)
 

@@ -17,18 +17,15 @@ from agentcron.store.models import (
     ClaimResult,
     FirePlan,
     Job,
-    JobFinish,
-    JobOutcome,
     MemoryScope,
     Message,
     Run,
     Session,
     Turn,
     TurnState,
-    Write,
-    WriteResult,
 )
 from agentcron.store.turn_store import TurnRecovery
+from agentcron.store.writes import JobFinish, JobOutcome, Write, WriteResult
 
 __all__ = ["Finisher", "FireLedger", "GroupCommit", "LaneStore", "Planner", "Transcripts"]
 

@@ -19,17 +19,11 @@ from agentcron.store.errors import (
     ProtectedJobError,
     VersionConflictError,
 )
-from agentcron.store.models import (
-    ArmedJob,
-    Job,
-    JobKind,
-    Recall,
-    RecallState,
-    RunState,
-)
+from agentcron.store.models import Job, JobKind, Recall, RecallState, RunState
 from agentcron.store.rows import _chunks, _job, _job_values, _policy_values, _spec, _stored_job
 from agentcron.store.schema import jobs, recall_history
 from agentcron.store.sql_base import SqlBase
+from agentcron.store.writes import ArmedJob
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,6 @@ from agentcron.store.models import (
     ACTIVE_STATES,
     TERMINAL_STATES,
     AnySpec,
-    ArmedJob,
     Catchup,
     CreatedBy,
     FirePlan,
@@ -35,6 +34,7 @@ from agentcron.store.models import (
     TurnState,
 )
 from agentcron.store.schema import jobs, runs, turns
+from agentcron.store.writes import ArmedJob
 
 ACTIVE = [s.value for s in ACTIVE_STATES]
 WAITING = [RunState.CLAIMED.value, RunState.QUEUED.value, RunState.DEFERRED.value]
