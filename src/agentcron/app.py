@@ -28,7 +28,7 @@ from agentcron.config import (
     load_price_table,
 )
 from agentcron.engine.clock import Clock, SystemClock
-from agentcron.engine.legacy import Evaluator, evaluate_response
+from agentcron.engine.isolated import Evaluator, evaluate_response
 from agentcron.engine.policies import finish_job
 from agentcron.engine.scheduler import Engine, make_owner
 from agentcron.events import Callback, Event, EventBus, JobAction, JobEvent

@@ -22,7 +22,7 @@ from agentcron.config import (
     UNIFIED_SESSION_KEY,
     check_model_name,
 )
-from agentcron.engine.legacy import SystemHandler
+from agentcron.engine.isolated import SystemHandler
 from agentcron.engine.policies import arm
 from agentcron.errors import InvalidInputError
 from agentcron.events import Event, JobAction
