@@ -68,7 +68,7 @@ class GroupCommitMixin(JobsMixin):
         saves = [
             (r, w.run.at) for w in writes if isinstance(w, RunEnd) and (r := w.remember) is not None
         ]
-        if saves:  # legacy runs' own sessions (`cron:{job_id}`), created on first use
+        if saves:  # delivery jobs' own sessions (`cron:{job_id}`), created on first use
             new = {
                 r.session_key: session_values(
                     r.session_key, at, channel=r.channel, chat_id=r.chat_id

@@ -98,7 +98,7 @@ class NewJob:
     idempotency_key: str | None = None
     enabled: bool = True
     model: str | None = None  # the model its turns run on; None = the runner's default
-    # legacy unbound jobs only
+    # delivery jobs only (their result goes to `channel`/`to`)
     deliver: bool | None = None
     channel: str | None = None
     to: str | None = None
@@ -144,16 +144,23 @@ class Job:
         return self.session_key is not None
 
     @property
-    def legacy(self) -> bool:
-        """Has old delivery fields: such a job keeps the legacy path even with a session."""
+    def has_target_fields(self) -> bool:
+        """Has delivery fields (`deliver`/`channel`/`to`): such a job runs isolated and its
+        result goes to that target, even with a session (engine/isolated.py).
+        """
         return bool(self.deliver or self.channel or self.to or self.channel_meta)
+
+    @property
+    def legacy(self) -> bool:
+        """Forwards to `has_target_fields` until facade.py's one reader says that; remove then."""
+        return self.has_target_fields
 
     @property
     def session_turn(self) -> bool:
         """A bound user job or a recall: its fire is a turn of its session (seed 001)."""
         return (
             self.session_key is not None
-            and not self.legacy
+            and not self.has_target_fields
             and self.kind in (JobKind.AGENT_TURN, JobKind.RECALL)
         )
 
@@ -226,7 +233,7 @@ class Run:
     error_details: dict[str, Any] | None = None
     message_id: str | None = None
     usage: dict[str, Any] | None = None
-    delivery: dict[str, Any] | None = None  # legacy runs: evaluation verdict and target
+    delivery: dict[str, Any] | None = None  # delivery jobs' runs: evaluation verdict, target
 
 
 @dataclass(frozen=True, slots=True)

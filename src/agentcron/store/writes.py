@@ -63,7 +63,7 @@ class JobOutcome:
 
 @dataclass(frozen=True, slots=True)
 class Remember:
-    """Entries an isolated run saves in its own session (a legacy job's `cron:{job_id}`),
+    """Entries an isolated run saves in its own session (a delivery job's `cron:{job_id}`),
     created on first use with `channel`/`chat_id`.
     """
 
@@ -138,7 +138,7 @@ class RunEnd:
 
     run: Transition
     outcome: JobOutcome | None = None
-    remember: Remember | None = None  # a legacy run's exchange, saved in the same transaction
+    remember: Remember | None = None  # a delivery job's exchange, saved in the same transaction
 
 
 @dataclass(frozen=True, slots=True)
