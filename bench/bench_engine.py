@@ -37,10 +37,11 @@ from agentcron.app import AgentCron
 from agentcron.config import EngineSettings
 from agentcron.schedule import AtSpec
 from agentcron.store.ids import new_id
-from agentcron.store.models import ArmedJob, NewJob, RunState
+from agentcron.store.models import NewJob, RunState
 from agentcron.store.schema import messages
 from agentcron.store.schema import sessions as sessions_table
 from agentcron.store.sql import SqlStore, sqlite_url
+from agentcron.store.writes import ArmedJob
 from agentcron.testing import FakeClock, wait_settled
 
 BENCHES = (

@@ -28,8 +28,8 @@ from agentcron.config import (
     load_price_table,
 )
 from agentcron.engine.clock import Clock, SystemClock
+from agentcron.engine.isolated import Evaluator, evaluate_response
 from agentcron.engine.journal import Journal
-from agentcron.engine.legacy import Evaluator, evaluate_response
 from agentcron.engine.policies import finish_job
 from agentcron.engine.scheduler import Engine, make_owner
 from agentcron.events import Callback, Event, EventBus, JobAction, JobEvent
@@ -186,7 +186,7 @@ class AgentCron:
             self.clock,
             post=self.lanes.posts.post,
             publish=self.publish,
-            job_summary=store.sessions.job_summary,
+            jobs_per_session=store.jobs_per_session,
             owner_of=self.job_owner,
             stopping=lambda: self._stopping,
         )

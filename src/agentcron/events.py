@@ -115,7 +115,7 @@ class SessionSync(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MessagePosted(Event):
-    """A transcript entry written outside a turn (a legacy result, an interrupted notice)."""
+    """A transcript entry written outside a turn (a delivered result, an interrupted notice)."""
 
     type: ClassVar[str] = "message"
     message: Message

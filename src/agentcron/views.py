@@ -56,7 +56,7 @@ def job_view(job: Job, *, active_run: Run | None = None) -> dict[str, Any]:
         },
         "idempotency_key": job.idempotency_key,
         "model": job.model,
-        "legacy": job.legacy,
+        "legacy": job.has_target_fields,  # wire key keeps its old name
         "version": job.version,
         "created_at": iso(job.created_at),
         "updated_at": iso(job.updated_at),

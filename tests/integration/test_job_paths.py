@@ -9,7 +9,7 @@ import pytest
 
 from agentcron.agent.runner import Outcome, SessionInfo, Trigger, TurnEvents, TurnInput
 from agentcron.app import AgentCron
-from agentcron.engine.legacy import Evaluation, evaluate_response
+from agentcron.engine.isolated import Evaluation, evaluate_response
 from agentcron.schedule import EverySpec, parse_when
 from agentcron.store import JobKind, NewJob, ProtectedJobError, RunState
 from agentcron.store.models import Job

@@ -18,7 +18,7 @@ from agentcron.engine.policies import arm, finish_job
 from agentcron.schedule import AtSpec
 from agentcron.store import ArmedJob, ConflictError, JobKind, NewJob, SqlStore
 from agentcron.store.ids import new_id
-from agentcron.store.models import InsertJobs, JobsInserted
+from agentcron.store.writes import InsertJobs, JobsInserted
 from tests.conftest import T0
 
 

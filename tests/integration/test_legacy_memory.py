@@ -111,7 +111,7 @@ async def test_a_callable_runner_keeps_no_legacy_memory(
     make_cron: CronFactory, clock: FakeClock, recorder: Recorder
 ) -> None:
     cron = await make_cron(runner=recorder)
-    assert cron.engine._memory is None  # nothing to read, nothing to save
+    assert cron.engine.isolated.memory is None  # nothing to read, nothing to save
     (job,) = await cron.jobs.create_many([unbound(when="in 1 minute")])
     clock.advance(MIN)
     await wait_settled(cron.engine)

@@ -1,4 +1,9 @@
-"""Store contract: the behaviour every backend must have (parametrized over BACKENDS)."""
+"""Store contract: the behaviour every backend must have (parametrized over BACKENDS).
+
+The fire ledger's methods are called through `FireLedger` (store/interface.py), the protocol the
+engine is typed against; the job and run methods the tests also use are not in a protocol yet,
+so those go through `SqlStore`.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from agentcron.schedule import AtSpec, CronSpec, EverySpec
 from agentcron.store import (
     ArmedJob,
     Catchup,
+    ClaimedFire,
     CreatedBy,
     FirePlan,
     Job,
@@ -33,7 +39,8 @@ from agentcron.store import (
     VersionConflictError,
     new_id,
 )
-from agentcron.store.models import JobFinish
+from agentcron.store.interface import FireLedger
+from agentcron.store.writes import JobFinish
 from tests.conftest import T0
 
 MIN = timedelta(minutes=1)
@@ -56,8 +63,14 @@ def armed(name: str = "j", spec: Any = None, **kw: Any) -> ArmedJob:
     return ArmedJob(job_id, NewJob(name=name, spec=spec, policy=policy, **kw), fire, due)
 
 
-async def claim(store: SqlStore, now: datetime, owner: str = "me:1:A") -> list[Any]:
-    fires, *_ = await store.claim_due(
+@pytest.fixture
+def ledger(store: SqlStore) -> FireLedger:
+    """The store as the engine sees it."""
+    return store
+
+
+async def claim(ledger: FireLedger, now: datetime, owner: str = "me:1:A") -> list[ClaimedFire]:
+    fires, *_ = await ledger.claim_due(
         now, owner=owner, lease_until=now + MIN, limit=100, planner=planner
     )
     return fires
@@ -167,10 +180,12 @@ async def test_next_due_is_the_earliest_armed_job(store: SqlStore) -> None:
     assert await store.next_due_at() == T0 + 3 * MIN
 
 
-async def test_claim_advances_the_job_in_the_same_transaction(store: SqlStore) -> None:
+async def test_claim_advances_the_job_in_the_same_transaction(
+    store: SqlStore, ledger: FireLedger
+) -> None:
     (job,) = await store.insert_jobs([armed("a", policy=JobPolicy(max_runs=5))], T0)
-    assert await claim(store, T0 + 30 * timedelta(seconds=1)) == []  # not due yet
-    (fire,) = await claim(store, T0 + MIN)
+    assert await claim(ledger, T0 + 30 * timedelta(seconds=1)) == []  # not due yet
+    (fire,) = await claim(ledger, T0 + MIN)
     assert fire.fire_at == T0 + MIN
     assert fire.job.next_fire_at == T0 + 2 * MIN
     stored = await store.get_job(job.id)
@@ -186,10 +201,10 @@ async def test_claim_advances_the_job_in_the_same_transaction(store: SqlStore) -
     assert run.claimed_at == T0 + MIN
 
 
-async def test_a_second_claim_of_the_same_fire_loses(store: SqlStore) -> None:
+async def test_a_second_claim_of_the_same_fire_loses(store: SqlStore, ledger: FireLedger) -> None:
     (job,) = await store.insert_jobs([armed("a")], T0)
-    (first,) = await claim(store, T0 + MIN, owner="a:1:A")
-    assert await claim(store, T0 + MIN, owner="b:1:B") == []  # already advanced
+    (first,) = await claim(ledger, T0 + MIN, owner="a:1:A")
+    assert await claim(ledger, T0 + MIN, owner="b:1:B") == []  # already advanced
     # even if the job is rewound to the same fire, the unique (job_id, fire_at) wins
     current = await store.get_job(job.id)
     await store.update_job(
@@ -198,7 +213,7 @@ async def test_a_second_claim_of_the_same_fire_loses(store: SqlStore) -> None:
         T0 + MIN,
         expected_version=current.version,
     )
-    assert await claim(store, T0 + MIN, owner="b:1:B") == []
+    assert await claim(ledger, T0 + MIN, owner="b:1:B") == []
     runs = await store.list_runs(job_id=job.id)
     assert [r.id for r in runs] == [first.run_id]
 
@@ -220,20 +235,20 @@ async def test_insert_jobs_keeps_the_job_limit(store: SqlStore) -> None:
     await store.insert_jobs([armed("e")], T0)  # no limit given: none applies
 
 
-async def test_concurrent_claims_split_the_fires(store: SqlStore) -> None:
+async def test_concurrent_claims_split_the_fires(store: SqlStore, ledger: FireLedger) -> None:
     await store.insert_jobs([armed(f"j{i}") for i in range(40)], T0)
-    results = await asyncio.gather(*(claim(store, T0 + MIN, owner=f"o:{i}:X") for i in range(6)))
+    results = await asyncio.gather(*(claim(ledger, T0 + MIN, owner=f"o:{i}:X") for i in range(6)))
     fires = [(f.job.id, f.fire_at) for batch in results for f in batch]
     assert len(fires) == 40
     assert len(set(fires)) == 40
 
 
-async def test_claim_work_is_proportional_to_due_jobs(store: SqlStore) -> None:
+async def test_claim_work_is_proportional_to_due_jobs(store: SqlStore, ledger: FireLedger) -> None:
     await store.insert_jobs(
         [armed(f"far{i}", spec=AtSpec(at=T0 + timedelta(days=9))) for i in range(300)], T0
     )
     await store.insert_jobs([armed("due", spec=AtSpec(at=T0 + MIN))], T0)
-    fires, examined, next_due = await store.claim_due(
+    fires, examined, next_due = await ledger.claim_due(
         T0 + MIN, owner="o:1:A", lease_until=T0 + 2 * MIN, limit=100, planner=planner
     )
     assert examined == 1
@@ -241,9 +256,11 @@ async def test_claim_work_is_proportional_to_due_jobs(store: SqlStore) -> None:
     assert next_due == T0 + timedelta(days=9)
 
 
-async def test_transitions_merge_and_terminal_states_are_final(store: SqlStore) -> None:
+async def test_transitions_merge_and_terminal_states_are_final(
+    store: SqlStore, ledger: FireLedger
+) -> None:
     (job,) = await store.insert_jobs([armed("a")], T0)
-    (fire,) = await claim(store, T0 + MIN)
+    (fire,) = await claim(ledger, T0 + MIN)
     t = T0 + MIN
     await store.record(
         [
@@ -282,7 +299,9 @@ async def test_transitions_merge_and_terminal_states_are_final(store: SqlStore) 
     assert stored.lease_owner is None
 
 
-async def test_reap_settles_runs_of_expired_and_dead_owners_only(store: SqlStore) -> None:
+async def test_reap_settles_runs_of_expired_and_dead_owners_only(
+    store: SqlStore, ledger: FireLedger
+) -> None:
     await store.insert_jobs([armed(f"j{i}") for i in range(4)], T0)
     now = T0 + MIN
     owners = {
@@ -294,15 +313,15 @@ async def test_reap_settles_runs_of_expired_and_dead_owners_only(store: SqlStore
     run_of: dict[str, str] = {}
     for owner, until in owners.items():
         (fire,) = (
-            await store.claim_due(now, owner=owner, lease_until=until, limit=1, planner=planner)
+            await ledger.claim_due(now, owner=owner, lease_until=until, limit=1, planner=planner)
         ).fires
         run_of[owner] = fire.run_id
     # A and B had started their turns; C had not
     await store.record(
         [Transition(run_of[o], RunState.RUNNING, now) for o in ("gone:1:A", "dead:2:B")]
     )
-    assert await store.earliest_foreign_lease("me") == now + MIN
-    reaped = await store.reap(now + 2 * MIN, "me", lambda owner: owner.startswith("dead:"))
+    assert await ledger.earliest_foreign_lease("me") == now + MIN
+    reaped = await ledger.reap(now + 2 * MIN, "me", lambda owner: owner.startswith("dead:"))
     assert {r.id for r in reaped} == {run_of["gone:1:A"], run_of["dead:2:B"]}
     assert all(r.state is RunState.INTERRUPTED for r in reaped)
     after = {r.id: r for r in await store.list_runs()}
@@ -317,16 +336,16 @@ async def test_reap_settles_runs_of_expired_and_dead_owners_only(store: SqlStore
         RunState.CLAIMED,
         "alive:4:D",
     )
-    adopted = await store.adopt_released("me", now + 3 * MIN, now + 2 * MIN)
+    adopted = await ledger.adopt_released("me", now + 3 * MIN, now + 2 * MIN)
     assert [f.run_id for f in adopted] == [run_of["dead:3:C"]]
 
 
-async def test_release_and_adopt(store: SqlStore) -> None:
+async def test_release_and_adopt(store: SqlStore, ledger: FireLedger) -> None:
     (job, gone) = await store.insert_jobs([armed("kept"), armed("gone")], T0)
-    fires = await claim(store, T0 + MIN, owner="old:1:A")
-    assert await store.release("old:1:A", [f.run_id for f in fires]) == 2
+    fires = await claim(ledger, T0 + MIN, owner="old:1:A")
+    assert await ledger.release("old:1:A", [f.run_id for f in fires]) == 2
     await store.delete_job(gone.id)
-    adopted = await store.adopt_released("new:1:B", T0 + 3 * MIN, T0 + 2 * MIN)
+    adopted = await ledger.adopt_released("new:1:B", T0 + 3 * MIN, T0 + 2 * MIN)
     assert [f.job.id for f in adopted] == [job.id]
     run = await store.get_run(adopted[0].run_id)
     assert (run.owner, run.state) == ("new:1:B", RunState.CLAIMED)
@@ -334,21 +353,23 @@ async def test_release_and_adopt(store: SqlStore) -> None:
     assert orphan.state is RunState.CANCELLED
 
 
-async def test_prune_keeps_the_newest_per_job_and_drops_old_ones(store: SqlStore) -> None:
+async def test_prune_keeps_the_newest_per_job_and_drops_old_ones(
+    store: SqlStore, ledger: FireLedger
+) -> None:
     (job,) = await store.insert_jobs([armed("a")], T0)
     now = T0
     for _ in range(8):
         now += MIN
-        (fire,) = await claim(store, now)
+        (fire,) = await claim(ledger, now)
         await store.record([Transition(fire.run_id, RunState.SUCCEEDED, now)])
-    removed = await store.prune_runs(
+    removed = await ledger.prune_runs(
         now, keep_per_job=3, max_age=timedelta(days=1), job_ids=[job.id]
     )
     assert removed == 5
     kept = await store.list_runs(job_id=job.id)
     assert [r.fire_at for r in kept] == [now, now - MIN, now - 2 * MIN]
     assert (
-        await store.prune_runs(now + timedelta(days=2), keep_per_job=3, max_age=timedelta(days=1))
+        await ledger.prune_runs(now + timedelta(days=2), keep_per_job=3, max_age=timedelta(days=1))
         == 3
     )
 
@@ -369,7 +390,9 @@ async def test_schema_is_migrated_and_sqlite_is_configured(store: SqlStore, stor
     await again.close()
 
 
-async def test_concurrent_writers_do_not_hit_database_is_locked(store: SqlStore) -> None:
+async def test_concurrent_writers_do_not_hit_database_is_locked(
+    store: SqlStore, ledger: FireLedger
+) -> None:
     async def writer(i: int) -> None:
         for k in range(20):
             (job,) = await store.insert_jobs([armed(f"w{i}-{k}", spec=AtSpec(at=T0 + MIN))], T0)
@@ -385,12 +408,12 @@ async def test_concurrent_writers_do_not_hit_database_is_locked(store: SqlStore)
 
     async def claimer() -> None:
         for _ in range(20):
-            await claim(store, T0 + MIN, owner="c:1:C")
+            await claim(ledger, T0 + MIN, owner="c:1:C")
             await asyncio.sleep(0)
 
     await asyncio.gather(*(writer(i) for i in range(10)), claimer(), claimer())
     assert await store.count_jobs() == 200
-    while await claim(store, T0 + MIN, owner="c:1:C"):
+    while await claim(ledger, T0 + MIN, owner="c:1:C"):
         pass
     assert await store.count_runs() == 200
 
@@ -404,7 +427,9 @@ def test_naive_datetimes_are_refused_by_the_store() -> None:
         )
 
 
-async def test_an_unreadable_job_is_paused_and_the_others_still_fire(store: SqlStore) -> None:
+async def test_an_unreadable_job_is_paused_and_the_others_still_fire(
+    store: SqlStore, ledger: FireLedger
+) -> None:
     good, bad = await store.insert_jobs([armed("good"), armed("bad")], T0)
     # a row written by something else with a spec this version cannot read
     from agentcron.store.schema import jobs as jobs_table
@@ -416,7 +441,7 @@ async def test_an_unreadable_job_is_paused_and_the_others_still_fire(store: SqlS
             .values(spec={"kind": "cron", "expr": "H H * * *"})
         )
     )
-    fires = await claim(store, T0 + MIN)
+    fires = await claim(ledger, T0 + MIN)
     assert [f.job.id for f in fires] == [good.id]
     row = await store._db.read(
         lambda conn: conn.execute(sa.select(jobs_table).where(jobs_table.c.id == bad.id)).one()

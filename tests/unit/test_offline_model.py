@@ -23,12 +23,10 @@ from agentcron.agent.offline import (
     WPS_ENV,
     OfflineModel,
     Reply,
-    ToolIntent,
     offline_reply,
-    parse_request,
     parse_wps,
-    short_name,
 )
+from agentcron.agent.offline_parse import ToolIntent, parse_request, short_name
 from agentcron.schedule import AtSpec, parse_when
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)  # a Sunday

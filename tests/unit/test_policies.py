@@ -21,11 +21,11 @@ from agentcron.store.models import (
     CreatedBy,
     Job,
     JobKind,
-    JobOutcome,
     JobPolicy,
     Overlap,
     RunState,
 )
+from agentcron.store.writes import JobOutcome
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 S = timedelta(seconds=1)

@@ -45,7 +45,7 @@ class OutboundMessage:
     """One assistant message of a session, on its way to a channel.
 
     `kind` is `turn` for the closing reply of a turn (user or scheduled; `status` is the
-    turn's outcome) and `message` for a message posted outside a turn (a legacy job's
+    turn's outcome) and `message` for a message posted outside a turn (a delivery job's
     delivered result). `channel`, `chat_id` and `channel_meta` are the session's execution
     context, as the event carried it (read from the store only when it did not).
     """

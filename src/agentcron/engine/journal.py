@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from agentcron.store.errors import StoreError
 from agentcron.store.interface import Finisher, GroupCommit
-from agentcron.store.models import Write, WriteResult
+from agentcron.store.writes import Write, WriteResult
 
 log = logging.getLogger(__name__)
 

@@ -7,17 +7,8 @@ from typing import Any
 
 from agentcron.config import EngineSettings
 from agentcron.schedule import AtSpec, jittered, next_fire
-from agentcron.store.models import (
-    AnySpec,
-    Catchup,
-    FirePlan,
-    Job,
-    JobFinish,
-    JobOutcome,
-    JobPolicy,
-    Overlap,
-    RunState,
-)
+from agentcron.store.models import AnySpec, Catchup, FirePlan, Job, JobPolicy, Overlap, RunState
+from agentcron.store.writes import JobFinish, JobOutcome
 
 _TICK = timedelta(microseconds=1)
 

@@ -13,56 +13,30 @@ from typing import Any, Protocol
 
 from ulid import ULID
 
-from agentcron.agent.guard import TurnCall
-from agentcron.agent.runner import (
-    HistoryEntry,
-    NullEvents,
-    Outcome,
-    Runner,
-    SessionInfo,
-    TurnInput,
-    as_outcome,
-    fire_source,
-    fire_trigger,
-)
+from agentcron.agent.runner import Runner
 from agentcron.config import EngineSettings
 from agentcron.engine.clock import Clock, SystemClock
-from agentcron.engine.journal import Journal
-from agentcron.engine.legacy import (
-    Evaluation,
+from agentcron.engine.isolated import (
+    Deliver,
     Evaluator,
+    IsolatedRuns,
     MemoryReader,
     SystemHandler,
-    delivery_meta,
-    evaluate,
     evaluate_response,
-    legacy_target_key,
-    memory_key,
-    remember_exchange,
+    log_context,
 )
+from agentcron.engine.journal import Journal
 from agentcron.engine.policies import plan_fires
 from agentcron.engine.waiters import Waiters
 from agentcron.events import (
     EventBus,
-    FireStarted,
-    SessionSync,
-    SystemEventFired,
-    publish_fire_settled,
 )
 from agentcron.store.interface import FireLedger
-from agentcron.store.models import (
-    STOPPED_MID_TURN,
-    ClaimedFire,
-    FirePlan,
+from agentcron.store.models import ClaimedFire, FirePlan, Job, RunState
+from agentcron.store.writes import (
     InsertJobs,
-    Job,
-    JobKind,
-    JobOutcome,
-    Remember,
     RunEnd,
-    RunState,
     Transition,
-    TurnFinished,
     Write,
     WriteResult,
 )
@@ -118,8 +92,9 @@ class Engine:
     share a database.
 
     A session-turn fire is handed to the turn sink (the lanes) as soon as it is claimed; the
-    claim already opened its turn. Any other fire (a system job, a legacy unbound job) runs
-    here, isolated. Time comes only from `clock`; every run change goes through the journal.
+    claim already opened its turn. Any other fire (a system job, a delivery job) runs
+    isolated (`engine/isolated.py`). Time comes only from `clock`; every run change goes
+    through the journal.
     """
 
     def __init__(
@@ -135,7 +110,7 @@ class Engine:
         settings: EngineSettings | None = None,
         owner: str | None = None,
         evaluator: Evaluator = evaluate_response,
-        deliver: Callable[..., Coroutine[Any, Any, Any]] | None = None,
+        deliver: Deliver | None = None,
         memory: MemoryReader | None = None,
     ) -> None:
         self.store = store
@@ -143,11 +118,6 @@ class Engine:
         self.journal = journal
         self.turns = turns
         self.bus = bus
-        self.evaluator = evaluator
-        self._deliver = deliver  # posts a legacy job's result into its target session
-        # Reads a legacy job's memory (`cron:{job_id}`); None: the runner keeps no history,
-        # and a legacy run reads and saves none (it pays nothing for it).
-        self._memory = memory
         # System jobs (kind system_event) run through the handler registered for their name.
         self.system_handlers: dict[str, SystemHandler] = {}
         self.clock: Clock = clock or SystemClock()
@@ -160,7 +130,6 @@ class Engine:
         self.run_waiters = Waiters()  # callers waiting for a run to reach a terminal state
         self._job_queues: dict[str, deque[ClaimedFire]] = {}
         self._waiting: dict[str, ClaimedFire] = {}  # isolated fires claimed, not started
-        self._running: dict[str, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._awaiting_slot = 0
         self._touched: set[str] = set()
@@ -175,6 +144,19 @@ class Engine:
         self._closed = False
         self._sleeping = False
         self._deadline: datetime | None = None
+        # `deliver` posts a delivery job's result into its target session; `memory` reads a
+        # delivery job's memory (`cron:{job_id}`): None when the runner keeps no history.
+        self.isolated = IsolatedRuns(
+            runner,
+            journal=journal,
+            bus=bus,
+            clock=self.clock,
+            settings=self.settings,
+            handlers=self.system_handlers,
+            evaluator=evaluator,
+            deliver=deliver,
+            memory=memory,
+        )
         journal.listeners.append(self._committed)
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -334,7 +316,7 @@ class Engine:
     async def _adopt(self, now: datetime) -> None:
         """Take over fires that were claimed but never started by an engine that is gone."""
         for fire in await self.store.adopt_released(self.owner, now + self.settings.lease, now):
-            log.info("adopted a fire that never started", extra=_ctx(fire))
+            log.info("adopted a fire that never started", extra=log_context(fire))
             await self._dispatch(fire)
 
     async def _maybe_prune(self, now: datetime) -> None:
@@ -406,176 +388,13 @@ class Engine:
                 if self._stopping:
                     return  # never started: released at stop for the next engine
                 started = True
-                await self._run_isolated(fire)
+                self._waiting.pop(fire.run_id, None)
+                await self.isolated.run(fire)
             finally:
                 self._slots.release()
         finally:
             if started:
                 self._next_of_job(fire.job.id)
-
-    # -- isolated runs (system and legacy jobs) ------------------------------------------------
-
-    async def _run_isolated(self, fire: ClaimedFire) -> None:
-        """A fire that is not a session turn: a system job's handler, or the isolated run of a
-        legacy unbound job followed by its evaluate step and delivery.
-        """
-        job = fire.job
-        self._waiting.pop(fire.run_id, None)
-        current = asyncio.current_task()
-        if current is not None:
-            self._running[fire.run_id] = current
-        now = self.clock.now()
-        # Durable before the turn starts: after a crash this fire is interrupted, not re-run.
-        await self.journal.write(RunEnd(Transition(fire.run_id, RunState.RUNNING, now)))
-        if self.bus.active:
-            await self.bus.publish(
-                FireStarted(
-                    session_key=job.session_key or "",
-                    job_id=job.id,
-                    run_id=fire.run_id,
-                    lateness_s=(self.clock.now() - fire.fire_at).total_seconds(),
-                )
-            )
-        trigger = fire_trigger(fire)
-        system = job.kind is JobKind.SYSTEM_EVENT
-        if system and self.bus.active:
-            # Seed 004: a system event's text goes to its session's subscribers (live views),
-            # whatever its handler then does.
-            await self.bus.publish(
-                SystemEventFired(
-                    session_key=job.session_key or "",
-                    job_id=job.id,
-                    run_id=fire.run_id,
-                    name=job.name,
-                    text=job.message,
-                )
-            )
-        handler = self.system_handlers.get(job.name) if system else None
-        session = SessionInfo(
-            key=f"system:{job.name}" if system else memory_key(job),
-            channel=job.channel or ("system" if system else "cron"),
-            chat_id=job.to or job.id,
-            channel_meta=job.channel_meta,
-            tz=job.spec.tz,
-        )
-        remembers = not system and self._memory is not None
-        turn = TurnInput(
-            turn_id=fire.run_id,
-            source=fire_source(job),
-            prompt=job.message,
-            history=await self._history(fire, session.key) if remembers else (),
-            now=now,
-            trigger=trigger,
-        )
-
-        async def call() -> Outcome:
-            if handler is not None:
-                return as_outcome(await handler(trigger))
-            return await self.runner.run_turn(session, turn, NullEvents())
-
-        try:
-            outcome = await TurnCall(self.settings.turn_timeout).run(call, _ctx(fire))
-        except asyncio.CancelledError:
-            self._finish(
-                fire,
-                RunState.INTERRUPTED,
-                Outcome.failed(STOPPED_MID_TURN),
-            )
-            raise
-        finally:
-            self._running.pop(fire.run_id, None)
-        delivery, message_id = None, None
-        if not system:
-            delivery, message_id = await self._deliver_legacy(fire, outcome)
-        state = RunState(outcome.status.value)
-        remember = remember_exchange(job, fire.run_id, job.message, outcome) if remembers else None
-        result = await self._finish(
-            fire, state, outcome, message_id=message_id, delivery=delivery, remember=remember
-        )
-        if remember is not None and self.bus.active:  # its memory's transcript grew
-            await self.bus.publish(SessionSync(session_key=remember.session_key))
-        if job.session_key is not None and self.bus.active:
-            # The job's record (next run, auto-pause, removal) is committed: say so.
-            deleted = isinstance(result, TurnFinished) and result.job_deleted
-            await publish_fire_settled(self.bus, fire, state.value, job_deleted=deleted)
-
-    async def _history(self, fire: ClaimedFire, key: str) -> tuple[HistoryEntry, ...]:
-        """A legacy run's memory; a failed read costs the run its memory, not the run."""
-        if self._memory is None:
-            return ()
-        try:
-            return tuple(await self._memory(key))
-        except Exception:
-            log.exception("could not read a legacy job's memory", extra=_ctx(fire))
-            return ()
-
-    async def _deliver_legacy(
-        self, fire: ClaimedFire, outcome: Outcome
-    ) -> tuple[dict[str, Any], str | None]:
-        """The legacy evaluate step, then delivery to the job's target; both go on the run."""
-        job = fire.job
-        try:
-            verdict = await evaluate(self.evaluator, job, outcome)
-        except Exception as exc:
-            log.exception("the evaluate step failed", extra=_ctx(fire))
-            verdict = Evaluation(False, f"the evaluate step failed: {type(exc).__name__}: {exc}")
-        record: dict[str, Any] = {
-            "evaluated": {"deliver": verdict.deliver, "reason": verdict.reason},
-            "target": {"channel": job.channel, "to": job.to} if job.channel or job.to else None,
-            "delivered": False,
-        }
-        if not verdict.deliver:
-            return record, None
-        if self._deliver is None:
-            record["error"] = "no delivery is wired to this engine"
-            return record, None
-        key = legacy_target_key(job)
-        try:
-            message = await self._deliver(
-                key,
-                outcome.text or "",
-                delivery_meta(job, fire.run_id),
-                channel=job.channel,
-                chat_id=job.to,
-                channel_meta=job.channel_meta,
-            )
-        except Exception as exc:
-            log.exception("legacy delivery failed", extra=_ctx(fire))
-            record["error"] = f"{type(exc).__name__}: {exc}"
-            return record, None
-        record.update(delivered=True, session_key=key, message_id=message.id)
-        return record, str(message.id)
-
-    def _finish(
-        self,
-        fire: ClaimedFire,
-        state: RunState,
-        outcome: Outcome,
-        *,
-        message_id: str | None = None,
-        delivery: dict[str, Any] | None = None,
-        remember: Remember | None = None,
-    ) -> asyncio.Future[WriteResult]:
-        now = self.clock.now()
-        transition = Transition(
-            fire.run_id,
-            state,
-            now,
-            output=outcome.text,
-            error=outcome.error,
-            error_details=outcome.error_details,
-            usage=outcome.usage,
-            message_id=message_id,
-            delivery=delivery,
-        )
-        job_outcome = JobOutcome(
-            fire.job.id,
-            state,
-            now,
-            error=outcome.error,
-            delete_after_run=fire.job.policy.delete_after_run,
-        )
-        return self.journal.submit(RunEnd(transition, job_outcome, remember))
 
     def _committed(self, writes: Sequence[Write], results: Sequence[WriteResult]) -> None:
         """After each group commit: count ended runs, wake their waiters, and look at the
@@ -617,13 +436,13 @@ class Engine:
                     log.exception("lease renewal failed")
 
     def _holding(self) -> bool:
-        return bool(self._waiting or self._running or self.turns.holds_leases)
+        return bool(self._waiting or self.isolated.running or self.turns.holds_leases)
 
     # -- observation -----------------------------------------------------------------------
 
     @property
     def active_runs(self) -> int:
-        return len(self._running)
+        return len(self.isolated.running)
 
     @property
     def waiting_runs(self) -> int:
@@ -638,10 +457,6 @@ class Engine:
         if not self.turns.quiet(busy_ok=busy_ok):
             return False
         if busy_ok:
-            waiting = len(self._running) + self._awaiting_slot
+            waiting = len(self.isolated.running) + self._awaiting_slot
             return quiet and len(self._tasks) == waiting
         return quiet and not self._tasks
-
-
-def _ctx(fire: ClaimedFire) -> dict[str, Any]:
-    return {"job_id": fire.job.id, "run_id": fire.run_id, "session_key": fire.job.session_key}

@@ -27,20 +27,18 @@ from agentcron.store.interface import JobCatalog, RunRecords, Transcripts, Write
 from agentcron.store.models import (
     ACTIVE_STATES,
     AnySpec,
-    ArmedJob,
     Catchup,
     CreatedBy,
-    InsertJobs,
     Job,
     JobKind,
     JobPolicy,
-    JobsInserted,
     NewJob,
     Overlap,
     Recall,
     RecallState,
     Run,
 )
+from agentcron.store.writes import ArmedJob, InsertJobs, JobsInserted
 
 _CAS_RETRIES = 5
 

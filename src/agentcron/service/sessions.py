@@ -119,7 +119,7 @@ class Sessions:
         *,
         post: Post,
         publish: Callable[[Event], Awaitable[None]],
-        job_summary: Callable[[], Awaitable[dict[str, dict[str, int]]]],
+        jobs_per_session: Callable[[], Awaitable[dict[str, dict[str, int]]]],
         owner_of: Callable[[str], str] = lambda key: key,
         stopping: Callable[[], bool] = lambda: False,
     ) -> None:
@@ -130,7 +130,7 @@ class Sessions:
         self._clock = clock
         self._post = post
         self._publish = publish
-        self._job_summary = job_summary
+        self._jobs_per_session = jobs_per_session
         self._owner_of = owner_of
         self._stopping = stopping
 
@@ -162,7 +162,7 @@ class Sessions:
     async def listing(self, *, limit: int | None = None) -> builtins.list[SessionRow]:
         """Every session with its automation count, pending recall and running turn."""
         sessions = await self.list(limit=limit)
-        summary = await self._job_summary()
+        summary = await self._jobs_per_session()
         unified = summary.get(UNIFIED_SESSION_KEY, {})
         rows = []
         for session in sessions:
@@ -290,12 +290,12 @@ class Sessions:
     async def delete(self, key: str, *, confirm: bool = False) -> Deletion:
         """Delete a session. With bound automations it is two-step: without `confirm` nothing
         is deleted and the blocking automations are listed; with it they go first. System
-        jobs and jobs with delivery-target fields never block; the session's recall is
+        jobs and delivery jobs (with target fields) never block; the session's recall is
         cancelled with it. Live views are told (`SessionDeleted`).
         """
         await self._records.get_session(key)
         owned = await self._jobs.list(session_key=key)
-        blocking = [j for j in owned if j.kind is JobKind.AGENT_TURN and not j.legacy]
+        blocking = [j for j in owned if j.kind is JobKind.AGENT_TURN and not j.has_target_fields]
         if blocking and not confirm:
             return Deletion(False, blocking=blocking)
         for job in [*blocking, *(j for j in owned if j.kind is JobKind.RECALL)]:

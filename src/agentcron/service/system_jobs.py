@@ -6,7 +6,7 @@ import builtins
 from collections.abc import MutableMapping
 
 from agentcron.engine.clock import Clock
-from agentcron.engine.legacy import SystemHandler
+from agentcron.engine.isolated import SystemHandler
 from agentcron.schedule import EverySpec, parse_when
 from agentcron.service.jobs import Jobs
 from agentcron.store.models import AnySpec, Catchup, CreatedBy, Job, JobKind

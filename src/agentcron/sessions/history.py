@@ -119,7 +119,7 @@ class TurnMemory:
         return window if isinstance(window, int) and window > 0 else 0
 
     async def history_of(self, key: str) -> list[HistoryEntry]:
-        """A session's newest history outside any turn: what a legacy job's isolated run
+        """A session's newest history outside any turn: what a delivery job's isolated run
         gets from its own session (`cron:{job_id}`) before it runs.
         """
         window, full = await self._window(key, AFTER_ALL)

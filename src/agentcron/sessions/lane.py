@@ -51,8 +51,8 @@ from agentcron.store.models import (
     RunState,
     Session,
     Turn,
-    TurnStarted,
 )
+from agentcron.store.writes import TurnStarted
 
 log = logging.getLogger(__name__)
 
@@ -404,7 +404,7 @@ class Lanes:
         return self.memory.keeps_history
 
     async def history_of(self, key: str) -> list[HistoryEntry]:
-        """A legacy job's isolated run's history from its own session (`cron:{job_id}`)."""
+        """A delivery job's isolated run's history from its own session (`cron:{job_id}`)."""
         return await self.memory.history_of(key)
 
     # -- recovery and shutdown -------------------------------------------------------------

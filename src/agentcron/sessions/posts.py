@@ -1,4 +1,4 @@
-"""Transcript entries written outside any turn (a legacy job's result, notes, operator sends)."""
+"""Transcript entries written outside any turn (a delivery job's result, notes, operator sends)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ class Posts:
         chat_id: str | None = None,
         channel_meta: dict[str, Any] | None = None,
     ) -> Message:
-        """Post an outbound assistant message that is not a turn (a legacy job's result),
+        """Post an outbound assistant message that is not a turn (a delivery job's result),
         creating its session if needed.
         """
         now = self._clock.now()

@@ -33,9 +33,9 @@ from agentcron.store.models import (
     Entry,
     RunState,
     Session,
-    TurnFinished,
     TurnState,
 )
+from agentcron.store.writes import TurnFinished
 
 log = logging.getLogger(__name__)
 

@@ -9,16 +9,8 @@ from agentcron.agent.runner import Outcome
 from agentcron.sessions.fire_turn import FireTurn
 from agentcron.sessions.lane_queue import Pending
 from agentcron.sessions.transcript import closure
-from agentcron.store.models import (
-    Entry,
-    JobOutcome,
-    RunState,
-    Transition,
-    TurnFinish,
-    TurnStart,
-    TurnState,
-    unstarted_turn_end,
-)
+from agentcron.store.models import Entry, RunState, TurnState, unstarted_turn_end
+from agentcron.store.writes import JobOutcome, Transition, TurnFinish, TurnStart
 
 
 def opening_entry(pending: Pending, prepared: FireTurn | None) -> Entry:

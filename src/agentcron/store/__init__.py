@@ -17,14 +17,12 @@ from agentcron.store.models import (
     ACTIVE_STATES,
     OUTCOME_STATES,
     TERMINAL_STATES,
-    ArmedJob,
     Catchup,
     ClaimedFire,
     CreatedBy,
     FirePlan,
     Job,
     JobKind,
-    JobOutcome,
     JobPolicy,
     Message,
     NewJob,
@@ -32,12 +30,12 @@ from agentcron.store.models import (
     Run,
     RunState,
     Session,
-    Transition,
     Turn,
     TurnState,
 )
 from agentcron.store.sessions import SessionStore
 from agentcron.store.sql import SqlStore, sqlite_url
+from agentcron.store.writes import ArmedJob, JobOutcome, Transition
 
 __all__ = [
     "ACTIVE_STATES",

@@ -14,23 +14,7 @@ from sqlalchemy.engine import Connection
 from agentcron.store.bulk import executemany
 from agentcron.store.interface import Finisher
 from agentcron.store.job_store import JobsMixin
-from agentcron.store.models import (
-    TERMINAL_STATES,
-    InsertJobs,
-    Job,
-    JobKind,
-    JobOutcome,
-    JobsInserted,
-    RecallState,
-    RunEnd,
-    Transition,
-    TurnFinish,
-    TurnFinished,
-    TurnStart,
-    TurnStarted,
-    Write,
-    WriteResult,
-)
+from agentcron.store.models import TERMINAL_STATES, Job, JobKind, RecallState
 from agentcron.store.rows import (
     _RUN_FIELDS,
     _STAMP_STMT,
@@ -47,6 +31,19 @@ from agentcron.store.sessions import (
     session_values,
 )
 from agentcron.store.turn_writes import TurnWrites
+from agentcron.store.writes import (
+    InsertJobs,
+    JobOutcome,
+    JobsInserted,
+    RunEnd,
+    Transition,
+    TurnFinish,
+    TurnFinished,
+    TurnStart,
+    TurnStarted,
+    Write,
+    WriteResult,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +68,7 @@ class GroupCommitMixin(JobsMixin):
         saves = [
             (r, w.run.at) for w in writes if isinstance(w, RunEnd) and (r := w.remember) is not None
         ]
-        if saves:  # legacy runs' own sessions (`cron:{job_id}`), created on first use
+        if saves:  # delivery jobs' own sessions (`cron:{job_id}`), created on first use
             new = {
                 r.session_key: session_values(
                     r.session_key, at, channel=r.channel, chat_id=r.chat_id

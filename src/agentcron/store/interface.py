@@ -18,9 +18,7 @@ from agentcron.store.models import (
     ClaimResult,
     FirePlan,
     Job,
-    JobFinish,
     JobKind,
-    JobOutcome,
     MemoryScope,
     Message,
     Recall,
@@ -30,10 +28,9 @@ from agentcron.store.models import (
     Session,
     Turn,
     TurnState,
-    Write,
-    WriteResult,
 )
-from agentcron.store.sessions import TurnRecovery
+from agentcron.store.turn_store import TurnRecovery
+from agentcron.store.writes import ArmedJob, JobFinish, JobOutcome, Write, WriteResult
 
 __all__ = [
     "DeliveryLedger",
@@ -219,9 +216,24 @@ class WriteQueue(Protocol):
 
 
 class JobCatalog(Protocol):
-    """The jobs service's part: reading and changing stored jobs (creation goes through the
-    journal's `InsertJobs`, so concurrent creates share a transaction).
+    """The jobs service's part: reading and changing stored jobs (the service creates jobs
+    through the journal's `InsertJobs`, so concurrent creates share a transaction; the group
+    commit calls `insert_jobs`).
     """
+
+    async def insert_jobs(
+        self, armed: Sequence[ArmedJob], now: datetime, *, max_jobs: int | None = None
+    ) -> list[Job]:
+        """Insert armed jobs in one transaction; an idempotency-key duplicate (same session)
+        returns the stored job. With `max_jobs` the insert is refused (JobLimitError, nothing
+        stored) when it would leave more jobs than that, system jobs not counted. A second
+        pending recall of a session is a ConflictError.
+        """
+        ...
+
+    async def count_jobs(self) -> int:
+        """How many jobs are stored (system jobs included)."""
+        ...
 
     async def get_job(self, job_id: str) -> Job:
         """The job; JobNotFoundError when there is none."""
@@ -285,6 +297,10 @@ class RunRecords(Protocol):
         """Tokens and cost summed over one job's runs or one session's turns (exactly one of
         the two); `unpriced` counts those whose model has no known price.
         """
+        ...
+
+    async def count_runs(self, *, states: Iterable[RunState] | None = None) -> int:
+        """How many runs are stored (in one of `states`, when given)."""
         ...
 
 

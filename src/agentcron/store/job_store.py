@@ -19,17 +19,11 @@ from agentcron.store.errors import (
     ProtectedJobError,
     VersionConflictError,
 )
-from agentcron.store.models import (
-    ArmedJob,
-    Job,
-    JobKind,
-    Recall,
-    RecallState,
-    RunState,
-)
+from agentcron.store.models import Job, JobKind, Recall, RecallState, RunState
 from agentcron.store.rows import _chunks, _job, _job_values, _policy_values, _spec, _stored_job
 from agentcron.store.schema import jobs, recall_history
 from agentcron.store.sql_base import SqlBase
+from agentcron.store.writes import ArmedJob
 
 log = logging.getLogger(__name__)
 
@@ -251,6 +245,10 @@ class JobsMixin(SqlBase):
             ],
         )
 
+    async def jobs_per_session(self) -> dict[str, dict[str, int]]:
+        """Per session: its enabled automations and pending recalls (for sidebars; one query)."""
+        return await self._db.read(jobs_per_session_op)
+
     async def recall_history(
         self,
         session_key: str,
@@ -285,3 +283,20 @@ class JobsMixin(SqlBase):
             )
             for r in rows
         ]
+
+
+def jobs_per_session_op(conn: Connection) -> dict[str, dict[str, int]]:
+    """Per session: its enabled automations and pending recalls (one query)."""
+    query = (
+        sa.select(jobs.c.session_key, jobs.c.kind, sa.func.count())
+        .where(jobs.c.session_key.is_not(None), jobs.c.enabled.is_(sa.true()))
+        .group_by(jobs.c.session_key, jobs.c.kind)
+    )
+    summary: dict[str, dict[str, int]] = {}
+    for key, kind, count in conn.execute(query).all():
+        entry = summary.setdefault(key, {"automations": 0, "recalls": 0})
+        if kind == JobKind.RECALL.value:
+            entry["recalls"] += int(count)
+        elif kind == JobKind.AGENT_TURN.value:
+            entry["automations"] += int(count)
+    return summary

@@ -1,5 +1,5 @@
-"""Where rows become models and models rows: the job and run mappers, value builders and the
-statements and state lists the store modules share."""
+"""Where rows become models and models rows: the job, run, session, message and turn mappers,
+value builders and the statements and state lists the store modules share."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Row
+from sqlalchemy.engine import Row, RowMapping
 
 from agentcron.schedule import spec_from_data, spec_to_data
 from agentcron.store.ids import new_id
@@ -18,18 +18,23 @@ from agentcron.store.models import (
     ACTIVE_STATES,
     TERMINAL_STATES,
     AnySpec,
-    ArmedJob,
     Catchup,
     CreatedBy,
     FirePlan,
     Job,
     JobKind,
     JobPolicy,
+    Message,
     Overlap,
     Run,
     RunState,
+    Session,
+    Turn,
+    TurnSource,
+    TurnState,
 )
 from agentcron.store.schema import jobs, runs, turns
+from agentcron.store.writes import ArmedJob
 
 ACTIVE = [s.value for s in ACTIVE_STATES]
 WAITING = [RunState.CLAIMED.value, RunState.QUEUED.value, RunState.DEFERRED.value]
@@ -205,16 +210,10 @@ def _spec(data: Any) -> AnySpec:
 
 def _job(row: Row[Any] | Mapping[str, Any]) -> Job:
     m = row._mapping if isinstance(row, Row) else row
-    return Job(
-        id=m["id"],
-        name=m["name"],
+    return _job_of(
+        m,
         kind=JobKind(m["kind"]),
-        session_key=m["session_key"],
         spec=_spec(m["spec"]),
-        message=m["message"],
-        enabled=bool(m["enabled"]),
-        paused_reason=m["paused_reason"],
-        paused_at=m["paused_at"],
         created_by=CreatedBy(m["created_by"]),
         policy=JobPolicy(
             overlap=Overlap(m["overlap"]),
@@ -226,10 +225,49 @@ def _job(row: Row[Any] | Mapping[str, Any]) -> Job:
             delete_after_run=bool(m["delete_after_run"]),
             jitter=bool(m["jitter"]),
         ),
+        last_status=RunState(m["last_status"]) if m["last_status"] else None,
+    )
+
+
+def _stored_job(armed: ArmedJob, values: Mapping[str, Any]) -> Job:
+    """The job just inserted from `armed` (its typed parts as given, nothing parsed again)."""
+    new = armed.new
+    return _job_of(
+        values,
+        kind=new.kind,
+        spec=new.spec,
+        created_by=new.created_by,
+        policy=new.policy,
+        last_status=None,
+    )
+
+
+def _job_of(
+    m: RowMapping | Mapping[str, Any],
+    *,
+    kind: JobKind,
+    spec: AnySpec,
+    created_by: CreatedBy,
+    policy: JobPolicy,
+    last_status: RunState | None,
+) -> Job:
+    """The one place a job's fields are written out: the columns of `m`, the typed parts given."""
+    return Job(
+        id=m["id"],
+        name=m["name"],
+        kind=kind,
+        session_key=m["session_key"],
+        spec=spec,
+        message=m["message"],
+        enabled=bool(m["enabled"]),
+        paused_reason=m["paused_reason"],
+        paused_at=m["paused_at"],
+        created_by=created_by,
+        policy=policy,
         next_fire_at=m["next_fire_at"],
         next_run_at=m["next_run_at"],
         last_run_at=m["last_run_at"],
-        last_status=RunState(m["last_status"]) if m["last_status"] else None,
+        last_status=last_status,
         consecutive_failures=m["consecutive_failures"],
         run_count=m["run_count"],
         remaining_runs=m["remaining_runs"],
@@ -244,42 +282,6 @@ def _job(row: Row[Any] | Mapping[str, Any]) -> Job:
         to=m["to"],
         channel_meta=m["channel_meta"],
         model=m["model"],
-    )
-
-
-def _stored_job(armed: ArmedJob, values: Mapping[str, Any]) -> Job:
-    """The job just inserted from `armed` (its typed parts as given, nothing parsed again)."""
-    new = armed.new
-    return Job(
-        id=armed.id,
-        name=new.name,
-        kind=new.kind,
-        session_key=new.session_key,
-        spec=new.spec,
-        message=new.message,
-        enabled=new.enabled,
-        paused_reason=values["paused_reason"],
-        paused_at=values["paused_at"],
-        created_by=new.created_by,
-        policy=new.policy,
-        next_fire_at=values["next_fire_at"],
-        next_run_at=values["next_run_at"],
-        last_run_at=None,
-        last_status=None,
-        consecutive_failures=0,
-        run_count=0,
-        remaining_runs=values["remaining_runs"],
-        idempotency_key=new.idempotency_key,
-        lease_owner=None,
-        lease_expires_at=None,
-        version=1,
-        created_at=values["created_at"],
-        updated_at=values["updated_at"],
-        deliver=new.deliver,
-        channel=new.channel,
-        to=new.to,
-        channel_meta=new.channel_meta,
-        model=new.model,
     )
 
 
@@ -307,6 +309,56 @@ def _run(row: Row[Any] | Mapping[str, Any]) -> Run:
         message_id=m["message_id"],
         usage=m["usage"],
         delivery=m["delivery"],
+    )
+
+
+def _session(row: Row[Any] | Mapping[str, Any]) -> Session:
+    m = row._mapping if isinstance(row, Row) else row
+    return Session(
+        key=m["session_key"],
+        channel=m["channel"],
+        chat_id=m["chat_id"],
+        channel_meta=m["channel_meta"],
+        title=m["title"],
+        tz=m["tz"],
+        turn_owner=m["turn_owner"],
+        turn_id=m["turn_id"],
+        turn_lease_expires_at=m["turn_lease_expires_at"],
+        created_at=m["created_at"],
+        updated_at=m["updated_at"],
+    )
+
+
+def _message(row: Row[Any] | Mapping[str, Any]) -> Message:
+    m = row._mapping if isinstance(row, Row) else row
+    return Message(
+        id=m["id"],
+        session_key=m["session_key"],
+        seq=m["seq"],
+        role=m["role"],
+        content=m["content"],
+        meta=m["meta"] or {},
+        created_at=m["created_at"],
+    )
+
+
+def _turn(row: Row[Any] | Mapping[str, Any]) -> Turn:
+    m = row._mapping if isinstance(row, Row) else row
+    return Turn(
+        id=m["id"],
+        session_key=m["session_key"],
+        source=TurnSource(m["source"]),
+        state=TurnState(m["state"]),
+        run_id=m["run_id"],
+        content=m["content"],
+        created_at=m["created_at"],
+        started_at=m.get("started_at"),
+        finished_at=m.get("finished_at"),
+        error=m.get("error"),
+        error_details=m.get("error_details"),
+        usage=m.get("usage"),
+        reply_message_id=m.get("reply_message_id"),
+        owner=m.get("owner"),
     )
 
 

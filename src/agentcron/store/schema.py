@@ -64,7 +64,7 @@ jobs = sa.Table(
     sa.Column("id", sa.String(32), primary_key=True),
     sa.Column("name", sa.Text, nullable=False),
     sa.Column("kind", sa.String(16), nullable=False),
-    sa.Column("session_key", sa.Text, nullable=True),  # NULL = legacy unbound job
+    sa.Column("session_key", sa.Text, nullable=True),  # NULL = unbound (a delivery job)
     sa.Column("spec", JSONValue, nullable=False),
     sa.Column("message", sa.Text, nullable=False, server_default=""),
     sa.Column("enabled", sa.Boolean, nullable=False, server_default=sa.true()),
@@ -95,7 +95,7 @@ jobs = sa.Table(
     sa.Column("version", sa.Integer, nullable=False, server_default="1"),
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=False),
-    # legacy delivery fields, kept only for old unbound jobs
+    # delivery fields (delivery jobs only: engine/isolated.py)
     sa.Column("deliver", sa.Boolean),
     sa.Column("channel", sa.Text),
     sa.Column("to", sa.Text),
@@ -147,7 +147,7 @@ runs = sa.Table(
     sa.Column("input_tokens", sa.Integer),
     sa.Column("output_tokens", sa.Integer),
     sa.Column("cost_usd", sa.Float),
-    # legacy unbound runs: the evaluate step's verdict and where the result went
+    # delivery jobs' runs: the evaluate step's verdict and where the result went
     sa.Column("delivery", JSONValue),
     sa.UniqueConstraint("job_id", "fire_at", name="uq_runs_job_fire"),
 )

@@ -1,14 +1,15 @@
 """The SQLAlchemy Core store: the only package that speaks SQL (SQLite default, PostgreSQL).
 
-`SqlStore` is its parts joined: jobs (`job_store`), the fire ledger (`fire_store`), the group
-commit (`commit_store`), run records (`run_store`) over one database (`sql_base`); rows become
-models in `rows`. Its users are typed against `store/interface.py`.
+`SqlStore` is its parts joined: jobs (`job_store`), the fire ledger (claims in `fire_store`,
+recovery in `fire_recovery`), the group commit (`commit_store`), run records (`run_store`) over
+one database (`sql_base`); rows become models in `rows`. Its users are typed against
+`store/interface.py`.
 """
 
 from __future__ import annotations
 
 from agentcron.store.commit_store import GroupCommitMixin
-from agentcron.store.fire_store import FireLedgerMixin
+from agentcron.store.fire_recovery import FireLedgerMixin
 from agentcron.store.rows import (
     FINISH_COLUMNS,
     USAGE_COLUMNS,

@@ -11,17 +11,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from agentcron.store.bulk import executemany
-from agentcron.store.models import (
-    Entry,
-    Message,
-    Remember,
-    Session,
-    TurnFinish,
-    TurnStart,
-    TurnState,
-)
+from agentcron.store.models import Entry, Message, Session, TurnState
+from agentcron.store.rows import _message, _session
 from agentcron.store.schema import messages, sessions, turns
-from agentcron.store.sessions import OPEN_TURN, WAITING_TURN, _message, _message_values, _session
+from agentcron.store.sessions import _message_values
+from agentcron.store.turn_store import OPEN_TURN, WAITING_TURN
+from agentcron.store.writes import Remember, TurnFinish, TurnStart
 
 _START_TURN = (
     turns.update()

@@ -1,0 +1,355 @@
+"""Isolated runs: the fires that are not session turns (system jobs, delivery jobs), run to the end.
+
+A delivery job is an `agent_turn` job without `session_key`, or with delivery fields
+(`deliver`/`channel`/`to`): it runs isolated, and its result goes through an evaluate step and,
+when it passes, to the job's target (`channel`/`to`). Its memory is its own session
+`cron:{job_id}` (seed 001): the run reads its history from there and saves the exchange there
+(when the runner keeps history at all). A system job (`system_event`: heartbeat, dream, ...)
+runs through the handler registered for its name. Neither writes into a user's session as a
+turn; session-turn fires never come here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import re
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from agentcron.agent.guard import TurnCall
+from agentcron.agent.runner import (
+    HistoryEntry,
+    NullEvents,
+    Outcome,
+    OutcomeStatus,
+    Runner,
+    SessionInfo,
+    Trigger,
+    TurnInput,
+    as_outcome,
+    fire_source,
+    fire_trigger,
+)
+from agentcron.config import EngineSettings
+from agentcron.engine.clock import Clock
+from agentcron.engine.journal import Journal
+from agentcron.events import (
+    EventBus,
+    FireStarted,
+    SessionSync,
+    SystemEventFired,
+    publish_fire_settled,
+)
+from agentcron.store.models import STOPPED_MID_TURN, ClaimedFire, Entry, Job, JobKind, RunState
+from agentcron.store.writes import (
+    JobOutcome,
+    Remember,
+    RunEnd,
+    Transition,
+    TurnFinished,
+    WriteResult,
+)
+
+log = logging.getLogger(__name__)
+
+SystemHandler = Callable[[Trigger], Awaitable[Outcome | str | None]]
+"""Runs one fire of a system job: text = succeeded, None/"" = empty, raise = failed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """The evaluate step's verdict on a delivery job's result."""
+
+    deliver: bool
+    reason: str
+
+
+Evaluator = Callable[[Job, Outcome], Awaitable[Evaluation] | Evaluation]
+"""Decides whether a delivery job's result is worth delivering (e.g. a small LLM check)."""
+
+MemoryReader = Callable[[str], Awaitable[list[HistoryEntry]]]
+"""Reads a delivery job's memory: the newest history of its own session (`cron:{job_id}`)."""
+
+# Answers that mean "nothing happened"; delivering them would only be noise.
+_NOTHING = re.compile(
+    r"^\W*(?:nothing(?:\s+new)?\s+to\s+report|no\s+(?:news|updates?|changes?)|all\s+(?:good|clear)"
+    r"|n/?a|none|heartbeat_ok|ok)\W*$",
+    re.IGNORECASE,
+)
+
+
+def evaluate_response(job: Job, outcome: Outcome) -> Evaluation:
+    """The default evaluate step: deliver a real answer to a target the job asked for."""
+    if not job.deliver:
+        return Evaluation(False, "delivery is off for this job")
+    if not (job.channel and job.to):
+        # The reason is stored on the run (its delivery record): the text keeps its old word.
+        return Evaluation(False, "the job has no legacy target (channel and to)")
+    if outcome.status is OutcomeStatus.FAILED:
+        return Evaluation(False, "the run failed; the error is in the run record")
+    text = (outcome.text or "").strip()
+    if outcome.status is OutcomeStatus.EMPTY or not text:
+        return Evaluation(False, "the run had no result")
+    if _NOTHING.match(text):
+        return Evaluation(False, "the result says there is nothing to report")
+    return Evaluation(True, "a result for the job's target")
+
+
+async def evaluate(evaluator: Evaluator, job: Job, outcome: Outcome) -> Evaluation:
+    verdict = evaluator(job, outcome)
+    if inspect.isawaitable(verdict):
+        verdict = await verdict
+    if not isinstance(verdict, Evaluation):
+        raise TypeError(f"an evaluator must return an Evaluation, not {type(verdict).__name__}")
+    return verdict
+
+
+def target_session_key(job: Job) -> str:
+    """The session a delivery job's target names: the chat `to` on `channel`."""
+    return f"{job.channel}:{job.to}"
+
+
+def delivery_meta(job: Job, run_id: str) -> dict[str, Any]:
+    """Metadata of a delivered result in the target's transcript (stored values: the source
+    and flag keep seed 001's names, which clients read).
+    """
+    return {
+        "source": "legacy_automation",
+        "_legacy_delivery": True,
+        "automation_id": job.id,
+        "automation_name": job.name,
+        "automation_run_id": run_id,
+    }
+
+
+def memory_key(job: Job) -> str:
+    """The session that holds a delivery job's own memory."""
+    return f"cron:{job.id}"
+
+
+def remember_exchange(job: Job, run_id: str, prompt: str, outcome: Outcome) -> Remember | None:
+    """What a delivery job's run saves in its memory: the prompt as the user's entry and the result
+    as the assistant's, for a run that answered; nothing for a failed or empty one (its
+    record is the run).
+    """
+    text = (outcome.text or "").strip()
+    if outcome.status is not OutcomeStatus.SUCCEEDED or not text:
+        return None
+    meta = {
+        "source": "legacy_automation",  # seed 001's name, stored (as in delivery_meta)
+        "automation_id": job.id,
+        "automation_name": job.name,
+        "automation_run_id": run_id,
+    }
+    return Remember(
+        memory_key(job),
+        "cron",
+        job.id,
+        (Entry("user", prompt, meta), Entry("assistant", outcome.text or "", meta)),
+    )
+
+
+Deliver = Callable[..., Coroutine[Any, Any, Any]]
+"""Posts a delivery job's result into its target session (key, text, meta, channel, ...)."""
+
+
+class IsolatedRuns:
+    """Runs the engine's isolated fires (system jobs, delivery jobs), from RUNNING through
+    the journal to the terminal state and the job's bookkeeping. The engine queues them per
+    job and gives each a slot; `running` holds those inside their handler or runner.
+    """
+
+    def __init__(
+        self,
+        runner: Runner,
+        *,
+        journal: Journal,
+        bus: EventBus,
+        clock: Clock,
+        settings: EngineSettings,
+        handlers: dict[str, SystemHandler],
+        evaluator: Evaluator,
+        deliver: Deliver | None,
+        memory: MemoryReader | None,
+    ) -> None:
+        self.runner = runner
+        self.journal = journal
+        self.bus = bus
+        self.clock = clock
+        self.settings = settings
+        self.handlers = handlers  # system jobs (kind system_event): by name
+        self.evaluator = evaluator
+        self.deliver = deliver  # None: nothing delivers (the run record says so)
+        # Reads a delivery job's memory (`cron:{job_id}`); None: the runner keeps no history,
+        # and a delivery job's run reads and saves none (it pays nothing for it).
+        self.memory = memory
+        self.running: dict[str, asyncio.Task[None]] = {}
+
+    async def run(self, fire: ClaimedFire) -> None:
+        """Run a fire that is not a session turn to its end: a system job's handler, or a
+        delivery job's isolated run followed by its evaluate step and delivery.
+        """
+        job = fire.job
+        current = asyncio.current_task()
+        if current is not None:
+            self.running[fire.run_id] = current
+        now = self.clock.now()
+        # Durable before the turn starts: after a crash this fire is interrupted, not re-run.
+        await self.journal.write(RunEnd(Transition(fire.run_id, RunState.RUNNING, now)))
+        if self.bus.active:
+            await self.bus.publish(
+                FireStarted(
+                    session_key=job.session_key or "",
+                    job_id=job.id,
+                    run_id=fire.run_id,
+                    lateness_s=(self.clock.now() - fire.fire_at).total_seconds(),
+                )
+            )
+        trigger = fire_trigger(fire)
+        system = job.kind is JobKind.SYSTEM_EVENT
+        if system and self.bus.active:
+            # Seed 004: a system event's text goes to its session's subscribers (live views),
+            # whatever its handler then does.
+            await self.bus.publish(
+                SystemEventFired(
+                    session_key=job.session_key or "",
+                    job_id=job.id,
+                    run_id=fire.run_id,
+                    name=job.name,
+                    text=job.message,
+                )
+            )
+        handler = self.handlers.get(job.name) if system else None
+        session = SessionInfo(
+            key=f"system:{job.name}" if system else memory_key(job),
+            channel=job.channel or ("system" if system else "cron"),
+            chat_id=job.to or job.id,
+            channel_meta=job.channel_meta,
+            tz=job.spec.tz,
+        )
+        remembers = not system and self.memory is not None
+        turn = TurnInput(
+            turn_id=fire.run_id,
+            source=fire_source(job),
+            prompt=job.message,
+            history=await self._history(fire, session.key) if remembers else (),
+            now=now,
+            trigger=trigger,
+        )
+
+        async def call() -> Outcome:
+            if handler is not None:
+                return as_outcome(await handler(trigger))
+            return await self.runner.run_turn(session, turn, NullEvents())
+
+        try:
+            outcome = await TurnCall(self.settings.turn_timeout).run(call, log_context(fire))
+        except asyncio.CancelledError:
+            self.finish(
+                fire,
+                RunState.INTERRUPTED,
+                Outcome.failed(STOPPED_MID_TURN),
+            )
+            raise
+        finally:
+            self.running.pop(fire.run_id, None)
+        delivery, message_id = None, None
+        if not system:
+            delivery, message_id = await self._deliver_to_target(fire, outcome)
+        state = RunState(outcome.status.value)
+        remember = remember_exchange(job, fire.run_id, job.message, outcome) if remembers else None
+        result = await self.finish(
+            fire, state, outcome, message_id=message_id, delivery=delivery, remember=remember
+        )
+        if remember is not None and self.bus.active:  # its memory's transcript grew
+            await self.bus.publish(SessionSync(session_key=remember.session_key))
+        if job.session_key is not None and self.bus.active:
+            # The job's record (next run, auto-pause, removal) is committed: say so.
+            deleted = isinstance(result, TurnFinished) and result.job_deleted
+            await publish_fire_settled(self.bus, fire, state.value, job_deleted=deleted)
+
+    async def _history(self, fire: ClaimedFire, key: str) -> tuple[HistoryEntry, ...]:
+        """A delivery job's memory; a failed read costs the run its memory, not the run."""
+        if self.memory is None:
+            return ()
+        try:
+            return tuple(await self.memory(key))
+        except Exception:
+            log.exception("could not read a delivery job's memory", extra=log_context(fire))
+            return ()
+
+    async def _deliver_to_target(
+        self, fire: ClaimedFire, outcome: Outcome
+    ) -> tuple[dict[str, Any], str | None]:
+        """The evaluate step, then delivery to the job's target; both go on the run."""
+        job = fire.job
+        try:
+            verdict = await evaluate(self.evaluator, job, outcome)
+        except Exception as exc:
+            log.exception("the evaluate step failed", extra=log_context(fire))
+            verdict = Evaluation(False, f"the evaluate step failed: {type(exc).__name__}: {exc}")
+        record: dict[str, Any] = {
+            "evaluated": {"deliver": verdict.deliver, "reason": verdict.reason},
+            "target": {"channel": job.channel, "to": job.to} if job.channel or job.to else None,
+            "delivered": False,
+        }
+        if not verdict.deliver:
+            return record, None
+        if self.deliver is None:
+            record["error"] = "no delivery is wired to this engine"
+            return record, None
+        key = target_session_key(job)
+        try:
+            message = await self.deliver(
+                key,
+                outcome.text or "",
+                delivery_meta(job, fire.run_id),
+                channel=job.channel,
+                chat_id=job.to,
+                channel_meta=job.channel_meta,
+            )
+        except Exception as exc:
+            log.exception("delivery to the job's target failed", extra=log_context(fire))
+            record["error"] = f"{type(exc).__name__}: {exc}"
+            return record, None
+        record.update(delivered=True, session_key=key, message_id=message.id)
+        return record, str(message.id)
+
+    def finish(
+        self,
+        fire: ClaimedFire,
+        state: RunState,
+        outcome: Outcome,
+        *,
+        message_id: str | None = None,
+        delivery: dict[str, Any] | None = None,
+        remember: Remember | None = None,
+    ) -> asyncio.Future[WriteResult]:
+        now = self.clock.now()
+        transition = Transition(
+            fire.run_id,
+            state,
+            now,
+            output=outcome.text,
+            error=outcome.error,
+            error_details=outcome.error_details,
+            usage=outcome.usage,
+            message_id=message_id,
+            delivery=delivery,
+        )
+        job_outcome = JobOutcome(
+            fire.job.id,
+            state,
+            now,
+            error=outcome.error,
+            delete_after_run=fire.job.policy.delete_after_run,
+        )
+        return self.journal.submit(RunEnd(transition, job_outcome, remember))
+
+
+def log_context(fire: ClaimedFire) -> dict[str, Any]:
+    """The fire's ids for a log record's `extra`."""
+    return {"job_id": fire.job.id, "run_id": fire.run_id, "session_key": fire.job.session_key}

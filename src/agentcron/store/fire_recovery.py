@@ -1,0 +1,244 @@
+"""The fire ledger's recovery: fires of gone owners reaped, unstarted fires released and adopted."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Row
+
+from agentcron.store.fire_store import FireClaimsMixin
+from agentcron.store.models import DIED_MID_TURN, ClaimedFire, Job, Run, RunState, TurnState
+from agentcron.store.rows import _ACTIVE_INLINE, ACTIVE, WAITING, _chunks, _job, _run
+from agentcron.store.schema import jobs, runs, sessions, turns
+from agentcron.store.turn_store import WAITING_TURN
+
+
+class FireLedgerMixin(FireClaimsMixin):
+    """The whole `FireLedger`: the claims (`FireClaimsMixin`) and the recovery of fires whose
+    engine is gone: reap, release, adopt.
+    """
+
+    async def reap(self, now: datetime, owner: str, is_dead: Callable[[str], bool]) -> list[Run]:
+        """Settle the active runs of owners that are gone (lease expired or process dead).
+
+        A `running` one may have done part of its turn: it becomes `interrupted` and is never
+        run again silently. One that never started is released for `adopt_released`.
+        Returns the interrupted runs.
+        """
+        return await self._db.write(lambda conn: self._reap_op(conn, now, owner, is_dead))
+
+    def _reap_op(
+        self, conn: Connection, now: datetime, owner: str, is_dead: Callable[[str], bool]
+    ) -> list[Run]:
+        rows = (
+            conn.execute(
+                sa.select(runs).where(
+                    runs.c.state.in_(ACTIVE), runs.c.owner.is_not(None), runs.c.owner != owner
+                )
+            )
+        ).all()
+        gone = [
+            _run(r)
+            for r in rows
+            if (r.lease_expires_at is not None and r.lease_expires_at <= now) or is_dead(r.owner)
+        ]
+        started = [r for r in gone if r.state is RunState.RUNNING]
+        unstarted = [r for r in gone if r.state is not RunState.RUNNING]
+        if unstarted:
+            # Their turn never began (RUNNING is committed before a turn starts): hand them
+            # back, like a graceful stop does, for an engine to adopt and run once.
+            conn.execute(
+                runs.update()
+                .where(runs.c.id == sa.bindparam("b_id"), runs.c.owner == sa.bindparam("b_owner"))
+                .values(owner=None, lease_expires_at=None),
+                [{"b_id": r.id, "b_owner": r.owner} for r in unstarted],
+            )
+        if not started:
+            return []
+        error = DIED_MID_TURN
+        conn.execute(
+            runs.update()
+            .where(runs.c.id == sa.bindparam("b_id"), _ACTIVE_INLINE)
+            .values(
+                state=RunState.INTERRUPTED.value,
+                finished_at=now,
+                owner=None,
+                lease_expires_at=None,
+                error=error,
+                error_details=sa.bindparam("details", type_=runs.c.error_details.type),
+            ),
+            [{"b_id": r.id, "details": {"owner": r.owner, "was": r.state.value}} for r in started],
+        )
+        conn.execute(
+            jobs.update()
+            .where(jobs.c.id == sa.bindparam("b_id"))
+            .values(
+                last_status=RunState.INTERRUPTED.value,
+                last_run_at=now,
+                lease_owner=None,
+                lease_expires_at=None,
+            ),
+            [{"b_id": job_id} for job_id in {r.job_id for r in started}],
+        )
+        return [
+            Run(
+                **{
+                    **{f: getattr(r, f) for f in r.__dataclass_fields__},
+                    "state": RunState.INTERRUPTED,
+                }
+            )
+            for r in started
+        ]
+
+    async def earliest_foreign_lease(self, owner: str) -> datetime | None:
+        """When the next lease of another owner's active run expires (to reap it then)."""
+        return await self._db.read(lambda conn: self._earliest_foreign_lease_op(conn, owner))
+
+    def _earliest_foreign_lease_op(self, conn: Connection, owner: str) -> datetime | None:
+        value = (
+            conn.execute(
+                sa.select(sa.func.min(runs.c.lease_expires_at)).where(
+                    runs.c.state.in_(ACTIVE), runs.c.owner.is_not(None), runs.c.owner != owner
+                )
+            )
+        ).scalar_one()
+        return value  # type: ignore[no-any-return]
+
+    async def release(self, owner: str, run_ids: Sequence[str]) -> int:
+        """Give back runs that never started (graceful stop), with their waiting turns, for
+        the next engine to adopt.
+        """
+        return await self._db.write(lambda conn: self._release_op(conn, owner, run_ids))
+
+    def _release_op(self, conn: Connection, owner: str, run_ids: Sequence[str]) -> int:
+        released = 0
+        for chunk in _chunks(list(run_ids)):
+            result = conn.execute(
+                runs.update()
+                .where(runs.c.id.in_(chunk), runs.c.owner == owner, runs.c.state.in_(WAITING))
+                .values(owner=None, lease_expires_at=None)
+            )
+            released += int(result.rowcount)
+            conn.execute(
+                turns.update()
+                .where(
+                    turns.c.run_id.in_(chunk),
+                    turns.c.owner == owner,
+                    turns.c.state.in_(WAITING_TURN),
+                )
+                .values(owner=None)
+            )
+        return released
+
+    async def adopt_released(
+        self, owner: str, lease_until: datetime, now: datetime
+    ) -> list[ClaimedFire]:
+        """Take over runs released by a graceful stop; cancel those whose job is gone."""
+        return await self._db.write(
+            lambda conn: self._adopt_released_op(conn, owner, lease_until, now)
+        )
+
+    def _adopt_released_op(
+        self, conn: Connection, owner: str, lease_until: datetime, now: datetime
+    ) -> list[ClaimedFire]:
+        rows = (
+            conn.execute(sa.select(runs).where(runs.c.owner.is_(None), runs.c.state.in_(WAITING)))
+        ).all()
+        if not rows:
+            return []
+        job_rows: dict[str, Job] = {}
+        for chunk in _chunks(list({r.job_id for r in rows})):
+            for jr in conn.execute(sa.select(jobs).where(jobs.c.id.in_(chunk))):
+                job_rows[jr.id] = _job(jr)
+        adopted = [r for r in rows if r.job_id in job_rows]
+        orphaned = [r for r in rows if r.job_id not in job_rows]
+        if adopted:
+            conn.execute(
+                runs.update()
+                .where(runs.c.id == sa.bindparam("b_id"), runs.c.owner.is_(None))
+                .values(owner=owner, lease_expires_at=lease_until),
+                [{"b_id": r.id} for r in adopted],
+            )
+        if orphaned:
+            conn.execute(
+                runs.update()
+                .where(runs.c.id == sa.bindparam("b_id"))
+                .values(
+                    state=RunState.CANCELLED.value,
+                    finished_at=now,
+                    error="cancelled: the job was deleted before this fire ran",
+                ),
+                [{"b_id": r.id} for r in orphaned],
+            )
+        fire_turns = self._adopt_fire_turns(conn, adopted, job_rows, owner, now)
+        fires = []
+        for r in adopted:
+            job = job_rows[r.job_id]
+            if r.id in fire_turns:
+                turn_id, deferred, zone = fire_turns[r.id]
+                fires.append(
+                    ClaimedFire(
+                        run_id=r.id,
+                        job=job,
+                        fire_at=r.fire_at,
+                        turn_id=turn_id,
+                        deferred=deferred,
+                        session_tz=zone,
+                    )
+                )
+            else:
+                fires.append(ClaimedFire(run_id=r.id, job=job, fire_at=r.fire_at))
+        return sorted(fires, key=lambda c: (c.fire_at, c.run_id))
+
+    def _adopt_fire_turns(
+        self,
+        conn: Connection,
+        adopted: Sequence[Row[Any]],
+        job_rows: Mapping[str, Job],
+        owner: str,
+        now: datetime,
+    ) -> dict[str, tuple[str, bool, str]]:
+        """The waiting turns of adopted session-turn fires, taken over by `owner` (opened
+        anew where none is left): run id -> (turn id, deferred, session zone).
+        """
+        bound = [r for r in adopted if job_rows[r.job_id].session_turn]
+        if not bound:
+            return {}
+        out: dict[str, tuple[str, bool, str]] = {}
+        missing: list[Row[Any]] = []
+        for chunk in _chunks(bound):
+            ids = [r.id for r in chunk]
+            found = {
+                t.run_id: t
+                for t in conn.execute(
+                    sa.select(turns.c.id, turns.c.run_id, turns.c.state, sessions.c.tz)
+                    .join(sessions, sessions.c.session_key == turns.c.session_key)
+                    .where(turns.c.run_id.in_(ids), turns.c.state.in_(WAITING_TURN))
+                )
+            }
+            conn.execute(
+                turns.update()
+                .where(turns.c.run_id.in_(ids), turns.c.state.in_(WAITING_TURN))
+                .values(owner=owner)
+            )
+            for r in chunk:
+                t = found.get(r.id)
+                if t is None:
+                    missing.append(r)
+                else:
+                    out[r.id] = (t.id, t.state == TurnState.DEFERRED.value, t.tz)
+        if missing:
+            # A run claimed before fires opened their turns at claim time: open one now.
+            claimed = {r.id: (job_rows[r.job_id], r.fire_at) for r in missing}
+            rows = [
+                {"id": r.id, "session_key": r.session_key, "fire_at": r.fire_at} for r in missing
+            ]
+            opened = self._open_fire_turns(conn, rows, claimed, now, owner)
+            if opened:
+                conn.execute(turns.insert(), [t for t, _ in opened.values()])
+            for run_id, (turn, zone) in opened.items():
+                out[run_id] = (turn["id"], turn["state"] == TurnState.DEFERRED.value, zone)
+        return out

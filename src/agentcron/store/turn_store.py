@@ -1,0 +1,286 @@
+"""Turn records, the sessions' turn leases, and the recovery of turns whose process is gone."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from agentcron.store.database import Database
+from agentcron.store.errors import SessionNotFoundError, TurnNotFoundError
+from agentcron.store.ids import new_id
+from agentcron.store.models import ACTIVE_STATES, DIED_MID_TURN, RunState, Turn, TurnState
+from agentcron.store.rows import _turn
+from agentcron.store.schema import runs, sessions, turns
+
+WAITING_TURN = (TurnState.QUEUED.value, TurnState.DEFERRED.value)
+OPEN_TURN = (*WAITING_TURN, TurnState.RUNNING.value)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecovery:
+    """What `recover_turns` settled: turns to run here, and turns that were cut off."""
+
+    adopted: list[Turn]  # waiting user/hook turns of a process that is gone: now ours
+    interrupted: list[Turn]  # running turns of a process that is gone: closed as interrupted
+
+
+def _run_is_open(conn: Connection, run_id: str) -> bool:
+    state = conn.execute(sa.select(runs.c.state).where(runs.c.id == run_id)).scalar_one_or_none()
+    return state is not None and RunState(state) in ACTIVE_STATES
+
+
+# -- operations inside one transaction (composed by the store methods) -------------------
+
+
+def turn_values(
+    session_key: str,
+    source: str,
+    content: str,
+    now: datetime,
+    state: TurnState,
+    run_id: str | None,
+    owner: str | None,
+    turn_id: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "id": turn_id or new_id(),
+        "session_key": session_key,
+        "source": source,
+        "state": state.value,
+        "run_id": run_id,
+        "content": content,
+        "created_at": now,
+        "owner": owner,
+    }
+
+
+def _take_fire_turn_op(conn: Connection, run_id: str, owner: str, state: TurnState) -> Turn | None:
+    result = conn.execute(
+        turns.update()
+        .where(turns.c.run_id == run_id, turns.c.state.in_(WAITING_TURN))
+        .values(owner=owner, state=state.value)
+    )
+    if not result.rowcount:
+        return None
+    row = conn.execute(sa.select(turns).where(turns.c.run_id == run_id)).first()
+    return None if row is None else _turn(row)
+
+
+def _acquire_op(
+    conn: Connection, key: str, owner: str, turn_id: str, now: datetime, until: datetime
+) -> datetime | None:
+    free = sa.or_(
+        sessions.c.turn_owner.is_(None),
+        sessions.c.turn_owner == owner,
+        sessions.c.turn_lease_expires_at <= now,
+    )
+    result = conn.execute(
+        sessions.update()
+        .where(sessions.c.session_key == key, free)
+        .values(turn_owner=owner, turn_id=turn_id, turn_lease_expires_at=until)
+    )
+    if result.rowcount:
+        return None
+    held = conn.execute(
+        sa.select(sessions.c.turn_lease_expires_at).where(sessions.c.session_key == key)
+    ).scalar_one_or_none()
+    if held is None:
+        raise SessionNotFoundError(key)
+    return held  # type: ignore[no-any-return]
+
+
+def _release_lease_op(conn: Connection, key: str, owner: str) -> None:
+    conn.execute(
+        sessions.update()
+        .where(sessions.c.session_key == key, sessions.c.turn_owner == owner)
+        .values(turn_owner=None, turn_id=None, turn_lease_expires_at=None)
+    )
+
+
+class TurnStore:
+    """The turns part of the sessions store: turn records, turn leases, recovery."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def create_turn(
+        self,
+        session_key: str,
+        source: str,
+        content: str,
+        now: datetime,
+        *,
+        state: TurnState = TurnState.QUEUED,
+        run_id: str | None = None,
+        turn_id: str | None = None,
+        owner: str | None = None,
+    ) -> Turn:
+        values = turn_values(session_key, source, content, now, state, run_id, owner, turn_id)
+        await self._db.write(lambda conn: conn.execute(turns.insert().values(values)))
+        return _turn(values)
+
+    async def set_turn_reply(self, turn_id: str, message_id: str) -> None:
+        """Point a turn at its closing entry (written outside the turn's own end write)."""
+        stmt = turns.update().where(turns.c.id == turn_id).values(reply_message_id=message_id)
+        await self._db.write(lambda conn: conn.execute(stmt))
+
+    async def get_turn(self, turn_id: str) -> Turn:
+        row = await self._db.read(
+            lambda conn: conn.execute(sa.select(turns).where(turns.c.id == turn_id)).first()
+        )
+        if row is None:
+            raise TurnNotFoundError(turn_id)
+        return _turn(row)
+
+    async def list_turns(self, session_key: str, *, limit: int | None = None) -> list[Turn]:
+        """The session's turns, oldest first."""
+        query = (
+            sa.select(turns)
+            .where(turns.c.session_key == session_key)
+            .order_by(turns.c.created_at, turns.c.id)
+        )
+        if limit is not None:
+            query = query.limit(limit)
+        return await self._db.read(lambda conn: [_turn(r) for r in conn.execute(query)])
+
+    async def release_turns(self, turn_ids: list[str], owner: str) -> int:
+        """Give waiting turns back (graceful stop): the next process to start adopts them."""
+        if not turn_ids:
+            return 0
+
+        def op(conn: Connection) -> int:
+            result = conn.execute(
+                turns.update()
+                .where(
+                    turns.c.id.in_(turn_ids),
+                    turns.c.owner == owner,
+                    turns.c.state.in_(WAITING_TURN),
+                )
+                .values(owner=None)
+            )
+            return int(result.rowcount)
+
+        return await self._db.write(op)
+
+    async def recover_turns(
+        self, now: datetime, owner: str, is_dead: Callable[[str], bool]
+    ) -> TurnRecovery:
+        """Settle the open turns of processes that are gone (released, or certainly dead).
+
+        - a waiting user/hook turn is adopted by `owner` (it never started: nothing is lost);
+        - a waiting fire turn whose run is still open is released for the run's adopter to
+          continue; one whose run already ended is cancelled;
+        - a running turn is marked interrupted (never re-run): its owner is gone, or the
+          session's turn lease no longer belongs to it and has expired.
+        """
+
+        def op(conn: Connection) -> TurnRecovery:
+            rows = conn.execute(
+                sa.select(
+                    turns,
+                    sessions.c.turn_id.label("lease_turn"),
+                    sessions.c.turn_lease_expires_at.label("lease_until"),
+                )
+                .join(sessions, sessions.c.session_key == turns.c.session_key)
+                .where(
+                    turns.c.state.in_(OPEN_TURN),
+                    sa.or_(turns.c.owner.is_(None), turns.c.owner != owner),
+                )
+                .order_by(turns.c.created_at, turns.c.id)
+            ).all()
+            adopted: list[Turn] = []
+            interrupted: list[Turn] = []
+            for row in rows:
+                turn = _turn(row)
+                gone = turn.owner is None or is_dead(turn.owner)
+                if turn.state is TurnState.RUNNING:
+                    lease_lost = row.lease_turn != turn.id or (
+                        row.lease_until is not None and row.lease_until <= now
+                    )
+                    if gone or lease_lost:
+                        interrupted.append(turn)
+                    continue
+                if not gone:
+                    continue
+                if turn.run_id is None:
+                    adopted.append(turn)
+                elif not _run_is_open(conn, turn.run_id):
+                    conn.execute(
+                        turns.update()
+                        .where(turns.c.id == turn.id)
+                        .values(
+                            state=TurnState.CANCELLED.value,
+                            finished_at=now,
+                            error="cancelled: its fire ended without running this turn",
+                        )
+                    )
+                elif turn.owner is not None:
+                    conn.execute(turns.update().where(turns.c.id == turn.id).values(owner=None))
+            if adopted:
+                conn.execute(
+                    turns.update()
+                    .where(turns.c.id.in_([t.id for t in adopted]))
+                    .values(owner=owner)
+                )
+            # Leases of owners that are gone are free at once: a lease taken just before its
+            # process died would otherwise hold the session until it expires.
+            held = conn.execute(
+                sa.select(
+                    sessions.c.session_key, sessions.c.turn_owner, sessions.c.turn_lease_expires_at
+                ).where(sessions.c.turn_owner.is_not(None), sessions.c.turn_owner != owner)
+            ).all()
+            stale = [
+                key
+                for key, holder, until in held
+                if is_dead(holder) or (until is not None and until <= now)
+            ]
+            for start in range(0, len(stale), 500):
+                conn.execute(
+                    sessions.update()
+                    .where(sessions.c.session_key.in_(stale[start : start + 500]))
+                    .values(turn_owner=None, turn_id=None, turn_lease_expires_at=None)
+                )
+            if interrupted:
+                conn.execute(
+                    turns.update()
+                    .where(turns.c.id.in_([t.id for t in interrupted]))
+                    .values(state=TurnState.INTERRUPTED.value, finished_at=now, error=DIED_MID_TURN)
+                )
+                # A cut-off turn's session lease is free at once, not when it would expire.
+                conn.execute(
+                    sessions.update()
+                    .where(sessions.c.turn_id.in_([t.id for t in interrupted]))
+                    .values(turn_owner=None, turn_id=None, turn_lease_expires_at=None)
+                )
+            return TurnRecovery(adopted, interrupted)
+
+        return await self._db.write(op)
+
+    # -- session leases ----------------------------------------------------------------------
+
+    async def acquire_turn_lease(
+        self, key: str, owner: str, turn_id: str, now: datetime, until: datetime
+    ) -> datetime | None:
+        """Take the session for one turn. None on success; else when the holder's lease ends."""
+        return await self._db.write(lambda conn: _acquire_op(conn, key, owner, turn_id, now, until))
+
+    async def renew_turn_lease(self, key: str, owner: str, until: datetime) -> bool:
+        """Extend the session's turn lease while a long turn runs; False if it was lost."""
+
+        def op(conn: Connection) -> bool:
+            result = conn.execute(
+                sessions.update()
+                .where(sessions.c.session_key == key, sessions.c.turn_owner == owner)
+                .values(turn_lease_expires_at=until)
+            )
+            return bool(result.rowcount)
+
+        return await self._db.write(op)
+
+    async def release_turn_lease(self, key: str, owner: str) -> None:
+        await self._db.write(lambda conn: _release_lease_op(conn, key, owner))

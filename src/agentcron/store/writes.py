@@ -1,0 +1,173 @@
+"""The journal's write records: what one group commit applies (TurnStart, TurnFinish, RunEnd,
+InsertJobs and their parts) and what each write returns."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from agentcron.store.models import Entry, Job, Message, NewJob, RunState, Session, TurnState
+
+
+@dataclass(frozen=True, slots=True)
+class JobFinish:
+    """How a job changes when one of its fires ends (`engine.policies.finish_job`): new values
+    for its FINISH_COLUMNS, and whether it is removed (an ended job with `delete_after_run`).
+    """
+
+    values: dict[str, Any]
+    delete: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """A run state change, applied in batches by the store (group commit)."""
+
+    run_id: str
+    state: RunState
+    at: datetime
+    output: str | None = None
+    error: str | None = None
+    error_details: dict[str, Any] | None = None
+    message_id: str | None = None
+    usage: dict[str, Any] | None = None
+    prompt_ref: dict[str, Any] | None = None
+    prompt: str | None = None
+    prompt_vars: dict[str, Any] | None = None
+    delivery: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutcome:
+    """How a finished fire changes its job (applied with the run's terminal transition)."""
+
+    job_id: str
+    status: RunState
+    finished_at: datetime
+    error: str | None = None
+    delete_after_run: bool = False  # from the claim's snapshot: may need the finisher
+
+    @property
+    def simple(self) -> bool:
+        """A plain success/empty: the job update needs no read of the job first."""
+        return (
+            self.status not in (RunState.FAILED, RunState.CANCELLED) and not self.delete_after_run
+        )
+
+    @property
+    def failed(self) -> bool:
+        return self.status is RunState.FAILED
+
+
+@dataclass(frozen=True, slots=True)
+class Remember:
+    """Entries an isolated run saves in its own session (a delivery job's `cron:{job_id}`),
+    created on first use with `channel`/`chat_id`.
+    """
+
+    session_key: str
+    channel: str
+    chat_id: str
+    entries: tuple[Entry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStart:
+    """Begin a turn: take the session's turn lease, append the turn's opening entry, mark the
+    turn running (and its fire's run, with `run`) — all in one group-committed transaction.
+    """
+
+    session_key: str
+    turn_id: str
+    owner: str
+    at: datetime
+    lease_until: datetime
+    entry: Entry
+    run: Transition | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted:
+    """What a TurnStart did: `message` and `session` when it began; else `busy_until`, when the
+    lease another process holds on the session runs out (nothing was written).
+    """
+
+    message: Message | None
+    session: Session | None
+    busy_until: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFinish:
+    """End a turn: its closing entry, its outcome, the session lease let go (when this owner
+    holds it for this turn), and its fire's run and job bookkeeping — in one transaction.
+    `entry` None writes no closing entry (the turn never began).
+    """
+
+    session_key: str
+    turn_id: str
+    owner: str
+    at: datetime
+    state: TurnState
+    entry: Entry | None
+    error: str | None = None
+    error_details: dict[str, Any] | None = None
+    usage: dict[str, Any] | None = None
+    run: Transition | None = None
+    outcome: JobOutcome | None = None
+    # Entries written before the closing entry (a compaction's summary, the turn's tool
+    # calls); only with `entry`.
+    before: tuple[Entry, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFinished:
+    """What a TurnFinish wrote: the closing entry, and whether the fire's job was removed."""
+
+    message: Message | None
+    job_deleted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnd:
+    """A fire that is not a turn ended (or moved): its run's transition, and for a terminal
+    one, how it changes its job.
+    """
+
+    run: Transition
+    outcome: JobOutcome | None = None
+    remember: Remember | None = None  # a delivery job's exchange, saved in the same transaction
+
+
+@dataclass(frozen=True, slots=True)
+class ArmedJob:
+    """A new job with its id and first fire already computed by the caller."""
+
+    id: str
+    new: NewJob
+    next_fire_at: datetime | None
+    next_run_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class InsertJobs:
+    """Create jobs (all or none: a conflict fails this write alone)."""
+
+    armed: Sequence[ArmedJob]
+    at: datetime
+    max_jobs: int | None = None  # refuse (JobLimitError) past this many non-system jobs
+
+
+@dataclass(frozen=True, slots=True)
+class JobsInserted:
+    """The jobs an InsertJobs stored (or found stored, for an idempotency-key duplicate)."""
+
+    jobs: list[Job]
+
+
+Write = TurnStart | TurnFinish | RunEnd | InsertJobs
+"""One item of a group commit."""
+
+WriteResult = TurnStarted | TurnFinished | JobsInserted | None

@@ -1,0 +1,45 @@
+"""OutcomeStatus -> the state its turn and its run end in (agent/runner.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentcron.agent.runner import OutcomeStatus
+from agentcron.store.models import RunState, TurnState
+
+# Written out by hand (not read from the module): a changed mapping fails here.
+EXPECTED = {
+    OutcomeStatus.SUCCEEDED: (TurnState.SUCCEEDED, RunState.SUCCEEDED),
+    OutcomeStatus.FAILED: (TurnState.FAILED, RunState.FAILED),
+    OutcomeStatus.EMPTY: (TurnState.EMPTY, RunState.EMPTY),
+    OutcomeStatus.CANCELLED: (TurnState.CANCELLED, RunState.CANCELLED),
+}
+
+
+def test_every_member_is_covered() -> None:
+    assert set(EXPECTED) == set(OutcomeStatus)
+
+
+@pytest.mark.parametrize("status", list(OutcomeStatus))
+def test_turn_state(status: OutcomeStatus) -> None:
+    turn = status.turn_state
+    assert turn is EXPECTED[status][0]
+    assert turn.terminal
+
+
+@pytest.mark.parametrize("status", list(OutcomeStatus))
+def test_run_state(status: OutcomeStatus) -> None:
+    run = status.run_state
+    assert run is EXPECTED[status][1]
+    assert run.terminal
+
+
+def test_a_stopped_turn_is_cancelled_not_failed() -> None:
+    assert OutcomeStatus.CANCELLED.turn_state is not TurnState.FAILED
+    assert OutcomeStatus.CANCELLED.run_state is not RunState.FAILED
+
+
+def test_no_outcome_maps_to_a_waiting_or_running_state() -> None:
+    for status in OutcomeStatus:
+        assert status.turn_state not in (TurnState.QUEUED, TurnState.DEFERRED, TurnState.RUNNING)
+        assert status.run_state not in (RunState.CLAIMED, RunState.QUEUED, RunState.RUNNING)
