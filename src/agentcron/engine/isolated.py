@@ -43,7 +43,15 @@ from agentcron.events import (
     SystemEventFired,
     publish_fire_settled,
 )
-from agentcron.store.models import STOPPED_MID_TURN, ClaimedFire, Entry, Job, JobKind, RunState
+from agentcron.store.models import (
+    STOPPED_MID_TURN,
+    ClaimedFire,
+    Entry,
+    Job,
+    JobKind,
+    Role,
+    RunState,
+)
 from agentcron.store.writes import (
     JobOutcome,
     Remember,
@@ -148,7 +156,7 @@ def remember_exchange(job: Job, run_id: str, prompt: str, outcome: Outcome) -> R
         memory_key(job),
         "cron",
         job.id,
-        (Entry("user", prompt, meta), Entry("assistant", outcome.text or "", meta)),
+        (Entry(Role.USER, prompt, meta), Entry(Role.ASSISTANT, outcome.text or "", meta)),
     )
 
 

@@ -23,7 +23,16 @@ from agentcron.service.waiting import wait_for
 from agentcron.store.errors import ConflictError, RecallNotFoundError
 from agentcron.store.ids import new_id
 from agentcron.store.interface import RunRecords, SessionRecords
-from agentcron.store.models import Job, JobKind, Message, Recall, RecallState, Session, Turn
+from agentcron.store.models import (
+    Job,
+    JobKind,
+    Message,
+    Recall,
+    RecallState,
+    Role,
+    Session,
+    Turn,
+)
 
 
 class SessionCreate(BaseModel):
@@ -64,7 +73,7 @@ class TurnQueue(Protocol):
     async def stop(self, session_key: str) -> bool: ...
 
 
-Post = Callable[[str, str, str, dict[str, Any]], Awaitable[Message]]
+Post = Callable[[str, Role, str, dict[str, Any]], Awaitable[Message]]
 """(session key, role, text, meta) -> the entry written outside a turn, announced."""
 
 
@@ -196,16 +205,15 @@ class Sessions:
         agent sees it as history in the session's next turn.
         """
         _check_text(content)
-        return await self._post(key, "user", content, {"source": "note"})
+        return await self._post(key, Role.USER, content, {"source": "note"})
 
     async def deliver(self, key: str, text: str) -> Message:
         """Send `text` out through the session's channel without the agent (seed 004 `send`):
         an assistant entry marked `sent_by: operator`, delivered by the channels like a reply.
         """
         _check_text(text)
-        return await self._post(
-            key, "assistant", text, {"source": "operator", "sent_by": "operator"}
-        )
+        meta = {"source": "operator", "sent_by": "operator"}
+        return await self._post(key, Role.ASSISTANT, text, meta)
 
     async def send(self, key: str, content: str, *, source: TurnSource = TurnSource.USER) -> Turn:
         """Submit a message (from the user, or a hook): it runs as a turn after any turn in

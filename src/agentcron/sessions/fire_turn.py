@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 from agentcron.agent.runner import Trigger, TurnSource, fire_source, fire_trigger
 from agentcron.sessions.prompts import get_prompt
 from agentcron.sessions.transcript import trigger_entry
-from agentcron.store.models import ClaimedFire, Entry
+from agentcron.store.models import ClaimedFire, Entry, Role
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +57,7 @@ def fire_turn(fire: ClaimedFire, turn_id: str) -> FireTurn:
     meta["turn_id"] = turn_id
     return FireTurn(
         source=source,
-        entry=Entry("user", content, meta),
+        entry=Entry(Role.USER, content, meta),
         prompt=prompt,
         prompt_ref=template.ref,
         prompt_vars=variables,

@@ -48,6 +48,7 @@ from agentcron.store.models import (
     Entry,
     MemoryScope,
     Message,
+    Role,
     RunState,
     Session,
     Turn,
@@ -423,7 +424,7 @@ class Lanes:
             )
             text, meta = interrupted_entry(turn.source, turn.id)
             reply = await self.store.sessions.append_message(
-                turn.session_key, "assistant", text, now, meta
+                turn.session_key, Role.ASSISTANT, text, now, meta
             )
             await self.store.sessions.set_turn_reply(turn.id, reply.id)
             self.turn_waiters.notify(turn.id)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentcron.agent.runner import HistoryEntry, ToolRecord
-from agentcron.store.models import Entry, Message
+from agentcron.store.models import Entry, Message, Role
 
 __all__ = [
     "MAX_TOOL_ARGS_CHARS",
@@ -24,8 +24,8 @@ __all__ = [
     "tool_entry",
 ]
 
-SUMMARY_ROLE = "summary"
-TOOL_ROLE = "tool"
+SUMMARY_ROLE = Role.SUMMARY
+TOOL_ROLE = Role.TOOL
 MAX_TOOL_ARGS_CHARS = 2_000
 MAX_TOOL_RESULT_CHARS = 4_000
 _CHARS_PER_TOKEN = 4  # the usual rough estimate for English text; no tokenizer per model needed

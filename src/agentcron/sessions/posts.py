@@ -7,7 +7,7 @@ from typing import Any
 from agentcron.engine.clock import Clock
 from agentcron.events import ChatContext, EventBus, MessagePosted, SessionSync
 from agentcron.store.interface import Transcripts
-from agentcron.store.models import Message, Session
+from agentcron.store.models import Message, Role, Session
 
 
 def chat_of(session: Session) -> ChatContext:
@@ -42,11 +42,13 @@ class Posts:
         session = await self._transcripts.ensure_session(
             session_key, now, channel=channel, chat_id=chat_id, channel_meta=channel_meta
         )
-        message = await self._transcripts.append_message(session_key, "assistant", text, now, meta)
+        message = await self._transcripts.append_message(
+            session_key, Role.ASSISTANT, text, now, meta
+        )
         await self.announce(message, chat_of(session))
         return message
 
-    async def post(self, key: str, role: str, text: str, meta: dict[str, Any]) -> Message:
+    async def post(self, key: str, role: Role, text: str, meta: dict[str, Any]) -> Message:
         """Write an entry to an existing session. SessionNotFoundError when it does not exist."""
         session = await self._transcripts.get_session(key)
         message = await self._transcripts.append_message(key, role, text, self._clock.now(), meta)

@@ -31,6 +31,7 @@ from agentcron.store.models import (
     STOPPED_MID_TURN,
     ClaimedFire,
     Entry,
+    Role,
     RunState,
     Session,
     TurnState,
@@ -136,7 +137,7 @@ class TurnEnds:
                 key,
                 pending,
                 TurnState.INTERRUPTED,
-                Entry("assistant", text, meta),
+                Entry(Role.ASSISTANT, text, meta),
                 Outcome.failed(STOPPED_MID_TURN),
             )
         except Exception:

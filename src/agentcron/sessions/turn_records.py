@@ -9,7 +9,7 @@ from agentcron.agent.runner import Outcome
 from agentcron.sessions.fire_turn import FireTurn
 from agentcron.sessions.lane_queue import Pending
 from agentcron.sessions.transcript import closure
-from agentcron.store.models import Entry, RunState, TurnState, unstarted_turn_end
+from agentcron.store.models import Entry, Role, RunState, TurnState, unstarted_turn_end
 from agentcron.store.writes import JobOutcome, Transition, TurnFinish, TurnStart
 
 
@@ -18,7 +18,7 @@ def opening_entry(pending: Pending, prepared: FireTurn | None) -> Entry:
     if prepared is not None:
         return prepared.entry
     meta = {"source": pending.source.value, "turn_id": pending.turn_id}
-    return Entry("user", pending.content, meta)
+    return Entry(Role.USER, pending.content, meta)
 
 
 def start_record(
@@ -57,7 +57,7 @@ def closing_entry(pending: Pending, outcome: Outcome) -> Entry:
         run_id=fire.run_id if fire else None,
     )
     meta["turn_id"] = pending.turn_id
-    return Entry("assistant", text, meta)
+    return Entry(Role.ASSISTANT, text, meta)
 
 
 def end_record(

@@ -23,6 +23,7 @@ from agentcron.store.models import (
     Message,
     Recall,
     RecallState,
+    Role,
     Run,
     RunState,
     Session,
@@ -133,7 +134,7 @@ class Transcripts(Protocol):
     async def append_message(
         self,
         session_key: str,
-        role: str,
+        role: Role,
         content: str,
         now: datetime,
         meta: dict[str, Any] | None = None,

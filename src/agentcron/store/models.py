@@ -340,6 +340,16 @@ class Session:
     updated_at: datetime
 
 
+class Role(enum.StrEnum):
+    """Who a transcript entry is from (`messages.role`)."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+    TOOL = "tool"  # a tool call a turn made: meta call_id/name/args, content = its result
+    SUMMARY = "summary"  # a compaction of the older conversation
+
+
 @dataclass(frozen=True, slots=True)
 class Message:
     """One transcript entry."""
@@ -347,7 +357,7 @@ class Message:
     id: str
     session_key: str
     seq: int
-    role: str
+    role: Role
     content: str
     meta: dict[str, Any]
     created_at: datetime
@@ -386,7 +396,7 @@ class Turn:
 class Entry:
     """A transcript entry to append (its seq and id are assigned in the transaction)."""
 
-    role: str
+    role: Role
     content: str
     meta: dict[str, Any]
 

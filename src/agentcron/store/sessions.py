@@ -10,7 +10,7 @@ from sqlalchemy.engine import Connection, Row
 
 from agentcron.store.errors import SessionNotFoundError
 from agentcron.store.ids import new_id
-from agentcron.store.models import Entry, MemoryScope, Message, Session, Turn, TurnState
+from agentcron.store.models import Entry, MemoryScope, Message, Role, Session, Turn, TurnState
 from agentcron.store.rows import _message, _session, _turn
 from agentcron.store.schema import messages, recall_history, sessions, turns
 from agentcron.store.turn_store import TurnStore, _take_fire_turn_op, turn_values
@@ -169,13 +169,13 @@ class SessionStore(TurnStore):
     async def append_message(
         self,
         session_key: str,
-        role: str,
+        role: Role,
         content: str,
         now: datetime,
         meta: dict[str, Any] | None = None,
     ) -> Message:
         """Append one entry to the session's transcript (append-only, ordered by seq)."""
-        entry = Entry(role, content, meta or {})
+        entry = Entry(Role(role), content, meta or {})  # a plain "user" works too
         return await self._db.write(lambda conn: _append_op(conn, session_key, entry, now))
 
     async def get_message(self, message_id: str) -> Message | None:
