@@ -79,6 +79,8 @@ class Status:
     fires_in_lanes: int  # bound fires waiting in their session's lane
     turns_waiting: int  # turns queued behind another turn of their session
     turns_active: int  # turns running now
+    turns_in_runner: int  # turns inside their runner now
+    awaiting_slot: int  # turns and isolated runs waiting for a slot (max_concurrent_runs)
 
 
 class AgentCron:
@@ -245,6 +247,8 @@ class AgentCron:
             fires_in_lanes=lanes.parked,
             turns_waiting=lanes.queued_turns,
             turns_active=lanes.active_turns,
+            turns_in_runner=lanes.in_runner,
+            awaiting_slot=lanes.awaiting_slot + engine.awaiting_slot,
         )
 
     def job_owner(self, session_key: str) -> str:

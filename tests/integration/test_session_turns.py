@@ -301,9 +301,14 @@ async def test_concurrency_slots_are_shared_by_user_and_scheduled_turns(
     await wait_settled(cron.engine, busy_ok=True)
     await asyncio.sleep(0.05)
     assert len(agent.turns) == 2
+    # the saturation the metrics show: two turns in their runner, one waiting for a slot
+    status = cron.status()
+    assert (status.turns_in_runner, status.awaiting_slot) == (2, 1)
     agent.hold.set()
     await wait_settled(cron.engine)
     assert len(agent.turns) == 3
+    status = cron.status()
+    assert (status.turns_in_runner, status.awaiting_slot) == (0, 0)
 
 
 async def test_usage_is_recorded_on_runs_and_turns_and_summed(

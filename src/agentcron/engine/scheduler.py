@@ -445,6 +445,11 @@ class Engine:
         return len(self.isolated.running)
 
     @property
+    def awaiting_slot(self) -> int:
+        """Isolated runs ready to start but waiting for a slot."""
+        return self._awaiting_slot
+
+    @property
     def waiting_runs(self) -> int:
         return len(self._waiting)
 

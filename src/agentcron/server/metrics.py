@@ -38,10 +38,17 @@ class _EngineCollector(Collector):
         queues.add_metric(["fires_waiting"], status.fires_waiting)
         queues.add_metric(["fires_in_lanes"], status.fires_in_lanes)
         queues.add_metric(["turns_waiting"], status.turns_waiting)
+        # Saturation: ready to start, but every one of max_concurrent_runs slots is taken.
+        queues.add_metric(["awaiting_slot"], status.awaiting_slot)
         yield queues
         active = GaugeMetricFamily("agentcron_active_turns", "Turns running now")
         active.add_metric([], status.turns_active)
         yield active
+        in_runner = GaugeMetricFamily(
+            "agentcron_turns_in_runner", "Turns inside their runner now (each holds a slot)"
+        )
+        in_runner.add_metric([], status.turns_in_runner)
+        yield in_runner
 
 
 class Metrics:

@@ -186,6 +186,16 @@ class Lanes:
         return sum(1 for lane in self._lanes.values() if lane.current is not None)
 
     @property
+    def in_runner(self) -> int:
+        """Turns inside their runner now (holding a slot)."""
+        return self._in_runner
+
+    @property
+    def awaiting_slot(self) -> int:
+        """Turns ready to start but waiting for one of the `max_concurrent_runs` slots."""
+        return self._awaiting_slot
+
+    @property
     def queued_turns(self) -> int:
         """Turns waiting behind another turn of their session."""
         return sum(lane.waiting for lane in self._lanes.values())
