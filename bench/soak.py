@@ -63,6 +63,20 @@ def pct(values: list[float], p: float) -> float | None:
     return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
+def bucket_quantiles(m: dict[str, float]) -> dict[str, Any]:
+    """p50 / p99 of the /metrics lateness histogram, as the upper bound of their bucket."""
+    buckets = sorted(
+        (float(k.split('le="')[1].rstrip('"}')), v)
+        for k, v in m.items()
+        if k.startswith("agentcron_fire_lateness_seconds_bucket")
+    )
+    total = m.get("agentcron_fire_lateness_seconds_count", 0)
+    out: dict[str, Any] = {"n": int(total), "buckets": dict(buckets)}
+    for q in (50, 99):
+        out[f"p{q}_le_s"] = next((le for le, n in buckets if total and n >= total * q / 100), None)
+    return out
+
+
 def slope_per_minute(points: list[tuple[float, float]]) -> float | None:
     """Least-squares slope of (seconds, value) points, per minute."""
     if len(points) < 3:
@@ -101,6 +115,7 @@ class Stats:
     ws_errors: list[str] = field(default_factory=list)
     ws_stream_end: dict[str, str] = field(default_factory=dict)  # turn id -> status seen
     ws_conflicts: list[str] = field(default_factory=list)
+    ws_start_seen: dict[str, datetime] = field(default_factory=dict)  # turn id -> first seen
     posted: dict[str, str] = field(default_factory=dict)  # turn id -> session key
     rss: list[dict[str, float]] = field(default_factory=list)
 
@@ -267,6 +282,7 @@ async def ws_client(
                         started.add(frame["running_turn"])
                     elif kind == "stream_start":
                         started.add(frame["turn_id"])
+                        stats.ws_start_seen.setdefault(frame["turn_id"], datetime.now(UTC))
                     elif kind == "stream_end":
                         turn, status = frame["turn_id"], frame["status"]
                         seen = stats.ws_stream_end.setdefault(turn, status)
@@ -695,6 +711,7 @@ async def soak(plan: Plan, seed: int, keep: bool) -> dict[str, Any]:
         transcripts = dict(zip(keys, fetched, strict=True))
         checks = check_everything(jobs, paused, runs_by_job, transcripts, stats)
         all_runs = [r for rs in runs_by_job.values() for r in rs]
+        runs_by_id = {r["id"]: r for r in all_runs}
         api_turns = sum(len(t) for _, t in transcripts.values())
     finally:
         await api.close()
@@ -719,9 +736,9 @@ async def soak(plan: Plan, seed: int, keep: bool) -> dict[str, Any]:
         "first_errors": bad_lines[:5],
         "first_warnings": warn_lines[:10],
     }
+    report["database"] = check_database(db, len(all_runs), api_turns)
     if not keep:
         shutil.rmtree(tmp, ignore_errors=True)
-    report["database"] = check_database(db, len(all_runs), api_turns)
 
     # figures
     states = Counter(r["state"] for r in all_runs)
@@ -745,6 +762,19 @@ async def soak(plan: Plan, seed: int, keep: bool) -> dict[str, Any]:
             "max_ms": max(values) if values else None,
         }
 
+    # how long a started fire held its turn by its record, and how long after its recorded
+    # start a WebSocket subscriber saw its stream_start (same host clock)
+    held = [
+        (parse_ts(r["finished_at"]) - parse_ts(r["started_at"])).total_seconds() * 1000  # type: ignore[operator]
+        for r in started
+        if r["finished_at"]
+    ]
+    run_of_turn = {t["id"]: t["run_id"] for _, ts in transcripts.values() for t in ts}
+    seen_after = []
+    for turn_id, seen in stats.ws_start_seen.items():
+        run = runs_by_id.get(run_of_turn.get(turn_id) or "")
+        if run is not None and run["started_at"] is not None:
+            seen_after.append((seen - parse_ts(run["started_at"])).total_seconds() * 1000)  # type: ignore[operator]
     minutes: dict[int, list[float]] = defaultdict(list)
     for r in started:
         fired = parse_ts(r["fire_at"])
@@ -767,6 +797,9 @@ async def soak(plan: Plan, seed: int, keep: bool) -> dict[str, Any]:
         lateness_started=dist(late),
         lateness_not_deferred=dist(late_direct),
         lateness_by_minute=by_minute,
+        lateness_metrics=bucket_quantiles(final_metrics),
+        started_to_finished=dist(held),
+        ws_stream_start_after_recorded_start=dist(seen_after),
         messages_posted=len(stats.posted),
         turns=api_turns,
         errors={
@@ -834,6 +867,23 @@ def markdown(r: dict[str, Any], started: str) -> str:
     ):
         lines.append(
             f"| lateness, {label} (n={d['n']:,}): p50 / p99 / max (ms) | {fmt(d['p50_ms'])} / "
+            f"{fmt(d['p99_ms'])} / {fmt(d['max_ms'])} |"
+        )
+    lm = r["lateness_metrics"]
+    lines.append(
+        f"| lateness as the engine measures it (`agentcron_fire_lateness_seconds`, after the "
+        f"turn slot; n={lm['n']:,}): p50 / p99 at most (s) | {fmt(lm['p50_le_s'], 3)} / "
+        f"{fmt(lm['p99_le_s'], 3)} |"
+    )
+    for label, d in (
+        ("a started fire's record, started_at to finished_at", r["started_to_finished"]),
+        (
+            "a subscriber saw stream_start, after the run's recorded started_at",
+            r["ws_stream_start_after_recorded_start"],
+        ),
+    ):
+        lines.append(
+            f"| {label} (n={d['n']:,}): p50 / p99 / max (ms) | {fmt(d['p50_ms'])} / "
             f"{fmt(d['p99_ms'])} / {fmt(d['max_ms'])} |"
         )
     lines += [
@@ -928,9 +978,9 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=1000)
     ap.add_argument("--sessions", type=int, default=200)
     ap.add_argument("--quick", action="store_true", help="1 minute, 100 jobs, 20 sessions")
-    ap.add_argument("--min-interval", type=int, help="seconds (default 30; quick 5)")
-    ap.add_argument("--max-interval", type=int, help="seconds (default 90; quick 15)")
-    ap.add_argument("--post-rate", type=float, default=2.0, help="user messages per second")
+    ap.add_argument("--min-interval", type=int, help="seconds (default 45; quick 5)")
+    ap.add_argument("--max-interval", type=int, help="seconds (default 180; quick 15)")
+    ap.add_argument("--post-rate", type=float, help="user messages per second (default 1; quick 2)")
     ap.add_argument("--ws-clients", type=int, default=8)
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (database, server log)")
@@ -942,9 +992,9 @@ def main() -> int:
         minutes=args.minutes,
         jobs=args.jobs,
         sessions=args.sessions,
-        min_interval=args.min_interval or (5 if quick else 30),
-        max_interval=args.max_interval or (15 if quick else 90),
-        post_rate=args.post_rate,
+        min_interval=args.min_interval or (5 if quick else 45),
+        max_interval=args.max_interval or (15 if quick else 180),
+        post_rate=args.post_rate or (2.0 if quick else 1.0),
         ws_clients=args.ws_clients if not args.quick else min(args.ws_clients, 4),
         ws_life=(3.0, 10.0) if quick else (5.0, 30.0),
         ws_subscribe=5,
@@ -965,6 +1015,7 @@ def main() -> int:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"soak-{stamp}.json").write_text(json.dumps(report, indent=1, default=str))
     text = markdown(report, stamp)
+    (RESULTS / f"soak-{stamp}.md").write_text(text)
     (RESULTS / "soak-latest.md").write_text(text)
     print(text)
     return 0 if report["ok"] else 1
