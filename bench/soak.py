@@ -105,6 +105,7 @@ class Plan:
     rss_every: float  # seconds between RSS samples
     warmup: float  # seconds of firing left out of the RSS slope
     quiesce_limit: float  # seconds to wait for the server to become idle after the pause
+    tracemalloc: int = 0  # frames per traceback; 0 = off
 
 
 @dataclass
@@ -159,6 +160,46 @@ class Api:
 
     async def close(self) -> None:
         await self.client.aclose()
+
+
+# `--tracemalloc`: the server starts tracing allocations at the first SIGUSR1 (the end of the
+# warm-up; tracing from the start makes start-up take minutes) and writes a snapshot at each
+# (the second once the server is quiescent after the pause): what the second holds was
+# allocated after the warm-up and is still alive with no turn in flight.
+TRACEMALLOC_PRELUDE = """
+import os, signal, tracemalloc
+_n = [0]
+def _dump(signum, frame):
+    if not tracemalloc.is_tracing():
+        tracemalloc.start({frames})
+    _n[0] += 1
+    tracemalloc.take_snapshot().dump(os.path.join({out!r}, f"snap-{{_n[0]}}.bin"))
+signal.signal(signal.SIGUSR1, _dump)
+"""
+
+
+def tracemalloc_growth(tmp: Path, top: int = 15) -> dict[str, Any]:
+    """What Python allocated after the warm-up and still holds, by the line that allocated it."""
+    import tracemalloc
+
+    first = tracemalloc.Snapshot.load(str(tmp / "snap-1.bin"))
+    second = tracemalloc.Snapshot.load(str(tmp / "snap-2.bin"))
+    stats = second.compare_to(first, "traceback")
+    return {
+        "traced_mb_at_warmup": round(sum(s.size for s in first.statistics("filename")) / 2**20, 2),
+        "traced_mb_at_end": round(sum(s.size for s in second.statistics("filename")) / 2**20, 2),
+        "note": "tracing starts at the warm-up's end; at_end = allocated since, alive when idle",
+        "top_growth": [
+            {
+                "kb": round(st.size_diff / 1024, 1),
+                "count": st.count_diff,
+                "where": [
+                    f"{f.filename.split('site-packages/')[-1]}:{f.lineno}" for f in st.traceback
+                ],
+            }
+            for st in stats[:top]
+        ],
+    }
 
 
 def free_port() -> int:
@@ -590,7 +631,12 @@ async def soak(plan: Plan, seed: int, keep: bool) -> dict[str, Any]:
     cmd = [
         sys.executable,
         "-c",
-        "from agentcron.cli import main; main()",
+        (
+            TRACEMALLOC_PRELUDE.format(frames=plan.tracemalloc, out=str(tmp))
+            if plan.tracemalloc
+            else ""
+        )
+        + "from agentcron.cli import main; main()",
         "serve",
         "--host",
         "127.0.0.1",
@@ -660,7 +706,12 @@ async def soak(plan: Plan, seed: int, keep: bool) -> dict[str, Any]:
             ),
         ]
         rss_task = asyncio.create_task(sample_rss(proc.pid, plan, stats, t_fire, stop_rss))
-        await asyncio.sleep(plan.minutes * 60)
+        if plan.tracemalloc:
+            await asyncio.sleep(plan.warmup)
+            proc.send_signal(signal.SIGUSR1)
+            await asyncio.sleep(plan.minutes * 60 - plan.warmup)
+        else:
+            await asyncio.sleep(plan.minutes * 60)
         stop_load.set()
         firing_s = time.monotonic() - t_fire
         await asyncio.gather(*tasks)
@@ -689,6 +740,9 @@ async def soak(plan: Plan, seed: int, keep: bool) -> dict[str, Any]:
         report["quiescent"] = calm >= 2
         log(f"quiescent={calm >= 2} after {report['quiescent_after_s']} s; reading records")
         final_metrics = await metrics(api)
+        if plan.tracemalloc:  # once quiescent: what is alive now is kept, not in flight
+            proc.send_signal(signal.SIGUSR1)
+            await asyncio.sleep(10)  # written by the server's main thread
         stop_rss.set()
         await rss_task
 
@@ -737,6 +791,8 @@ async def soak(plan: Plan, seed: int, keep: bool) -> dict[str, Any]:
         "first_warnings": warn_lines[:10],
     }
     report["database"] = check_database(db, len(all_runs), api_turns)
+    if plan.tracemalloc:
+        report["tracemalloc"] = tracemalloc_growth(tmp)
     if not keep:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -946,6 +1002,18 @@ def markdown(r: dict[str, Any], started: str) -> str:
             f"| {m['minute']} | {m['n']:,} | {fmt(m['p50_ms'])} | {fmt(m['p99_ms'])} "
             f"| {fmt(m['max_ms'])} |"
         )
+    if "tracemalloc" in r:
+        tm = r["tracemalloc"]
+        lines += [
+            "",
+            f"## tracemalloc: Python memory allocated after the warm-up and still held once "
+            f"quiescent: {tm['traced_mb_at_end']} MB (largest sites below)",
+            "",
+            "| KB | blocks | allocated at |",
+            "| --- | --- | --- |",
+        ]
+        for g in tm["top_growth"]:
+            lines.append(f"| {g['kb']:,} | {g['count']:,} | {' <- '.join(reversed(g['where']))} |")
     samples = rss["samples"]
     step = max(1, len(samples) // 40)
     lines += [
@@ -983,6 +1051,14 @@ def main() -> int:
     ap.add_argument("--post-rate", type=float, help="user messages per second (default 1; quick 2)")
     ap.add_argument("--ws-clients", type=int, default=8)
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument(
+        "--tracemalloc",
+        type=int,
+        default=0,
+        metavar="FRAMES",
+        help="run the server under tracemalloc and report what grew after the warm-up "
+        "(slows the server: a diagnostic, not a soak)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (database, server log)")
     args = ap.parse_args()
     if args.quick:
@@ -1001,6 +1077,7 @@ def main() -> int:
         rss_every=2.0 if quick else 5.0,
         warmup=20.0 if quick else 120.0,
         quiesce_limit=120.0,
+        tracemalloc=args.tracemalloc,
     )
     if not 1 <= plan.min_interval <= plan.max_interval:
         ap.error("need 1 <= --min-interval <= --max-interval")
