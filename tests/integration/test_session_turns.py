@@ -12,7 +12,8 @@ from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput, 
 from agentcron.config import EngineSettings
 from agentcron.service.sessions import Deletion
 from agentcron.sessions.prompts import get_prompt
-from agentcron.store import Overlap, RunState, TurnState
+from agentcron.store import Overlap, RunState, SqlStore, TurnState
+from agentcron.store.writes import TurnStart
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, CronFactory
 
@@ -393,3 +394,72 @@ async def test_a_stopped_scheduled_turn_is_cancelled_not_a_failure(
     closing = (await cron.sessions.messages(KEY))[-1]
     assert closing.content == "Scheduled automation “digest” was stopped."
     assert closing.meta["status"] == "cancelled"
+
+
+async def test_a_turn_that_waited_for_a_slot_starts_when_it_gets_one(
+    make_cron: CronFactory, clock: FakeClock, agent: ScriptedAgent
+) -> None:
+    """Its start time, its trigger entry's time and its lease count from the slot, not from
+    when it began to wait (the soak saw turns 'running' for seconds before their runner).
+    """
+    settings = EngineSettings(max_concurrent_runs=1)
+    cron = await make_cron(runner=agent, settings=settings)
+    agent.hold.clear()
+    first = await cron.sessions.send("websocket:a", "hi")
+    await wait_settled(cron.engine, busy_ok=True)
+    waiting = await cron.sessions.send("websocket:b", "hello")
+    await wait_settled(cron.engine, busy_ok=True)
+    assert cron.status().awaiting_slot == 1
+    clock.advance(10 * MIN)  # the second turn waits 10 minutes for the only slot
+    agent.hold.set()
+    await wait_settled(cron.engine)
+    t0 = (await cron.sessions.turn(first.id)).started_at
+    turn = await cron.sessions.turn(waiting.id)
+    assert t0 is not None
+    assert turn.state is TurnState.SUCCEEDED
+    assert turn.started_at == t0 + 10 * MIN
+    (trigger, *_) = await cron.sessions.messages("websocket:b")
+    assert trigger.created_at == t0 + 10 * MIN
+
+
+async def test_a_stop_while_a_turn_start_is_being_written_closes_that_turn(
+    make_cron: CronFactory, cron_url: str, agent: ScriptedAgent
+) -> None:
+    """The soak's stray `running` turn: a graceful stop cancels a lane while its start is in
+    the group commit. The start still commits, so the turn must end (interrupted, visible
+    notice, session lease let go) instead of staying `running` with its lease held.
+    """
+    cron = await make_cron(runner=agent)
+    await cron.sessions.create(KEY)
+    gate, entered = asyncio.Event(), asyncio.Event()
+    apply = cron.store.apply
+
+    async def slow_apply(writes: Any, finisher: Any) -> Any:
+        if any(isinstance(w, TurnStart) for w in writes):
+            entered.set()
+            await gate.wait()
+        return await apply(writes, finisher)
+
+    cron.store.apply = slow_apply  # type: ignore[method-assign]
+    turn = await cron.sessions.send(KEY, "hi")
+    await asyncio.wait_for(entered.wait(), 10)
+
+    async def open_gate_soon() -> None:
+        await asyncio.sleep(0.3)  # after the grace has run out and the lane was cancelled
+        gate.set()
+
+    opener = asyncio.create_task(open_gate_soon())
+    await cron.close(grace=0.05)
+    await opener
+    assert agent.turns == []  # it never reached its runner
+    store = SqlStore(cron_url)
+    await store.open()
+    try:
+        ended = await store.sessions.get_turn(turn.id)
+        session = await store.sessions.get_session(KEY)
+        entries = await store.sessions.list_messages(KEY)
+    finally:
+        await store.close()
+    assert ended.state is TurnState.INTERRUPTED
+    assert session.turn_owner is None
+    assert [m.role for m in entries] == ["user", "assistant"]  # its trigger, then the notice

@@ -303,7 +303,12 @@ class Lanes:
             await self.clock.sleep_until(fire.fire_at, asyncio.Event())
         slot = False
         try:
-            started = await self._start(lane, pending, prepared)
+            try:
+                started = await self._start(lane, pending, prepared)
+            except asyncio.CancelledError:
+                if pending.started:  # cut off after its start was submitted: close it
+                    await asyncio.shield(self.ends.interrupted(lane.key, pending, None))
+                raise
             slot = started is not None
             if started is None:
                 return
@@ -381,22 +386,32 @@ class Lanes:
         process holds the session. Returns holding the slot, or None (the session is gone).
         """
         while True:
+            # The slot first: the turn's start time, its trigger entry's time and its lease
+            # count from when it really starts, not from when it began to wait for a slot.
+            await self._acquire_slot()
             now = self.clock.now()
             start = start_record(
                 lane.key, pending, prepared, owner=self.owner, now=now, lease=self._lease
             )
-            await self._acquire_slot()
+            # Submitted, the start commits even if this task is cancelled (a shutdown) before
+            # it hears back: from here the turn can only end, never be handed back.
+            pending.started = True
             try:
                 result = await self.journal.write(start)
+            except asyncio.CancelledError:
+                self._slots.release()
+                raise
             except BaseException:
+                pending.started = False  # its transaction failed: it did not begin
                 self._slots.release()
                 raise
             if not isinstance(result, TurnStarted):
+                pending.started = False
                 self._slots.release()
                 raise TypeError(f"a turn start was answered with {result!r}")
             if result.message is not None and result.session is not None:
-                pending.started = True
                 return result.message, result.session
+            pending.started = False  # the session is held elsewhere, or gone: not begun
             self._slots.release()
             if result.busy_until is None:  # the session was deleted meanwhile
                 await self.ends.unstarted(

@@ -129,8 +129,10 @@ class TurnEnds:
         except Exception:
             log.exception("could not record a failed turn", extra=log_context(key, pending))
 
-    async def interrupted(self, key: str, pending: Pending, session: Session) -> None:
-        """A shutdown stopped this turn mid-way: close it visibly; its fire is not re-run."""
+    async def interrupted(self, key: str, pending: Pending, session: Session | None) -> None:
+        """A shutdown stopped this turn mid-way: close it visibly; its fire is not re-run.
+        `session` is None when the stop came before the turn's start was answered.
+        """
         text, meta = interrupted_entry(pending.source.value, pending.turn_id)
         try:
             result = await self.write(
@@ -153,7 +155,7 @@ class TurnEnds:
                     source=pending.source.value,
                     run_id=pending.fire.run_id if pending.fire else None,
                     reply=result.message,
-                    chat=chat_of(session),
+                    chat=None if session is None else chat_of(session),
                 )
             )
 
