@@ -15,7 +15,9 @@ from agentcron.app import AgentCron
 from agentcron.channels.base import ChannelManager
 from agentcron.server import errors
 from agentcron.server.auth import require_token
+from agentcron.server.deps import clean_url
 from agentcron.server.metrics import Metrics
+from agentcron.server.middleware import BodyLimit, SessionKeyPath
 from agentcron.server.routes import deliveries, health, hooks, jobs, runs, sessions
 from agentcron.server.ws import Hub
 
@@ -69,10 +71,12 @@ def create_app(
     hub = Hub(cron, token)
     app.state.hub = hub
     errors.install(app)
-    guarded = [Depends(require_token)]
+    app.add_middleware(SessionKeyPath)
+    app.add_middleware(BodyLimit)  # outermost: a too large body is refused before anything
+    guarded = [Depends(require_token), Depends(clean_url)]
     for router in (sessions.router, jobs.router, runs.router, deliveries.router):
         app.include_router(router, dependencies=guarded)
-    app.include_router(hooks.router)
+    app.include_router(hooks.router, dependencies=[Depends(clean_url)])
     app.include_router(health.router)
 
     @app.websocket("/api/ws")

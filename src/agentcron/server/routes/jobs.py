@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Query, status
 
 from agentcron import views
+from agentcron.keys import MAX_SESSION_KEY
 from agentcron.server.deps import Cron
 from agentcron.service.jobs import JobCreate, JobPatch
 from agentcron.store.models import JobKind
@@ -23,7 +24,9 @@ async def create_job(body: JobCreate, cron: Cron) -> dict[str, Any]:
 @router.get("")
 async def list_jobs(
     cron: Cron,
-    session_key: str | None = Query(default=None, description="a chat's automations and recall"),
+    session_key: str | None = Query(
+        default=None, max_length=MAX_SESSION_KEY, description="a chat's automations and recall"
+    ),
     kind: JobKind | None = None,
     enabled: bool | None = None,
     limit: int | None = Query(default=None, ge=1, le=100_000),
