@@ -261,3 +261,15 @@ async def test_creating_an_existing_session_in_another_zone_is_409(
     with pytest.raises(ConflictError):
         await cron.sessions.create(KEY, tz="Asia/Tokyo")
     assert (await cron.sessions.get(KEY)).tz == "Europe/Berlin"
+
+
+async def test_a_null_patch_field_is_422_not_500(api: httpx.AsyncClient) -> None:
+    """Found by the fuzz: `PATCH /api/jobs/{id}` with `"catchup": null` stored None -> 500."""
+    await session(api)
+    made = await answer(await api.post("/api/jobs", json=job()), 201)
+    for field in ("catchup", "overlap", "name", "when", "enabled", "tz"):
+        bad = await answer(await api.patch(f"/api/jobs/{made['id']}", json={field: None}), 422)
+        assert "cannot be null" in bad["detail"][0], field
+    unlimited = {"max_runs": None, "end_at": None, "model": None}
+    await answer(await api.patch(f"/api/jobs/{made['id']}", json=unlimited), 200)
+

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentcron.config import check_model_name
 from agentcron.engine.clock import Clock
@@ -100,6 +100,19 @@ class JobPatch(BaseModel):
     end_at: datetime | None = Field(default=None, description=END_AT_HELP)
     enabled: bool | None = Field(default=None, description="false pauses, true resumes")
     model: ShortText | None = Field(default=None, description=MODEL_HELP)
+
+    @model_validator(mode="after")
+    def _null_only_where_it_means_something(self) -> JobPatch:
+        # null is a value for max_runs, end_at (no limit) and model (the default); elsewhere
+        # leave the field out to keep it
+        nulls = sorted(
+            name
+            for name in self.model_fields_set - {"max_runs", "end_at", "model"}
+            if getattr(self, name) is None
+        )
+        if nulls:
+            raise ValueError(f"{', '.join(nulls)}: cannot be null (leave it out to keep it)")
+        return self
 
 
 @dataclass(frozen=True, slots=True)
