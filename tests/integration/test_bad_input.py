@@ -273,3 +273,20 @@ async def test_a_null_patch_field_is_422_not_500(api: httpx.AsyncClient) -> None
     unlimited = {"max_runs": None, "end_at": None, "model": None}
     await answer(await api.patch(f"/api/jobs/{made['id']}", json=unlimited), 200)
 
+
+async def test_unknown_api_paths_long_ids_and_the_documented_errors(
+    api: httpx.AsyncClient,
+) -> None:
+    # an /api path no route has: a JSON 404 whatever the method (not the web UI's 405)
+    for method in ("GET", "POST", "DELETE", "PATCH"):
+        missing = await answer(await api.request(method, "/api/sessions/api:a/b/c"), 404)
+        assert "%2F" in missing["detail"]
+    await answer(await api.get("/api/jobs/" + "x" * 101), 422)
+    await answer(await api.get("/api/turns/" + "x" * 101), 422)
+    doc = (await api.get("/openapi.json")).json()
+    assert "text/plain" in doc["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
+    errors = doc["paths"]["/api/jobs"]["post"]["responses"]
+    assert {"401", "409", "413", "422"} <= set(errors)
+    assert errors["422"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ErrorOut"
+    }
