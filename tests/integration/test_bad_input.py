@@ -290,3 +290,13 @@ async def test_unknown_api_paths_long_ids_and_the_documented_errors(
     assert errors["422"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/ErrorOut"
     }
+
+
+async def test_a_channel_message_with_a_bad_chat_id_creates_no_session(cron: AgentCron) -> None:
+    from agentcron.channels import ChannelManager
+
+    manager = ChannelManager(cron, [])
+    for chat_id in ("a\x00b", " ", "x" * 201):
+        with pytest.raises(InvalidInputError):
+            await manager.inbound("telegram", chat_id, "hi", {})
+    assert await cron.sessions.list() == []
