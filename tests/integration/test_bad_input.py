@@ -300,3 +300,21 @@ async def test_a_channel_message_with_a_bad_chat_id_creates_no_session(cron: Age
         with pytest.raises(InvalidInputError):
             await manager.inbound("telegram", chat_id, "hi", {})
     assert await cron.sessions.list() == []
+
+
+async def test_channel_meta_is_small_clean_json(api: httpx.AsyncClient, cron: AgentCron) -> None:
+    """A lone surrogate in channel_meta was stored, then failed to serialize: a 500."""
+    surrogate = b'{"key": "api:m", "channel_meta": {"a": "\\ud800"}}'
+    bad = await api.post("/api/sessions", content=surrogate,
+                         headers={"Content-Type": "application/json"})  # fmt: skip
+    assert bad.status_code == 422, bad.text
+    deep: Any = 1
+    for _ in range(20):
+        deep = [deep]
+    for meta in ({"a": "b\x00"}, {"a": "x" * 20_000}, {"a": deep}):
+        body = {"key": "api:m", "channel_meta": meta}
+        await answer(await api.post("/api/sessions", json=body), 422)
+    with pytest.raises(InvalidInputError, match="channel_meta"):
+        await cron.sessions.create("api:m", channel_meta={"a": "\ud800"})
+    ok = await session(api, "api:m", channel_meta={"chat": {"title": "ops", "ids": [1, 2]}})
+    assert ok["channel_meta"] == {"chat": {"title": "ops", "ids": [1, 2]}}

@@ -21,8 +21,10 @@ from agentcron.keys import SessionKey, check_session_key
 from agentcron.limits import (
     MAX_MESSAGE_CHARS,
     MessageText,
+    MetaObject,
     NameText,
     ZoneText,
+    check_meta,
     check_text,
 )
 from agentcron.schedule import EverySpec, parse_when
@@ -44,7 +46,7 @@ class SessionCreate(BaseModel):
         description="IANA time zone, e.g. Europe/Berlin (UTC if absent); creating an existing "
         "session with another zone is a conflict (409)",
     )
-    channel_meta: dict[str, Any] | None = None
+    channel_meta: MetaObject | None = Field(default=None, description="at most 16 KiB as JSON")
 
 
 class MessageCreate(BaseModel):
@@ -167,6 +169,8 @@ class Sessions:
             check_session_key(key)
         if title is not None:
             check_text(title, "title")
+        if channel_meta is not None:
+            check_meta(channel_meta)
         if tz is not None and tz != "UTC":
             parse_when("in 1m", self._clock.now(), tz)  # validates the zone name
         session = await self._records.ensure_session(
