@@ -318,3 +318,13 @@ async def test_channel_meta_is_small_clean_json(api: httpx.AsyncClient, cron: Ag
         await cron.sessions.create("api:m", channel_meta={"a": "\ud800"})
     ok = await session(api, "api:m", channel_meta={"chat": {"title": "ops", "ids": [1, 2]}})
     assert ok["channel_meta"] == {"chat": {"title": "ops", "ids": [1, 2]}}
+
+
+async def test_a_body_too_deep_to_parse_says_so(api: httpx.AsyncClient) -> None:
+    await session(api)
+    deep = b'{"content": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    answered = await api.post(f"/api/sessions/{KEY}/messages", content=deep,
+                              headers={"Content-Type": "application/json"})  # fmt: skip
+    assert answered.status_code == 400
+    assert answered.json()["error"] == "bad_request"
+    assert "nested too deeply" in answered.json()["detail"]

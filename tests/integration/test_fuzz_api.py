@@ -8,7 +8,7 @@ body reach past the 404).
 
 The short profile runs by default (>= 1,000 requests). The long one:
 `AGENTCRON_FUZZ=long pytest tests/integration/test_fuzz_api.py` (or AGENTCRON_FUZZ=<examples per
-operation and phase>).
+operation and mode>); `AGENTCRON_FUZZ_URL=postgresql://...` runs the server on that database.
 """
 
 from __future__ import annotations
@@ -107,8 +107,11 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     }
     for name in ("AGENTCRON_WEBHOOK_URL", "AGENTCRON_TELEGRAM_TOKEN", "AGENTCRON_DATABASE_URL"):
         env.pop(name, None)
+    # AGENTCRON_FUZZ_URL=postgresql://... fuzzes a server on that (empty) database instead
+    where = os.environ.get("AGENTCRON_FUZZ_URL")
+    store = ["--url", where] if where else ["--db", str(home / "fuzz.db")]
     command = [sys.executable, "-c", "from agentcron.cli import main; main()", "serve",
-               "--port", str(port), "--db", str(home / "fuzz.db"), "--log-level", "warning"]  # fmt: skip
+               "--port", str(port), *store, "--log-level", "warning"]  # fmt: skip
     log = (home / "server.log").open("wb")
     server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"

@@ -116,11 +116,13 @@ def install(app: FastAPI) -> None:
     async def on_http(request: Request, exc: Exception) -> JSONResponse:
         if not isinstance(exc, HTTPException):  # registered for that class only
             raise exc
-        kind = {401: "unauthorized", 403: "forbidden", 404: "not_found"}.get(
+        kind = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found"}.get(
             exc.status_code, "http_error"
         )
-        return JSONResponse(
-            error_body(kind, exc.detail), status_code=exc.status_code, headers=exc.headers
-        )
+        detail = exc.detail
+        if exc.status_code == 400 and detail == "There was an error parsing the body":
+            detail = f"the body could not be parsed (nested too deeply?); {_JSON_HINT}"
+        body = error_body(kind, detail)
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
     app.add_exception_handler(HTTPException, on_http)
