@@ -11,7 +11,7 @@ from urllib.parse import unquote
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agentcron.limits import MAX_BODY_BYTES
+from agentcron.limits import MAX_BODY_BYTES, MAX_MESSAGE_CHARS
 
 SESSIONS_PREFIX = "/api/sessions/"
 # In the path a router sees, a key keeps only these two escaped (see SessionKeyPath).
@@ -23,7 +23,7 @@ def _too_large(limit: int) -> bytes:
         {
             "error": "too_large",
             "detail": f"the request body is over {limit} bytes; send less (a message has at "
-            "most 100000 characters)",
+            f"most {MAX_MESSAGE_CHARS} characters)",
         }
     ).encode()
 
