@@ -22,7 +22,7 @@ def load_or_create_token(data_dir: Path, name: str = TOKEN_FILE, env: str = TOKE
         token = path.read_text("utf-8").strip()
         if token:
             return token
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # a new data dir: owner only
     token = secrets.token_urlsafe(32)
     # Created with owner-only permissions from the start: the token is a password.
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -52,3 +52,29 @@ async def test_the_demo_session_gets_its_reminder_as_a_turn(
         assert contents[0] == DEMO_SENTENCE
         assert contents[-1] == "(offline model) Reminder: stretch."
     assert not cron.running
+
+
+async def test_the_data_dir_and_the_database_files_are_owner_only(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    server = build(ServeOptions(db=home / "db" / "agentcron.db", home=home))
+    async with server.app.router.lifespan_context(server.app):
+        await server.cron.sessions.create("api:x")  # the WAL gets written
+        files = sorted(p.name for p in (home / "db").iterdir())
+        assert "agentcron.db-wal" in files
+        for name in files:
+            assert stat.S_IMODE((home / "db" / name).stat().st_mode) == 0o600, name
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    assert stat.S_IMODE((home / "db").stat().st_mode) == 0o700
+    assert stat.S_IMODE((home / "token").stat().st_mode) == 0o600
+
+
+def test_an_existing_world_readable_database_is_tightened(tmp_path: Path) -> None:
+    from agentcron.store.database import owner_only_file
+
+    db = tmp_path / "old.db"
+    for path in (db, tmp_path / "old.db-wal"):
+        path.write_bytes(b"")
+        path.chmod(0o644)
+    owner_only_file(db)
+    assert stat.S_IMODE(db.stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "old.db-wal").stat().st_mode) == 0o600

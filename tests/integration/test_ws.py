@@ -92,6 +92,7 @@ async def test_the_stream_needs_the_token(cron: AgentCron) -> None:
 
 
 async def test_a_message_over_the_socket_streams_its_turn(cron: AgentCron) -> None:
+    await cron.sessions.create(KEY)  # a message over the socket does not create its session
     async with serving(cron) as url:
         ws = await login(url)
         await ws.send(json.dumps({"type": "subscribe", "session_key": KEY}))
@@ -174,3 +175,33 @@ async def test_a_client_that_reconnects_mid_turn_gets_the_turn_so_far(
         messages = await cron.sessions.messages(KEY)
         assert text == next(m.content for m in messages if m.id == reply)
         await late.close()
+
+
+async def test_a_binary_frame_or_an_unknown_session_gets_an_error_frame(cron: AgentCron) -> None:
+    async with serving(cron) as url:
+        ws = await login(url)
+        await ws.send(b"\x00\x01binary")
+        error = json.loads(await ws.recv())
+        assert error == {"type": "error",
+                         "detail": "binary frames are not read: send JSON objects as text frames"}  # fmt: skip
+        await ws.send(json.dumps({"type": "message", "session_key": "websocket:nobody",
+                                  "content": "hi"}))  # fmt: skip
+        missing = json.loads(await ws.recv())
+        assert missing["type"] == "error"
+        assert "websocket:nobody" in missing["detail"]
+        await ws.send(json.dumps({"type": "subscribe", "session_key": "bad key"}))
+        assert "invalid session key" in json.loads(await ws.recv())["detail"]
+        await ws.send(json.dumps({"type": "ping"}))  # the connection is still open
+        assert json.loads(await ws.recv()) == {"type": "pong"}
+        await ws.close()
+    assert await cron.sessions.list() == []
+
+
+async def test_a_binary_first_frame_is_closed_with_a_code(cron: AgentCron) -> None:
+    async with serving(cron) as url:
+        ws = await connect(url)
+        await ws.send(b"\x00")
+        with pytest.raises(ConnectionClosed) as closed:
+            await ws.recv()
+        assert closed.value.rcvd is not None
+        assert closed.value.rcvd.code == 4401

@@ -162,3 +162,15 @@ def test_bad_zone_argument_and_naive_now() -> None:
         parse_when("30m", NOW, "Nowhere/Special")
     with pytest.raises(InvalidSpecError, match="timezone-aware"):
         parse_when("30m", datetime(2026, 1, 1))
+
+
+def test_intervals_and_delays_have_upper_bounds_not_an_overflow() -> None:
+    with pytest.raises(WhenParseError, match="at most 10 years"):
+        parse_when("every 1000000000000 seconds", NOW)
+    with pytest.raises(WhenParseError, match="at most 100 years"):
+        parse_when("in 1000000000000 seconds", NOW)
+    with pytest.raises(WhenParseError):
+        parse_when("9999-12-31T23:59:59-01:00", NOW)
+    with pytest.raises(ValueError, match="less than or equal"):
+        EverySpec(seconds=10**12, anchor=NOW)
+    assert parse_when("every 3653 days", NOW).kind == "every"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 from agentcron.engine.clock import Clock
 from agentcron.errors import AgentcronError
 from agentcron.events import ChatContext, Event, MessagePosted, StreamEnd
+from agentcron.keys import check_session_key
 from agentcron.store.errors import SessionNotFoundError
 from agentcron.store.interface import DeliveryLedger
 from agentcron.store.models import Turn
@@ -295,7 +296,7 @@ class ChannelManager:
         """A message from a chat: ensure its session (with the chat's context), then submit
         it to the session's lane like any user message.
         """
-        key = f"{channel}:{chat_id}"
+        key = check_session_key(f"{channel}:{chat_id}")  # before the session is made
         await self.cron.store.sessions.ensure_session(
             key, self.cron.clock.now(), channel=channel, chat_id=chat_id, channel_meta=meta
         )

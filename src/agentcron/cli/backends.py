@@ -64,7 +64,9 @@ def _path(prefix: str, *parts: str) -> str:
 class Backend(Protocol):
     async def __aenter__(self) -> Backend: ...
     async def __aexit__(self, *exc: object) -> None: ...
-    async def create_session(self, key: str, tz: str, title: str | None) -> dict[str, Any]: ...
+    async def create_session(
+        self, key: str, tz: str | None, title: str | None
+    ) -> dict[str, Any]: ...
     async def list_sessions(self) -> dict[str, Any]: ...
     async def get_session(self, key: str) -> dict[str, Any]: ...
     async def messages(self, key: str) -> dict[str, Any]: ...
@@ -118,7 +120,7 @@ class ApiBackend:
             raise CliError(f"unexpected answer from {self.url}{path}: {body!r}")
         return body
 
-    async def create_session(self, key: str, tz: str, title: str | None) -> dict[str, Any]:
+    async def create_session(self, key: str, tz: str | None, title: str | None) -> dict[str, Any]:
         return await self._call(
             "POST", "/api/sessions", json={"key": key, "tz": tz, "title": title}
         )
@@ -238,7 +240,7 @@ class DbBackend:
         except SQLAlchemyError as exc:
             raise CliError(f"database error ({self._where}): {_first_line(exc)}") from exc
 
-    async def create_session(self, key: str, tz: str, title: str | None) -> dict[str, Any]:
+    async def create_session(self, key: str, tz: str | None, title: str | None) -> dict[str, Any]:
         async def create() -> dict[str, Any]:
             body = SessionCreate(key=key, tz=tz, title=title)
             cron = self._cron

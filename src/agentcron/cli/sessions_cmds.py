@@ -28,7 +28,13 @@ app = typer.Typer(help="Sessions (chats) and their transcripts.", no_args_is_hel
 @app.command("add")
 def sessions_add(
     key: Annotated[str, typer.Argument(metavar="KEY", help="channel:chat_id, e.g. api:ops")],
-    tz: Annotated[str, typer.Option(help="IANA zone of the session.")] = "UTC",
+    tz: Annotated[
+        str | None,
+        typer.Option(
+            help="IANA zone of a new session (default UTC); another zone than an "
+            "existing session's is refused."
+        ),
+    ] = None,
     title: Annotated[str | None, typer.Option(help="A title.")] = None,
     db: DbOpt = None,
     url: UrlOpt = None,
@@ -36,7 +42,9 @@ def sessions_add(
     token: TokenOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Create a session (or show it if it exists)."""
+    """Create a session (or show it if it exists). KEY is `channel:id`: a channel of letters,
+    digits, `_-.`, then an id of 1-200 printable characters.
+    """
     backend = backend_for(db, url, api, token, create=True)
     session = call(backend, lambda b: b.create_session(key, tz, title))
     if as_json:

@@ -18,6 +18,9 @@ from agentcron.schedule.cron import cron_next, parse_cron
 from agentcron.schedule.errors import InvalidSpecError, ScheduleError
 from agentcron.schedule.zones import get_zone, require_aware
 
+MAX_INTERVAL_S = 3653 * 86400  # an `every` interval: at most 10 years
+MAX_AHEAD = timedelta(days=36525)  # a one-time fire parse_when accepts: at most 100 years ahead
+
 
 class _SpecBase(BaseModel):
     # Instants are normalised to UTC by their validators, so JSON always shows "...Z".
@@ -55,7 +58,7 @@ class EverySpec(_SpecBase):
     """
 
     kind: Literal["every"] = "every"
-    seconds: int = Field(gt=0, description="interval in whole seconds")
+    seconds: int = Field(gt=0, le=MAX_INTERVAL_S, description="interval in whole seconds")
     anchor: datetime
     tz: str = "UTC"  # only for display; the grid is absolute time
 

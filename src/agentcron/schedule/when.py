@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from agentcron.schedule.cron import parse_cron
 from agentcron.schedule.errors import InvalidCronError, PastInstantError, WhenParseError
-from agentcron.schedule.spec import AtSpec, CronSpec, EverySpec
+from agentcron.schedule.spec import MAX_AHEAD, MAX_INTERVAL_S, AtSpec, CronSpec, EverySpec
 from agentcron.schedule.zones import get_zone, is_zone_name, require_aware, resolve_wall, to_wall
 
 ACCEPTED_FORMS = (
@@ -151,6 +151,8 @@ def _parse_every(body: str, original: str, now: datetime, tz: str) -> CronSpec |
     if seconds is not None:
         if seconds < 1:
             raise _fail(original, "the interval must be at least 1 second")
+        if seconds > MAX_INTERVAL_S:
+            raise _fail(original, "the interval must be at most 10 years")
         return EverySpec(seconds=round(seconds), anchor=now, tz=tz)
     day_part, sep, time_part = body.partition(" at ")
     if not sep:
@@ -179,6 +181,8 @@ def _parse_once(text: str, original: str, now: datetime, tz: str) -> AtSpec | No
     if seconds is not None:
         if seconds <= 0:
             raise PastInstantError(f"{original!r} is not in the future: a delay must be positive")
+        if seconds > MAX_AHEAD.total_seconds():
+            raise _fail(original, "a one-time fire must be at most 100 years ahead")
         return AtSpec(at=now + timedelta(seconds=seconds), tz=tz)
 
     zone = get_zone(tz)
@@ -222,12 +226,14 @@ def _parse_iso(text: str, original: str, now: datetime, tz: str) -> AtSpec | Non
         raise _fail(original, "a date alone is ambiguous: add a time, e.g. 2026-12-01T09:00")
     try:
         value = datetime.fromisoformat(text.upper())
-    except ValueError as exc:
+        if value.tzinfo is None:
+            instant = resolve_wall(value, get_zone(tz))[0]
+        else:
+            instant = value.astimezone(UTC)
+    except (ValueError, OverflowError) as exc:
         raise _fail(original, f"not a valid ISO 8601 date-time: {exc}") from exc
-    if value.tzinfo is None:
-        instant = resolve_wall(value, get_zone(tz))[0]
-    else:
-        instant = value.astimezone(UTC)
+    if instant - now > MAX_AHEAD:
+        raise _fail(original, "a one-time fire must be at most 100 years ahead")
     return AtSpec(at=_future(instant, now, original), tz=tz)
 
 

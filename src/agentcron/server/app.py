@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
 
-from fastapi import Depends, FastAPI, WebSocket
+from fastapi import Depends, FastAPI, HTTPException, WebSocket, status
 from fastapi.staticfiles import StaticFiles
 
 from agentcron import __version__
@@ -15,7 +15,10 @@ from agentcron.app import AgentCron
 from agentcron.channels.base import ChannelManager
 from agentcron.server import errors
 from agentcron.server.auth import require_token
+from agentcron.server.deps import clean_url
 from agentcron.server.metrics import Metrics
+from agentcron.server.middleware import BodyLimit, SessionKeyPath
+from agentcron.server.openapi import document_responses
 from agentcron.server.routes import deliveries, health, hooks, jobs, runs, sessions
 from agentcron.server.ws import Hub
 
@@ -69,15 +72,30 @@ def create_app(
     hub = Hub(cron, token)
     app.state.hub = hub
     errors.install(app)
-    guarded = [Depends(require_token)]
+    app.add_middleware(SessionKeyPath)
+    app.add_middleware(BodyLimit)  # outermost: a too large body is refused before anything
+    guarded = [Depends(require_token), Depends(clean_url)]
     for router in (sessions.router, jobs.router, runs.router, deliveries.router):
         app.include_router(router, dependencies=guarded)
-    app.include_router(hooks.router)
+    app.include_router(hooks.router, dependencies=[Depends(clean_url)])
     app.include_router(health.router)
+    document_responses(app)
 
     @app.websocket("/api/ws")
     async def stream(socket: WebSocket) -> None:
         await hub.serve(socket)
+
+    @app.api_route(
+        "/api/{rest:path}",
+        methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+        include_in_schema=False,
+    )
+    async def no_such_api_path(rest: str) -> None:
+        """A JSON 404 for /api paths no route has (not the web UI's 404 or 405)."""
+        raise HTTPException(
+            status.HTTP_404_NOT_FOUND,
+            f"no API path /api/{rest} (see /docs; a session key with `/` needs it as %2F)",
+        )
 
     # Last: the UI owns every path the API does not (no build step, files from the package).
     app.mount("/", StaticFiles(directory=webui_dir(), html=True), name="webui")

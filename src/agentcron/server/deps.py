@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Request
 
 from agentcron.app import AgentCron
+from agentcron.errors import InvalidInputError
 
 
 async def get_cron(request: Request) -> AgentCron:
@@ -16,5 +17,14 @@ async def get_cron(request: Request) -> AgentCron:
 
 
 Cron = Annotated[AgentCron, Depends(get_cron)]
+# An id in a path (a ULID, 26 characters; agentcron's ids are never longer than this).
+Id = Annotated[str, Path(min_length=1, max_length=100, description="an id this API gave")]
 # Long polls (?wait=) are bounded so a client cannot hold a request open for ever.
 MAX_WAIT_S = 120.0
+
+
+async def clean_url(request: Request) -> None:
+    """Every route: no NUL character in the path or the query (no database stores one)."""
+    for name, value in [*request.path_params.items(), *request.query_params.multi_items()]:
+        if isinstance(value, str) and "\x00" in value:
+            raise InvalidInputError(f"{name} contains a NUL character (%00)")

@@ -53,11 +53,37 @@ def error_body(kind: str, detail: object) -> dict[str, object]:
     return {"error": kind, "detail": detail}
 
 
-def _validation_detail(exc: RequestValidationError) -> list[str]:
+_JSON_HINT = 'send one JSON object, e.g. {"content": "hello"}, with Content-Type: application/json'
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
+
+
+def _validation_detail(exc: RequestValidationError, request: Request) -> list[str]:
     """One readable line per problem: where, what is wrong, what was given."""
+    content_type = request.headers.get("content-type", "")
+    body_problem = any(p.get("loc", ())[:1] == ("body",) for p in exc.errors())
+    if body_problem and request.method in ("POST", "PATCH", "PUT") and not _is_json(content_type):
+        given = f"{content_type!r}" if content_type else "none"
+        return [
+            f"body: the request body must be JSON: send the header "
+            f"'Content-Type: application/json' (got Content-Type {given})"
+        ]
     lines = []
     for problem in exc.errors():
-        where = ".".join(str(p) for p in problem.get("loc", ()) if p != "body") or "body"
+        loc = problem.get("loc", ())
+        kind = problem.get("type")
+        if kind == "json_invalid":
+            position = loc[1] if len(loc) > 1 else "?"
+            why = problem.get("ctx", {}).get("error", "JSON decode error")
+            lines.append(f"body: not valid JSON at character {position}: {why}; {_JSON_HINT}")
+            continue
+        where = ".".join(str(p) for p in loc if p != "body") or "body"
+        if kind == "extra_forbidden":
+            lines.append(f"{where}: unknown field (misspelt? the accepted fields are in /docs)")
+            continue
         lines.append(f"{where}: {problem.get('msg', 'invalid')}")
     return lines
 
@@ -83,18 +109,20 @@ def install(app: FastAPI) -> None:
     async def on_validation(request: Request, exc: Exception) -> JSONResponse:
         if not isinstance(exc, RequestValidationError):  # registered for that class only
             raise exc
-        return JSONResponse(error_body("invalid_request", _validation_detail(exc)), 422)
+        return JSONResponse(error_body("invalid_request", _validation_detail(exc, request)), 422)
 
     app.add_exception_handler(RequestValidationError, on_validation)
 
     async def on_http(request: Request, exc: Exception) -> JSONResponse:
         if not isinstance(exc, HTTPException):  # registered for that class only
             raise exc
-        kind = {401: "unauthorized", 403: "forbidden", 404: "not_found"}.get(
+        kind = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found"}.get(
             exc.status_code, "http_error"
         )
-        return JSONResponse(
-            error_body(kind, exc.detail), status_code=exc.status_code, headers=exc.headers
-        )
+        detail = exc.detail
+        if exc.status_code == 400 and detail == "There was an error parsing the body":
+            detail = f"the body could not be parsed (nested too deeply?); {_JSON_HINT}"
+        body = error_body(kind, detail)
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
     app.add_exception_handler(HTTPException, on_http)

@@ -17,6 +17,7 @@ from pydantic_ai.models import Model
 from agentcron.app import AgentCron
 from agentcron.config import agent_settings_from_env, data_dir, default_db_path, settings_from_env
 from agentcron.engine.clock import Clock
+from agentcron.limits import MAX_BODY_BYTES
 from agentcron.server.app import Hook, create_app
 from agentcron.server.auth import HOOK_TOKEN_ENV, HOOK_TOKEN_FILE, load_or_create_token
 from agentcron.store.ids import new_id
@@ -124,6 +125,7 @@ def run(options: ServeOptions, echo: Callable[[str], None]) -> None:
         port=options.port,
         log_level=options.log_level,
         lifespan="on",
+        ws_max_size=MAX_BODY_BYTES,  # a WebSocket frame: the same limit as a request body
     )
     # uvicorn re-raises the signal it stopped on once it is done; the stop was graceful.
     with contextlib.suppress(KeyboardInterrupt):

@@ -11,7 +11,8 @@ headers on a WebSocket). Then:
   of a `system_event` job bound to K, when it fires);
 - `{"type": "unsubscribe", "session_key": K}`;
 - `{"type": "message", "session_key": K, "content": text}` -> `{"type": "accepted", "turn_id"}`
-  (the message goes through the session's lane like any other);
+  (the message goes through the session's lane like any other; the session must exist:
+  create it with `POST /api/sessions`, else an error frame says so);
 - `{"type": "ping"}` -> `{"type": "pong"}`.
 
 Every authenticated client also gets the out-of-turn events of all sessions, for sidebars:
@@ -20,19 +21,22 @@ deferred, fired, finished, settled), `session_sync`, `message` (a message posted
 such as a delivered legacy result), `session_deleted`, and `delivery_succeeded` /
 `delivery_failed` (a channel's attempt to deliver a message). Every event carries its `session_key`;
 the shapes are in `agentcron.server.events_json`. Errors come back as
-`{"type": "error", "detail": ...}`.
+`{"type": "error", "detail": ...}`; a binary frame, or a text frame that is not a JSON object, is
+answered with one too (the connection stays open). A frame is at most 1 MiB.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from typing import Any
 
 from fastapi import WebSocket, WebSocketDisconnect
 
 from agentcron.app import AgentCron
+from agentcron.errors import AgentcronError
 from agentcron.events import (
     DeliveryFailed,
     DeliverySucceeded,
@@ -50,6 +54,7 @@ from agentcron.events import (
     ToolCalled,
     ToolStarted,
 )
+from agentcron.keys import check_session_key
 from agentcron.server.auth import bearer, token_matches
 from agentcron.server.events_json import event_json
 
@@ -144,8 +149,8 @@ class Hub:
         given = bearer(socket)
         if given is None:
             try:
-                first = await asyncio.wait_for(socket.receive_json(), _AUTH_TIMEOUT_S)
-            except (TimeoutError, WebSocketDisconnect, ValueError, KeyError):
+                first = await asyncio.wait_for(_receive_json(socket), _AUTH_TIMEOUT_S)
+            except (TimeoutError, WebSocketDisconnect, ValueError):
                 await _close(socket, 4401, 'authenticate first: {"type": "auth", "token": ...}')
                 return False
             if isinstance(first, dict) and first.get("type") == "auth":
@@ -167,15 +172,17 @@ class Hub:
     async def _receive(self, client: _Client) -> None:
         while True:
             try:
-                frame = await client.socket.receive_json()
-            except ValueError:
-                client.offer({"type": "error", "detail": "frames must be JSON objects"})
+                frame = await _receive_json(client.socket)
+            except ValueError as exc:
+                client.offer({"type": "error", "detail": str(exc)})
                 continue
             if not isinstance(frame, dict):
                 client.offer({"type": "error", "detail": "frames must be JSON objects"})
                 continue
             try:
                 await self._handle(client, frame)
+            except AgentcronError as exc:  # the caller's mistake: say what to fix
+                client.offer({"type": "error", "detail": str(exc)})
             except Exception as exc:  # one bad frame must not end the connection
                 log.warning(
                     "websocket frame failed: %s", exc, extra={"frame_type": frame.get("type")}
@@ -200,6 +207,7 @@ class Hub:
         if not isinstance(key, str) or not key:
             client.offer({"type": "error", "detail": f"{kind} needs a session_key"})
             return
+        check_session_key(key)
         if kind == "subscribe":
             # Replay and subscription happen without an await in between, so no event is lost
             # or sent twice: the replay holds everything of the turn so far, the queue the rest.
@@ -223,8 +231,24 @@ class Hub:
             if not isinstance(content, str) or not content.strip():
                 client.offer({"type": "error", "detail": "message needs some content"})
                 return
-            turn = await self._cron.sessions.send(key, content)
+            turn = await self._cron.sessions.send(key, content, create=False)
             client.offer({"type": "accepted", "session_key": key, "turn_id": turn.id})
+
+
+async def _receive_json(socket: WebSocket) -> Any:
+    """The next frame as JSON: ValueError for a binary frame or text that is not JSON,
+    WebSocketDisconnect when the client went away.
+    """
+    message = await socket.receive()
+    if message["type"] == "websocket.disconnect":
+        raise WebSocketDisconnect(message.get("code", 1000), message.get("reason"))
+    text = message.get("text")
+    if text is None:
+        raise ValueError("binary frames are not read: send JSON objects as text frames")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise ValueError("frames must be JSON objects") from None
 
 
 async def _close(socket: WebSocket, code: int, reason: str) -> None:

@@ -11,13 +11,15 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentcron.config import check_model_name
 from agentcron.engine.clock import Clock
 from agentcron.engine.policies import arm
 from agentcron.errors import InvalidInputError
 from agentcron.events import JobAction
+from agentcron.keys import SessionKey
+from agentcron.limits import MAX_RUNS, MessageText, NameText, ShortText, ZoneText, check_text
 from agentcron.schedule import parse_when, upcoming
 from agentcron.schedule.zones import get_zone
 from agentcron.service.runs import Runs
@@ -64,31 +66,51 @@ Publish = Callable[[JobAction, Job], Awaitable[None]]
 """Tells live views that a job was created, changed or deleted."""
 
 
+END_AT_HELP = "the instant after which it no longer fires, with a UTC offset; in the future"
+
+
 class JobCreate(BaseModel):
-    session_key: str = Field(description="the session the job belongs to")
-    name: str = Field(min_length=1, max_length=200)
-    message: str = Field(min_length=1, description="what the agent should do when it fires")
-    when: str = Field(min_length=1, description=WHEN_HELP)
-    tz: str | None = Field(default=None, description="IANA zone; default: the session's zone")
+    model_config = ConfigDict(extra="forbid")
+
+    session_key: SessionKey = Field(description="the session the job belongs to (it must exist)")
+    name: NameText
+    message: MessageText = Field(description="what the agent should do when it fires")
+    when: ShortText = Field(description=WHEN_HELP)
+    tz: ZoneText | None = Field(default=None, description="IANA zone; default: the session's")
     overlap: Overlap = Overlap.BUFFER_ONE
     catchup: Catchup = Catchup.LATEST
-    max_runs: int | None = Field(default=None, ge=1)
-    end_at: datetime | None = None
-    idempotency_key: str | None = Field(default=None, max_length=200)
-    model: str | None = Field(default=None, max_length=200, description=MODEL_HELP)
+    max_runs: int | None = Field(default=None, ge=1, le=MAX_RUNS)
+    end_at: datetime | None = Field(default=None, description=END_AT_HELP)
+    idempotency_key: ShortText | None = None
+    model: ShortText | None = Field(default=None, description=MODEL_HELP)
 
 
 class JobPatch(BaseModel):
-    name: str | None = Field(default=None, min_length=1, max_length=200)
-    message: str | None = Field(default=None, min_length=1)
-    when: str | None = Field(default=None, min_length=1, description=WHEN_HELP)
-    tz: str | None = None
+    model_config = ConfigDict(extra="forbid")
+
+    name: NameText | None = None
+    message: MessageText | None = None
+    when: ShortText | None = Field(default=None, description=WHEN_HELP)
+    tz: ZoneText | None = None
     overlap: Overlap | None = None
     catchup: Catchup | None = None
-    max_runs: int | None = Field(default=None, ge=1)
-    end_at: datetime | None = None
+    max_runs: int | None = Field(default=None, ge=1, le=MAX_RUNS)
+    end_at: datetime | None = Field(default=None, description=END_AT_HELP)
     enabled: bool | None = Field(default=None, description="false pauses, true resumes")
-    model: str | None = Field(default=None, max_length=200, description=MODEL_HELP)
+    model: ShortText | None = Field(default=None, description=MODEL_HELP)
+
+    @model_validator(mode="after")
+    def _null_only_where_it_means_something(self) -> JobPatch:
+        # null is a value for max_runs, end_at (no limit) and model (the default); elsewhere
+        # leave the field out to keep it
+        nulls = sorted(
+            name
+            for name in self.model_fields_set - {"max_runs", "end_at", "model"}
+            if getattr(self, name) is None
+        )
+        if nulls:
+            raise ValueError(f"{', '.join(nulls)}: cannot be null (leave it out to keep it)")
+        return self
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +195,7 @@ class Jobs:
         now = self._clock.now()
         if (when is None) == (spec is None):
             raise InvalidInputError("give exactly one of `when` or `spec`")
+        _check_bounds(name=name, message=message, max_runs=max_runs, end_at=end_at, now=now)
         resolved = spec if spec is not None else parse_when(when or "", now, tz)
         policy = JobPolicy(
             overlap=Overlap(overlap),
@@ -360,6 +383,13 @@ class Jobs:
 
         def compute(job: Job, now: datetime) -> dict[str, Any]:
             changes: dict[str, Any] = {}
+            _check_bounds(
+                name=name,
+                message=message,
+                max_runs=policy_changes.get("max_runs"),
+                end_at=policy_changes.get("end_at"),
+                now=now,
+            )
             if name is not None:
                 changes["name"] = name
             if message is not None:
@@ -483,6 +513,29 @@ class Jobs:
         )
         await self._publish(JobAction.DELETED, job)
         return job
+
+
+def _check_bounds(
+    *,
+    name: str | None,
+    message: str | None,
+    max_runs: int | None,
+    end_at: datetime | None,
+    now: datetime,
+) -> None:
+    """The limits of `agentcron.limits` for the library as for the API (InvalidInputError)."""
+    if name is not None:
+        check_text(name, "name")
+    if message is not None:
+        check_text(message, "message")
+    if max_runs is not None and not 1 <= max_runs <= MAX_RUNS:
+        raise InvalidInputError(f"max_runs must be between 1 and {MAX_RUNS} (got {max_runs})")
+    if end_at is not None:
+        _aware(end_at, "end_at")
+        if end_at <= now:
+            raise InvalidInputError(
+                f"end_at {end_at.isoformat()} is not in the future: the job could never fire"
+            )
 
 
 def _aware(value: datetime | None, field: str) -> datetime | None:

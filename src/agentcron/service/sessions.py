@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from agentcron.agent.runner import TurnSource
 from agentcron.config import UNIFIED_SESSION_KEY
@@ -17,6 +17,16 @@ from agentcron.engine.clock import Clock
 from agentcron.engine.waiters import Waiters
 from agentcron.errors import InvalidInputError
 from agentcron.events import Event, SessionDeleted
+from agentcron.keys import SessionKey, check_session_key
+from agentcron.limits import (
+    MAX_MESSAGE_CHARS,
+    MessageText,
+    MetaObject,
+    NameText,
+    ZoneText,
+    check_meta,
+    check_text,
+)
 from agentcron.schedule import EverySpec, parse_when
 from agentcron.service.jobs import Jobs, JobState
 from agentcron.service.waiting import wait_for
@@ -36,16 +46,22 @@ from agentcron.store.models import (
 
 
 class SessionCreate(BaseModel):
-    key: str | None = Field(
-        default=None, description="`channel:chat_id`, e.g. `websocket:abc`; generated if absent"
+    model_config = ConfigDict(extra="forbid")
+
+    key: SessionKey | None = Field(default=None, description="generated (`api:<id>`) if absent")
+    title: NameText | None = None
+    tz: ZoneText | None = Field(
+        default=None,
+        description="IANA time zone, e.g. Europe/Berlin (UTC if absent); creating an existing "
+        "session with another zone is a conflict (409)",
     )
-    title: str | None = None
-    tz: str = Field(default="UTC", description="IANA time zone, e.g. Europe/Berlin")
-    channel_meta: dict[str, Any] | None = None
+    channel_meta: MetaObject | None = Field(default=None, description="at most 16 KiB as JSON")
 
 
 class MessageCreate(BaseModel):
-    content: str = Field(min_length=1, description="what the user says")
+    model_config = ConfigDict(extra="forbid")
+
+    content: MessageText = Field(description="what the user says")
     trigger: bool = Field(
         default=True,
         description="false: a note in the transcript that starts no turn (the agent sees it "
@@ -54,7 +70,9 @@ class MessageCreate(BaseModel):
 
 
 class MessageOut(BaseModel):
-    content: str = Field(min_length=1, description="the text to send through the channel")
+    model_config = ConfigDict(extra="forbid")
+
+    content: MessageText = Field(description="the text to send through the channel")
 
 
 class TurnQueue(Protocol):
@@ -148,19 +166,35 @@ class Sessions:
         key: str | None = None,
         *,
         title: str | None = None,
-        tz: str = "UTC",
+        tz: str | None = None,
         channel_meta: dict[str, Any] | None = None,
     ) -> Session:
-        """Create (or return) a session; a key `api:<id>` is generated when none is given."""
-        if tz != "UTC":
+        """Create (or return) a session; a key `api:<id>` is generated when none is given.
+
+        `tz` defaults to UTC for a new session; asking for an existing one with another `tz`
+        is a ConflictError (the same values again return it unchanged).
+        """
+        if key is not None:
+            check_session_key(key)
+        if title is not None:
+            check_text(title, "title")
+        if channel_meta is not None:
+            check_meta(channel_meta)
+        if tz is not None and tz != "UTC":
             parse_when("in 1m", self._clock.now(), tz)  # validates the zone name
-        return await self._records.ensure_session(
+        session = await self._records.ensure_session(
             key or f"api:{new_id()}",
             self._clock.now(),
             title=title,
-            tz=tz,
+            tz=tz or "UTC",
             channel_meta=channel_meta,
         )
+        if tz is not None and session.tz != tz:
+            raise ConflictError(
+                f"session {session.key!r} exists in time zone {session.tz!r}, not {tz!r}: "
+                "omit tz to get it as it is (its zone cannot be changed)"
+            )
+        return session
 
     async def get(self, key: str) -> Session:
         return await self._records.get_session(key)
@@ -215,11 +249,23 @@ class Sessions:
         meta = {"source": "operator", "sent_by": "operator"}
         return await self._post(key, Role.ASSISTANT, text, meta)
 
-    async def send(self, key: str, content: str, *, source: TurnSource = TurnSource.USER) -> Turn:
-        """Submit a message (from the user, or a hook): it runs as a turn after any turn in
-        progress.
+    async def send(
+        self,
+        key: str,
+        content: str,
+        *,
+        source: TurnSource = TurnSource.USER,
+        create: bool = True,
+    ) -> Turn:
+        """Submit a message (from the user, a hook or a channel): it runs as a turn after any
+        turn in progress. A new session is created (in UTC, named after the message) unless
+        `create=False`: then an unknown key is a SessionNotFoundError (the API's messages).
         """
         _check_text(content)
+        if create:
+            check_session_key(key)
+        else:
+            await self.get(key)
         # A new chat is named after its first message.
         return await self._lanes.submit_message(key, content, source=source, title=_title(content))
 
@@ -349,6 +395,11 @@ class Sessions:
 def _check_text(text: str) -> None:
     if not text.strip():
         raise InvalidInputError("a message needs some content")
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise InvalidInputError(
+            f"a message has at most {MAX_MESSAGE_CHARS} characters (this one has {len(text)})"
+        )
+    check_text(text, "the message")
 
 
 def _title(content: str, words: int = 8, chars: int = 60) -> str:

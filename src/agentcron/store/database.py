@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import stat
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -29,6 +31,24 @@ def sync_url(url: str) -> sa.URL:
     return parsed
 
 
+def owner_only_file(path: Path) -> None:
+    """Create the SQLite file (and a missing directory, 0700) readable by its owner only
+    (0600) before SQLite opens it: its -wal and -shm files take the same mode. An existing
+    database readable by others is tightened too (it holds every conversation).
+    """
+    if not path.parent.exists():
+        path.parent.mkdir(parents=True, mode=0o700)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.close(fd)
+    for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        try:
+            mode = stat.S_IMODE(name.stat().st_mode)
+            if mode & 0o077:
+                name.chmod(mode & 0o700)
+        except OSError:  # absent, or not ours to change
+            continue
+
+
 class Database:
     """One writer thread (writes never contend in-process) and a few reader threads."""
 
@@ -49,7 +69,7 @@ class Database:
             path = self.url.database
             if not path or path == ":memory:":
                 raise ValueError("the SQLite store needs a file path, not an in-memory database")
-            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            owner_only_file(Path(path).expanduser())
             self._write_engine = self._sqlite_engine(pool_size=1, begin="BEGIN IMMEDIATE")
             # Readers run each statement in autocommit: a WAL snapshot per statement, with
             # no BEGIN / ROLLBACK round trips.

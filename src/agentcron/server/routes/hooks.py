@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, status
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from agentcron.agent.runner import TurnSource
+from agentcron.keys import SessionKey
+from agentcron.limits import MessageText
 from agentcron.server.auth import require_hook_token
 from agentcron.server.deps import Cron
 
@@ -15,8 +17,10 @@ router = APIRouter(tags=["hooks"], dependencies=[Depends(require_hook_token)])
 
 
 class HookMessage(BaseModel):
-    session_key: str = Field(min_length=1, description="`channel:chat_id`; created if new")
-    content: str = Field(min_length=1)
+    model_config = ConfigDict(extra="forbid")
+
+    session_key: SessionKey = Field(description="created (in UTC) if new")
+    content: MessageText
 
 
 @router.post("/hooks/agent", status_code=status.HTTP_202_ACCEPTED)
@@ -24,7 +28,5 @@ async def hook_message(body: HookMessage, cron: Cron) -> dict[str, Any]:
     """Like a chat message: queued behind any turn in progress, answered in the session (a new
     session is named after its first message).
     """
-    if not body.content.strip():
-        raise ValueError("content needs some text")
     turn = await cron.sessions.send(body.session_key, body.content, source=TurnSource.HOOK)
     return {"turn_id": turn.id, "session_key": body.session_key}

@@ -7,7 +7,8 @@ from typing import Any
 from fastapi import APIRouter, Query, status
 
 from agentcron import views
-from agentcron.server.deps import Cron
+from agentcron.keys import MAX_SESSION_KEY
+from agentcron.server.deps import Cron, Id
 from agentcron.service.jobs import JobCreate, JobPatch
 from agentcron.store.models import JobKind
 
@@ -23,7 +24,9 @@ async def create_job(body: JobCreate, cron: Cron) -> dict[str, Any]:
 @router.get("")
 async def list_jobs(
     cron: Cron,
-    session_key: str | None = Query(default=None, description="a chat's automations and recall"),
+    session_key: str | None = Query(
+        default=None, max_length=MAX_SESSION_KEY, description="a chat's automations and recall"
+    ),
     kind: JobKind | None = None,
     enabled: bool | None = None,
     limit: int | None = Query(default=None, ge=1, le=100_000),
@@ -36,34 +39,34 @@ async def list_jobs(
 
 
 @router.get("/{job_id}")
-async def get_job(job_id: str, cron: Cron) -> dict[str, Any]:
+async def get_job(job_id: Id, cron: Cron) -> dict[str, Any]:
     """A job with its next 5 fire times, its last 10 runs and what it cost."""
     return views.job_detail_view(await cron.jobs.detail(job_id))
 
 
 @router.patch("/{job_id}")
-async def update_job(job_id: str, body: JobPatch, cron: Cron) -> dict[str, Any]:
+async def update_job(job_id: Id, body: JobPatch, cron: Cron) -> dict[str, Any]:
     """Change what is given; `enabled` pauses or resumes."""
     return views.job_state_view(await cron.jobs.apply_patch(job_id, body))
 
 
 @router.post("/{job_id}/pause")
-async def pause_job(job_id: str, cron: Cron) -> dict[str, Any]:
+async def pause_job(job_id: Id, cron: Cron) -> dict[str, Any]:
     return views.job_view(await cron.jobs.pause(job_id))
 
 
 @router.post("/{job_id}/resume")
-async def resume_job(job_id: str, cron: Cron) -> dict[str, Any]:
+async def resume_job(job_id: Id, cron: Cron) -> dict[str, Any]:
     return views.job_view(await cron.jobs.resume(job_id))
 
 
 @router.delete("/{job_id}")
-async def delete_job(job_id: str, cron: Cron) -> dict[str, Any]:
+async def delete_job(job_id: Id, cron: Cron) -> dict[str, Any]:
     return {"deleted": (await cron.jobs.delete(job_id)).id}
 
 
 @router.get("/{job_id}/runs")
 async def job_runs(
-    job_id: str, cron: Cron, limit: int = Query(default=50, ge=1, le=1000)
+    job_id: Id, cron: Cron, limit: int = Query(default=50, ge=1, le=1000)
 ) -> dict[str, Any]:
     return views.runs_answer(await cron.jobs.runs_of(job_id, limit=limit))

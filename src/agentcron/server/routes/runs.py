@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Query
 
 from agentcron import views
-from agentcron.server.deps import MAX_WAIT_S, Cron
+from agentcron.server.deps import MAX_WAIT_S, Cron, Id
 
 router = APIRouter(prefix="/api", tags=["runs"])
 
@@ -20,11 +20,11 @@ _WAIT = Query(
 
 
 @router.get("/runs/{run_id}")
-async def get_run(run_id: str, cron: Cron, wait: float = _WAIT) -> dict[str, Any]:
+async def get_run(run_id: Id, cron: Cron, wait: float = _WAIT) -> dict[str, Any]:
     """The full run record: rendered prompt, variables, usage, error details, delivery."""
     return views.run_view(await cron.runs.get_or_wait(run_id, wait), full=True)
 
 
 @router.get("/turns/{turn_id}")
-async def get_turn(turn_id: str, cron: Cron, wait: float = _WAIT) -> dict[str, Any]:
+async def get_turn(turn_id: Id, cron: Cron, wait: float = _WAIT) -> dict[str, Any]:
     return views.turn_detail_view(await cron.sessions.turn_detail(turn_id, wait=wait))

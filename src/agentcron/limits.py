@@ -1,0 +1,104 @@
+"""Upper bounds on what a caller may send, one place for every surface (README: "Limits").
+
+Every bound has a clear 4xx: a body over `MAX_BODY_BYTES` is 413, the rest 422.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field
+
+from agentcron.errors import InvalidInputError
+
+__all__ = [
+    "MAX_BODY_BYTES",
+    "MAX_MESSAGE_CHARS",
+    "MAX_META_BYTES",
+    "MAX_NAME_CHARS",
+    "MAX_RUNS",
+    "MAX_SHORT_CHARS",
+    "MessageText",
+    "MetaObject",
+    "NameText",
+    "ShortText",
+    "ZoneText",
+    "check_meta",
+    "check_text",
+]
+
+MAX_BODY_BYTES = 1024 * 1024  # a request body (HTTP) or a WebSocket frame
+MAX_MESSAGE_CHARS = 100_000  # a message, a note, a job's message
+MAX_NAME_CHARS = 200  # a job's name, a session's title
+MAX_SHORT_CHARS = 200  # `when`, `tz`, `model`, an idempotency key
+MAX_RUNS = 1_000_000  # a job's max_runs
+MAX_META_BYTES = 16 * 1024  # a session's channel_meta, as JSON
+MAX_META_DEPTH = 16
+
+
+def check_text(text: str, what: str = "text") -> str:
+    """`text` if a database can store it: no NUL character, no lone surrogate (PostgreSQL
+    refuses the first, every encoder the second); InvalidInputError otherwise.
+    """
+    if "\x00" in text:
+        raise InvalidInputError(f"{what} contains a NUL character (\\u0000): it cannot be stored")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError(
+            f"{what} contains a lone surrogate (an unpaired \\ud800-\\udfff escape): not valid text"
+        ) from None
+    return text
+
+
+def _valid(text: str) -> str:
+    try:
+        return check_text(text, "the text")
+    except InvalidInputError as exc:
+        raise ValueError(str(exc)) from None
+
+
+_Text = AfterValidator(_valid)
+MessageText = Annotated[str, Field(min_length=1, max_length=MAX_MESSAGE_CHARS), _Text]
+"""A message's text in a request model."""
+NameText = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS), _Text]
+"""A name or a title in a request model."""
+ShortText = Annotated[str, Field(min_length=1, max_length=MAX_SHORT_CHARS), _Text]
+"""A short value (a schedule phrase, a model name, a key) in a request model."""
+ZoneText = Annotated[str, Field(max_length=64), _Text]
+"""An IANA zone name in a request model (checked against the zone database by the service)."""
+
+
+def _check_json(value: Any, depth: int = 0) -> None:
+    if depth > MAX_META_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_META_DEPTH} levels")
+    if isinstance(value, str):
+        _valid(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _valid(str(key))
+            _check_json(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _check_json(item, depth + 1)
+
+
+def _valid_meta(value: dict[str, Any]) -> dict[str, Any]:
+    _check_json(value)
+    size = len(json.dumps(value, ensure_ascii=False).encode())
+    if size > MAX_META_BYTES:
+        raise ValueError(f"at most {MAX_META_BYTES} bytes as JSON (this is {size})")
+    return value
+
+
+def check_meta(value: dict[str, Any]) -> dict[str, Any]:
+    """`value` if it is a small JSON object of clean text; InvalidInputError otherwise."""
+    try:
+        return _valid_meta(value)
+    except ValueError as exc:
+        raise InvalidInputError(f"channel_meta: {exc}") from None
+
+
+MetaObject = Annotated[dict[str, Any], AfterValidator(_valid_meta)]
+"""A small JSON object of the caller's (a session's channel_meta) in a request model."""
