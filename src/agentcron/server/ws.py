@@ -34,6 +34,7 @@ import logging
 from typing import Any
 
 from fastapi import WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocketDisconnected
 
 from agentcron.app import AgentCron
 from agentcron.errors import AgentcronError
@@ -239,7 +240,12 @@ async def _receive_json(socket: WebSocket) -> Any:
     """The next frame as JSON: ValueError for a binary frame or text that is not JSON,
     WebSocketDisconnect when the client went away.
     """
-    message = await socket.receive()
+    try:
+        message = await socket.receive()
+    except WebSocketDisconnected:
+        # The sender met the closed connection first and starlette marked the socket
+        # disconnected: the client is gone, as for a disconnect message (not a server error).
+        raise WebSocketDisconnect(1006) from None
     if message["type"] == "websocket.disconnect":
         raise WebSocketDisconnect(message.get("code", 1000), message.get("reason"))
     text = message.get("text")
