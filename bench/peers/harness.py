@@ -11,6 +11,7 @@ import asyncio
 import gc
 import importlib
 import json
+import os
 import math
 import resource
 import shutil
@@ -290,7 +291,10 @@ def main(argv: Sequence[str]) -> int:
         result = asyncio.run(WORKLOADS[workload](make, p, wd))
     result["version"] = cls.version if isinstance(cls.version, str) else "?"
     print(json.dumps(result), flush=True)
-    return 0
+    sys.stderr.flush()
+    # Exit now: a peer's worker threads may still be draining queued fires (hermes' pool is
+    # joined at interpreter exit), which would bill the next measurement's time.
+    os._exit(0)
 
 
 if __name__ == "__main__":
