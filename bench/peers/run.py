@@ -40,7 +40,8 @@ LABELS = {
 # Each peer: its virtual environment under bench/.venvs/, what pip installs there, and the
 # distribution whose version must match.
 PEERS = {
-    "apscheduler": ("apscheduler", ["apscheduler==3.11.3", "sqlalchemy>=2"], "apscheduler", "3.11.3"),
+    "apscheduler": ("apscheduler", ["apscheduler==3.11.3", "sqlalchemy>=2"], "apscheduler",
+                    "3.11.3"),
     "nanobot": ("nanobot-ai", ["nanobot-ai==0.3.5"], "nanobot-ai", "0.3.5"),
     "hermes": ("hermes-agent", ["hermes-agent==0.19.0"], "hermes-agent", "0.19.0"),
 }
@@ -427,15 +428,17 @@ def render(data: dict[str, Any]) -> str:
             ]
             lines.append("| &nbsp;&nbsp;ratio agentcron bound ÷ peer | "
                          + " | ".join(ratio_cells) + " |")
+    ac_version = next((data["systems"][s]["version"] for s in AC
+                       if s in data["systems"] and data["systems"][s]["version"]), None)
     versions = ", ".join(
-        f"{'agentcron' if s in AC else info['label']} {info['version']}"
-        for s, info in data["systems"].items()
-        if info["version"] and s not in AC[1:]
+        ([f"agentcron {ac_version}"] if ac_version else [])
+        + [f"{info['label']} {info['version']}" for s, info in data["systems"].items()
+           if info["version"] and s not in AC]
     )
+    done = data.get("rounds_done", data["rounds"])
     notes = [
         "",
-        f"{data['profile']} profile, {data['rounds_done']} of {data['rounds']} round(s), "
-        "medians; ratios are "
+        f"{data['profile']} profile, {done} of {data['rounds']} round(s), medians; ratios are "
         "agentcron ÷ peer taken within a round, then the median (↑ higher is better: a ratio "
         "above 1 favours agentcron; ↓ lower is better: a ratio below 1 favours agentcron).",
         f"Machine: {data['machine']}. Versions: {versions}.",
@@ -520,13 +523,19 @@ def chart(data: dict[str, Any], path: Path) -> None:
                          label="did not finish within the limit (rate of what did)"))
     fig.legend(handles=handles, loc="lower center", ncol=min(4, len(handles)), fontsize=8,
                frameon=False)
+    done = data.get("rounds_done", data["rounds"])
     fig.suptitle(
-        f"agentcron vs peers ({data['profile']} profile, {data['rounds_done']} round(s), medians; "
+        f"agentcron vs peers ({data['profile']} profile, {done} round(s), medians; "
         f"{data['finished'][:10]})", fontsize=11,
     )
     fig.tight_layout(rect=(0, 0.07, 1, 0.96))
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def chart_path(profile: str) -> Path:
+    """The full profile's chart is bench/results/peers.png (committed); others beside it."""
+    return CHART if profile == "full" else RESULTS / f"peers-{profile}.png"
 
 
 def report(run: Run, *, final: bool) -> None:
@@ -538,7 +547,7 @@ def report(run: Run, *, final: bool) -> None:
     (PEER_RESULTS / f"{stamp}-{run.profile}.json").write_text(text)
     (PEER_RESULTS / "latest.json").write_text(text)
     try:
-        chart(data, CHART if run.profile == "full" else RESULTS / f"peers-{run.profile}.png")
+        chart(data, chart_path(run.profile))
     except ImportError:
         log("matplotlib is not installed: no chart (pip install -e '.[bench]')")
     table = render(data)
@@ -564,6 +573,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workloads", help=f"comma list of {', '.join(WORKLOAD_KEYS)} "
                         "(or the prefixes create, burst, lateness, idle)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    parser.add_argument("--report", metavar="JSON",
+                        help="measure nothing: print the table and redraw the chart of a "
+                        "results file (e.g. bench/results/peers/latest.json)")
     parser.add_argument("--engine", action="store_true",
                         help="run bench/bench_engine.py instead (the rest of the arguments "
                         "go to it)")
@@ -589,8 +601,8 @@ def drop_pg_databases() -> None:
     try:
         import sqlalchemy as sa
 
-        from bench.peers.agentcron_peer import PG_PREFIX, pg_admin
         from bench.bench_engine import DEFAULT_PG_URL, PG_ENV
+        from bench.peers.agentcron_peer import PG_PREFIX, pg_admin
     except ImportError:
         return
     url = os.environ.get(PG_ENV, DEFAULT_PG_URL)
@@ -615,6 +627,11 @@ def main(argv: list[str] | None = None) -> int:
         engine = BENCH_DIR / "bench_engine.py"
         return subprocess.call([sys.executable, str(engine), *rest])
     args = parse_args(args_list)
+    if args.report:
+        data = json.loads(Path(args.report).read_text())
+        print(render(data))
+        chart(data, chart_path(data["profile"]))
+        return 0
     profile = "quick" if args.quick else "full"
     rounds = args.rounds or (1 if args.quick else 3)
     systems = pick(args.systems, SYSTEMS,
