@@ -82,31 +82,31 @@ class Workload:
 RATE = "rate"
 WORKLOADS = (
     Workload(
-        "create_1k", "create", {"n": 1_000, "limit_s": 45}, {"n": 200, "limit_s": 15},
+        "create_1k", "create", {"n": 1_000, "limit_s": 45}, {"n": 100, "limit_s": 10},
         (Metric(RATE, "create {n} one per call, running (jobs/s)", True),),
     ),
     Workload(
-        "create_10k", "create", {"n": 10_000, "limit_s": 45}, {"n": 1_000, "limit_s": 15},
+        "create_10k", "create", {"n": 10_000, "limit_s": 45}, {"n": 500, "limit_s": 10},
         (Metric(RATE, "create {n} one per call, running (jobs/s)", True),),
     ),
     Workload(
         "burst_1k", "burst",
         {"n": 1_000, "lead_s": 3, "margin_s": 1, "limit_s": 60},
-        {"n": 200, "lead_s": 2, "margin_s": 0.5, "limit_s": 15},
+        {"n": 100, "lead_s": 2, "margin_s": 0.5, "limit_s": 10},
         (Metric(RATE, "{n} due at once (fires/s)", True),
          Metric("first_ms", "{n} due at once: first body (ms after due)", False, "{:,.1f}")),
     ),
     Workload(
         "burst_10k", "burst",
         {"n": 10_000, "lead_s": 5, "margin_s": 1, "limit_s": 60},
-        {"n": 1_000, "lead_s": 2, "margin_s": 0.5, "limit_s": 15},
+        {"n": 500, "lead_s": 2, "margin_s": 0.5, "limit_s": 10},
         (Metric(RATE, "{n} due at once (fires/s)", True),
          Metric("first_ms", "{n} due at once: first body (ms after due)", False, "{:,.1f}")),
     ),
     Workload(
         "lateness_1k", "lateness",
         {"n": 1_000, "span_s": 10, "lead_s": 3, "margin_s": 1, "limit_s": 45},
-        {"n": 100, "span_s": 2, "lead_s": 2, "margin_s": 0.5, "limit_s": 15},
+        {"n": 100, "span_s": 2, "lead_s": 2, "margin_s": 0.5, "limit_s": 10},
         (Metric("p50_ms", "lateness p50, {n} over {span_s:g} s (ms)", False, "{:,.1f}"),
          Metric("p99_ms", "lateness p99, {n} over {span_s:g} s (ms)", False, "{:,.1f}"),
          Metric("max_ms", "lateness max, {n} over {span_s:g} s (ms)", False, "{:,.1f}")),
@@ -116,7 +116,7 @@ WORKLOADS = (
         (Metric("cpu_s", "idle CPU over {idle_s:g} s, {n} stored (s)", False, "sig"),),
     ),
     Workload(
-        "idle_100k", "idle", {"n": 100_000, "idle_s": 30}, {"n": 10_000, "idle_s": 5},
+        "idle_100k", "idle", {"n": 100_000, "idle_s": 30}, {"n": 5_000, "idle_s": 5},
         (Metric("cpu_s", "idle CPU over {idle_s:g} s, {n} stored (s)", False, "sig"),
          Metric("rss_mb", "peak RSS, {n} stored (MB)", False, "{:,.0f}")),
     ),
