@@ -318,6 +318,14 @@ def cell(w: Workload, metric: Metric, outs: list[dict[str, Any]]) -> dict[str, A
     if errors:
         return {"text": f"error: {errors[0]}", "value": None, "status": "error"}
     incomplete = [o for o in outs if not o.get("complete", True)]
+    complete = [o for o in outs if o.get("complete", True)]
+    if incomplete and complete:
+        # Some rounds finished within the limit: their median, saying how many did not.
+        med = statistics.median(o[metric.key] for o in complete)
+        return {"text": f"{metric.show(med)} ({len(incomplete)} of {len(outs)} rounds "
+                f"> {incomplete[0]['limit_s']:g} s limit)", "value": med, "status": "ok",
+                "rounds": [o[metric.key] for o in complete],
+                "rounds_over_limit": len(incomplete)}
     if incomplete:
         o = incomplete[0]
         limit = o["limit_s"]
@@ -407,6 +415,20 @@ def aggregate(run: Run) -> dict[str, Any]:
         "rows": rows,
         "raw": run.results,
     }
+
+
+def reaggregate(data: dict[str, Any]) -> dict[str, Any]:
+    """A results file's rows computed again from its raw answers (with today's rules)."""
+    systems = list(data["systems"])
+    run = Run(data["profile"], data["rounds"], systems,
+              [w for w in WORKLOADS if w.key in data["raw"]], Path("."), Path("."))
+    run.results = data["raw"]
+    run.problems = data["skipped"]
+    run.versions = {s: v["version"] for s, v in data["systems"].items() if v["version"]}
+    run.rounds_done = data.get("rounds_done", data["rounds"])
+    run.started = data["started"]
+    fresh = aggregate(run)
+    return {**data, "rows": fresh["rows"], "rounds_done": run.rounds_done}
 
 
 def render(data: dict[str, Any]) -> str:
@@ -502,7 +524,8 @@ def chart(data: dict[str, Any], path: Path) -> None:
         for x, s in zip(xs, systems, strict=True):
             c = row["cells"][s]
             if c["status"] == "ok":
-                text = c["text"]
+                # "329 (1 of 3 rounds > 45 s limit)" -> "329*": the table says the rest
+                text = c["text"].split(" (")[0] + ("*" if c.get("rounds_over_limit") else "")
             elif c["status"] == "limit":
                 text = "> limit"
             else:
@@ -628,7 +651,7 @@ def main(argv: list[str] | None = None) -> int:
         return subprocess.call([sys.executable, str(engine), *rest])
     args = parse_args(args_list)
     if args.report:
-        data = json.loads(Path(args.report).read_text())
+        data = reaggregate(json.loads(Path(args.report).read_text()))
         print(render(data))
         chart(data, chart_path(data["profile"]))
         return 0
