@@ -568,7 +568,9 @@ def report(run: Run, *, final: bool) -> None:
     stamp = run.started.replace(":", "").replace("-", "")[:15]
     text = json.dumps(data, indent=1, default=str)
     (PEER_RESULTS / f"{stamp}-{run.profile}.json").write_text(text)
-    (PEER_RESULTS / "latest.json").write_text(text)
+    # A smoke run does not replace the full profile's (committed) latest.json.
+    latest = "latest.json" if run.profile == "full" else f"latest-{run.profile}.json"
+    (PEER_RESULTS / latest).write_text(text)
     try:
         chart(data, chart_path(run.profile))
     except ImportError:
