@@ -1,0 +1,1 @@
+"""Peer benchmark: agentcron next to APScheduler, nanobot and hermes-agent (`python -m bench`)."""
