@@ -81,8 +81,8 @@ class Adapter(BaseAdapter):
     def _pg_url_for(workdir: Path) -> str:
         base = os.environ.get(PG_ENV, DEFAULT_PG_URL)
         digest = hashlib.sha1(str(workdir.resolve()).encode()).hexdigest()[:10]
-        return sa.make_url(base).set(database=PG_PREFIX + digest).render_as_string(
-            hide_password=False
+        return (
+            sa.make_url(base).set(database=PG_PREFIX + digest).render_as_string(hide_password=False)
         )
 
     @classmethod

@@ -153,8 +153,14 @@ async def w_create(make: Callable[[Path, Body], BaseAdapter], p: dict[str, Any],
         seconds = time.perf_counter() - start
     finally:
         await adapter.stop()
-    return {"n": n, "done": done, "seconds": seconds, "rate": done / seconds,
-            "complete": done == n, "limit_s": limit}
+    return {
+        "n": n,
+        "done": done,
+        "seconds": seconds,
+        "rate": done / seconds,
+        "complete": done == n,
+        "limit_s": limit,
+    }
 
 
 async def stored_before(make, p: dict[str, Any], wd: Path, dues: Callable[[float], list[float]]):
@@ -217,11 +223,15 @@ async def w_lateness(make, p: dict[str, Any], wd: Path):
     finally:
         await adapter.stop()
     late = sorted(body.late_ms)
-    out = {"n": n, "done": len(late), "complete": len(late) == n, "limit_s": limit,
-           "setup_s": setup_s}
+    out = {
+        "n": n,
+        "done": len(late),
+        "complete": len(late) == n,
+        "limit_s": limit,
+        "setup_s": setup_s,
+    }
     if late:
-        out |= {"p50_ms": percentile(late, 50), "p99_ms": percentile(late, 99),
-                "max_ms": late[-1]}
+        out |= {"p50_ms": percentile(late, 50), "p99_ms": percentile(late, 99), "max_ms": late[-1]}
     return out
 
 
@@ -255,8 +265,14 @@ async def w_idle(make, p: dict[str, Any], wd: Path):
     wall = time.perf_counter() - wall0
     rss = vm_hwm_mb()
     await adapter.stop()
-    return {"n": n, "cpu_s": cpu, "wall_s": wall, "rss_mb": rss, "ready_s": ready_s,
-            "fired": body.count}
+    return {
+        "n": n,
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "rss_mb": rss,
+        "ready_s": ready_s,
+        "fired": body.count,
+    }
 
 
 WORKLOADS = {

@@ -59,8 +59,9 @@ class Adapter(BaseAdapter):
         self.thread.start()
 
     def _create(self, i: int, due: float) -> dict[str, Any]:
-        return self.jobs.create_job(prompt=repr(due), schedule=iso(due), name=f"j-{i}",
-                                    deliver="local")
+        return self.jobs.create_job(
+            prompt=repr(due), schedule=iso(due), name=f"j-{i}", deliver="local"
+        )
 
     async def add(self, i: int, due: float) -> None:
         self._create(i, due)

@@ -40,8 +40,12 @@ LABELS = {
 # Each peer: its virtual environment under bench/.venvs/, what pip installs there, and the
 # distribution whose version must match.
 PEERS = {
-    "apscheduler": ("apscheduler", ["apscheduler==3.11.3", "sqlalchemy>=2"], "apscheduler",
-                    "3.11.3"),
+    "apscheduler": (
+        "apscheduler",
+        ["apscheduler==3.11.3", "sqlalchemy>=2"],
+        "apscheduler",
+        "3.11.3",
+    ),
     "nanobot": ("nanobot-ai", ["nanobot-ai==0.3.5"], "nanobot-ai", "0.3.5"),
     "hermes": ("hermes-agent", ["hermes-agent==0.19.0"], "hermes-agent", "0.19.0"),
 }
@@ -82,43 +86,66 @@ class Workload:
 RATE = "rate"
 WORKLOADS = (
     Workload(
-        "create_1k", "create", {"n": 1_000, "limit_s": 45}, {"n": 100, "limit_s": 10},
+        "create_1k",
+        "create",
+        {"n": 1_000, "limit_s": 45},
+        {"n": 100, "limit_s": 10},
         (Metric(RATE, "create {n} one per call, running (jobs/s)", True),),
     ),
     Workload(
-        "create_10k", "create", {"n": 10_000, "limit_s": 45}, {"n": 500, "limit_s": 10},
+        "create_10k",
+        "create",
+        {"n": 10_000, "limit_s": 45},
+        {"n": 500, "limit_s": 10},
         (Metric(RATE, "create {n} one per call, running (jobs/s)", True),),
     ),
     Workload(
-        "burst_1k", "burst",
+        "burst_1k",
+        "burst",
         {"n": 1_000, "lead_s": 3, "margin_s": 1, "limit_s": 60},
         {"n": 100, "lead_s": 2, "margin_s": 0.5, "limit_s": 10},
-        (Metric(RATE, "{n} due at once (fires/s)", True),
-         Metric("first_ms", "{n} due at once: first body (ms after due)", False, "{:,.1f}")),
+        (
+            Metric(RATE, "{n} due at once (fires/s)", True),
+            Metric("first_ms", "{n} due at once: first body (ms after due)", False, "{:,.1f}"),
+        ),
     ),
     Workload(
-        "burst_10k", "burst",
+        "burst_10k",
+        "burst",
         {"n": 10_000, "lead_s": 5, "margin_s": 1, "limit_s": 60},
         {"n": 500, "lead_s": 2, "margin_s": 0.5, "limit_s": 10},
-        (Metric(RATE, "{n} due at once (fires/s)", True),
-         Metric("first_ms", "{n} due at once: first body (ms after due)", False, "{:,.1f}")),
+        (
+            Metric(RATE, "{n} due at once (fires/s)", True),
+            Metric("first_ms", "{n} due at once: first body (ms after due)", False, "{:,.1f}"),
+        ),
     ),
     Workload(
-        "lateness_1k", "lateness",
+        "lateness_1k",
+        "lateness",
         {"n": 1_000, "span_s": 10, "lead_s": 3, "margin_s": 1, "limit_s": 45},
         {"n": 100, "span_s": 2, "lead_s": 2, "margin_s": 0.5, "limit_s": 10},
-        (Metric("p50_ms", "lateness p50, {n} over {span_s:g} s (ms)", False, "{:,.1f}"),
-         Metric("p99_ms", "lateness p99, {n} over {span_s:g} s (ms)", False, "{:,.1f}"),
-         Metric("max_ms", "lateness max, {n} over {span_s:g} s (ms)", False, "{:,.1f}")),
+        (
+            Metric("p50_ms", "lateness p50, {n} over {span_s:g} s (ms)", False, "{:,.1f}"),
+            Metric("p99_ms", "lateness p99, {n} over {span_s:g} s (ms)", False, "{:,.1f}"),
+            Metric("max_ms", "lateness max, {n} over {span_s:g} s (ms)", False, "{:,.1f}"),
+        ),
     ),
     Workload(
-        "idle_10k", "idle", {"n": 10_000, "idle_s": 30}, {"n": 1_000, "idle_s": 5},
+        "idle_10k",
+        "idle",
+        {"n": 10_000, "idle_s": 30},
+        {"n": 1_000, "idle_s": 5},
         (Metric("cpu_s", "idle CPU over {idle_s:g} s, {n} stored (s)", False, "sig"),),
     ),
     Workload(
-        "idle_100k", "idle", {"n": 100_000, "idle_s": 30}, {"n": 5_000, "idle_s": 5},
-        (Metric("cpu_s", "idle CPU over {idle_s:g} s, {n} stored (s)", False, "sig"),
-         Metric("rss_mb", "peak RSS, {n} stored (MB)", False, "{:,.0f}")),
+        "idle_100k",
+        "idle",
+        {"n": 100_000, "idle_s": 30},
+        {"n": 5_000, "idle_s": 5},
+        (
+            Metric("cpu_s", "idle CPU over {idle_s:g} s, {n} stored (s)", False, "sig"),
+            Metric("rss_mb", "peak RSS, {n} stored (MB)", False, "{:,.0f}"),
+        ),
     ),
 )
 WORKLOAD_KEYS = tuple(w.key for w in WORKLOADS)
@@ -152,7 +179,9 @@ def python_for(system: str) -> str:
 def installed_version(python: str, dist: str) -> str | None:
     proc = subprocess.run(
         [python, "-c", f"import importlib.metadata as m; print(m.version({dist!r}))"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     return proc.stdout.strip() if proc.returncode == 0 else None
 
@@ -174,7 +203,9 @@ def ensure_env(system: str) -> str | None:
     if not Path(python).exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     proc = subprocess.run(
-        [python, "-m", "pip", "install", "-q", *specs], capture_output=True, text=True,
+        [python, "-m", "pip", "install", "-q", *specs],
+        capture_output=True,
+        text=True,
         check=False,
     )
     if proc.returncode != 0 or installed_version(python, dist) != version:
@@ -186,11 +217,19 @@ def ensure_env(system: str) -> str | None:
 # -- running children ------------------------------------------------------------------------
 
 
-def run_child(system: str, kind: str, params: dict[str, Any], workdir: Path,
-              timeout: float, logfile: Path) -> dict[str, Any]:
+def run_child(
+    system: str, kind: str, params: dict[str, Any], workdir: Path, timeout: float, logfile: Path
+) -> dict[str, Any]:
     """One child process; its JSON answer, or {"error": ...}."""
-    cmd = [python_for(system), "-m", "bench.peers.harness", system, kind,
-           json.dumps(params), str(workdir)]
+    cmd = [
+        python_for(system),
+        "-m",
+        "bench.peers.harness",
+        system,
+        kind,
+        json.dumps(params),
+        str(workdir),
+    ]
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
     env.pop("HERMES_HOME", None)
     start = time.perf_counter()
@@ -198,8 +237,15 @@ def run_child(system: str, kind: str, params: dict[str, Any], workdir: Path,
         err.write(f"\n== {system} {kind} {json.dumps(params)}\n".encode())
         err.flush()
         try:
-            proc = subprocess.run(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=err,
-                                  timeout=timeout, check=False)
+            proc = subprocess.run(
+                cmd,
+                cwd=REPO,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                timeout=timeout,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             return {"error": f"killed after {timeout:.0f} s"}
     wall = time.perf_counter() - start
@@ -259,12 +305,14 @@ class Run:
         if isinstance(store, str):
             return {"error": store}
         copy = self.tmp / f"r{round_no}-{w.key}-{system}-store"
-        out = run_child(system, "clone", {"src": str(store), "dst": str(copy)}, wd, 600,
-                        self.logfile)
+        out = run_child(
+            system, "clone", {"src": str(store), "dst": str(copy)}, wd, 600, self.logfile
+        )
         if "error" in out:
             return {"error": f"copying the store: {out['error']}"}
-        out = run_child(system, "idle", {**p, "store": str(copy)}, wd,
-                        p["idle_s"] + CHILD_SLACK_S, self.logfile)
+        out = run_child(
+            system, "idle", {**p, "store": str(copy)}, wd, p["idle_s"] + CHILD_SLACK_S, self.logfile
+        )
         if system not in AC:
             shutil.rmtree(copy, ignore_errors=True)
         return out
@@ -278,7 +326,7 @@ class Run:
         systems = [s for s in self.systems if s not in self.problems]
         for r in range(self.rounds):
             # Rotate the order of the systems between rounds (and workloads).
-            order = systems[r % len(systems):] + systems[: r % len(systems)] if systems else []
+            order = systems[r % len(systems) :] + systems[: r % len(systems)] if systems else []
             log(f"round {r + 1}/{self.rounds}: order {', '.join(order)}")
             for w in self.workloads:
                 for system in order:
@@ -322,10 +370,14 @@ def cell(w: Workload, metric: Metric, outs: list[dict[str, Any]]) -> dict[str, A
     if incomplete and complete:
         # Some rounds finished within the limit: their median, saying how many did not.
         med = statistics.median(o[metric.key] for o in complete)
-        return {"text": f"{metric.show(med)} ({len(incomplete)} of {len(outs)} rounds "
-                f"> {incomplete[0]['limit_s']:g} s limit)", "value": med, "status": "ok",
-                "rounds": [o[metric.key] for o in complete],
-                "rounds_over_limit": len(incomplete)}
+        return {
+            "text": f"{metric.show(med)} ({len(incomplete)} of {len(outs)} rounds "
+            f"> {incomplete[0]['limit_s']:g} s limit)",
+            "value": med,
+            "status": "ok",
+            "rounds": [o[metric.key] for o in complete],
+            "rounds_over_limit": len(incomplete),
+        }
     if incomplete:
         o = incomplete[0]
         limit = o["limit_s"]
@@ -336,15 +388,20 @@ def cell(w: Workload, metric: Metric, outs: list[dict[str, Any]]) -> dict[str, A
             what += f": {metric.show(statistics.median(partial))}/s"
         elif partial:
             what += f"; of those {metric.show(statistics.median(partial))}"
-        return {"text": what + ")", "value": statistics.median(partial) if partial else None,
-                "status": "limit", "rounds_over_limit": len(incomplete)}
+        return {
+            "text": what + ")",
+            "value": statistics.median(partial) if partial else None,
+            "status": "limit",
+            "rounds_over_limit": len(incomplete),
+        }
     values = [o[metric.key] for o in outs]
     med = statistics.median(values)
     return {"text": metric.show(med), "value": med, "status": "ok", "rounds": values}
 
 
-def ratios(w: Workload, metric: Metric, mine: list[dict[str, Any]],
-           peer: list[dict[str, Any]]) -> float | None:
+def ratios(
+    w: Workload, metric: Metric, mine: list[dict[str, Any]], peer: list[dict[str, Any]]
+) -> float | None:
     """agentcron / peer within each round (both complete), then the median."""
     per_round = [
         a[metric.key] / b[metric.key]
@@ -387,13 +444,21 @@ def aggregate(run: Run) -> dict[str, Any]:
         by_system = run.results.get(w.key, {})
         for m in w.metrics:
             row: dict[str, Any] = {
-                "workload": w.key, "metric": m.key, "label": label_for(m, p),
-                "higher_better": m.higher_better, "params": p, "cells": {}, "ratios": {},
+                "workload": w.key,
+                "metric": m.key,
+                "label": label_for(m, p),
+                "higher_better": m.higher_better,
+                "params": p,
+                "cells": {},
+                "ratios": {},
             }
             for s in run.systems:
                 if s in run.problems:
-                    row["cells"][s] = {"text": f"n/a: {run.problems[s]}", "value": None,
-                                       "status": "n/a"}
+                    row["cells"][s] = {
+                        "text": f"n/a: {run.problems[s]}",
+                        "value": None,
+                        "status": "n/a",
+                    }
                 else:
                     row["cells"][s] = cell(w, m, by_system.get(s, []))
             for a in AC:
@@ -420,8 +485,14 @@ def aggregate(run: Run) -> dict[str, Any]:
 def reaggregate(data: dict[str, Any]) -> dict[str, Any]:
     """A results file's rows computed again from its raw answers (with today's rules)."""
     systems = list(data["systems"])
-    run = Run(data["profile"], data["rounds"], systems,
-              [w for w in WORKLOADS if w.key in data["raw"]], Path("."), Path("."))
+    run = Run(
+        data["profile"],
+        data["rounds"],
+        systems,
+        [w for w in WORKLOADS if w.key in data["raw"]],
+        Path("."),
+        Path("."),
+    )
     run.results = data["raw"]
     run.problems = data["skipped"]
     run.versions = {s: v["version"] for s, v in data["systems"].items() if v["version"]}
@@ -445,17 +516,26 @@ def render(data: dict[str, Any]) -> str:
         lines.append(f"| {row['label']} {arrow} | " + " | ".join(cells) + " |")
         if peers and BOUND in systems:
             ratio_cells = [
-                fmt_ratio(row["ratios"].get(f"{BOUND}/{s}")) if s in peers else ""
-                for s in systems
+                fmt_ratio(row["ratios"].get(f"{BOUND}/{s}")) if s in peers else "" for s in systems
             ]
-            lines.append("| &nbsp;&nbsp;ratio agentcron bound ÷ peer | "
-                         + " | ".join(ratio_cells) + " |")
-    ac_version = next((data["systems"][s]["version"] for s in AC
-                       if s in data["systems"] and data["systems"][s]["version"]), None)
+            lines.append(
+                "| &nbsp;&nbsp;ratio agentcron bound ÷ peer | " + " | ".join(ratio_cells) + " |"
+            )
+    ac_version = next(
+        (
+            data["systems"][s]["version"]
+            for s in AC
+            if s in data["systems"] and data["systems"][s]["version"]
+        ),
+        None,
+    )
     versions = ", ".join(
         ([f"agentcron {ac_version}"] if ac_version else [])
-        + [f"{info['label']} {info['version']}" for s, info in data["systems"].items()
-           if info["version"] and s not in AC]
+        + [
+            f"{info['label']} {info['version']}"
+            for s, info in data["systems"].items()
+            if info["version"] and s not in AC
+        ]
     )
     done = data.get("rounds_done", data["rounds"])
     notes = [
@@ -467,13 +547,18 @@ def render(data: dict[str, Any]) -> str:
     ]
     for s, why in data["skipped"].items():
         notes.append(f"{LABELS[s]}: n/a, {why}.")
-    unbound = [
-        f"{row['label']}: " + ", ".join(
-            f"{LABELS[p]} {fmt_ratio(row['ratios'].get(f'agentcron-unbound/{p}'))}"
-            for p in peers
-        )
-        for row in data["rows"]
-    ] if "agentcron-unbound" in systems and peers else []
+    unbound = (
+        [
+            f"{row['label']}: "
+            + ", ".join(
+                f"{LABELS[p]} {fmt_ratio(row['ratios'].get(f'agentcron-unbound/{p}'))}"
+                for p in peers
+            )
+            for row in data["rows"]
+        ]
+        if "agentcron-unbound" in systems and peers
+        else []
+    )
     if unbound:
         notes += ["", "Ratios agentcron unbound ÷ peer:", *(f"- {u}" for u in unbound)]
     return "\n".join(lines + notes)
@@ -512,9 +597,13 @@ def chart(data: dict[str, Any], path: Path) -> None:
             v = c["value"]
             values.append(v if v and v > 0 else 0)
             hatches.append("//" if c["status"] == "limit" else "")
-        bars = ax.bar(xs, [v or 0 for v in values], color=[COLORS[s] for s in systems],
-                      edgecolor=["black" if s == BOUND else "none" for s in systems],
-                      linewidth=1.5)
+        bars = ax.bar(
+            xs,
+            [v or 0 for v in values],
+            color=[COLORS[s] for s in systems],
+            edgecolor=["black" if s == BOUND else "none" for s in systems],
+            linewidth=1.5,
+        )
         for bar, h in zip(bars, hatches, strict=True):
             bar.set_hatch(h)
         positive = [v for v in values if v]
@@ -531,25 +620,42 @@ def chart(data: dict[str, Any], path: Path) -> None:
             else:
                 text = "n/a" if c["status"] == "n/a" else c["status"]
             y = values[x] if values[x] else (min(positive) / 2 if positive else 1)
-            ax.text(x, y * 1.15, text, ha="center", va="bottom", fontsize=7,
-                    rotation=90 if len(text) > 5 else 0,
-                    fontweight="bold" if s == BOUND else "normal")
+            ax.text(
+                x,
+                y * 1.15,
+                text,
+                ha="center",
+                va="bottom",
+                fontsize=7,
+                rotation=90 if len(text) > 5 else 0,
+                fontweight="bold" if s == BOUND else "normal",
+            )
         better = "higher is better" if row["higher_better"] else "lower is better"
         ax.set_title(f"{row['label']}\n({better}, log scale)", fontsize=8.5)
         ax.set_xticks([])
         ax.tick_params(axis="y", labelsize=7)
-    for ax in flat[len(rows):]:
+    for ax in flat[len(rows) :]:
         ax.axis("off")
-    handles = [Patch(facecolor=COLORS[s], edgecolor="black" if s == BOUND else "none",
-                     label=LABELS[s]) for s in systems]
-    handles.append(Patch(facecolor="white", edgecolor="black", hatch="//",
-                         label="did not finish within the limit (rate of what did)"))
-    fig.legend(handles=handles, loc="lower center", ncol=min(4, len(handles)), fontsize=8,
-               frameon=False)
+    handles = [
+        Patch(facecolor=COLORS[s], edgecolor="black" if s == BOUND else "none", label=LABELS[s])
+        for s in systems
+    ]
+    handles.append(
+        Patch(
+            facecolor="white",
+            edgecolor="black",
+            hatch="//",
+            label="did not finish within the limit (rate of what did)",
+        )
+    )
+    fig.legend(
+        handles=handles, loc="lower center", ncol=min(4, len(handles)), fontsize=8, frameon=False
+    )
     done = data.get("rounds_done", data["rounds"])
     fig.suptitle(
         f"agentcron vs peers ({data['profile']} profile, {done} round(s), medians; "
-        f"{data['finished'][:10]})", fontsize=11,
+        f"{data['finished'][:10]})",
+        fontsize=11,
     )
     fig.tight_layout(rect=(0, 0.07, 1, 0.96))
     fig.savefig(path, dpi=110)
@@ -590,31 +696,45 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="python -m bench",
         description="agentcron next to APScheduler, nanobot and hermes-agent, same machine.",
     )
-    parser.add_argument("--quick", action="store_true",
-                        help="smoke run: small sizes, 1 round, idle 5 s")
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: small sizes, 1 round, idle 5 s"
+    )
     parser.add_argument("--rounds", type=int, help="rounds (default 3; --quick: 1)")
-    parser.add_argument("--systems", help=f"comma list of {', '.join(SYSTEMS)} "
-                        "(also: agentcron = the three agentcron columns, peers = the three peers)")
-    parser.add_argument("--workloads", help=f"comma list of {', '.join(WORKLOAD_KEYS)} "
-                        "(or the prefixes create, burst, lateness, idle)")
+    parser.add_argument(
+        "--systems",
+        help=f"comma list of {', '.join(SYSTEMS)} "
+        "(also: agentcron = the three agentcron columns, peers = the three peers)",
+    )
+    parser.add_argument(
+        "--workloads",
+        help=f"comma list of {', '.join(WORKLOAD_KEYS)} "
+        "(or the prefixes create, burst, lateness, idle)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
-    parser.add_argument("--report", metavar="JSON",
-                        help="measure nothing: print the table and redraw the chart of a "
-                        "results file (e.g. bench/results/peers/latest.json)")
-    parser.add_argument("--engine", action="store_true",
-                        help="run bench/bench_engine.py instead (the rest of the arguments "
-                        "go to it)")
+    parser.add_argument(
+        "--report",
+        metavar="JSON",
+        help="measure nothing: print the table and redraw the chart of a "
+        "results file (e.g. bench/results/peers/latest.json)",
+    )
+    parser.add_argument(
+        "--engine",
+        action="store_true",
+        help="run bench/bench_engine.py instead (the rest of the arguments go to it)",
+    )
     return parser.parse_args(argv)
 
 
-def pick(text: str | None, allowed: tuple[str, ...], groups: dict[str, tuple[str, ...]],
-         what: str) -> list[str]:
+def pick(
+    text: str | None, allowed: tuple[str, ...], groups: dict[str, tuple[str, ...]], what: str
+) -> list[str]:
     if not text:
         return list(allowed)
     chosen: list[str] = []
     for item in (x.strip() for x in text.split(",") if x.strip()):
-        matches = groups.get(item) or tuple(a for a in allowed if a == item or
-                                            a.startswith(item + "_"))
+        matches = groups.get(item) or tuple(
+            a for a in allowed if a == item or a.startswith(item + "_")
+        )
         if not matches:
             raise SystemExit(f"unknown {what} {item!r}; choose from {', '.join(allowed)}")
         chosen += [m for m in matches if m not in chosen]
@@ -634,10 +754,14 @@ def drop_pg_databases() -> None:
     try:
         admin = pg_admin(url)
         with admin.connect() as conn:
-            names = conn.execute(
-                sa.text("SELECT datname FROM pg_database WHERE datname LIKE :p"),
-                {"p": PG_PREFIX + "%"},
-            ).scalars().all()
+            names = (
+                conn.execute(
+                    sa.text("SELECT datname FROM pg_database WHERE datname LIKE :p"),
+                    {"p": PG_PREFIX + "%"},
+                )
+                .scalars()
+                .all()
+            )
             for name in names:
                 conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.dispose()
@@ -659,8 +783,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     profile = "quick" if args.quick else "full"
     rounds = args.rounds or (1 if args.quick else 3)
-    systems = pick(args.systems, SYSTEMS,
-                   {"agentcron": AC, "peers": ("apscheduler", "nanobot", "hermes")}, "system")
+    systems = pick(
+        args.systems,
+        SYSTEMS,
+        {"agentcron": AC, "peers": ("apscheduler", "nanobot", "hermes")},
+        "system",
+    )
     keys = pick(args.workloads, WORKLOAD_KEYS, {}, "workload")
     workloads = [w for w in WORKLOADS if w.key in keys]
     tmp = Path(tempfile.mkdtemp(prefix="agentcron-peers-"))

@@ -53,12 +53,12 @@ from agentcron.store.models import (
     RunState,
 )
 from agentcron.store.writes import (
-    JobOutcome,
     Remember,
     RunEnd,
     Transition,
     TurnFinished,
     WriteResult,
+    fire_end,
 )
 
 log = logging.getLogger(__name__)
@@ -336,24 +336,16 @@ class IsolatedRuns:
         delivery: dict[str, Any] | None = None,
         remember: Remember | None = None,
     ) -> asyncio.Future[WriteResult]:
-        now = self.clock.now()
-        transition = Transition(
-            fire.run_id,
+        transition, job_outcome = fire_end(
+            fire,
             state,
-            now,
+            self.clock.now(),
             output=outcome.text,
             error=outcome.error,
             error_details=outcome.error_details,
             usage=outcome.usage,
             message_id=message_id,
             delivery=delivery,
-        )
-        job_outcome = JobOutcome(
-            fire.job.id,
-            state,
-            now,
-            error=outcome.error,
-            delete_after_run=fire.job.policy.delete_after_run,
         )
         return self.journal.submit(RunEnd(transition, job_outcome, remember))
 

@@ -10,7 +10,7 @@ from agentcron.sessions.fire_turn import FireTurn
 from agentcron.sessions.lane_queue import Pending
 from agentcron.sessions.transcript import closure
 from agentcron.store.models import Entry, Role, RunState, TurnState, unstarted_turn_end
-from agentcron.store.writes import JobOutcome, Transition, TurnFinish, TurnStart
+from agentcron.store.writes import Transition, TurnFinish, TurnStart, fire_end
 
 
 def opening_entry(pending: Pending, prepared: FireTurn | None) -> Entry:
@@ -77,22 +77,14 @@ def end_record(
     fire = pending.fire
     run = job = None
     if fire is not None:
-        run_state = state.run_state
-        run = Transition(
-            fire.run_id,
-            run_state,
+        run, job = fire_end(
+            fire,
+            state.run_state,
             now,
             output=outcome.text,
             error=outcome.error,
             error_details=outcome.error_details,
             usage=outcome.usage,
-        )
-        job = JobOutcome(
-            fire.job.id,
-            run_state,
-            now,
-            error=outcome.error,
-            delete_after_run=fire.job.policy.delete_after_run,
         )
     return TurnFinish(
         key,
@@ -119,14 +111,7 @@ def unstarted_record(
     fire = pending.fire
     run = job = None
     if fire is not None:
-        run = Transition(fire.run_id, state, now, error=error)
-        job = JobOutcome(
-            fire.job.id,
-            state,
-            now,
-            error=error,
-            delete_after_run=fire.job.policy.delete_after_run,
-        )
+        run, job = fire_end(fire, state, now, error=error)
     return TurnFinish(
         key,
         pending.turn_id,

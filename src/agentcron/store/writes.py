@@ -8,7 +8,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from agentcron.store.models import Entry, Job, Message, NewJob, RunState, Session, TurnState
+from agentcron.store.models import (
+    ClaimedFire,
+    Entry,
+    Job,
+    Message,
+    NewJob,
+    RunState,
+    Session,
+    TurnState,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +68,38 @@ class JobOutcome:
     @property
     def failed(self) -> bool:
         return self.status is RunState.FAILED
+
+
+def fire_end(
+    fire: ClaimedFire,
+    state: RunState,
+    at: datetime,
+    *,
+    output: str | None = None,
+    error: str | None = None,
+    error_details: dict[str, Any] | None = None,
+    usage: dict[str, Any] | None = None,
+    message_id: str | None = None,
+    delivery: dict[str, Any] | None = None,
+) -> tuple[Transition, JobOutcome]:
+    """A fire's run ending in `state`, and what its job takes from that end (next fire,
+    failures, removal of a finished one-shot): the two are written in one transaction.
+    """
+    run = Transition(
+        fire.run_id,
+        state,
+        at,
+        output=output,
+        error=error,
+        error_details=error_details,
+        usage=usage,
+        message_id=message_id,
+        delivery=delivery,
+    )
+    job = JobOutcome(
+        fire.job.id, state, at, error=error, delete_after_run=fire.job.policy.delete_after_run
+    )
+    return run, job
 
 
 @dataclass(frozen=True, slots=True)
