@@ -23,7 +23,7 @@ from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
 from agentcron.config import ConfigError, settings_from_env
 from agentcron.errors import AgentcronError
-from agentcron.service.jobs import JobCreate
+from agentcron.service.job_requests import JobCreate
 from agentcron.service.sessions import SessionCreate
 from agentcron.store.models import JobKind
 

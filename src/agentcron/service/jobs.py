@@ -11,17 +11,15 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
 from agentcron.config import check_model_name
 from agentcron.engine.clock import Clock
 from agentcron.engine.policies import arm
 from agentcron.errors import InvalidInputError
 from agentcron.events import JobAction
-from agentcron.keys import SessionKey
-from agentcron.limits import MAX_RUNS, MessageText, NameText, ShortText, ZoneText, check_text
+from agentcron.limits import MAX_RUNS, check_text
 from agentcron.schedule import parse_when, upcoming
 from agentcron.schedule.zones import get_zone
+from agentcron.service.job_requests import JobCreate, JobPatch
 from agentcron.service.runs import Runs
 from agentcron.store.errors import SessionNotFoundError, VersionConflictError
 from agentcron.store.ids import new_id
@@ -44,15 +42,6 @@ from agentcron.store.writes import ArmedJob, InsertJobs, JobsInserted
 
 _CAS_RETRIES = 5
 
-WHEN_HELP = (
-    'anything parse_when reads: "in 30m", "tomorrow at 9", "every weekday at 9", '
-    '"every 2h", a cron expression such as "0 9 * * 1-5"'
-)
-MODEL_HELP = (
-    'the model its turns run on, "provider:name" (e.g. "openai:gpt-4o") or "offline"; '
-    "null (on update) = the default model"
-)
-
 
 class Keep(enum.Enum):
     """`KEEP`: leave a field as it is (where None is a value of its own)."""
@@ -64,53 +53,6 @@ KEEP = Keep.KEEP
 
 Publish = Callable[[JobAction, Job], Awaitable[None]]
 """Tells live views that a job was created, changed or deleted."""
-
-
-END_AT_HELP = "the instant after which it no longer fires, with a UTC offset; in the future"
-
-
-class JobCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    session_key: SessionKey = Field(description="the session the job belongs to (it must exist)")
-    name: NameText
-    message: MessageText = Field(description="what the agent should do when it fires")
-    when: ShortText = Field(description=WHEN_HELP)
-    tz: ZoneText | None = Field(default=None, description="IANA zone; default: the session's")
-    overlap: Overlap = Overlap.BUFFER_ONE
-    catchup: Catchup = Catchup.LATEST
-    max_runs: int | None = Field(default=None, ge=1, le=MAX_RUNS)
-    end_at: datetime | None = Field(default=None, description=END_AT_HELP)
-    idempotency_key: ShortText | None = None
-    model: ShortText | None = Field(default=None, description=MODEL_HELP)
-
-
-class JobPatch(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: NameText | None = None
-    message: MessageText | None = None
-    when: ShortText | None = Field(default=None, description=WHEN_HELP)
-    tz: ZoneText | None = None
-    overlap: Overlap | None = None
-    catchup: Catchup | None = None
-    max_runs: int | None = Field(default=None, ge=1, le=MAX_RUNS)
-    end_at: datetime | None = Field(default=None, description=END_AT_HELP)
-    enabled: bool | None = Field(default=None, description="false pauses, true resumes")
-    model: ShortText | None = Field(default=None, description=MODEL_HELP)
-
-    @model_validator(mode="after")
-    def _null_only_where_it_means_something(self) -> JobPatch:
-        # null is a value for max_runs, end_at (no limit) and model (the default); elsewhere
-        # leave the field out to keep it
-        nulls = sorted(
-            name
-            for name in self.model_fields_set - {"max_runs", "end_at", "model"}
-            if getattr(self, name) is None
-        )
-        if nulls:
-            raise ValueError(f"{', '.join(nulls)}: cannot be null (leave it out to keep it)")
-        return self
 
 
 @dataclass(frozen=True, slots=True)

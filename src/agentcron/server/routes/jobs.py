@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, status
 from agentcron import views
 from agentcron.keys import MAX_SESSION_KEY
 from agentcron.server.deps import Cron, Id
-from agentcron.service.jobs import JobCreate, JobPatch
+from agentcron.service.job_requests import JobCreate, JobPatch
 from agentcron.store.models import JobKind
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
