@@ -24,7 +24,19 @@ class UTCDateTime(TypeDecorator[datetime]):
     def bind_processor(self, dialect: Dialect) -> Any:
         if dialect.name != "sqlite":
             return super().bind_processor(dialect)
-        return lambda value: self.process_bind_param(value, dialect)
+
+        # One plain function per value on SQLite's hot paths (every run, turn and message
+        # carries several times): the same conversion as process_bind_param, one call less.
+        def bind_sqlite(value: datetime | None) -> str | None:
+            if value is None:
+                return None
+            if value.tzinfo is not UTC:
+                if value.tzinfo is None:
+                    raise ValueError(f"naive datetime {value!r} given to the store; use aware UTC")
+                value = value.astimezone(UTC)
+            return value.isoformat(sep=" ", timespec="microseconds")[:-6]
+
+        return bind_sqlite
 
     def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
         if dialect.name != "sqlite":
