@@ -13,11 +13,12 @@ from fastapi.staticfiles import StaticFiles
 from agentcron import __version__
 from agentcron.app import AgentCron
 from agentcron.channels.base import ChannelManager
-from agentcron.server import errors
+from agentcron.server import errors, fire
 from agentcron.server.auth import require_token
 from agentcron.server.metrics import Metrics
 from agentcron.server.routes import deliveries, health, hooks, jobs, runs, sessions
 from agentcron.server.ws import Hub
+from agentcron.wake.provider import LocalWake, WakeProvider
 
 
 def webui_dir() -> Path:
@@ -35,6 +36,7 @@ def create_app(
     on_start: Sequence[Hook] = (),
     on_stop: Sequence[Hook] = (),
     channels: ChannelManager | None = None,
+    wake: WakeProvider | None = None,
 ) -> FastAPI:
     """The server for `cron`. The hooks run in the app's lifespan (`agentcron serve` starts and
     stops AgentCron and the channels there); without them the caller owns AgentCron's life.
@@ -66,6 +68,8 @@ def create_app(
     app.state.hook_token = hook_token
     app.state.metrics = metrics
     app.state.channels = channels  # for GET /api/channels; None = no channels
+    app.state.wake = wake = wake or LocalWake()  # what wakes the engine (README: Managed wake)
+    metrics.registry.register(fire.WakeCollector(wake))
     hub = Hub(cron, token)
     app.state.hub = hub
     errors.install(app)
@@ -73,6 +77,7 @@ def create_app(
     for router in (sessions.router, jobs.router, runs.router, deliveries.router):
         app.include_router(router, dependencies=guarded)
     app.include_router(hooks.router)
+    app.include_router(fire.router)  # its own token: the relay's signed JWT
     app.include_router(health.router)
 
     @app.websocket("/api/ws")
