@@ -19,8 +19,10 @@ from typing import Any, Protocol
 
 import httpx
 
+from agentcron.errors import AgentcronError
 
-class ArmError(Exception):
+
+class ArmError(AgentcronError):
     """A call to the wake service failed (it is retried by the next reconcile)."""
 
 

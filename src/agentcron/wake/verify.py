@@ -25,6 +25,8 @@ from typing import Any
 import httpx
 import jwt
 
+from agentcron.errors import AgentcronError
+
 log = logging.getLogger(__name__)
 
 PURPOSE = "cron_fire"
@@ -36,7 +38,7 @@ MAX_JWKS_BYTES = 256 * 1024
 _ALG_OF_KEY = {("OKP", "Ed25519"): "EdDSA", ("RSA", None): "RS256", ("EC", "P-256"): "ES256"}
 
 
-class FireTokenError(Exception):
+class FireTokenError(AgentcronError):
     """The fire token is not acceptable; `reason` is a short word for metrics and logs."""
 
     def __init__(self, reason: str, detail: str = "") -> None:
@@ -44,7 +46,7 @@ class FireTokenError(Exception):
         self.reason = reason
 
 
-class JwksError(Exception):
+class JwksError(AgentcronError):
     """The JWKS could not be fetched or read."""
 
 
