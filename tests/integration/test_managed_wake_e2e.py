@@ -73,6 +73,7 @@ class Proc:
 
     def __init__(self, args: list[str], env: dict[str, str], log: Path, ready: str) -> None:
         self.log = log
+        self.offset = log.stat().st_size if log.exists() else 0  # this start's output from here
         with log.open("ab") as out:
             self.proc = subprocess.Popen(
                 args, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
@@ -85,7 +86,7 @@ class Proc:
         return self.proc.poll() is not None
 
     def output(self) -> str:
-        return self.log.read_text(errors="replace")
+        return self.log.read_bytes()[self.offset :].decode(errors="replace")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -318,6 +319,33 @@ def test_an_agent_stopped_across_a_fire_gets_it_once_and_a_replay_runs_nothing(
     )  # fmt: skip
     assert bad.status_code == 401
     assert "unauthorized:" in agent.api.get("/metrics").text
+
+
+def test_a_relay_killed_mid_delivery_delivers_after_its_restart(
+    tmp_path: Path, procs: list[Relay | Agent]
+) -> None:
+    """kill -9 while the relay retries a fire to a stopped agent: the restarted relay arms the
+    cut delivery again, and the agent, started later, runs the fire once.
+    """
+    relay = Relay(tmp_path).start()
+    procs.append(relay)
+    agent = Agent(tmp_path, relay).start()
+    procs.append(agent)
+    poll(lambda: agent.wake_status()["provider"] == "managed", "managed wake")
+    job_id = agent.job("every 1 hour")["id"]
+    agent.api.patch(f"/api/jobs/{job_id}", json={"when": "every 5 seconds"}).raise_for_status()
+    first = at(poll(lambda: agent.get_job(job_id)["next_run_at"], "next run"))
+    poll(lambda: (a := relay.arms().get(job_id)) and at(a["fire_at"]) >= first, "re-armed")
+    agent.stop()
+    poll(lambda: relay.metric("agentcron_relay_delivery_attempts_total") >= 1, "an attempt", 60)
+    assert relay.proc is not None
+    relay.proc.proc.kill()  # mid-delivery: its run is cut
+    relay.proc.proc.wait(10)
+    relay.start()
+    assert "re-armed 1 arm(s)" in relay.proc.output()
+    agent.start()
+    runs = poll(lambda: agent.succeeded(job_id), "the fire, delivered after the restart", 90)
+    assert len({r["fire_at"] for r in runs}) == len(runs)
 
 
 def test_a_relay_down_at_agent_start_is_healed_when_it_is_back(

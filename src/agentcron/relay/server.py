@@ -174,6 +174,7 @@ def build(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         keys.load_or_create()
         await cron.start()
+        await relay.recover()
         if on_ready is not None:
             await on_ready()
         try:

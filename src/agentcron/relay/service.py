@@ -160,6 +160,37 @@ class Relay:
             views.append(ArmView(data["job_id"], data["fire_at"], data["callback_url"], job.id))
         return views
 
+    async def recover(self) -> int:
+        """At start, after the engine reaped the fires of a relay that died: an arm whose
+        delivery was cut (its job fired, no run of it still active) is armed again at once.
+        Delivering twice is safe, the agent's claim runs a fire once; losing it is not.
+        """
+        cron = self._cron()
+        again = 0
+        async with self._lock:
+            jobs = await cron.store.list_jobs(kind=JobKind.AGENT_TURN)
+            for job in jobs:
+                if not job.name.startswith(PREFIX) or job.next_fire_at is not None:
+                    continue
+                runs = await cron.store.list_runs(job_id=job.id, limit=5)
+                if any(not r.state.terminal for r in runs):
+                    continue  # adopted: still being delivered
+                await self._delete(job.id)
+                await cron.jobs.create(
+                    name=job.name,
+                    spec=AtSpec(at=cron.clock.now() + _SOON),
+                    message=job.message,
+                    kind=JobKind.AGENT_TURN,
+                    created_by=CreatedBy.API,
+                    catchup=Catchup.LATEST,
+                    max_failures=0,
+                    delete_after_run=True,
+                )
+                again += 1
+        if again:
+            log.warning("re-armed %d arm(s) whose delivery a stop cut short", again)
+        return again
+
     # -- delivery ---------------------------------------------------------------------------
 
     async def deliver(self, trigger: Trigger) -> Outcome:

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from agentcron.engine.clock import Clock
 from agentcron.engine.scheduler import Engine
-from agentcron.events import Callback, Event, FireStarted, JobEvent
+from agentcron.events import Callback, Event, FireStarted, JobAction, JobEvent
 from agentcron.store.errors import JobNotFoundError
 from agentcron.store.interface import JobCatalog, RunRecords
 from agentcron.wake.arms import ArmClient, RelayArms, wire_time
@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 Subscribe = Callable[[Callback, Iterable[type[Event]]], Callable[[], None]]
 _RETRY_FIRST, _RETRY_MAX = 0.5, 30.0
 _RECENT_RUNS = 20
+_NOT_A_CHANGE = frozenset({JobAction.FIRED, JobAction.FINISHED})
 
 
 class WakeProvider(Protocol):
@@ -201,7 +202,11 @@ class ManagedWake:
     # -- reconcile -------------------------------------------------------------------------
 
     def _changed(self, event: Event) -> None:
-        """A job changed or a fire moved: its next fire may have changed."""
+        """A job changed or a fire moved: its next fire may have changed (a turn's start
+        and end are not such moments; the fire's start and its settled record are).
+        """
+        if isinstance(event, JobEvent) and event.action in _NOT_A_CHANGE:
+            return
         self._dirty.set()
 
     def poke(self) -> None:
