@@ -208,6 +208,21 @@ async def test_one_shot_fires_once_and_is_not_re_armed(world: World, recorder: R
     assert len(recorder.triggers) == 1
 
 
+async def test_a_job_at_its_run_limit_is_not_re_armed(world: World, recorder: Recorder) -> None:
+    j = await job(world, max_runs=1)
+    due = wire_time(j.next_run_at)  # type: ignore[arg-type]
+    await wait_for(lambda: j.id in world.arms.arms, "arm")
+    world.clock.set(due)
+    assert (await world.fire(j.id, due)).status_code == 202
+    await wait_for(lambda: len(recorder.triggers) == 1, "the fire's turn")
+    await world.settle()
+    await wait_for(lambda: j.id not in world.arms.arms, "no arm after the last run")
+    world.clock.set(due + timedelta(seconds=10))
+    assert (await world.fire(j.id, due + timedelta(seconds=10))).status_code == 202
+    await wait_for(lambda: world.wake.fires["inactive"] == 1, "a fire past the limit dropped")
+    assert len(recorder.triggers) == 1
+
+
 async def test_bad_tokens_are_401_and_nothing_runs(world: World, recorder: Recorder) -> None:
     j = await job(world)
     due = wire_time(j.next_run_at)  # type: ignore[arg-type]
