@@ -203,6 +203,78 @@ SETTINGS: tuple[Setting, ...] = (
         "Bot API base URL",
         "https://api.telegram.org",
     ),
+    # Managed wake (README "Managed wake"): the relay wakes the agent with a signed fire webhook.
+    Setting(
+        "wake.provider",
+        "AGENTCRON_WAKE",
+        "text",
+        "what wakes the engine: local or managed",
+        "local",
+    ),
+    Setting("wake.relay_url", "AGENTCRON_WAKE_RELAY_URL", "text", "the relay's base URL"),
+    Setting(
+        "wake.relay_token",
+        "AGENTCRON_WAKE_RELAY_TOKEN",
+        "text",
+        "this agent's relay credential (`agentcron relay add-agent`)",
+        secret=True,
+    ),
+    Setting(
+        "wake.callback_url",
+        "AGENTCRON_WAKE_CALLBACK_URL",
+        "text",
+        "this agent's base URL as the relay reaches it (fires go to /api/cron/fire)",
+    ),
+    Setting("wake.audience", "AGENTCRON_WAKE_AUDIENCE", "text", "this agent's fire token `aud`"),
+    Setting(
+        "wake.issuer", "AGENTCRON_WAKE_ISSUER", "text", "the relay's token `iss`", "the relay URL"
+    ),
+    Setting(
+        "wake.jwks_url",
+        "AGENTCRON_WAKE_JWKS_URL",
+        "text",
+        "the relay's JWKS",
+        "{relay_url}/jwks.json",
+    ),
+    Setting(
+        "relay.host", "AGENTCRON_RELAY_HOST", "text", "address `relay serve` binds", "127.0.0.1"
+    ),
+    Setting("relay.port", "AGENTCRON_RELAY_PORT", "int", "port `relay serve` listens on", "8330"),
+    Setting(
+        "relay.home",
+        "AGENTCRON_RELAY_HOME",
+        "text",
+        "the relay's directory (keys, agents, database)",
+        "relay/ in the data directory",
+    ),
+    Setting(
+        "relay.db",
+        "AGENTCRON_RELAY_DB",
+        "text",
+        "the relay's SQLite file",
+        "relay.db in the relay's directory",
+    ),
+    Setting(
+        "relay.database_url",
+        "AGENTCRON_RELAY_DATABASE_URL",
+        "text",
+        "a database URL (postgresql://...) for the relay's arms",
+        secret=True,
+    ),
+    Setting(
+        "relay.issuer",
+        "AGENTCRON_RELAY_ISSUER",
+        "text",
+        "the `iss` of the fire tokens",
+        "http://{host}:{port}",
+    ),
+    Setting(
+        "relay.delivery_deadline",
+        "AGENTCRON_RELAY_DELIVERY_DEADLINE",
+        "float",
+        "seconds a fire is retried before the relay gives up",
+        "3600",
+    ),
 )
 _BY_KEY = {s.key: s for s in SETTINGS}
 _SECTIONS = sorted({s.key.partition(".")[0] for s in SETTINGS})

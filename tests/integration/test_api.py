@@ -56,7 +56,8 @@ async def test_auth_is_required_and_errors_say_what_to_do(api: httpx.AsyncClient
     # health, readiness and metrics need no token
     assert (await api.get("/healthz", headers={"Authorization": ""})).json() == {"status": "ok"}
     ready = await ok(await api.get("/readyz"))
-    assert ready == {"status": "ready", "problems": []}
+    wake = {"provider": "local", "configured": "local", "reason": None}  # which wake is active
+    assert ready == {"status": "ready", "problems": [], "wake": wake}
     metrics = await api.get("/metrics", headers={"Authorization": ""})
     assert "agentcron_fires_total" in metrics.text
     assert "agentcron_fire_lateness_seconds_bucket" in metrics.text

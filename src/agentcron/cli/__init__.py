@@ -16,6 +16,7 @@ from agentcron.cli import (
     config_cmds,
     db_cmds,
     jobs_cmds,
+    relay_cmds,
     runs_cmds,
     schedule_cmds,
     server_cmds,
@@ -37,6 +38,7 @@ app.add_typer(runs_cmds.app, name="runs")
 app.add_typer(sessions_cmds.app, name="sessions")
 app.add_typer(db_cmds.app, name="db")
 app.add_typer(config_cmds.app, name="config")
+app.add_typer(relay_cmds.app, name="relay")
 # The top-level commands (next, examples, demo, serve, token), in their own modules.
 for group in (schedule_cmds.app, server_cmds.app):
     app.registered_commands += group.registered_commands

@@ -65,6 +65,13 @@ def serve(
     log_level: Annotated[
         str, typer.Option(help="uvicorn log level.", envvar="AGENTCRON_LOG_LEVEL")
     ] = "info",
+    wake: Annotated[
+        str | None,
+        typer.Option(
+            help="What wakes the engine: local (timer) or managed (a relay).",
+            envvar="AGENTCRON_WAKE",
+        ),
+    ] = None,
 ) -> None:
     """Run the engine, the agent, the channels, the API, the live stream and the web UI."""
     from agentcron.server.serve import ServeOptions, run
@@ -84,6 +91,7 @@ def serve(
         unified_session=unified,
         demo=demo,
         log_level=log_level,
+        wake=wake,
     )
     try:
         run(options, echo)

@@ -144,6 +144,11 @@ class Engine:
         self._closed = False
         self._sleeping = False
         self._deadline: datetime | None = None
+        # The local timer: sleep until the next due fire and claim it. Off under a managed
+        # wake (agentcron/wake): then the engine claims only when a fire is delivered
+        # (`claim_for`), with the same claim.
+        self.timer = True
+        self._claim_by: datetime | None = None
         # `deliver` posts a delivery job's result into its target session; `memory` reads a
         # delivery job's memory (`cron:{job_id}`): None when the runner keeps no history.
         self.isolated = IsolatedRuns(
@@ -225,6 +230,20 @@ class Engine:
         if not asleep or self._deadline is None or at - self.settings.claim_ahead < self._deadline:
             self._wake.set()
 
+    def set_timer(self, on: bool) -> None:
+        """Turn the local timer on (claim fires when they are due) or off (claim only when
+        asked by `claim_for`: a managed wake).
+        """
+        self.timer = on
+        self._wake.set()
+
+    def claim_for(self, at: datetime) -> None:
+        """Claim now what is due by `at` (a managed wake delivered a fire of that instant):
+        the same claim as the timer's, so a fire claimed twice still runs once.
+        """
+        self._claim_by = at if self._claim_by is None else max(self._claim_by, at)
+        self._wake.set()
+
     def leases_held(self) -> None:
         """Something now holds leases (a turn waits or runs): keep them renewed."""
         self._hb_wake.set()
@@ -241,7 +260,13 @@ class Engine:
                     await self.turns.recover(owner_is_dead)
                     await self._adopt(now)
                     self._next_reap = await self._reap_deadline(now)
-                await self._claim_due(now)
+                if self.timer:
+                    await self._claim_due(now)
+                elif self._claim_by is not None:
+                    by = self._claim_by
+                    await self._claim_due(now, until=by)
+                    if self._claim_by == by:
+                        self._claim_by = None
                 await self._maybe_prune(now)
                 deadline = self._next_deadline()
             except Exception:
@@ -255,11 +280,13 @@ class Engine:
             finally:
                 self._sleeping = False
 
-    async def _claim_due(self, now: datetime) -> None:
+    async def _claim_due(self, now: datetime, until: datetime | None = None) -> None:
         settings = self.settings
         lease_until = now + settings.lease
         # Claim a few ms ahead and start each fire at its exact time (see claim_ahead).
         due_by = now + settings.claim_ahead
+        if until is not None and until > due_by:
+            due_by = until  # a managed fire of that instant (see claim_for)
 
         def planner(job: Job, at: datetime, active: int, waiting: int) -> FirePlan:
             return plan_fires(job, at, active, waiting, settings)
@@ -290,6 +317,8 @@ class Engine:
 
     def _next_deadline(self) -> datetime | None:
         due = None if self._next_due is None else self._next_due - self.settings.claim_ahead
+        if not self.timer:
+            due = None  # a managed wake: fires are claimed when delivered, not on a timer
         candidates = [due, self._next_reap]
         if self._touched:
             candidates.append(self._next_prune)

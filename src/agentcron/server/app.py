@@ -13,7 +13,7 @@ from fastapi.staticfiles import StaticFiles
 from agentcron import __version__
 from agentcron.app import AgentCron
 from agentcron.channels.base import ChannelManager
-from agentcron.server import errors
+from agentcron.server import errors, fire
 from agentcron.server.auth import require_token
 from agentcron.server.deps import clean_url
 from agentcron.server.metrics import Metrics
@@ -21,6 +21,7 @@ from agentcron.server.middleware import BodyLimit, SessionKeyPath
 from agentcron.server.openapi import document_responses
 from agentcron.server.routes import deliveries, health, hooks, jobs, runs, sessions
 from agentcron.server.ws import Hub
+from agentcron.wake.provider import LocalWake, WakeProvider
 
 
 def webui_dir() -> Path:
@@ -38,6 +39,7 @@ def create_app(
     on_start: Sequence[Hook] = (),
     on_stop: Sequence[Hook] = (),
     channels: ChannelManager | None = None,
+    wake: WakeProvider | None = None,
 ) -> FastAPI:
     """The server for `cron`. The hooks run in the app's lifespan (`agentcron serve` starts and
     stops AgentCron and the channels there); without them the caller owns AgentCron's life.
@@ -69,6 +71,8 @@ def create_app(
     app.state.hook_token = hook_token
     app.state.metrics = metrics
     app.state.channels = channels  # for GET /api/channels; None = no channels
+    app.state.wake = wake = wake or LocalWake()  # what wakes the engine (README: Managed wake)
+    metrics.registry.register(fire.WakeCollector(wake))
     hub = Hub(cron, token)
     app.state.hub = hub
     errors.install(app)
@@ -78,6 +82,7 @@ def create_app(
     for router in (sessions.router, jobs.router, runs.router, deliveries.router):
         app.include_router(router, dependencies=guarded)
     app.include_router(hooks.router, dependencies=[Depends(clean_url)])
+    app.include_router(fire.router)  # its own token: the relay's signed JWT
     app.include_router(health.router)
     document_responses(app)
 

@@ -21,6 +21,8 @@ from agentcron.limits import MAX_BODY_BYTES
 from agentcron.server.app import Hook, create_app
 from agentcron.server.auth import HOOK_TOKEN_ENV, HOOK_TOKEN_FILE, load_or_create_token
 from agentcron.store.ids import new_id
+from agentcron.wake.provider import ManagedWake, resolve
+from agentcron.wake.settings import wake_settings_from_env
 
 log = logging.getLogger(__name__)
 DEFAULT_PORT = 8321
@@ -40,6 +42,7 @@ class ServeOptions:
     # Say DEMO_SENTENCE in a new session at start-up: the offline agent schedules a reminder
     # that arrives as a turn of that session while the server runs.
     demo: bool = False
+    wake: str | None = None  # local or managed (--wake); None = $AGENTCRON_WAKE, else local
     extra_start: list[Hook] = field(default_factory=list)
     extra_stop: list[Hook] = field(default_factory=list)
 
@@ -71,9 +74,20 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
     from agentcron.channels import ChannelManager, channels_from_env
 
     manager = ChannelManager(cron, channels_from_env())
+    wake = resolve(
+        wake_settings_from_env(provider=options.wake),
+        engine=cron.engine,
+        catalog=cron.store,
+        runs=cron.store,
+        subscribe=cron.subscribe,
+        clock=cron.clock,
+    )
 
     async def start() -> None:
+        if isinstance(wake, ManagedWake):
+            wake.prepare()  # no timer: fires come from the wake service
         await cron.start()
+        await wake.start()
         await manager.start()
         # What start-up loaded (modules, the agent framework) lives as long as the process: out
         # of the collector's way, a full collection no longer pauses a fire for ~100 ms.
@@ -87,6 +101,7 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
 
     async def stop() -> None:
         try:
+            await wake.stop()
             await manager.stop()
         finally:
             await cron.close()
@@ -98,6 +113,7 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
         on_start=[start, *options.extra_start],
         on_stop=[*options.extra_stop, stop],
         channels=manager,
+        wake=wake,
     )
     where = options.url or str(db)
     return Server(app, cron, token, hook_token, where)
@@ -113,6 +129,9 @@ def run(options: ServeOptions, echo: Callable[[str], None]) -> None:
         echo(f"API docs: {base}docs; inbound hook token: `agentcron token --hook`")
         if options.demo:
             echo(f"demo: a new chat says {DEMO_SENTENCE!r}; the reminder arrives as its turn")
+        wake = server.app.state.wake.status()
+        why = f" ({wake['reason']})" if wake.get("reason") else ""
+        echo(f"wake: {wake['provider']}{why}")
         echo(f"token: {server.token}")
 
     options.extra_start.append(announce)  # after AgentCron and the channels started

@@ -21,7 +21,7 @@ async def healthz() -> dict[str, Any]:
 
 
 @router.get("/readyz")
-async def readyz(cron: Cron) -> JSONResponse:
+async def readyz(cron: Cron, request: Request) -> JSONResponse:
     """Ready when the database answers and the engine runs."""
     problems = []
     try:
@@ -32,6 +32,9 @@ async def readyz(cron: Cron) -> JSONResponse:
     if not cron.running:
         problems.append("engine: not running")
     body = {"status": "ready" if not problems else "not ready", "problems": problems}
+    wake = getattr(request.app.state, "wake", None)
+    if wake is not None:
+        body["wake"] = wake.status()  # which provider wakes the engine, and why
     return JSONResponse(body, status_code=200 if not problems else 503)
 
 

@@ -1,0 +1,114 @@
+"""`agentcron relay ...`: the wake service managed agents sleep behind (README "The relay")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from agentcron.cli.common import echo, fail
+from agentcron.config import ConfigError
+
+app = typer.Typer(help="The relay: arms fires for sleeping agents and wakes them with a webhook.")
+
+Home = Annotated[
+    Path | None,
+    typer.Option(
+        help="The relay's directory (default: $AGENTCRON_RELAY_HOME, else relay/ in "
+        "the data directory).",
+        file_okay=False,
+    ),
+]
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str, typer.Option(help="Address to bind.", envvar="AGENTCRON_RELAY_HOST")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.", envvar="AGENTCRON_RELAY_PORT")] = 8330,
+    home: Home = None,
+    db: Annotated[
+        Path | None, typer.Option(help="SQLite file of the arms.", dir_okay=False)
+    ] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            help="A database URL (postgresql://...).", envvar="AGENTCRON_RELAY_DATABASE_URL"
+        ),
+    ] = None,
+    issuer: Annotated[
+        str | None, typer.Option(help="The fire tokens' iss (default: http://HOST:PORT).")
+    ] = None,
+    deadline: Annotated[
+        float | None,
+        typer.Option(help="Seconds a fire is retried before the relay gives up (3600)."),
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+) -> None:
+    """Run the relay: provision/cancel/list for agents, the JWKS, and fire deliveries."""
+    from agentcron.relay.server import RelayOptions, run
+
+    options = RelayOptions(
+        host=host, port=port, home=home, db=db, url=url, issuer=issuer, deadline=deadline,
+        log_level=log_level,
+    )  # fmt: skip
+    try:
+        run(options, echo)
+    except ConfigError as exc:
+        raise fail(str(exc), 2) from None
+
+
+@app.command("add-agent")
+def add_agent(
+    name: Annotated[str, typer.Argument(help="The agent's name (its arms are its own).")],
+    audience: Annotated[str, typer.Option(help="The `aud` of its fire tokens, e.g. agent:NAME.")],
+    home: Home = None,
+) -> None:
+    """Add an agent (or give it a new credential); prints the credential once."""
+    from agentcron.relay.agents import AgentRegistry
+    from agentcron.relay.server import relay_home
+
+    try:
+        token = AgentRegistry(relay_home(home)).add(name, audience)
+    except ConfigError as exc:
+        raise fail(str(exc), 2) from None
+    echo(f"agent {name} (audience {audience}); its relay credential, shown once:")
+    echo(token)
+    echo(f"set on the agent: AGENTCRON_WAKE_RELAY_TOKEN={token} AGENTCRON_WAKE_AUDIENCE={audience}")
+
+
+@app.command("remove-agent")
+def remove_agent(name: Annotated[str, typer.Argument()], home: Home = None) -> None:
+    """Remove an agent: its credential stops working (its arms stay until they fire)."""
+    from agentcron.relay.agents import AgentRegistry
+    from agentcron.relay.server import relay_home
+
+    if not AgentRegistry(relay_home(home)).remove(name):
+        raise fail(f"no agent {name!r}", 1)
+    echo(f"removed agent {name}")
+
+
+@app.command()
+def agents(home: Home = None) -> None:
+    """List the agents (name and audience)."""
+    from agentcron.relay.agents import AgentRegistry
+    from agentcron.relay.server import relay_home
+
+    for agent in AgentRegistry(relay_home(home)).all():
+        echo(f"{agent.name}\t{agent.audience}")
+
+
+@app.command("rotate-key")
+def rotate_key(home: Home = None) -> None:
+    """A new signing key; the current one stays in the JWKS until the next rotation."""
+    from agentcron.relay.keys import SigningKeys
+    from agentcron.relay.server import relay_home
+
+    keys = SigningKeys(relay_home(home) / "keys")
+    try:
+        kid = keys.rotate()
+    except ConfigError as exc:
+        raise fail(str(exc), 2) from None
+    echo(f"signing with {kid}; published: {', '.join(k['kid'] for k in keys.jwks()['keys'])}")

@@ -1,0 +1,250 @@
+"""`agentcron relay serve`: the relay's HTTP API on its own AgentCron.
+
+    POST /provision   {job_id, fire_at, callback_url, dedup_key?} -> {schedule_id}   (agent)
+    POST /cancel      {job_id}                                    -> {ok: true}      (agent)
+    GET  /list                                                    -> {arms: [...]}   (agent)
+    GET  /jwks.json   (also /.well-known/jwks.json): the public keys of the fire tokens
+    GET  /healthz, /readyz, /metrics
+
+An agent authenticates with its credential (`agentcron relay add-agent`) and sees only its
+own arms.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import uvicorn
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+from pydantic import AwareDatetime, BaseModel, Field
+
+from agentcron import __version__
+from agentcron.app import AgentCron
+from agentcron.config import ConfigError, EngineSettings, data_dir
+from agentcron.relay.agents import Agent, AgentRegistry
+from agentcron.relay.keys import SigningKeys
+from agentcron.relay.service import DEFAULT_DEADLINE, Relay
+from agentcron.server import errors
+from agentcron.server.auth import bearer
+
+log = logging.getLogger(__name__)
+
+HOME_ENV = "AGENTCRON_RELAY_HOME"
+DB_ENV = "AGENTCRON_RELAY_DB"
+ISSUER_ENV = "AGENTCRON_RELAY_ISSUER"
+DEADLINE_ENV = "AGENTCRON_RELAY_DELIVERY_DEADLINE"
+DEFAULT_PORT = 8330
+_JOB_ID = r"^[^\s/]{1,200}$"
+
+
+def relay_home(explicit: Path | None = None) -> Path:
+    """`--home`, else `$AGENTCRON_RELAY_HOME`, else `relay/` in agentcron's data directory."""
+    if explicit is not None:
+        return explicit
+    env = os.environ.get(HOME_ENV, "").strip()
+    return Path(env).expanduser() if env else data_dir() / "relay"
+
+
+def deadline_from_env() -> float:
+    raw = os.environ.get(DEADLINE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_DEADLINE
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 7 * 86400:
+        raise ConfigError(f"{DEADLINE_ENV} is seconds from 0 to 604800, got {raw!r}")
+    return value
+
+
+async def _caller(request: Request) -> Agent:
+    """The agent whose credential the request carries, else 401."""
+    registry: AgentRegistry = request.app.state.agents
+    found = registry.authenticate(bearer(request))
+    if found is None:
+        raise HTTPException(
+            401,
+            detail="send 'Authorization: Bearer <agent credential>' "
+            "(`agentcron relay add-agent NAME --audience AUD` creates one)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return found
+
+
+Caller = Annotated[Agent, Depends(_caller)]
+
+
+class ProvisionBody(BaseModel):
+    job_id: str = Field(pattern=_JOB_ID)
+    fire_at: AwareDatetime
+    callback_url: str = Field(pattern=r"^https?://[^\s]+$", max_length=2000)
+    dedup_key: str | None = Field(default=None, max_length=500)
+
+
+class CancelBody(BaseModel):
+    job_id: str = Field(pattern=_JOB_ID)
+
+
+@dataclass
+class RelayOptions:
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    home: Path | None = None
+    db: Path | None = None
+    url: str | None = None
+    issuer: str | None = None
+    deadline: float | None = None
+    log_level: str = "info"
+
+
+@dataclass
+class RelayServer:
+    app: FastAPI
+    relay: Relay
+    cron: AgentCron
+    keys: SigningKeys
+    agents: AgentRegistry
+    issuer: str
+    where: str
+
+
+class _RelayCollector(Collector):
+    def __init__(self, relay: Relay, arms: Callable[[], int]) -> None:
+        self._relay, self._arms = relay, arms
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        attempts = CounterMetricFamily(
+            "agentcron_relay_delivery_attempts", "Fire POSTs to agents", labels=["result"]
+        )
+        for key, count in sorted(self._relay.attempts.items()):
+            attempts.add_metric([key], count)
+        yield attempts
+        ends = CounterMetricFamily(
+            "agentcron_relay_deliveries", "Arms ended: delivered or gave up", labels=["result"]
+        )
+        for key, count in sorted(self._relay.deliveries.items()):
+            ends.add_metric([key], count)
+        yield ends
+        arms = GaugeMetricFamily("agentcron_relay_arms", "Arms held (all agents)")
+        arms.add_metric([], self._arms())
+        yield arms
+
+
+def build(
+    options: RelayOptions, on_ready: Callable[[], Awaitable[None]] | None = None
+) -> RelayServer:
+    home = relay_home(options.home)
+    keys = SigningKeys(home / "keys")
+    agents = AgentRegistry(home)
+    issuer = (
+        options.issuer
+        or os.environ.get(ISSUER_ENV, "").strip()
+        or f"http://{options.host}:{options.port}"
+    )
+    deadline = options.deadline if options.deadline is not None else deadline_from_env()
+    relay = Relay(keys, issuer=issuer, deadline=deadline)
+    db_env = os.environ.get(DB_ENV, "").strip()
+    db = None if options.url else (options.db or (Path(db_env) if db_env else home / "relay.db"))
+    settings = EngineSettings(
+        max_jobs=None,  # one arm per job of every agent
+        max_concurrent_runs=256,  # deliveries wait on the network, not the CPU
+        turn_timeout=deadline + 60,
+        history_window=0,
+        stop_timeout=5.0,  # a delivery cut by a stop is recorded interrupted (never re-sent)
+    )
+    if db is not None:
+        db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    cron = AgentCron(db=db, url=options.url, runner=relay.deliver, settings=settings)
+    relay.cron = cron
+    arm_count = {"n": 0}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        keys.load_or_create()
+        await cron.start()
+        await relay.recover()
+        if on_ready is not None:
+            await on_ready()
+        try:
+            yield
+        finally:
+            await cron.close()
+
+    app = FastAPI(title="agentcron relay", version=__version__, lifespan=lifespan)
+    errors.install(app)
+    registry = CollectorRegistry()
+    registry.register(_RelayCollector(relay, lambda: arm_count["n"]))
+
+    app.state.agents = agents
+
+    @app.post("/provision")
+    async def provision(body: ProvisionBody, caller: Caller) -> dict[str, str]:
+        wire = body.fire_at.isoformat(timespec="seconds")
+        if body.dedup_key is not None and body.dedup_key.split(":", 1)[0] != body.job_id:
+            raise HTTPException(422, detail="dedup_key must be '{job_id}:{fire_at}'")
+        schedule_id = await relay.provision(caller, body.job_id, body.fire_at, body.callback_url)
+        log.debug("provisioned %s:%s at %s", caller.name, body.job_id, wire)
+        return {"schedule_id": schedule_id}
+
+    @app.post("/cancel")
+    async def cancel(body: CancelBody, caller: Caller) -> dict[str, bool]:
+        await relay.cancel(caller, body.job_id)
+        return {"ok": True}
+
+    @app.get("/list")
+    async def list_arms(caller: Caller) -> dict[str, Any]:
+        return {"arms": [a.json() for a in await relay.list(caller)]}
+
+    @app.get("/jwks.json")
+    @app.get("/.well-known/jwks.json")
+    async def jwks() -> JSONResponse:
+        return JSONResponse(keys.jwks(), headers={"Cache-Control": "max-age=300"})
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    async def readyz() -> JSONResponse:
+        ready = cron.running
+        body = {"status": "ready" if ready else "not ready", "issuer": issuer}
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        arm_count["n"] = await cron.store.count_jobs()
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    where = options.url or str(db)
+    return RelayServer(app, relay, cron, keys, agents, issuer, where)
+
+
+def run(options: RelayOptions, echo: Callable[[str], None]) -> None:
+    """Serve the relay until interrupted."""
+    base = f"http://{options.host}:{options.port}"
+
+    async def announce() -> None:
+        echo(f"agentcron relay serving at {base}/  (issuer {server.issuer})")
+        echo(f"jwks: {base}/jwks.json; database: {server.where}")
+        names = ", ".join(a.name for a in server.agents.all()) or "none yet"
+        echo(f"agents: {names}  (add one: agentcron relay add-agent NAME --audience AUD)")
+        echo("relay ready")
+
+    server = build(options, announce)
+    config = uvicorn.Config(
+        server.app, host=options.host, port=options.port, log_level=options.log_level
+    )
+    with contextlib.suppress(KeyboardInterrupt):
+        uvicorn.Server(config).run()

@@ -1,0 +1,6 @@
+"""What wakes the engine: the local timer (default) or a managed wake through a relay.
+
+`provider.py` holds the seam (`WakeProvider`, `LocalWake`, `ManagedWake`, `resolve`),
+`arms.py` the client of the relay's arm API (`ArmClient`, `RelayArms`), `verify.py` the fire
+token's verifier (JWKS cache + PyJWT), `settings.py` the `[wake]` settings.
+"""
