@@ -56,7 +56,7 @@ _ERRORS = {
     400: "a malformed request (a Content-Length that is not a number)",
     401: "no token, or a wrong one",
     403: "a system job cannot be changed or removed this way",
-    404: "no such resource (or the inbound hook is off)",
+    404: "no such resource (or the inbound hook, or managed wake, is off)",
     409: "a conflict: the resource changed meanwhile, exists with other values, or a limit",
     413: "the request body is over the limit (1 MiB)",
     422: "an invalid request: each problem, where and what is accepted",
@@ -67,7 +67,7 @@ def _errors_of(method: str, path: str, operation: dict[str, Any]) -> list[int]:
     codes = [422]
     if path.startswith(("/api/", "/hooks/")):
         codes.append(401)
-    if "{" in path or path.startswith("/hooks/"):
+    if "{" in path or path.startswith("/hooks/") or path == "/api/cron/fire":
         codes.append(404)
     if "requestBody" in operation or method in ("post", "patch", "put"):
         codes += [400, 413]
