@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from agentcron.agent.approvals import DEFAULT_APPROVAL_TIMEOUT, ApprovalBroker, Policy
 from agentcron.agent.runner import (
     Runner,
     SessionInfo,
@@ -49,6 +51,8 @@ from agentcron.store.sql import SqlStore, sqlite_url
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
+
+    from agentcron.agent.gate import ToolLike
 
 __all__ = [
     "KEEP",
@@ -106,6 +110,9 @@ class AgentCron:
         tool_limits: ToolLimits | None = None,
         unified_session: bool | None = None,
         evaluator: Evaluator | None = None,
+        tools: Sequence[ToolLike] = (),
+        tool_policy: Mapping[str, Policy] | None = None,
+        approval_timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
     ) -> None:
         if db is not None and url is not None:
             raise ValueError("give `db` (a SQLite file) or `url`, not both")
@@ -113,6 +120,10 @@ class AgentCron:
         self.unified_session = env_flag(UNIFIED_ENV) if unified_session is None else unified_session
         self.tool_limits = tool_limits or ToolLimits()
         self.store = SqlStore(url or sqlite_url(db if db is not None else default_db_path()))
+        # Gated tool calls wait here for a person (in memory: a restart forgets pending ones).
+        self.approvals = ApprovalBroker(self.clock.now, timeout=approval_timeout)
+        if runner is not None and (tools or tool_policy):
+            raise ValueError("`tools` and `tool_policy` are for the built-in agent: give no runner")
         if runner is None:
             # Imported here: the agent framework (and its providers' SDKs) is loaded only
             # when the built-in agent is used.
@@ -121,7 +132,9 @@ class AgentCron:
 
             runner = BuiltinRunner(
                 model,
-                tools=scheduling_tools(),
+                tools=[*scheduling_tools(), *tools],
+                tool_policy=tool_policy,
+                approvals=self.approvals,
                 deps_factory=self.tool_deps,
                 max_steps=max_steps,
                 settings=agent,
@@ -282,6 +295,7 @@ class AgentCron:
             in_scheduled_turn=turn.source in (TurnSource.AUTOMATION, TurnSource.RECALL),
             limits=self.tool_limits,
             automation_key=self.job_owner(session.key),
+            turn_id=turn.turn_id,
         )
 
     async def start(self) -> None:
