@@ -10,7 +10,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from agentcron.agent.approvals import DEFAULT_APPROVAL_TIMEOUT, ApprovalBroker, Policy
+from agentcron.agent.approvals import DEFAULT_APPROVAL_TIMEOUT, Policy
 from agentcron.agent.runner import (
     Runner,
     SessionInfo,
@@ -35,6 +35,7 @@ from agentcron.engine.journal import Journal
 from agentcron.engine.policies import finish_job
 from agentcron.engine.scheduler import Engine, make_owner
 from agentcron.events import Callback, Event, EventBus, JobAction, JobEvent
+from agentcron.service.approvals import Approvals
 from agentcron.service.deliveries import Deliveries
 from agentcron.service.jobs import KEEP, Jobs, Keep
 from agentcron.service.runs import Runs
@@ -120,8 +121,9 @@ class AgentCron:
         self.unified_session = env_flag(UNIFIED_ENV) if unified_session is None else unified_session
         self.tool_limits = tool_limits or ToolLimits()
         self.store = SqlStore(url or sqlite_url(db if db is not None else default_db_path()))
+        self.events = EventBus()
         # Gated tool calls wait here for a person (in memory: a restart forgets pending ones).
-        self.approvals = ApprovalBroker(self.clock.now, timeout=approval_timeout)
+        self.approvals = Approvals(self.clock.now, self.events, timeout=approval_timeout)
         if runner is not None and (tools or tool_policy):
             raise ValueError("`tools` and `tool_policy` are for the built-in agent: give no runner")
         if runner is None:
@@ -134,7 +136,7 @@ class AgentCron:
                 model,
                 tools=[*scheduling_tools(), *tools],
                 tool_policy=tool_policy,
-                approvals=self.approvals,
+                approvals=self.approvals.broker,
                 deps_factory=self.tool_deps,
                 max_steps=max_steps,
                 settings=agent,
@@ -143,7 +145,6 @@ class AgentCron:
             )
         self.runner = as_runner(runner)
         self.settings = settings = settings or EngineSettings()
-        self.events = EventBus()
         # One group commit for every write of the fire -> turn path, one pool of turn slots.
         self.journal = Journal(
             self.store,

@@ -16,7 +16,8 @@ from agentcron.agent.gate import UserTool
 from agentcron.agent.offline import OfflineModel
 from agentcron.agent.runner import ToolRecord
 from agentcron.app import AgentCron
-from agentcron.events import Event, ToolCalled
+from agentcron.events import ApprovalDecided, ApprovalRequested, Event, ToolCalled
+from agentcron.server.events_json import event_json
 from agentcron.sessions.memory import tool_entry
 from agentcron.store import TurnState
 from agentcron.testing import wait_settled
@@ -120,6 +121,8 @@ async def test_a_scheduling_tool_can_be_denied_by_policy_too(make_cron: CronFact
 
 async def test_an_approved_call_runs_after_a_person_approves(make_cron: CronFactory) -> None:
     cron = await offline(make_cron, tools=[Tool(delete_file, requires_approval=True)])
+    seen: list[dict[str, Any]] = []
+    cron.subscribe(lambda e: seen.append(event_json(e)), types=[ApprovalRequested, ApprovalDecided])
     turn_id = await send(cron, "call delete_file with path=/tmp/x")
     approval = await pending_approval(cron)
     assert (approval.tool, approval.args, approval.turn_id) == (
@@ -128,19 +131,25 @@ async def test_an_approved_call_runs_after_a_person_approves(make_cron: CronFact
         turn_id,
     )
     assert calls == []
-    cron.approvals.decide(approval.id, "approve", by="ana")
+    await cron.approvals.decide(approval.id, "approve", by="ana")
     reply, call = await reply_of(cron, turn_id)
     assert calls == [{"delete_file": "/tmp/x"}]
     assert call.content == "deleted /tmp/x"
     assert call.meta["ok"] is True
     assert reply == "(offline model) Done: deleted /tmp/x"
+    requested, decided = seen
+    assert requested["type"] == "approval_requested"
+    assert (requested["session_key"], requested["approval_id"]) == (KEY, approval.id)
+    assert (requested["tool"], requested["args"]) == ("delete_file", {"path": "/tmp/x"})
+    assert decided["type"] == "approval_decided"
+    assert (decided["state"], decided["decided_by"]) == ("approved", "ana")
 
 
 async def test_a_person_denies_and_the_turn_goes_on(make_cron: CronFactory) -> None:
     cron = await offline(make_cron, tools=[UserTool(delete_file, requires_approval=True)])
     turn_id = await send(cron, "call delete_file with path=/tmp/x")
     approval = await pending_approval(cron)
-    cron.approvals.decide(approval.id, "deny", by="ana")
+    await cron.approvals.decide(approval.id, "deny", by="ana")
     reply, call = await reply_of(cron, turn_id)
     assert calls == []
     assert call.content == "Denied by ana."

@@ -12,6 +12,7 @@ from agentcron.agent.approvals import (
     Approval,
     ApprovalBroker,
     ApprovalError,
+    ApprovalNotFoundError,
     ApprovalState,
     decide,
     denial_text,
@@ -110,15 +111,15 @@ async def test_broker_request_waits_for_the_decision() -> None:
     await asked.wait()
     (approval,) = broker.list("api:s")
     assert broker.list("api:other") == []
-    broker.decide(approval.id, "approve", by="ana")
+    await broker.decide(approval.id, "approve", by="ana")
     done = await waiting
     assert done.state is ApprovalState.APPROVED
     assert done.id == approval.id
     assert broker.list("api:s") == []
     assert broker.list("api:s", pending_only=False) == [done]
     with pytest.raises(ApprovalError, match="already approved"):
-        broker.decide(approval.id, "deny", by="bo")
-    with pytest.raises(ApprovalError, match="no approval"):
+        await broker.decide(approval.id, "deny", by="bo")
+    with pytest.raises(ApprovalNotFoundError, match="no approval"):
         broker.get("nope")
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import inspect
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -25,6 +26,7 @@ __all__ = [
     "Approval",
     "ApprovalBroker",
     "ApprovalError",
+    "ApprovalNotFoundError",
     "ApprovalState",
     "Decision",
     "Policy",
@@ -50,6 +52,10 @@ RequiresApproval = bool | Callable[[dict[str, Any]], bool]
 
 class ApprovalError(AgentcronError):
     """A decision the approval's state does not allow (already decided, or expired)."""
+
+
+class ApprovalNotFoundError(ApprovalError, LookupError):
+    """No approval has this id (never requested, or forgotten: they live in memory)."""
 
 
 class ApprovalState(enum.StrEnum):
@@ -171,7 +177,7 @@ class ApprovalBroker:
         now: Callable[[], datetime],
         *,
         timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
-        on_change: Callable[[Approval], None] | None = None,
+        on_change: Callable[[Approval], Awaitable[None] | None] | None = None,
     ) -> None:
         if timeout <= timedelta(0):
             raise ValueError(f"approval timeout must be positive, got {timeout}")
@@ -181,20 +187,22 @@ class ApprovalBroker:
         self._approvals: dict[str, Approval] = {}
         self._waiting: dict[str, asyncio.Event] = {}
 
-    def _put(self, approval: Approval) -> Approval:
+    async def _put(self, approval: Approval) -> Approval:
         self._approvals[approval.id] = approval
         decided = [a.id for a in self._approvals.values() if not a.pending]
         for old in decided[: max(0, len(decided) - _KEEP_DECIDED)]:
             del self._approvals[old]
         if self._on_change is not None:
-            self._on_change(approval)
+            result = self._on_change(approval)
+            if inspect.isawaitable(result):
+                await result
         return approval
 
     async def request(
         self, *, tool: str, args: dict[str, Any], session_key: str | None, turn_id: str | None
     ) -> Approval:
         """A pending approval for this call, then its end: approved, denied or expired."""
-        approval = self._put(
+        approval = await self._put(
             new_approval(
                 tool=tool,
                 args=args,
@@ -208,7 +216,7 @@ class ApprovalBroker:
         try:
             await asyncio.wait_for(decided.wait(), self.timeout.total_seconds())
         except TimeoutError:
-            self._put(expire(self._approvals[approval.id], at=self._now()))
+            await self._put(expire(self._approvals[approval.id], at=self._now()))
         finally:
             del self._waiting[approval.id]
         return self._approvals[approval.id]
@@ -216,7 +224,7 @@ class ApprovalBroker:
     def get(self, approval_id: str) -> Approval:
         found = self._approvals.get(approval_id)
         if found is None:
-            raise ApprovalError(f"no approval {approval_id}")
+            raise ApprovalNotFoundError(f"no approval {approval_id}")
         return found
 
     def list(self, session_key: str | None = None, *, pending_only: bool = True) -> list[Approval]:
@@ -228,9 +236,9 @@ class ApprovalBroker:
             and (a.pending or not pending_only)
         ]
 
-    def decide(self, approval_id: str, decision: Decision, *, by: str) -> Approval:
+    async def decide(self, approval_id: str, decision: Decision, *, by: str) -> Approval:
         """Approve or deny a pending call; its turn goes on at once."""
-        approval = self._put(decide(self.get(approval_id), decision, by=by, at=self._now()))
+        approval = await self._put(decide(self.get(approval_id), decision, by=by, at=self._now()))
         waiter = self._waiting.get(approval_id)
         if waiter is not None:
             waiter.set()
