@@ -8,6 +8,7 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
+import httpx
 import pytest
 from pydantic_ai import Tool
 
@@ -17,6 +18,7 @@ from agentcron.agent.offline import OfflineModel
 from agentcron.agent.runner import ToolRecord
 from agentcron.app import AgentCron
 from agentcron.events import ApprovalDecided, ApprovalRequested, Event, ToolCalled
+from agentcron.server import create_app
 from agentcron.server.events_json import event_json
 from agentcron.sessions.memory import tool_entry
 from agentcron.store import TurnState
@@ -189,3 +191,38 @@ async def test_tools_need_the_built_in_agent(make_cron: CronFactory) -> None:
 def test_duration_reaches_the_transcript_entry_only_when_measured() -> None:
     assert "duration_ms" not in tool_entry(ToolRecord("c", "x", {}, "r"), "t").meta
     assert tool_entry(ToolRecord("c", "x", {}, "r", True, 12), "t").meta["duration_ms"] == 12
+
+
+async def test_the_http_api_lists_and_decides_approvals(make_cron: CronFactory) -> None:
+    cron = await offline(make_cron, tools=[UserTool(delete_file, requires_approval=True)])
+    app = create_app(cron, token="t")
+    transport = httpx.ASGITransport(app=app)
+    auth = {"Authorization": "Bearer t"}
+    async with httpx.AsyncClient(transport=transport, base_url="http://t", headers=auth) as api:
+        turn_id = await send(cron, "call delete_file with path=/tmp/x")
+        approval = await pending_approval(cron)
+        listed = await api.get("/api/approvals", params={"session_key": KEY})
+        assert listed.status_code == 200
+        (row,) = listed.json()["approvals"]
+        assert (row["id"], row["tool"], row["state"], row["turn_id"]) == (
+            approval.id,
+            "delete_file",
+            "pending",
+            turn_id,
+        )
+        other = await api.get("/api/approvals", params={"session_key": "api:other"})
+        assert other.json() == {"approvals": []}
+        bad = await api.post(f"/api/approvals/{approval.id}", json={"decision": "maybe"})
+        assert bad.status_code == 422
+        done = await api.post(f"/api/approvals/{approval.id}", json={"decision": "deny"})
+        assert done.status_code == 200, done.text
+        assert (done.json()["state"], done.json()["decided_by"]) == ("denied", "api")
+        again = await api.post(f"/api/approvals/{approval.id}", json={"decision": "approve"})
+        assert again.status_code == 409
+        missing = await api.post("/api/approvals/nope", json={"decision": "approve"})
+        assert missing.status_code == 404
+        _, call = await reply_of(cron, turn_id)
+        assert call.content == "Denied by api."
+        kept = await api.get("/api/approvals", params={"all": "true"})
+        assert [a["state"] for a in kept.json()["approvals"]] == ["denied"]
+    assert calls == []
