@@ -148,3 +148,21 @@ def test_direct_tool_call_sentences() -> None:
     assert parse_tool_call("call mom", names) is None  # not a tool here
     assert parse_tool_call("use lookup with {bad json", names) is None
     assert parse_tool_call("use lookup with [1, 2]", names) is None
+
+
+async def test_a_cancelled_wait_leaves_the_pending_list() -> None:
+    asked = asyncio.Event()
+    broker = ApprovalBroker(lambda: T0, on_change=lambda a: asked.set())
+    waiting = asyncio.create_task(
+        broker.request(tool="rm", args={}, session_key="api:s", turn_id="t1")
+    )
+    await asked.wait()
+    (approval,) = broker.list("api:s")
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert broker.list("api:s") == []
+    gone = broker.get(approval.id)
+    assert (gone.state, gone.decided_by) == (ApprovalState.EXPIRED, "cancelled")
+    with pytest.raises(ApprovalError, match="already expired"):
+        await broker.decide(approval.id, "approve", by="ana")

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from agentcron.errors import AgentcronError
 
 __all__ = [
+    "CANCELLED_DECIDER",
     "DEFAULT_APPROVAL_TIMEOUT",
     "DENIED_BY_POLICY",
     "TIMEOUT_DECIDER",
@@ -41,6 +42,7 @@ __all__ = [
 DEFAULT_APPROVAL_TIMEOUT = timedelta(minutes=5)
 DENIED_BY_POLICY = "Denied by policy: this tool may not be called here."
 TIMEOUT_DECIDER = "timeout"
+CANCELLED_DECIDER = "cancelled"  # the turn that waited was stopped
 _KEEP_DECIDED = 500  # decided approvals kept in memory for listing (oldest dropped first)
 
 Policy = Literal["allow", "approve", "deny"]
@@ -142,15 +144,17 @@ def decide(approval: Approval, decision: Decision, *, by: str, at: datetime) -> 
     return replace(approval, state=state, decision=decision, decided_by=by, decided_at=at)
 
 
-def expire(approval: Approval, *, at: datetime) -> Approval:
-    """pending -> expired (a denial by the timeout); any other state is kept as it is."""
+def expire(approval: Approval, *, at: datetime, by: str = TIMEOUT_DECIDER) -> Approval:
+    """pending -> expired (a denial by the timeout, or `by` "cancelled" when the turn waiting
+    for it was stopped); any other state is kept as it is.
+    """
     if not approval.pending:
         return approval
     return replace(
         approval,
         state=ApprovalState.EXPIRED,
         decision="deny",
-        decided_by=TIMEOUT_DECIDER,
+        decided_by=by,
         decided_at=at,
     )
 
@@ -217,6 +221,13 @@ class ApprovalBroker:
             await asyncio.wait_for(decided.wait(), self.timeout.total_seconds())
         except TimeoutError:
             await self._put(expire(self._approvals[approval.id], at=self._now()))
+        except asyncio.CancelledError:
+            # The turn was stopped: nobody waits for this call any more, so it leaves the
+            # pending list (and a late decision gets a 409, not a silent no-op).
+            await self._put(
+                expire(self._approvals[approval.id], at=self._now(), by=CANCELLED_DECIDER)
+            )
+            raise
         finally:
             del self._waiting[approval.id]
         return self._approvals[approval.id]
