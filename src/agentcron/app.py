@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from agentcron.agent.approvals import DEFAULT_APPROVAL_TIMEOUT, Policy
 from agentcron.agent.runner import (
     Runner,
     SessionInfo,
@@ -33,6 +35,7 @@ from agentcron.engine.journal import Journal
 from agentcron.engine.policies import finish_job
 from agentcron.engine.scheduler import Engine, make_owner
 from agentcron.events import Callback, Event, EventBus, JobAction, JobEvent
+from agentcron.service.approvals import Approvals
 from agentcron.service.deliveries import Deliveries
 from agentcron.service.jobs import KEEP, Jobs, Keep
 from agentcron.service.runs import Runs
@@ -49,6 +52,8 @@ from agentcron.store.sql import SqlStore, sqlite_url
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
+
+    from agentcron.agent.gate import ToolLike
 
 __all__ = [
     "KEEP",
@@ -106,6 +111,9 @@ class AgentCron:
         tool_limits: ToolLimits | None = None,
         unified_session: bool | None = None,
         evaluator: Evaluator | None = None,
+        tools: Sequence[ToolLike] = (),
+        tool_policy: Mapping[str, Policy] | None = None,
+        approval_timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
     ) -> None:
         if db is not None and url is not None:
             raise ValueError("give `db` (a SQLite file) or `url`, not both")
@@ -113,6 +121,11 @@ class AgentCron:
         self.unified_session = env_flag(UNIFIED_ENV) if unified_session is None else unified_session
         self.tool_limits = tool_limits or ToolLimits()
         self.store = SqlStore(url or sqlite_url(db if db is not None else default_db_path()))
+        self.events = EventBus()
+        # Gated tool calls wait here for a person (in memory: a restart forgets pending ones).
+        self.approvals = Approvals(self.clock.now, self.events, timeout=approval_timeout)
+        if runner is not None and (tools or tool_policy):
+            raise ValueError("`tools` and `tool_policy` are for the built-in agent: give no runner")
         if runner is None:
             # Imported here: the agent framework (and its providers' SDKs) is loaded only
             # when the built-in agent is used.
@@ -121,7 +134,9 @@ class AgentCron:
 
             runner = BuiltinRunner(
                 model,
-                tools=scheduling_tools(),
+                tools=[*scheduling_tools(), *tools],
+                tool_policy=tool_policy,
+                approvals=self.approvals.broker,
                 deps_factory=self.tool_deps,
                 max_steps=max_steps,
                 settings=agent,
@@ -130,7 +145,6 @@ class AgentCron:
             )
         self.runner = as_runner(runner)
         self.settings = settings = settings or EngineSettings()
-        self.events = EventBus()
         # One group commit for every write of the fire -> turn path, one pool of turn slots.
         self.journal = Journal(
             self.store,
@@ -282,6 +296,7 @@ class AgentCron:
             in_scheduled_turn=turn.source in (TurnSource.AUTOMATION, TurnSource.RECALL),
             limits=self.tool_limits,
             automation_key=self.job_owner(session.key),
+            turn_id=turn.turn_id,
         )
 
     async def start(self) -> None:

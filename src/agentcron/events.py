@@ -68,6 +68,30 @@ class ToolCalled(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRequested(Event):
+    """A gated tool call waits for a person (`cron.approvals.decide`, POST /api/approvals/{id})."""
+
+    type: ClassVar[str] = "approval_requested"
+    approval_id: str
+    turn_id: str | None
+    tool: str
+    args: dict[str, Any] = field(default_factory=dict)
+    expires_at: str = ""  # ISO 8601
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalDecided(Event):
+    """A gated call's approval ended: approved, denied (by `decided_by`) or expired."""
+
+    type: ClassVar[str] = "approval_decided"
+    approval_id: str
+    turn_id: str | None
+    tool: str
+    state: str
+    decided_by: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunnerEvent(Event):
     """Any other event a runner emitted (its dict as given)."""
 

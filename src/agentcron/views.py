@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from agentcron.agent.approvals import Approval
 from agentcron.schedule import describe
 from agentcron.service.jobs import JobDetail, JobState
 from agentcron.service.sessions import Deletion, SessionDetail, SessionRow, TurnDetail
@@ -261,3 +262,23 @@ def turn_detail_view(detail: TurnDetail) -> dict[str, Any]:
     if detail.turn.reply_message_id is not None:
         view["reply"] = detail.reply
     return view
+
+
+def approval_view(approval: Approval) -> dict[str, Any]:
+    return {
+        "id": approval.id,
+        "session_key": approval.session_key,
+        "turn_id": approval.turn_id,
+        "tool": approval.tool,
+        "args": approval.args,
+        "state": approval.state.value,
+        "requested_at": iso(approval.requested_at),
+        "expires_at": iso(approval.expires_at),
+        "decision": approval.decision,
+        "decided_by": approval.decided_by,
+        "decided_at": iso(approval.decided_at),
+    }
+
+
+def approvals_answer(approvals: list[Approval]) -> dict[str, Any]:
+    return {"approvals": [approval_view(a) for a in approvals]}

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic_ai import Agent, RunContext, Tool, capture_run_messages
+from pydantic_ai import Agent, RunContext, capture_run_messages
 from pydantic_ai.exceptions import UsageLimitExceeded
 from pydantic_ai.messages import (
     AgentStreamEvent,
@@ -38,6 +38,8 @@ from pydantic_ai.models import Model, infer_model
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage, UsageLimits
 
+from agentcron.agent.approvals import ApprovalBroker, Policy
+from agentcron.agent.gate import CallLog, ToolLike, build_toolset, call_log
 from agentcron.agent.offline import (
     OFFLINE_MODEL_NAME,
     RECALL_CONTEXT_HEADER,
@@ -191,8 +193,13 @@ def summary_prompt(entries: Sequence[HistoryEntry], previous: str | None, max_to
     )
 
 
-def tool_records(messages: Sequence[ModelMessage], run_id: str) -> tuple[ToolRecord, ...]:
-    """The tool calls one run made (its responses' calls), each with its return or error."""
+def tool_records(
+    messages: Sequence[ModelMessage], run_id: str, log: CallLog | None = None
+) -> tuple[ToolRecord, ...]:
+    """The tool calls one run made (its responses' calls), each with its return or error, and
+    from the gate's `log` its duration and whether it was denied.
+    """
+    log = log or CallLog()
     returns: dict[str, ToolReturnPart] = {}
     for message in messages:
         if isinstance(message, ModelRequest):
@@ -216,7 +223,17 @@ def tool_records(messages: Sequence[ModelMessage], run_id: str) -> tuple[ToolRec
                 args = call.args_as_dict()
             except ValueError:
                 args = {"_raw": str(call.args)}
-            records.append(ToolRecord(call.tool_call_id, call.tool_name, args, result, ok))
+            call_id = call.tool_call_id
+            records.append(
+                ToolRecord(
+                    call_id,
+                    call.tool_name,
+                    args,
+                    result,
+                    ok and call_id not in log.denied,
+                    log.duration_ms.get(call_id),
+                )
+            )
     return tuple(records)
 
 
@@ -284,15 +301,20 @@ class _Relay:
 class BuiltinRunner:
     """Runs each turn on a pydantic-ai agent: history in, streamed text and tool events out.
 
-    `tools` are pydantic-ai tools whose deps come from `deps_factory(session, turn)`; a turn makes
-    at most `max_steps` model requests and reaching that bound still counts as success.
+    `tools` are pydantic-ai tools (functions, `Tool`s, `UserTool`s) whose deps come from
+    `deps_factory(session, turn)`; every call passes the gate (`agent.gate`): `tool_policy` maps
+    a tool name to allow / approve / deny, and an `approve` call waits for `approvals` (none: it
+    is denied). A turn makes at most `max_steps` model requests; reaching that bound still
+    counts as success.
     """
 
     def __init__(
         self,
         model: str | Model | None = None,
         *,
-        tools: Sequence[Tool[Any]] = (),
+        tools: Sequence[ToolLike] = (),
+        tool_policy: Mapping[str, Policy] | None = None,
+        approvals: ApprovalBroker | None = None,
         deps_factory: DepsFactory | None = None,
         max_steps: int | None = None,
         system_prompt: str | None = None,
@@ -329,7 +351,7 @@ class BuiltinRunner:
             self.model,
             output_type=[str, type(None)],
             deps_type=object,
-            tools=list(tools),
+            toolsets=[build_toolset(tools, policies=tool_policy, approvals=approvals)],
             name="agentcron",
         )
         self._summarizer: Agent[None, str] = Agent(
@@ -396,6 +418,16 @@ class BuiltinRunner:
 
     async def run_turn(self, session: SessionInfo, turn: TurnInput, events: TurnEvents) -> Outcome:
         run_id = str(uuid.uuid4())
+        log = CallLog()
+        log_token = call_log.set(log)
+        try:
+            return await self._run_turn(session, turn, events, run_id, log)
+        finally:
+            call_log.reset(log_token)
+
+    async def _run_turn(
+        self, session: SessionInfo, turn: TurnInput, events: TurnEvents, run_id: str, log: CallLog
+    ) -> Outcome:
         model_id = self.model_id
         with capture_run_messages() as captured:
             try:
@@ -427,7 +459,7 @@ class BuiltinRunner:
                     text or f"(stopped after {self.max_steps} steps)",
                     usage=self._usage(self._sum_usage(responses), model_id),
                     extra={"stopped": "max_steps", "max_steps": self.max_steps},
-                    tools=tool_records(captured, run_id),
+                    tools=tool_records(captured, run_id, log),
                 )
             except Exception as exc:  # CancelledError is a BaseException: it propagates
                 first = (str(exc).strip().splitlines() or [""])[0]
@@ -442,10 +474,10 @@ class BuiltinRunner:
                         "traceback": "".join(traceback.format_exception(exc)),
                     },
                     usage=self._usage(self._sum_usage(self._responses(captured, run_id)), model_id),
-                    tools=tool_records(captured, run_id),
+                    tools=tool_records(captured, run_id, log),
                 )
         usage = self._usage(result.usage, model_id)
-        tools = tool_records(result.all_messages(), run_id)
+        tools = tool_records(result.all_messages(), run_id, log)
         output = result.output
         if output is None or not output.strip():
             return Outcome.empty(usage=usage, tools=tools)

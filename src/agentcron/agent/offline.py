@@ -29,7 +29,12 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext
 from pydantic_ai.usage import RequestUsage
 
-from agentcron.agent.offline_parse import ToolIntent, is_history_question, parse_request
+from agentcron.agent.offline_parse import (
+    ToolIntent,
+    is_history_question,
+    parse_request,
+    parse_tool_call,
+)
 
 __all__ = [
     "OFFLINE_MODEL_NAME",
@@ -119,11 +124,16 @@ def _sentence(text: str) -> str:
     return text if text[-1:] in ".!?" else text + "."
 
 
+_FAILED_STARTS = ("error", "failed", "denied")
+
+
 def _tool_summary(parts: Sequence[ToolReturnPart]) -> str:
     lines = []
     for part in parts:
         result = part.model_response_str(wrap_if_error=False).strip() or "(no result)"
-        failed = part.outcome != "success" or result.lower().startswith(("error", "failed"))
+        failed = part.outcome != "success" or result.lower().startswith(
+            ("error", "failed", "denied")
+        )
         lines.append(f"{'That did not work' if failed else 'Done'}: {result}")
     return f"{PREFIX} " + "\n".join(lines)
 
@@ -190,6 +200,9 @@ def offline_reply(
         if not earlier:
             return Reply(f"{PREFIX} You have not said anything before this in this session.")
         return Reply(f'{PREFIX} Before this you said: "{earlier[-1].strip()}"')
+    direct = parse_tool_call(prompt, tool_names)
+    if direct is not None:
+        return Reply(tool=direct)
     intent = parse_request(prompt)
     if intent is None:
         return Reply(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ToolIntent", "is_history_question", "parse_request", "short_name"]
+__all__ = ["ToolIntent", "is_history_question", "parse_request", "parse_tool_call", "short_name"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,12 @@ _HISTORY_QUESTION = re.compile(
     r"|was\s+my\s+(?:last|previous)\s+message)$",
     _FLAGS,
 )
+_CALL_TOOL = re.compile(
+    r"^(?:use|call|run)\s+(?:the\s+)?(?P<name>[A-Za-z_][\w.-]*)(?:\s+tool)?"
+    r"(?:\s+with\s+(?P<args>.+))?$",
+    re.IGNORECASE | re.DOTALL,
+)
+_KEY_VALUE = re.compile(r"([A-Za-z_]\w*)\s*=\s*(\"[^\"]*\"|[^,\s]+)")
 _POLITE_LEAD = re.compile(
     r"^(?:please|pls|hey|ok(?:ay)?|can\s+you|could\s+you|would\s+you)\b[\s,]*", _FLAGS
 )
@@ -176,6 +184,36 @@ def parse_request(text: str) -> ToolIntent | None:
                 "cron", {"action": "add", "name": short_name(task), "when": when, "message": task}
             )
     return None
+
+
+def parse_tool_call(text: str, tool_names: Collection[str]) -> ToolIntent | None:
+    """A direct call of one of `tool_names`: "use NAME", "call NAME with {json}" or
+    "run the NAME tool with key=value, key2=value2" (a value is read as JSON when it parses,
+    else kept as text). None when no such tool is named or the arguments do not parse.
+    """
+    match = _CALL_TOOL.match(_clean(text))
+    if match is None or match["name"] not in tool_names:
+        return None
+    raw = (match["args"] or "").strip()
+    if not raw:
+        return ToolIntent(match["name"])
+    if raw.startswith("{"):
+        try:
+            args = json.loads(raw)
+        except ValueError:
+            return None
+        return ToolIntent(match["name"], args) if isinstance(args, dict) else None
+    pairs = _KEY_VALUE.findall(raw)
+    if not pairs:
+        return None
+    return ToolIntent(match["name"], {key: _value(value) for key, value in pairs})
+
+
+def _value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def _recall_intent(when: str, task: str) -> ToolIntent | None:

@@ -83,7 +83,8 @@ class ToolRecord:
     name: str
     args: dict[str, Any]
     result: str
-    ok: bool = True
+    ok: bool = True  # False: the tool failed, or the call was denied (policy, person, timeout)
+    duration_ms: int | None = None  # None: not measured (a runner of your own)
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,6 +56,7 @@ class ToolDeps:
     limits: ToolLimits = field(default_factory=ToolLimits)
     # Where new automations bind, when not to this session (unified mode: "unified:default").
     automation_key: str | None = None
+    turn_id: str | None = None  # the turn calling (approvals name it)
 
     @property
     def owner(self) -> str | None:

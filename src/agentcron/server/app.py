@@ -19,7 +19,7 @@ from agentcron.server.deps import clean_url
 from agentcron.server.metrics import Metrics
 from agentcron.server.middleware import BodyLimit, SessionKeyPath
 from agentcron.server.openapi import document_responses
-from agentcron.server.routes import deliveries, health, hooks, jobs, runs, sessions
+from agentcron.server.routes import approvals, deliveries, health, hooks, jobs, runs, sessions
 from agentcron.server.ws import Hub
 from agentcron.wake.provider import LocalWake, WakeProvider
 
@@ -79,7 +79,8 @@ def create_app(
     app.add_middleware(SessionKeyPath)
     app.add_middleware(BodyLimit)  # outermost: a too large body is refused before anything
     guarded = [Depends(require_token), Depends(clean_url)]
-    for router in (sessions.router, jobs.router, runs.router, deliveries.router):
+    routers = (sessions.router, jobs.router, runs.router, deliveries.router, approvals.router)
+    for router in routers:
         app.include_router(router, dependencies=guarded)
     app.include_router(hooks.router, dependencies=[Depends(clean_url)])
     app.include_router(fire.router)  # its own token: the relay's signed JWT

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
+from agentcron.agent.approvals import ApprovalError, ApprovalNotFoundError
 from agentcron.config import ConfigError
 from agentcron.errors import AgentcronError, InvalidInputError
 from agentcron.schedule import ScheduleError
@@ -40,6 +41,8 @@ _STATUS: list[tuple[type[Exception], int, str]] = [
     (JobLimitError, 409, "job_limit"),
     (ConflictError, 409, "conflict"),
     (DeliveryNotFoundError, 404, "not_found"),
+    (ApprovalNotFoundError, 404, "not_found"),
+    (ApprovalError, 409, "conflict"),  # already decided, or expired
     (ScheduleError, 422, "invalid_schedule"),
     (ConfigError, 422, "invalid_setting"),
     (InvalidInputError, 422, "invalid_value"),

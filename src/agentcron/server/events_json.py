@@ -7,6 +7,9 @@ The shapes, one per event class:
 - `TextDelta` -> `text_delta` {text}; `ThinkingDelta` -> `thinking_delta` {text} (the model's
   reasoning, where it streams any; not part of the reply);
   `ToolStarted` -> `tool_started` {name, args}; `ToolCalled` -> `tool_call` {name, args, result};
+- `ApprovalRequested` -> `approval_requested` {approval_id, turn_id, tool, args, expires_at};
+  `ApprovalDecided` -> `approval_decided` {approval_id, turn_id, tool, state, decided_by}
+  (state approved, denied or expired);
 - `RunnerEvent` -> the runner's own dict, `{"type": name, **data}`, as runners emitted it;
 - `StreamEnd` -> `stream_end` {turn_id, status, message_id};
 - `SessionSync` -> `session_sync`; `SessionDeleted` -> `session_deleted`;
@@ -26,6 +29,8 @@ from __future__ import annotations
 from typing import Any
 
 from agentcron.events import (
+    ApprovalDecided,
+    ApprovalRequested,
     DeliveryFailed,
     DeliverySucceeded,
     Event,
@@ -58,6 +63,22 @@ def event_json(event: Event) -> dict[str, Any]:
             body = {"name": event.name, "args": event.args}
         case ToolCalled():
             body = {"name": event.name, "args": event.args, "result": event.result}
+        case ApprovalRequested():
+            body = {
+                "approval_id": event.approval_id,
+                "turn_id": event.turn_id,
+                "tool": event.tool,
+                "args": event.args,
+                "expires_at": event.expires_at,
+            }
+        case ApprovalDecided():
+            body = {
+                "approval_id": event.approval_id,
+                "turn_id": event.turn_id,
+                "tool": event.tool,
+                "state": event.state,
+                "decided_by": event.decided_by,
+            }
         case RunnerEvent():
             # The runner's dict as given; its own `type`/`session_key` cannot override ours.
             return {"type": event.name, **event.data, "session_key": event.session_key}

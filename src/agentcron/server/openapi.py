@@ -43,6 +43,8 @@ _ANSWERS: dict[tuple[str, str], dict[int, type[BaseModel]]] = {
     ("get", "/api/turns/{turn_id}"): {200: s.TurnDetailOut},
     ("get", "/api/deliveries"): {200: s.DeliveriesOut},
     ("get", "/api/channels"): {200: s.ChannelsOut},
+    ("get", "/api/approvals"): {200: s.ApprovalsOut},
+    ("post", "/api/approvals/{approval_id}"): {200: s.ApprovalOut},
     ("post", "/hooks/agent"): {202: s.HookOut},
     ("get", "/healthz"): {200: s.HealthOut},
     ("get", "/readyz"): {200: s.ReadyOut, 503: s.ReadyOut},

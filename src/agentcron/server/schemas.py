@@ -315,3 +315,21 @@ class UsageOut(BaseModel):
     output_tokens: int
     cost_usd: float
     unpriced: int
+
+
+class ApprovalOut(BaseModel):
+    id: str
+    session_key: str | None
+    turn_id: str | None
+    tool: str
+    args: Dict
+    state: str = Field(description="pending, approved, denied or expired")
+    requested_at: Stamp
+    expires_at: Stamp
+    decision: str | None = Field(description="approve or deny (an expired one: deny)")
+    decided_by: str | None = Field(description="who decided (an expired one: timeout)")
+    decided_at: Stamp
+
+
+class ApprovalsOut(BaseModel):
+    approvals: list[ApprovalOut]

@@ -147,6 +147,8 @@ def tool_entry(record: ToolRecord, turn_id: str) -> Entry:
         "args": args,
         "ok": record.ok,
     }
+    if record.duration_ms is not None:
+        meta["duration_ms"] = record.duration_ms
     if clipped_args or clipped_result:
         meta["truncated"] = True
     return Entry(TOOL_ROLE, result, meta)

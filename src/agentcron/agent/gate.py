@@ -1,0 +1,146 @@
+"""The built-in agent's tools behind one gate: per-call policy, approvals, timing.
+
+Library tools (plain functions, `pydantic_ai.Tool`s or `UserTool`s) sit beside the scheduling
+tools in one toolset; every call passes `GatedToolset.call_tool`, which applies the policy
+(allow / approve / deny), waits for a person when approval is needed (`ApprovalBroker`,
+in memory) and records how long the call took. pydantic-ai's own deferred approval
+(`requires_approval` -> the run ends with `DeferredToolRequests`) is not used: a tool's
+`requires_approval=True` is read as our rule and the call waits inside the turn instead.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai import RunContext, Tool
+from pydantic_ai.toolsets import FunctionToolset, WrapperToolset
+from pydantic_ai.toolsets.abstract import ToolsetTool
+
+from agentcron.agent.approvals import (
+    DENIED_BY_POLICY,
+    ApprovalBroker,
+    Policy,
+    RequiresApproval,
+    denial_text,
+    resolve_policy,
+)
+
+__all__ = [
+    "NO_APPROVER",
+    "CallLog",
+    "GatedToolset",
+    "ToolLike",
+    "UserTool",
+    "build_toolset",
+    "call_log",
+]
+
+NO_APPROVER = "Denied: this tool needs a person's approval and no one can be asked here."
+
+
+@dataclass(frozen=True, slots=True)
+class UserTool:
+    """A library tool with its approval rule: always (`True`), never, or per call
+    (`requires_approval(args) -> bool`).
+    """
+
+    tool: Tool[Any] | Callable[..., Any]
+    requires_approval: RequiresApproval = False
+
+
+ToolLike = Tool[Any] | Callable[..., Any] | UserTool
+
+
+@dataclass(slots=True)
+class CallLog:
+    """What the gate saw of one run's calls, by tool call id: durations and denials."""
+
+    duration_ms: dict[str, int] = field(default_factory=dict)
+    denied: set[str] = field(default_factory=set)
+
+
+# The current run's log (set by the runner around `agent.run`; tool tasks inherit it).
+call_log: ContextVar[CallLog | None] = ContextVar("agentcron_call_log", default=None)
+
+
+@dataclass
+class GatedToolset(WrapperToolset[Any]):
+    """Applies each call's policy before the wrapped tool runs; times every call."""
+
+    rules: Mapping[str, RequiresApproval] = field(default_factory=dict)
+    policies: Mapping[str, Policy] = field(default_factory=dict)
+    approvals: ApprovalBroker | None = None
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        started = time.perf_counter()
+        log = call_log.get()
+        try:
+            refusal = await self._refusal(name, tool_args, ctx)
+            if refusal is not None:
+                if log is not None and ctx.tool_call_id:
+                    log.denied.add(ctx.tool_call_id)
+                return refusal
+            return await super().call_tool(name, tool_args, ctx, tool)
+        finally:
+            if log is not None and ctx.tool_call_id:
+                log.duration_ms[ctx.tool_call_id] = round((time.perf_counter() - started) * 1000)
+
+    async def _refusal(self, name: str, args: dict[str, Any], ctx: RunContext[Any]) -> str | None:
+        """The text the model gets instead of running the tool, or None to run it."""
+        rule = self.rules.get(name, False)
+        policy = resolve_policy(name, args, policies=self.policies, requires_approval=rule)
+        if policy == "allow":
+            return None
+        if policy == "deny":
+            return DENIED_BY_POLICY
+        if self.approvals is None:
+            return NO_APPROVER
+        approval = await self.approvals.request(
+            tool=name,
+            args=args,
+            session_key=getattr(ctx.deps, "session_key", None),
+            turn_id=getattr(ctx.deps, "turn_id", None),
+        )
+        return denial_text(approval)
+
+
+def _as_tool(item: ToolLike) -> tuple[Tool[Any], RequiresApproval]:
+    rule: RequiresApproval = False
+    if isinstance(item, UserTool):
+        rule, item = item.requires_approval, item.tool
+    if isinstance(item, Tool):
+        tool = copy.copy(item)
+        rule = rule or item.requires_approval
+    elif callable(item):
+        tool = Tool(item)
+    else:
+        raise TypeError(f"a tool is a function, a pydantic_ai.Tool or a UserTool, got {item!r}")
+    # The gate decides: pydantic-ai must not end the run to defer this call.
+    tool.requires_approval = False
+    return tool, rule
+
+
+def build_toolset(
+    tools: Sequence[ToolLike],
+    *,
+    policies: Mapping[str, Policy] | None = None,
+    approvals: ApprovalBroker | None = None,
+) -> GatedToolset:
+    """One gated toolset of `tools` (names must be unique; policies may name any of them)."""
+    converted = [_as_tool(item) for item in tools]
+    policies = dict(policies or {})
+    for name, policy in policies.items():
+        resolve_policy(name, {}, policies={name: policy})  # rejects a bad policy early
+    return GatedToolset(
+        FunctionToolset([tool for tool, _ in converted]),
+        rules={tool.name: rule for tool, rule in converted if rule},
+        policies=policies,
+        approvals=approvals,
+    )

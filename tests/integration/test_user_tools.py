@@ -1,0 +1,228 @@
+"""Library tools on the built-in agent: called from a sentence, recorded, gated by policy and
+approvals (the offline model, a real AgentCron on SQLite).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import pytest
+from pydantic_ai import Tool
+
+from agentcron.agent.approvals import ApprovalState
+from agentcron.agent.gate import UserTool
+from agentcron.agent.offline import OfflineModel
+from agentcron.agent.runner import ToolRecord
+from agentcron.app import AgentCron
+from agentcron.events import ApprovalDecided, ApprovalRequested, Event, ToolCalled
+from agentcron.server import create_app
+from agentcron.server.events_json import event_json
+from agentcron.sessions.memory import tool_entry
+from agentcron.store import TurnState
+from agentcron.testing import wait_settled
+from tests.conftest import CronFactory
+
+KEY = "websocket:chat-1"
+calls: list[dict[str, Any]] = []
+
+
+def lookup(q: str) -> str:
+    """Look a word up.
+
+    Args:
+        q: the word
+    """
+    calls.append({"lookup": q})
+    return f"found {q}"
+
+
+def delete_file(path: str) -> str:
+    """Delete a file."""
+    calls.append({"delete_file": path})
+    return f"deleted {path}"
+
+
+def pay(amount: int) -> str:
+    """Pay an amount."""
+    calls.append({"pay": amount})
+    return f"paid {amount}"
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> None:
+    calls.clear()
+
+
+async def offline(make_cron: CronFactory, **kw: Any) -> AgentCron:
+    kw.setdefault("model", OfflineModel(0))
+    return await make_cron(runner=None, **kw)
+
+
+async def send(cron: AgentCron, text: str) -> str:
+    turn = await cron.sessions.send(KEY, text)
+    return turn.id
+
+
+async def reply_of(cron: AgentCron, turn_id: str) -> tuple[str, Any]:
+    await wait_settled(cron.engine)
+    done = await cron.sessions.turn(turn_id)
+    assert done.state is TurnState.SUCCEEDED, done.error
+    messages = await cron.sessions.messages(KEY)
+    (call,) = [m for m in messages if m.role == "tool" and m.meta.get("turn_id") == turn_id]
+    reply = next(m for m in messages if m.id == done.reply_message_id)
+    return reply.content, call
+
+
+async def pending_approval(cron: AgentCron) -> Any:
+    for _ in range(1000):
+        found = cron.approvals.list(KEY)
+        if found:
+            return found[0]
+        await asyncio.sleep(0.005)
+    raise AssertionError("no approval was requested")
+
+
+async def test_a_plain_function_tool_is_called_from_a_sentence_and_recorded(
+    make_cron: CronFactory,
+) -> None:
+    cron = await offline(make_cron, tools=[lookup])
+    events: list[Event] = []
+    cron.subscribe(events.append)
+    reply, call = await reply_of(cron, await send(cron, "use lookup with q=tide"))
+    assert calls == [{"lookup": "tide"}]
+    assert reply == "(offline model) Done: found tide"
+    assert (call.meta["name"], call.meta["args"], call.meta["ok"]) == (
+        "lookup",
+        {"q": "tide"},
+        True,
+    )
+    assert call.content == "found tide"
+    assert isinstance(call.meta["duration_ms"], int)
+    assert call.meta["duration_ms"] >= 0
+    assert [e.name for e in events if isinstance(e, ToolCalled)] == ["lookup"]  # type: ignore[attr-defined]
+
+
+async def test_a_denied_tool_never_runs_and_the_model_is_told(make_cron: CronFactory) -> None:
+    cron = await offline(make_cron, tools=[delete_file], tool_policy={"delete_file": "deny"})
+    reply, call = await reply_of(cron, await send(cron, "call delete_file with path=/etc"))
+    assert calls == []
+    assert call.content.startswith("Denied by policy")
+    assert call.meta["ok"] is False
+    assert reply.startswith("(offline model) That did not work: Denied by policy")
+
+
+async def test_a_scheduling_tool_can_be_denied_by_policy_too(make_cron: CronFactory) -> None:
+    cron = await offline(make_cron, tool_policy={"cron": "deny"})
+    _, call = await reply_of(cron, await send(cron, "remind me in 10 minutes to stretch"))
+    assert call.content.startswith("Denied by policy")
+    assert await cron.jobs.list() == []
+
+
+async def test_an_approved_call_runs_after_a_person_approves(make_cron: CronFactory) -> None:
+    cron = await offline(make_cron, tools=[Tool(delete_file, requires_approval=True)])
+    seen: list[dict[str, Any]] = []
+    cron.subscribe(lambda e: seen.append(event_json(e)), types=[ApprovalRequested, ApprovalDecided])
+    turn_id = await send(cron, "call delete_file with path=/tmp/x")
+    approval = await pending_approval(cron)
+    assert (approval.tool, approval.args, approval.turn_id) == (
+        "delete_file",
+        {"path": "/tmp/x"},
+        turn_id,
+    )
+    assert calls == []
+    await cron.approvals.decide(approval.id, "approve", by="ana")
+    reply, call = await reply_of(cron, turn_id)
+    assert calls == [{"delete_file": "/tmp/x"}]
+    assert call.content == "deleted /tmp/x"
+    assert call.meta["ok"] is True
+    assert reply == "(offline model) Done: deleted /tmp/x"
+    requested, decided = seen
+    assert requested["type"] == "approval_requested"
+    assert (requested["session_key"], requested["approval_id"]) == (KEY, approval.id)
+    assert (requested["tool"], requested["args"]) == ("delete_file", {"path": "/tmp/x"})
+    assert decided["type"] == "approval_decided"
+    assert (decided["state"], decided["decided_by"]) == ("approved", "ana")
+
+
+async def test_a_person_denies_and_the_turn_goes_on(make_cron: CronFactory) -> None:
+    cron = await offline(make_cron, tools=[UserTool(delete_file, requires_approval=True)])
+    turn_id = await send(cron, "call delete_file with path=/tmp/x")
+    approval = await pending_approval(cron)
+    await cron.approvals.decide(approval.id, "deny", by="ana")
+    reply, call = await reply_of(cron, turn_id)
+    assert calls == []
+    assert call.content == "Denied by ana."
+    assert call.meta["ok"] is False
+    assert cron.approvals.get(approval.id).state is ApprovalState.DENIED
+    assert "Denied by ana." in reply
+
+
+async def test_an_unanswered_approval_times_out_as_a_denial(make_cron: CronFactory) -> None:
+    cron = await offline(
+        make_cron,
+        tools=[UserTool(delete_file, requires_approval=True)],
+        approval_timeout=timedelta(milliseconds=30),
+    )
+    _, call = await reply_of(cron, await send(cron, "call delete_file with path=/tmp/x"))
+    assert calls == []
+    assert call.content == "Denied: timed out waiting for a person's approval."
+    (gone,) = cron.approvals.list(KEY, pending_only=False)
+    assert (gone.state, gone.decided_by) == (ApprovalState.EXPIRED, "timeout")
+
+
+async def test_a_per_call_rule_asks_only_for_risky_arguments(make_cron: CronFactory) -> None:
+    rule = UserTool(pay, requires_approval=lambda args: args["amount"] > 100)
+    cron = await offline(make_cron, tools=[rule], approval_timeout=timedelta(milliseconds=30))
+    _, small = await reply_of(cron, await send(cron, "use pay with amount=5"))
+    assert small.content == "paid 5"
+    _, big = await reply_of(cron, await send(cron, "use pay with amount=500"))
+    assert big.content.startswith("Denied: timed out")
+    assert calls == [{"pay": 5}]
+
+
+async def test_tools_need_the_built_in_agent(make_cron: CronFactory) -> None:
+    with pytest.raises(ValueError, match="built-in agent"):
+        await make_cron(tools=[lookup])
+
+
+def test_duration_reaches_the_transcript_entry_only_when_measured() -> None:
+    assert "duration_ms" not in tool_entry(ToolRecord("c", "x", {}, "r"), "t").meta
+    assert tool_entry(ToolRecord("c", "x", {}, "r", True, 12), "t").meta["duration_ms"] == 12
+
+
+async def test_the_http_api_lists_and_decides_approvals(make_cron: CronFactory) -> None:
+    cron = await offline(make_cron, tools=[UserTool(delete_file, requires_approval=True)])
+    app = create_app(cron, token="t")
+    transport = httpx.ASGITransport(app=app)
+    auth = {"Authorization": "Bearer t"}
+    async with httpx.AsyncClient(transport=transport, base_url="http://t", headers=auth) as api:
+        turn_id = await send(cron, "call delete_file with path=/tmp/x")
+        approval = await pending_approval(cron)
+        listed = await api.get("/api/approvals", params={"session_key": KEY})
+        assert listed.status_code == 200
+        (row,) = listed.json()["approvals"]
+        assert (row["id"], row["tool"], row["state"], row["turn_id"]) == (
+            approval.id,
+            "delete_file",
+            "pending",
+            turn_id,
+        )
+        other = await api.get("/api/approvals", params={"session_key": "api:other"})
+        assert other.json() == {"approvals": []}
+        bad = await api.post(f"/api/approvals/{approval.id}", json={"decision": "maybe"})
+        assert bad.status_code == 422
+        done = await api.post(f"/api/approvals/{approval.id}", json={"decision": "deny"})
+        assert done.status_code == 200, done.text
+        assert (done.json()["state"], done.json()["decided_by"]) == ("denied", "api")
+        again = await api.post(f"/api/approvals/{approval.id}", json={"decision": "approve"})
+        assert again.status_code == 409
+        missing = await api.post("/api/approvals/nope", json={"decision": "approve"})
+        assert missing.status_code == 404
+        _, call = await reply_of(cron, turn_id)
+        assert call.content == "Denied by api."
+        kept = await api.get("/api/approvals", params={"all": "true"})
+        assert [a["state"] for a in kept.json()["approvals"]] == ["denied"]
+    assert calls == []

@@ -1,0 +1,168 @@
+"""Tool policy, the approval state machine, the in-memory broker and direct tool calls (pure)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from agentcron.agent.approvals import (
+    DEFAULT_APPROVAL_TIMEOUT,
+    Approval,
+    ApprovalBroker,
+    ApprovalError,
+    ApprovalNotFoundError,
+    ApprovalState,
+    decide,
+    denial_text,
+    expire,
+    new_approval,
+    resolve_policy,
+)
+from agentcron.agent.offline_parse import ToolIntent, parse_tool_call
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+
+
+def pending(**kw: object) -> Approval:
+    args: dict[str, object] = {"tool": "delete_file", "args": {"path": "/tmp/a"}}
+    args.update(kw)
+    return new_approval(session_key="api:s", turn_id="t1", now=T0, **args)  # type: ignore[arg-type]
+
+
+def test_policy_configured_wins_else_the_tools_rule_else_allow() -> None:
+    assert resolve_policy("x", {}) == "allow"
+    assert resolve_policy("x", {}, requires_approval=True) == "approve"
+    assert resolve_policy("x", {}, policies={"x": "deny"}, requires_approval=True) == "deny"
+    assert resolve_policy("x", {}, policies={"x": "allow"}, requires_approval=True) == "allow"
+    assert resolve_policy("x", {}, policies={"y": "deny"}) == "allow"
+
+
+def test_policy_rule_can_decide_per_call_from_the_arguments() -> None:
+    def big(args: dict[str, object]) -> bool:
+        return int(str(args.get("amount", 0))) > 100
+
+    assert resolve_policy("pay", {"amount": 5}, requires_approval=big) == "allow"
+    assert resolve_policy("pay", {"amount": 500}, requires_approval=big) == "approve"
+
+
+def test_policy_rejects_an_unknown_word() -> None:
+    with pytest.raises(ValueError, match="allow, approve or deny"):
+        resolve_policy("x", {}, policies={"x": "maybe"})  # type: ignore[dict-item]
+
+
+def test_new_approval_is_pending_with_a_five_minute_default_expiry() -> None:
+    approval = pending()
+    assert approval.state is ApprovalState.PENDING
+    assert approval.pending
+    assert approval.expires_at - approval.requested_at == DEFAULT_APPROVAL_TIMEOUT
+    assert (approval.decision, approval.decided_by, approval.decided_at) == (None, None, None)
+    assert denial_text(approval) == "Denied: no decision yet."
+    with pytest.raises(ValueError, match="positive"):
+        pending(timeout=timedelta(0))
+
+
+def test_approve_and_deny_transitions_record_who_and_when() -> None:
+    at = T0 + timedelta(minutes=1)
+    approved = decide(pending(), "approve", by="ana", at=at)
+    assert (approved.state, approved.decision, approved.decided_by) == (
+        ApprovalState.APPROVED,
+        "approve",
+        "ana",
+    )
+    assert approved.decided_at == at
+    assert denial_text(approved) is None
+    denied = decide(pending(), "deny", by="bo", at=at)
+    assert denied.state is ApprovalState.DENIED
+    assert denial_text(denied) == "Denied by bo."
+
+
+def test_a_decided_or_expired_approval_takes_no_second_decision() -> None:
+    approved = decide(pending(), "approve", by="ana", at=T0)
+    with pytest.raises(ApprovalError, match="already approved"):
+        decide(approved, "deny", by="bo", at=T0)
+    with pytest.raises(ApprovalError, match="expired"):
+        decide(pending(), "approve", by="ana", at=T0 + DEFAULT_APPROVAL_TIMEOUT)
+    with pytest.raises(ValueError, match="who"):
+        decide(pending(), "approve", by=" ", at=T0)
+    with pytest.raises(ValueError, match="approve or deny"):
+        decide(pending(), "yes", by="ana", at=T0)  # type: ignore[arg-type]
+
+
+def test_expiry_is_a_denial_by_the_timeout_and_leaves_decided_ones_alone() -> None:
+    gone = expire(pending(), at=T0 + DEFAULT_APPROVAL_TIMEOUT)
+    assert (gone.state, gone.decision, gone.decided_by) == (
+        ApprovalState.EXPIRED,
+        "deny",
+        "timeout",
+    )
+    assert denial_text(gone) == "Denied: timed out waiting for a person's approval."
+    approved = decide(pending(), "approve", by="ana", at=T0)
+    assert expire(approved, at=T0 + timedelta(hours=1)) is approved
+
+
+async def test_broker_request_waits_for_the_decision() -> None:
+    asked = asyncio.Event()
+    broker = ApprovalBroker(lambda: T0, on_change=lambda a: asked.set())
+    waiting = asyncio.create_task(
+        broker.request(tool="rm", args={"p": 1}, session_key="api:s", turn_id="t1")
+    )
+    await asked.wait()
+    (approval,) = broker.list("api:s")
+    assert broker.list("api:other") == []
+    await broker.decide(approval.id, "approve", by="ana")
+    done = await waiting
+    assert done.state is ApprovalState.APPROVED
+    assert done.id == approval.id
+    assert broker.list("api:s") == []
+    assert broker.list("api:s", pending_only=False) == [done]
+    with pytest.raises(ApprovalError, match="already approved"):
+        await broker.decide(approval.id, "deny", by="bo")
+    with pytest.raises(ApprovalNotFoundError, match="no approval"):
+        broker.get("nope")
+
+
+async def test_broker_times_out_into_an_expired_approval() -> None:
+    seen: list[ApprovalState] = []
+    broker = ApprovalBroker(
+        lambda: T0, timeout=timedelta(milliseconds=20), on_change=lambda a: seen.append(a.state)
+    )
+    done = await broker.request(tool="rm", args={}, session_key=None, turn_id=None)
+    assert done.state is ApprovalState.EXPIRED
+    assert seen == [ApprovalState.PENDING, ApprovalState.EXPIRED]
+
+
+def test_direct_tool_call_sentences() -> None:
+    names = ["lookup", "delete_file"]
+    assert parse_tool_call("use lookup", names) == ToolIntent("lookup")
+    assert parse_tool_call('call lookup with {"q": "a b"}', names) == ToolIntent(
+        "lookup", {"q": "a b"}
+    )
+    assert parse_tool_call(
+        "Please run the delete_file tool with path=/tmp/a, force=true.", names
+    ) == ToolIntent("delete_file", {"path": "/tmp/a", "force": True})
+    assert parse_tool_call('use lookup with q="two words" n=3', names) == ToolIntent(
+        "lookup", {"q": "two words", "n": 3}
+    )
+    assert parse_tool_call("call mom", names) is None  # not a tool here
+    assert parse_tool_call("use lookup with {bad json", names) is None
+    assert parse_tool_call("use lookup with [1, 2]", names) is None
+
+
+async def test_a_cancelled_wait_leaves_the_pending_list() -> None:
+    asked = asyncio.Event()
+    broker = ApprovalBroker(lambda: T0, on_change=lambda a: asked.set())
+    waiting = asyncio.create_task(
+        broker.request(tool="rm", args={}, session_key="api:s", turn_id="t1")
+    )
+    await asked.wait()
+    (approval,) = broker.list("api:s")
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert broker.list("api:s") == []
+    gone = broker.get(approval.id)
+    assert (gone.state, gone.decided_by) == (ApprovalState.EXPIRED, "cancelled")
+    with pytest.raises(ApprovalError, match="already expired"):
+        await broker.decide(approval.id, "approve", by="ana")
