@@ -235,14 +235,20 @@ def procs() -> Iterator[list[Relay | Agent]]:
             item.client.close()
 
 
-def test_a_recurring_job_fires_through_the_relay_and_re_arms(
-    tmp_path: Path, procs: list[Relay | Agent]
-) -> None:
+def managed_pair(tmp_path: Path, procs: list[Relay | Agent]) -> tuple[Relay, Agent]:
+    """A relay and an agent woken by it, both running, the agent on the managed wake."""
     relay = Relay(tmp_path).start()
     procs.append(relay)
     agent = Agent(tmp_path, relay).start()
     procs.append(agent)
     poll(lambda: agent.wake_status()["provider"] == "managed", "managed wake")
+    return relay, agent
+
+
+def test_a_recurring_job_fires_through_the_relay_and_re_arms(
+    tmp_path: Path, procs: list[Relay | Agent]
+) -> None:
+    relay, agent = managed_pair(tmp_path, procs)
     job = agent.job("every 2 seconds")
     job_id = job["id"]
     poll(lambda: job_id in relay.arms(), "the job's arm")
@@ -276,11 +282,7 @@ def test_a_recurring_job_fires_through_the_relay_and_re_arms(
 def test_an_agent_stopped_across_a_fire_gets_it_once_and_a_replay_runs_nothing(
     tmp_path: Path, procs: list[Relay | Agent]
 ) -> None:
-    relay = Relay(tmp_path).start()
-    procs.append(relay)
-    agent = Agent(tmp_path, relay).start()
-    procs.append(agent)
-    poll(lambda: agent.wake_status()["provider"] == "managed", "managed wake")
+    relay, agent = managed_pair(tmp_path, procs)
     job = agent.job("every 1 hour")
     job_id = job["id"]
     poll(lambda: job_id in relay.arms(), "the job's arm")
@@ -325,11 +327,7 @@ def test_a_relay_killed_mid_delivery_delivers_after_its_restart(
     """kill -9 while the relay retries a fire to a stopped agent: the restarted relay arms the
     cut delivery again, and the agent, started later, runs the fire once.
     """
-    relay = Relay(tmp_path).start()
-    procs.append(relay)
-    agent = Agent(tmp_path, relay).start()
-    procs.append(agent)
-    poll(lambda: agent.wake_status()["provider"] == "managed", "managed wake")
+    relay, agent = managed_pair(tmp_path, procs)
     job_id = agent.job("every 1 hour")["id"]
     agent.api.patch(f"/api/jobs/{job_id}", json={"when": "every 5 seconds"}).raise_for_status()
     first = at(poll(lambda: agent.get_job(job_id)["next_run_at"], "next run"))
