@@ -69,6 +69,18 @@ async def waiting_approvals(cron: AgentCron, count: int) -> list[Approval]:
     return found
 
 
+async def until(cron: AgentCron, expected: tuple[int, int, int]) -> None:
+    """Wait (at most 2 s) until (in runner, awaiting a slot, awaiting approval) is `expected`;
+    then until the engine has settled.
+    """
+    for _ in range(1000):
+        if counters(cron) == expected:
+            break
+        await asyncio.sleep(0.002)
+    await wait_settled(cron.engine, busy_ok=True)
+    assert counters(cron) == expected
+
+
 def counters(cron: AgentCron) -> tuple[int, int, int]:
     status = cron.status()
     return status.turns_in_runner, status.awaiting_slot, status.awaiting_approval
@@ -274,3 +286,88 @@ async def test_paused_is_a_no_op_outside_a_lanes_turn() -> None:
     assert turn_pause.get() is None
     async with paused():
         pass
+
+
+class TwoSessions:
+    """`api:paused` pauses until `resume`, then needs its slot back; `api:busy` holds the
+    only slot until `hold` is set.
+    """
+
+    def __init__(self) -> None:
+        self.resume = asyncio.Event()
+        self.hold = asyncio.Event()
+
+    async def run_turn(self, session: SessionInfo, turn: TurnInput, events: TurnEvents) -> Outcome:
+        if session.key == "api:paused":
+            async with paused():
+                await self.resume.wait()
+        elif session.key == "api:busy":
+            await self.hold.wait()
+        return Outcome.succeeded("ok")
+
+
+@pytest.mark.parametrize("how", ["stop", "close"])
+async def test_cut_while_taking_its_slot_back_leaves_the_pool_exact(
+    make_cron: CronFactory, how: str
+) -> None:
+    runner = TwoSessions()
+    cron = await make_cron(runner=runner, settings=EngineSettings(max_concurrent_runs=1))
+    waiting = await cron.sessions.send("api:paused", "wait")
+    await until(cron, (0, 0, 1))
+    busy = await cron.sessions.send("api:busy", "work")
+    await until(cron, (1, 0, 1))
+    runner.resume.set()  # its wait is over, but the only slot is taken
+    await until(cron, (1, 1, 0))
+    assert free_slots(cron) == 0
+    if how == "stop":
+        assert await cron.sessions.stop("api:paused") is True
+        await until(cron, (1, 0, 0))
+        assert (await cron.sessions.turn(waiting.id)).state is TurnState.CANCELLED
+        runner.hold.set()
+        await wait_settled(cron.engine)
+        assert (await cron.sessions.turn(busy.id)).state is TurnState.SUCCEEDED
+        after = await cron.sessions.send("api:other", "next")
+        await wait_settled(cron.engine)
+        assert (await cron.sessions.turn(after.id)).state is TurnState.SUCCEEDED
+    else:
+        await cron.close(grace=0.05)
+    assert counters(cron) == (0, 0, 0)
+    assert free_slots(cron) == 1
+
+
+async def test_concurrent_waits_of_one_turn_share_one_pause(make_cron: CronFactory) -> None:
+    first, second, done = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    seen: list[tuple[int, int, int]] = []
+
+    class Parallel:
+        async def run_turn(
+            self, session: SessionInfo, turn: TurnInput, events: TurnEvents
+        ) -> Outcome:
+            async def wait(event: asyncio.Event) -> None:
+                async with paused():
+                    await event.wait()
+                seen.append(counters(cron))
+
+            await asyncio.gather(wait(first), wait(second))
+            await done.wait()
+            return Outcome.succeeded("ok")
+
+    cron = await make_cron(runner=Parallel(), settings=EngineSettings(max_concurrent_runs=1))
+    turn = await cron.sessions.send("api:p", "go")
+    await until(cron, (0, 0, 1))
+    assert free_slots(cron) == 1
+    first.set()
+    for _ in range(1000):
+        if seen:
+            break
+        await asyncio.sleep(0.002)
+    assert seen == [(0, 0, 1)]  # one wait ended, the other still pauses the turn
+    assert free_slots(cron) == 1
+    second.set()
+    await until(cron, (1, 0, 0))
+    assert seen == [(0, 0, 1), (1, 0, 0)]  # the last one took the slot back
+    assert free_slots(cron) == 0
+    done.set()
+    await wait_settled(cron.engine)
+    assert (await cron.sessions.turn(turn.id)).state is TurnState.SUCCEEDED
+    assert (counters(cron), free_slots(cron)) == ((0, 0, 0), 1)
