@@ -79,7 +79,7 @@ class _TurnSlot:
 
     The counters move with it: `in_runner` -> `awaiting_approval` for the wait, then
     `awaiting_slot` while it takes a slot again, then `in_runner`. A wait that is cancelled (a
-    stop, a shutdown, the turn's timeout) does not take a slot again: the turn is ending. The
+    stop, a shutdown) does not take a slot again: the turn is ending. The
     lane counts the turn out of `in_runner` after its call; the call always awaits the runner's
     task to its end (`TurnCall`), so a pause has always ended by then.
     """
