@@ -29,6 +29,7 @@ from agentcron.agent.approvals import (
     denial_text,
     resolve_policy,
 )
+from agentcron.agent.runner import paused
 
 __all__ = [
     "NO_APPROVER",
@@ -102,12 +103,13 @@ class GatedToolset(WrapperToolset[Any]):
             return DENIED_BY_POLICY
         if self.approvals is None:
             return NO_APPROVER
-        approval = await self.approvals.request(
-            tool=name,
-            args=args,
-            session_key=getattr(ctx.deps, "session_key", None),
-            turn_id=getattr(ctx.deps, "turn_id", None),
-        )
+        async with paused():  # the turn holds its session, not an engine slot, while it waits
+            approval = await self.approvals.request(
+                tool=name,
+                args=args,
+                session_key=getattr(ctx.deps, "session_key", None),
+                turn_id=getattr(ctx.deps, "turn_id", None),
+            )
         return denial_text(approval)
 
 
