@@ -78,7 +78,7 @@ async def reply_of(cron: AgentCron, turn_id: str) -> tuple[str, Any]:
 
 async def pending_approval(cron: AgentCron) -> Any:
     for _ in range(1000):
-        found = cron.approvals.list(KEY)
+        found = await cron.approvals.list(KEY)
         if found:
             return found[0]
         await asyncio.sleep(0.005)
@@ -156,7 +156,7 @@ async def test_a_person_denies_and_the_turn_goes_on(make_cron: CronFactory) -> N
     assert calls == []
     assert call.content == "Denied by ana."
     assert call.meta["ok"] is False
-    assert cron.approvals.get(approval.id).state is ApprovalState.DENIED
+    assert (await cron.approvals.get(approval.id)).state is ApprovalState.DENIED
     assert "Denied by ana." in reply
 
 
@@ -169,7 +169,7 @@ async def test_an_unanswered_approval_times_out_as_a_denial(make_cron: CronFacto
     _, call = await reply_of(cron, await send(cron, "call delete_file with path=/tmp/x"))
     assert calls == []
     assert call.content == "Denied: timed out waiting for a person's approval."
-    (gone,) = cron.approvals.list(KEY, pending_only=False)
+    (gone,) = await cron.approvals.list(KEY, pending_only=False)
     assert (gone.state, gone.decided_by) == (ApprovalState.EXPIRED, "timeout")
 
 
