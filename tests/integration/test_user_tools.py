@@ -6,23 +6,26 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from pydantic_ai import Tool
+from typer.testing import CliRunner
 
 from agentcron.agent.approvals import ApprovalState
 from agentcron.agent.gate import UserTool
 from agentcron.agent.offline import OfflineModel
 from agentcron.agent.runner import ToolRecord
 from agentcron.app import AgentCron
+from agentcron.cli import app as cli_app
 from agentcron.events import ApprovalDecided, ApprovalRequested, Event, ToolCalled
 from agentcron.server import create_app
 from agentcron.server.events_json import event_json
 from agentcron.sessions.memory import tool_entry
-from agentcron.store import TurnState
-from agentcron.testing import wait_settled
+from agentcron.store import RunState, TurnState
+from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import CronFactory
 
 KEY = "websocket:chat-1"
@@ -225,4 +228,69 @@ async def test_the_http_api_lists_and_decides_approvals(make_cron: CronFactory) 
         assert call.content == "Denied by api."
         kept = await api.get("/api/approvals", params={"all": "true"})
         assert [a["state"] for a in kept.json()["approvals"]] == ["denied"]
+    assert calls == []
+
+
+async def test_a_scheduled_turn_keeps_its_tool_calls_on_its_run_record(
+    make_cron: CronFactory, clock: FakeClock, tmp_path: Path
+) -> None:
+    cron = await offline(make_cron, tools=[lookup, UserTool(delete_file, requires_approval=True)])
+    sched = "api:sched"
+    job = await cron.jobs.create(
+        name="look", when="in 1m", message="use lookup with q=tide", session_key=sched
+    )
+    quiet = await cron.jobs.create(name="plain", when="in 2m", message="stretch", session_key=sched)
+    clock.advance(timedelta(minutes=1))
+    await wait_settled(cron.engine)
+    (run,) = await cron.runs.list(job_id=job.id)
+    assert run.state is RunState.SUCCEEDED
+    assert calls == [{"lookup": "tide"}]
+    (call,) = run.tool_calls or []
+    assert (call["name"], call["args"], call["result"], call["ok"]) == (
+        "lookup",
+        {"q": "tide"},
+        "found tide",
+        True,
+    )
+    assert isinstance(call["duration_ms"], int)
+    # the transcript's tool entry is the same call
+    (entry,) = [m for m in await cron.sessions.messages(sched) if m.role == "tool"]
+    assert entry.meta["call_id"] == call["call_id"]
+    clock.advance(timedelta(minutes=1))
+    await wait_settled(cron.engine)
+    (plain,) = await cron.runs.list(job_id=quiet.id)
+    assert plain.state is RunState.SUCCEEDED
+    assert plain.tool_calls is None  # no calls: nothing stored
+
+    app = create_app(cron, token="t")
+    transport = httpx.ASGITransport(app=app)
+    auth = {"Authorization": "Bearer t"}
+    async with httpx.AsyncClient(transport=transport, base_url="http://t", headers=auth) as api:
+        one = (await api.get(f"/api/runs/{run.id}")).json()
+        assert one["tool_calls"] == [call]
+        listed = (await api.get(f"/api/sessions/{sched}/runs")).json()["runs"]
+        assert {r["id"]: r["tool_calls"] for r in listed} == {run.id: [call], plain.id: None}
+    await cron.close()
+    db = str(tmp_path / "agentcron.db")
+    shown = await asyncio.to_thread(
+        CliRunner().invoke, cli_app, ["runs", "show", run.id, "--db", db]
+    )
+    assert shown.exit_code == 0, shown.output
+    assert "tool calls (1)" in shown.stdout
+    assert 'lookup({"q": "tide"}) -> found tide' in shown.stdout
+
+
+async def test_a_denied_call_of_a_scheduled_turn_is_on_its_run_as_not_ok(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    cron = await offline(make_cron, tools=[delete_file], tool_policy={"delete_file": "deny"})
+    job = await cron.jobs.create(
+        name="rm", when="in 1m", message="call delete_file with path=/etc", session_key="api:s"
+    )
+    clock.advance(timedelta(minutes=1))
+    await wait_settled(cron.engine)
+    (run,) = await cron.runs.list(job_id=job.id)
+    (call,) = run.tool_calls or []
+    assert (call["name"], call["ok"]) == ("delete_file", False)
+    assert call["result"].startswith("Denied by policy")
     assert calls == []

@@ -49,6 +49,7 @@ __all__ = [
 ]
 
 OFFLINE_MODEL_NAME = "offline"
+_SCHEDULING_TOOLS = frozenset({"cron", "schedule_recall", "manage_recall"})
 WPS_ENV = "AGENTCRON_OFFLINE_WPS"
 DEFAULT_WPS = 20.0
 PREFIX = "(offline model)"
@@ -192,8 +193,13 @@ def offline_reply(
         return Reply(f"{PREFIX} I could not finish that.")
     scheduled = _scheduled_task(prompt, "\n".join([instructions or "", *system]))
     if scheduled is not None:
-        # Never call tools here: a reminder must not schedule more reminders when it fires.
+        # Never a scheduling tool here: a reminder must not schedule more reminders when it
+        # fires. A task that says "call <tool> with ..." of another tool is carried out.
         kind, task = scheduled
+        work = [name for name in tool_names if name not in _SCHEDULING_TOOLS]
+        direct = parse_tool_call(task, work) if task else None
+        if direct is not None:
+            return Reply(tool=direct)
         return Reply(f"{PREFIX} {kind}: {_sentence(task)}" if task else "")
     if is_history_question(prompt):
         earlier = [text for text in _user_texts(messages[:-1]) if text.strip()]
