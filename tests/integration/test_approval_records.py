@@ -72,18 +72,26 @@ async def test_a_decision_lands_only_on_a_pending_record(store: SqlStore) -> Non
     assert await rec.update_if_pending(dataclasses.replace(approved, id="missing")) is None
 
 
-async def test_of_concurrent_deciders_exactly_one_wins(store: SqlStore) -> None:
-    rec = records(store)
-    a = await rec.insert(pending(1))
-    outcomes = await asyncio.gather(
-        *(
-            rec.update_if_pending(decide(a, "approve" if i % 2 else "deny", by=f"p{i}", at=T0))
-            for i in range(8)
+async def test_of_deciders_in_two_processes_exactly_one_wins(
+    store: SqlStore, store_url: str
+) -> None:
+    other = SqlStore(store_url)  # another process's store: its own connections and writer
+    await other.open()
+    try:
+        a = await records(store).insert(pending(1))
+        outcomes = await asyncio.gather(
+            *(
+                records(store if i % 2 else other).update_if_pending(
+                    decide(a, "approve" if i % 2 else "deny", by=f"p{i}", at=T0)
+                )
+                for i in range(8)
+            )
         )
-    )
+    finally:
+        await other.close()
     won = [o for o in outcomes if o is not None]
     assert len(won) == 1
-    assert await rec.get(a.id) == won[0]
+    assert await records(store).get(a.id) == won[0]
 
 
 async def test_listing_pending_of_a_session_or_all_oldest_first(store: SqlStore) -> None:

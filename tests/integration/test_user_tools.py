@@ -14,8 +14,8 @@ import pytest
 from pydantic_ai import Tool
 from typer.testing import CliRunner
 
-from agentcron.agent.approvals import ApprovalState
-from agentcron.agent.gate import UserTool
+from agentcron.agent.approvals import DEFAULT_APPROVAL_TIMEOUT, ApprovalState
+from agentcron.agent.gate import UserTool, build_toolset
 from agentcron.agent.offline import OfflineModel
 from agentcron.agent.runner import ToolRecord
 from agentcron.app import AgentCron
@@ -174,6 +174,32 @@ async def test_an_unanswered_approval_times_out_as_a_denial(make_cron: CronFacto
     assert call.content == "Denied: timed out waiting for a person's approval."
     (gone,) = await cron.approvals.list(KEY, pending_only=False)
     assert (gone.state, gone.decided_by) == (ApprovalState.EXPIRED, "timeout")
+
+
+async def test_a_tool_may_wait_shorter_than_the_default(make_cron: CronFactory) -> None:
+    quick = UserTool(delete_file, requires_approval=True, approval_timeout=timedelta(seconds=60))
+    cron = await offline(make_cron, tools=[quick, UserTool(pay, requires_approval=True)])
+    await send(cron, "call delete_file with path=/tmp/x")
+    await send(cron, "use pay with amount=5")  # waits behind the first turn of this session
+    first = await pending_approval(cron)
+    assert first.expires_at - first.requested_at == timedelta(seconds=60)
+    await cron.approvals.decide(first.id, "deny", by="ana")
+    second = await pending_approval(cron)  # the next turn's call (the first one is decided)
+    assert second.tool == "pay"
+    assert second.expires_at - second.requested_at == DEFAULT_APPROVAL_TIMEOUT
+    await cron.approvals.decide(second.id, "deny", by="ana")
+    await wait_settled(cron.engine)
+    assert calls == []
+
+
+def test_per_tool_timeouts_of_the_toolset() -> None:
+    quick = UserTool(delete_file, requires_approval=True, approval_timeout=timedelta(seconds=9))
+    gated = build_toolset([quick, pay], timeouts={"pay": timedelta(hours=1)})
+    assert gated.timeouts == {"delete_file": timedelta(seconds=9), "pay": timedelta(hours=1)}
+    over = build_toolset([quick], timeouts={"delete_file": timedelta(seconds=1)})
+    assert over.timeouts == {"delete_file": timedelta(seconds=1)}  # configuration wins
+    with pytest.raises(ValueError, match="approval timeout of pay must be positive"):
+        build_toolset([pay], timeouts={"pay": timedelta(0)})
 
 
 async def test_a_per_call_rule_asks_only_for_risky_arguments(make_cron: CronFactory) -> None:
