@@ -123,8 +123,10 @@ class AgentCron:
         self.tool_limits = tool_limits or ToolLimits()
         self.store = SqlStore(url or sqlite_url(db if db is not None else default_db_path()))
         self.events = EventBus()
-        # Gated tool calls wait here for a person (in memory: a restart forgets pending ones).
-        self.approvals = Approvals(self.clock.now, self.events, timeout=approval_timeout)
+        # Gated tool calls wait here for a person; the approvals are records in the store.
+        self.approvals = Approvals(
+            self.store.approvals, self.clock.now, self.events, timeout=approval_timeout
+        )
         if runner is not None and (tools or tool_policy):
             raise ValueError("`tools` and `tool_policy` are for the built-in agent: give no runner")
         if runner is None:
@@ -304,6 +306,9 @@ class AgentCron:
     async def start(self) -> None:
         await self.store.open()
         await self.engine.start()
+        # After turn recovery (in the engine's start): approvals whose turn was cut off by a
+        # stop or a crash expire ("restart"); nothing they asked for runs later.
+        await self.approvals.recover(keep=self.settings.retention_age)
 
     async def close(self, grace: float | None = None) -> None:
         """Stop the engine (running turns get `grace` seconds to finish) and the store."""

@@ -59,12 +59,12 @@ async def offline(make_cron: CronFactory, slots: int = 2, **kw: Any) -> AgentCro
 async def waiting_approvals(cron: AgentCron, count: int) -> list[Approval]:
     """The pending approvals once `count` are requested (fails within a second if fewer are)."""
     for _ in range(200):
-        found = cron.approvals.list()
+        found = await cron.approvals.list()
         if len(found) >= count:
             break
         await asyncio.sleep(0.005)
     await wait_settled(cron.engine, busy_ok=True)
-    found = cron.approvals.list()
+    found = await cron.approvals.list()
     assert len(found) == count, [a.session_key for a in found]
     return found
 
@@ -132,8 +132,9 @@ async def test_turns_waiting_for_approval_hold_no_slot_so_other_fires_run(
     assert calls == ["/0"]
     assert counters(cron) == (0, 0, 4)
     assert free_slots(cron) == 2
-    for approval in approvals[1:]:
-        await cron.approvals.decide(approval.id, "deny", by="ana")
+    for approval in approvals:
+        if approval.id != first.id:
+            await cron.approvals.decide(approval.id, "deny", by="ana")
     await wait_settled(cron.engine)
     assert counters(cron) == (0, 0, 0)
     assert free_slots(cron) == 2
@@ -173,7 +174,7 @@ async def test_a_person_stops_a_turn_while_it_waits(make_cron: CronFactory) -> N
     assert await cron.sessions.stop(key) is True
     await wait_settled(cron.engine)
     assert (await cron.sessions.turn(turn.id)).state is TurnState.CANCELLED
-    gone = cron.approvals.get(approval.id)
+    gone = await cron.approvals.get(approval.id)
     assert (gone.state, gone.decided_by) == (ApprovalState.EXPIRED, CANCELLED_DECIDER)
     assert counters(cron) == (0, 0, 0)
     assert free_slots(cron) == 1
@@ -196,10 +197,10 @@ async def test_a_graceful_stop_while_turns_wait_cancels_their_approvals(
     await cron.close(grace=0.05)
     assert counters(cron) == (0, 0, 0)
     assert free_slots(cron) == 1
-    for approval in approvals:
-        gone = cron.approvals.get(approval.id)
-        assert (gone.state, gone.decided_by) == (ApprovalState.EXPIRED, CANCELLED_DECIDER)
     again = await make_cron(runner=None, model=OfflineModel(0))  # the record, read back
+    for approval in approvals:
+        gone = await again.approvals.get(approval.id)
+        assert (gone.state, gone.decided_by) == (ApprovalState.EXPIRED, CANCELLED_DECIDER)
     for turn in turns:
         assert (await again.sessions.turn(turn.id)).state is TurnState.INTERRUPTED
     assert calls == []

@@ -38,7 +38,7 @@ from pydantic_ai.models import Model, infer_model
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage, UsageLimits
 
-from agentcron.agent.approvals import ApprovalBroker, Policy
+from agentcron.agent.approvals import Approver, Policy
 from agentcron.agent.gate import CallLog, ToolLike, build_toolset, call_log
 from agentcron.agent.offline import (
     OFFLINE_MODEL_NAME,
@@ -314,7 +314,7 @@ class BuiltinRunner:
         *,
         tools: Sequence[ToolLike] = (),
         tool_policy: Mapping[str, Policy] | None = None,
-        approvals: ApprovalBroker | None = None,
+        approvals: Approver | None = None,
         deps_factory: DepsFactory | None = None,
         max_steps: int | None = None,
         system_prompt: str | None = None,

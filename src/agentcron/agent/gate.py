@@ -2,10 +2,11 @@
 
 Library tools (plain functions, `pydantic_ai.Tool`s or `UserTool`s) sit beside the scheduling
 tools in one toolset; every call passes `GatedToolset.call_tool`, which applies the policy
-(allow / approve / deny), waits for a person when approval is needed (`ApprovalBroker`,
-in memory) and records how long the call took. pydantic-ai's own deferred approval
-(`requires_approval` -> the run ends with `DeferredToolRequests`) is not used: a tool's
-`requires_approval=True` is read as our rule and the call waits inside the turn instead.
+(allow / approve / deny), waits for a person when approval is needed (an `Approver`: the
+durable broker of `agentcron.service.approvals`) and records how long the call took.
+pydantic-ai's own deferred approval (`requires_approval` -> the run ends with
+`DeferredToolRequests`) is not used: a tool's `requires_approval=True` is read as our rule
+and the call waits inside the turn instead.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from pydantic_ai import RunContext, Tool
@@ -23,7 +25,7 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from agentcron.agent.approvals import (
     DENIED_BY_POLICY,
-    ApprovalBroker,
+    Approver,
     Policy,
     RequiresApproval,
     denial_text,
@@ -47,11 +49,13 @@ NO_APPROVER = "Denied: this tool needs a person's approval and no one can be ask
 @dataclass(frozen=True, slots=True)
 class UserTool:
     """A library tool with its approval rule: always (`True`), never, or per call
-    (`requires_approval(args) -> bool`).
+    (`requires_approval(args) -> bool`); `approval_timeout` how long a call waits for a
+    decision (None: the AgentCron default).
     """
 
     tool: Tool[Any] | Callable[..., Any]
     requires_approval: RequiresApproval = False
+    approval_timeout: timedelta | None = None
 
 
 ToolLike = Tool[Any] | Callable[..., Any] | UserTool
@@ -75,7 +79,8 @@ class GatedToolset(WrapperToolset[Any]):
 
     rules: Mapping[str, RequiresApproval] = field(default_factory=dict)
     policies: Mapping[str, Policy] = field(default_factory=dict)
-    approvals: ApprovalBroker | None = None
+    approvals: Approver | None = None
+    timeouts: Mapping[str, timedelta] = field(default_factory=dict)  # per tool; else default
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
@@ -109,14 +114,16 @@ class GatedToolset(WrapperToolset[Any]):
                 args=args,
                 session_key=getattr(ctx.deps, "session_key", None),
                 turn_id=getattr(ctx.deps, "turn_id", None),
+                wait=self.timeouts.get(name),
             )
         return denial_text(approval)
 
 
-def _as_tool(item: ToolLike) -> tuple[Tool[Any], RequiresApproval]:
+def _as_tool(item: ToolLike) -> tuple[Tool[Any], RequiresApproval, timedelta | None]:
     rule: RequiresApproval = False
+    timeout = None
     if isinstance(item, UserTool):
-        rule, item = item.requires_approval, item.tool
+        rule, timeout, item = item.requires_approval, item.approval_timeout, item.tool
     if isinstance(item, Tool):
         tool = copy.copy(item)
         rule = rule or item.requires_approval
@@ -126,23 +133,31 @@ def _as_tool(item: ToolLike) -> tuple[Tool[Any], RequiresApproval]:
         raise TypeError(f"a tool is a function, a pydantic_ai.Tool or a UserTool, got {item!r}")
     # The gate decides: pydantic-ai must not end the run to defer this call.
     tool.requires_approval = False
-    return tool, rule
+    return tool, rule, timeout
 
 
 def build_toolset(
     tools: Sequence[ToolLike],
     *,
     policies: Mapping[str, Policy] | None = None,
-    approvals: ApprovalBroker | None = None,
+    approvals: Approver | None = None,
+    timeouts: Mapping[str, timedelta] | None = None,
 ) -> GatedToolset:
-    """One gated toolset of `tools` (names must be unique; policies may name any of them)."""
+    """One gated toolset of `tools` (names must be unique; policies may name any of them;
+    `timeouts` per tool name, over a `UserTool`'s own `approval_timeout`).
+    """
     converted = [_as_tool(item) for item in tools]
     policies = dict(policies or {})
     for name, policy in policies.items():
         resolve_policy(name, {}, policies={name: policy})  # rejects a bad policy early
+    waits = {tool.name: t for tool, _, t in converted if t is not None} | dict(timeouts or {})
+    for name, wait in waits.items():
+        if wait <= timedelta(0):
+            raise ValueError(f"approval timeout of {name} must be positive, got {wait}")
     return GatedToolset(
-        FunctionToolset([tool for tool, _ in converted]),
-        rules={tool.name: rule for tool, rule in converted if rule},
+        FunctionToolset([tool for tool, _, _ in converted]),
+        rules={tool.name: rule for tool, rule, _ in converted if rule},
         policies=policies,
         approvals=approvals,
+        timeouts=waits,
     )

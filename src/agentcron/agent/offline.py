@@ -49,6 +49,7 @@ __all__ = [
 ]
 
 OFFLINE_MODEL_NAME = "offline"
+_SCHEDULING_TOOLS = frozenset({"cron", "schedule_recall", "manage_recall"})
 WPS_ENV = "AGENTCRON_OFFLINE_WPS"
 DEFAULT_WPS = 20.0
 PREFIX = "(offline model)"
@@ -198,7 +199,7 @@ def offline_reply(
         # when it fires. A task that names another tool ("use check_build") calls it.
         kind, task = scheduled
         work = [name for name in tool_names if name not in _SCHEDULING_TOOLS]
-        direct = parse_tool_call(task, work) if work else None
+        direct = parse_tool_call(task, work) if work and task else None
         if direct is not None:
             return Reply(tool=direct)
         return Reply(f"{PREFIX} {kind}: {_sentence(task)}" if task else "")

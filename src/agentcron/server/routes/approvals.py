@@ -28,10 +28,12 @@ async def list_approvals(
     session_key: str | None = Query(
         default=None, max_length=MAX_SESSION_KEY, description="one session's (default: all)"
     ),
-    all: bool = Query(default=False, description="also the decided ones kept in memory"),
+    all: bool = Query(default=False, description="also the decided ones (the newest 500)"),
 ) -> dict[str, Any]:
-    """Pending approvals of gated tool calls, oldest first (in memory: a restart forgets them)."""
-    return views.approvals_answer(cron.approvals.list(session_key, pending_only=not all))
+    """Pending approvals of gated tool calls, oldest first (durable: after a restart, those
+    whose turn it cut off are listed expired, `decided_by` "restart").
+    """
+    return views.approvals_answer(await cron.approvals.list(session_key, pending_only=not all))
 
 
 @router.post("/{approval_id}")
