@@ -24,7 +24,13 @@ from agentcron.agent.gate import UserTool
 from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
 from agentcron.approval_links import ApprovalLinks
-from agentcron.channels import ChannelManager, TelegramChannel, WebhookChannel
+from agentcron.channels import (
+    ChannelManager,
+    Inbound,
+    OutboundMessage,
+    TelegramChannel,
+    WebhookChannel,
+)
 from agentcron.channels.base import approval_delivery_id
 from agentcron.channels.telegram import CALLBACK_DATA_LIMIT
 from agentcron.server import create_app
@@ -173,9 +179,9 @@ async def test_a_chat_turn_asks_in_its_telegram_chat_and_an_allowed_press_approv
     (answer,) = api.called("answerCallbackQuery")
     assert answer["callback_query_id"] == refused
     assert answer["show_alert"] is True
-    assert answer["text"].startswith("Not allowed")
+    assert answer["text"] == "Not allowed: this chat is not on the bot's allow-list."
     assert (await get(cron, approval.id)).pending
-    (logged,) = [r for r in caplog.records if "button press" in r.getMessage()]
+    (logged,) = [r for r in caplog.records if "not on the allow-list refused" in r.getMessage()]
     assert (logged.chat_id, logged.username) == ("99", "mallory")  # type: ignore[attr-defined]
     assert not any(TOKEN in r.getMessage() for r in caplog.records)
     assert calls == []
@@ -420,3 +426,44 @@ async def test_without_a_public_url_the_decision_url_is_null(
             "expired",
             "timeout",
         )
+
+
+class OwnChannel:
+    """A channel of one's own that knows nothing of approvals: it wants every message."""
+
+    name = "mine"
+
+    def __init__(self) -> None:
+        self.got: list[OutboundMessage] = []
+
+    async def start(self, inbound: Inbound) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def send(self, message: OutboundMessage) -> None:
+        self.got.append(message)
+
+    def wants(self, message: OutboundMessage) -> bool:
+        return True
+
+
+async def test_approvals_go_only_to_channels_that_carry_them(
+    make_cron: CronFactory, managers: list[ChannelManager]
+) -> None:
+    cron = await gated_cron(make_cron, approval_timeout=timedelta(milliseconds=100))
+    own = OwnChannel()
+    async with HttpStub(scripted()) as receiver:
+        webhook = WebhookChannel(receiver.url, SECRET, retry=FAST, sleep=Sleeps())
+        manager = ChannelManager(cron, [own, webhook])
+        await manager.start()
+        managers.append(manager)
+        turn = await cron.sessions.send(WEB_KEY, "call delete_file with path=/tmp/x")
+        await receiver.wait_for(lambda r: bool(events_of(r, "turn.result")))
+        await wait_settled(cron.engine)
+        await manager.idle()
+        assert [m.kind for m in own.got] == ["turn"]
+        assert own.got[0].turn_id == turn.id
+        kinds = [r.headers["x-agentcron-event"] for r in receiver.received]
+        assert sorted(kinds) == ["approval_decided", "approval_requested", "turn.result"]
