@@ -71,14 +71,16 @@ class ApprovalLinks:
         return f"ApprovalLinks(public_url={self.public_url!r})"
 
     def token(self, approval_id: str) -> str:
-        mac = hmac.new(self._key, approval_id.encode("utf-8"), hashlib.sha256).digest()
+        raw = approval_id.encode("utf-8", "surrogatepass")  # any text a path may hold
+        mac = hmac.new(self._key, raw, hashlib.sha256).digest()
         return base64.urlsafe_b64encode(mac).rstrip(b"=").decode("ascii")
 
     def verify(self, approval_id: str, token: str | None) -> bool:
         """True if `token` is the decision token of `approval_id` (constant-time compare)."""
         if not token or len(token) > MAX_TOKEN:
             return False
-        return hmac.compare_digest(self.token(approval_id).encode(), token.encode("utf-8"))
+        given = token.encode("utf-8", "surrogatepass")
+        return hmac.compare_digest(self.token(approval_id).encode(), given)
 
     def decision_url(self, approval_id: str) -> str | None:
         """Where a receiver POSTs its decision; None without a public URL."""

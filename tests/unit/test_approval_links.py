@@ -34,6 +34,7 @@ def test_a_token_decides_only_its_own_approval_under_its_own_secret() -> None:
     assert not links.verify(ID, token[:-1] + ("A" if token[-1] != "A" else "B"))
     assert not links.verify(ID, None)
     assert not links.verify(ID, "")
+    assert not links.verify("\ud800", "\udfff")  # never an encoding error (a 500)
     assert not ApprovalLinks("rotated-secret").verify(ID, token)
     assert ApprovalLinks("server-secret").token(ID) == token  # no state: any process agrees
     assert "server-secret" not in repr(links)
