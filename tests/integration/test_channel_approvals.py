@@ -6,7 +6,6 @@ offline model calling a user tool that requires approval).
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -72,19 +71,14 @@ async def gated_cron(make_cron: CronFactory, **kw: Any) -> AgentCron:
     return await make_cron(runner=None, tools=[UserTool(delete_file, requires_approval=True)], **kw)
 
 
-async def _value(found: Any) -> Any:
-    """The approvals service answers at once (in memory) or awaited (from the store)."""
-    return await found if inspect.isawaitable(found) else found
-
-
 async def get(cron: AgentCron, approval_id: str) -> Approval:
-    found: Approval = await _value(cron.approvals.get(approval_id))
+    found: Approval = await cron.approvals.get(approval_id)
     return found
 
 
 async def pending(cron: AgentCron, key: str) -> Approval:
     for _ in range(2000):
-        found = await _value(cron.approvals.list(key))
+        found = await cron.approvals.list(key)
         if found:
             return found[0]
         await asyncio.sleep(0.005)
@@ -276,7 +270,7 @@ async def test_an_approval_that_times_out_is_shown_expired_without_buttons(
     edited = api.messages[message_id]
     assert "⌛ Expired: nobody decided in time" in edited["text"]
     assert edited["reply_markup"] == {"inline_keyboard": []}
-    (gone,) = await _value(cron.approvals.list(KEY, pending_only=False))
+    (gone,) = await cron.approvals.list(KEY, pending_only=False)
     # a press after the expiry only gets the state
     api.press(CHAT, message_id, f"ap:{gone.id}:a", username="ada")
     await api.wait_for(lambda: len(api.called("answerCallbackQuery")) == 1)

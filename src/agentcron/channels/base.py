@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import inspect
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
@@ -165,7 +164,7 @@ class StoreBound(Protocol):
 class ApprovalDesk(Protocol):
     """Where a channel decides approvals (`cron.approvals`, the service)."""
 
-    def get(self, approval_id: str) -> Approval | Awaitable[Approval]: ...
+    async def get(self, approval_id: str) -> Approval: ...
 
     async def decide(self, approval_id: str, decision: Decision, *, by: str) -> Approval: ...
 
@@ -446,7 +445,7 @@ class ChannelManager:
         if chat is None:
             return None
         try:
-            view = views.approval_view(await approval_of(self.cron.approvals, event.approval_id))
+            view = views.approval_view(await self.cron.approvals.get(event.approval_id))
         except ApprovalNotFoundError:  # pruned meanwhile: what the event says
             view = {"id": event.approval_id, "session_key": key, "turn_id": event.turn_id}
             view["tool"] = event.tool
@@ -537,12 +536,6 @@ def _message_id(event: _Outbound) -> str | None:
     if isinstance(event, ApprovalRequested | ApprovalDecided):
         return event.approval_id
     return event.message_id if isinstance(event, StreamEnd) else event.message.id
-
-
-async def approval_of(desk: ApprovalDesk, approval_id: str) -> Approval:
-    """`desk.get(approval_id)`, whether the desk reads memory or (awaited) the store."""
-    found = desk.get(approval_id)
-    return await found if inspect.isawaitable(found) else found
 
 
 _DELIVERY_ID_MAX = 32  # the deliveries table's message_id

@@ -22,7 +22,6 @@ from agentcron.channels.base import (
     ChannelError,
     Inbound,
     OutboundMessage,
-    approval_of,
 )
 from agentcron.channels.outbox import DeliveryAttemptError, Outbox, Report, RetryPolicy, Sleep
 from agentcron.engine.clock import Clock
@@ -616,7 +615,7 @@ class TelegramChannel:
             await self._answer(query_id, "Approvals are not decided here.", alert=True)
             return
         try:
-            approval = await approval_of(self._desk, approval_id)
+            approval = await self._desk.get(approval_id)
         except ApprovalNotFoundError:
             await self._answer(
                 query_id, "This approval is no longer known (it expired, or the server restarted)."
@@ -639,7 +638,7 @@ class TelegramChannel:
         try:
             decided = await self._desk.decide(approval_id, decision, by=f"telegram:{who}")
         except ApprovalError:  # decided or expired a moment ago
-            now = await approval_of(self._desk, approval_id)
+            now = await self._desk.get(approval_id)
             await self._answer(query_id, f"Already decided: {_outcome(now)}.")
             return
         log.info(
