@@ -116,8 +116,9 @@ def _listening_socket() -> socket.socket:
 async def start_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[StartServer]:
-    """`await start_server(model=None, tools=())`: `agentcron serve` in this event loop, on a
-    temp dir; `tools` are given to its AgentCron (the library's `tools=`, which `serve` lacks).
+    """`await start_server(model=None, tools=(), **library)`: `agentcron serve` in this event
+    loop, on a temp dir; `tools` and `library` (e.g. `approval_timeout`) are given to its
+    AgentCron (the library's own options, which `serve` lacks).
     """
     for name in list(os.environ):
         if name.startswith("AGENTCRON_") and name != SCREENSHOTS_ENV:
@@ -125,7 +126,7 @@ async def start_server(
     monkeypatch.setenv("AGENTCRON_OFFLINE_WPS", WPS)
     running: list[tuple[uvicorn.Server, asyncio.Task[None], socket.socket, Ui]] = []
 
-    async def start(model: Any = None, tools: Sequence[ToolLike] = ()) -> Ui:
+    async def start(model: Any = None, tools: Sequence[ToolLike] = (), **library: Any) -> Ui:
         clock = FakeClock(T0)
         sock = _listening_socket()
         port = sock.getsockname()[1]
@@ -134,8 +135,9 @@ async def start_server(
         options = ServeOptions(db=tmp_path / "agentcron.db", home=tmp_path / "home", port=port)
         options.model = model
         with monkeypatch.context() as patch:
-            if tools:
-                patch.setattr(serve, "AgentCron", functools.partial(AgentCron, tools=list(tools)))
+            if tools or library:
+                own = functools.partial(AgentCron, tools=list(tools), **library)
+                patch.setattr(serve, "AgentCron", own)
             server = build(options, clock=clock)
         config = uvicorn.Config(
             server.app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"

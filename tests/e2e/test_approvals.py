@@ -182,6 +182,26 @@ async def test_deny_refuses_the_call_and_the_turn_goes_on(
 
 
 @pytest.mark.timeout(30)
+async def test_no_decision_in_time_times_the_call_out(
+    start_server: StartServer, page: Page
+) -> None:
+    deployer = Deployer()
+    ui = await start_server(
+        model=ScheduledToolModel(), tools=[deployer.tool()], approval_timeout=timedelta(seconds=1)
+    )
+    await log_in(page, ui)
+    await new_chat(page)
+    await say(page, "use deploy with env=qa")
+    waiting = card(page)
+    await expect(waiting.get_by_role("status")).to_have_text("Timed out")
+    await expect(waiting.get_by_role("button")).to_have_count(0)
+    reply = transcript(page).locator("article.role-assistant:not(.streaming)")
+    await expect(reply.locator(".msg-body")).to_contain_text("timed out")
+    await expect(reply.locator("details.tool .tool-status")).to_have_text("denied")
+    assert deployer.done == []
+
+
+@pytest.mark.timeout(30)
 async def test_a_pending_approval_shows_on_opening_and_a_late_click_shows_what_happened(
     start_server: StartServer, page: Page
 ) -> None:
