@@ -4,7 +4,7 @@
 
 import { ApiError, path } from "./api.js";
 import { h, localTime } from "./dom.js";
-import { prettyArgs } from "./tools.js";
+import { argsKey, prettyArgs } from "./tools.js";
 
 /** Who decides, as the model and the other tabs are told ("Denied by web UI."). */
 export const DECIDER = "web UI";
@@ -90,7 +90,8 @@ export class ApprovalCard {
       "Deny",
     );
     this.actions = h("div", { class: "approval-actions" }, this.approveButton, this.denyButton);
-    this.outcome = h("p", { class: "approval-outcome", role: "status", tabindex: "-1", hidden: true });
+    // Present (empty) from the start: a live region is announced when its text changes.
+    this.outcome = h("p", { class: "approval-outcome", role: "status", tabindex: "-1" });
     this.error = h("p", { class: "form-error approval-error", role: "alert", hidden: true });
     this.title = h("span", { class: "approval-title" }, "Approval needed: ");
     this.args = h(
@@ -104,7 +105,12 @@ export class ApprovalCard {
         class: "approval state-pending",
         role: "group",
         "aria-label": `Approval for ${approval.tool}`,
-        dataset: { approvalId: this.id, tool: approval.tool, turnId: approval.turnId || "" },
+        dataset: {
+          approvalId: this.id,
+          tool: approval.tool,
+          turnId: approval.turnId || "",
+          args: argsKey(approval.args),
+        },
       },
       h("div", { class: "approval-head" }, shieldIcon(), this.title, h("code", { class: "approval-tool" }, approval.tool)),
       this.args,
@@ -151,7 +157,6 @@ export class ApprovalCard {
     this.args.remove(); // the call's row above shows them
     this.error.hidden = true;
     this.outcome.textContent = outcomeText(state, decidedBy);
-    this.outcome.hidden = false;
     if (hadFocus) this.outcome.focus(); // the button that had it is gone
   }
 

@@ -50,14 +50,15 @@ function savedCall(message) {
 }
 
 /**
- * Put an approval card right after the row of the call it gates (the last row of that tool
- * not paired with a card yet), else at the end of `container`.
+ * Put an approval card right after the row of the call it gates: the first row of that tool
+ * not paired with a card yet, one with the same arguments if there is one (cards come oldest
+ * first); else at the end of `container`.
  */
 function attachCard(container, card) {
   const rows = [...container.querySelectorAll(":scope > .tool")].filter(
     (row) => row.dataset.name === card.dataset.tool && !row.dataset.approvalId,
   );
-  const row = rows[rows.length - 1];
+  const row = rows.find((r) => r.dataset.args === card.dataset.args) || rows[0];
   if (row) {
     row.dataset.approvalId = card.dataset.approvalId;
     row.after(card);

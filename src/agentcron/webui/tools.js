@@ -25,6 +25,15 @@ export function prettyArgs(args) {
   return clip(text ?? "", MAX_ARGS_CHARS);
 }
 
+/** Arguments as one line of JSON: a call's and its approval's compare equal. */
+export function argsKey(args) {
+  try {
+    return JSON.stringify(args ?? {});
+  } catch {
+    return "";
+  }
+}
+
 /** "84 ms", "1.2 s", "3 min 5 s"; null when not measured. */
 export function formatDuration(ms) {
   if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0) return null;
@@ -77,7 +86,7 @@ export function toolElement(call, running = false) {
     "details",
     {
       class: `tool status-${status}${running ? " running" : ""}${failed ? " failed" : ""}`,
-      dataset: { name: call.name || "", status },
+      dataset: { name: call.name || "", status, args: argsKey(call.args) },
     },
     h(
       "summary",
