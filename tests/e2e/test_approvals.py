@@ -236,6 +236,10 @@ async def test_a_pending_approval_shows_on_opening_and_a_late_click_shows_what_h
     answers: list[int] = []
 
     async def approved_elsewhere_first(route: Route) -> None:
+        # While the request is on its way both buttons are disabled (no second click).
+        await expect(waiting.get_by_role("button", name="Denying…")).to_be_disabled()
+        await expect(waiting.get_by_role("button", name="Approve")).to_be_disabled()
+        await expect(waiting).to_have_attribute("aria-busy", "true")
         (pending,) = ui.cron.approvals.list(key)
         await ui.cron.approvals.decide(pending.id, "approve", by="ana")
         response = await route.fetch()
