@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import re
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,7 +23,9 @@ import pytest
 import uvicorn
 from playwright.async_api import Browser, Page, async_playwright, expect
 
+from agentcron.agent.gate import ToolLike
 from agentcron.app import AgentCron
+from agentcron.server import serve
 from agentcron.server.serve import ServeOptions, Server, build
 from agentcron.testing import FakeClock
 
@@ -113,14 +116,17 @@ def _listening_socket() -> socket.socket:
 async def start_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[StartServer]:
-    """`await start_server(model=None)`: `agentcron serve` in this event loop, on a temp dir."""
+    """`await start_server(model=None, tools=(), **library)`: `agentcron serve` in this event
+    loop, on a temp dir; `tools` and `library` (e.g. `approval_timeout`) are given to its
+    AgentCron (the library's own options, which `serve` lacks).
+    """
     for name in list(os.environ):
         if name.startswith("AGENTCRON_") and name != SCREENSHOTS_ENV:
             monkeypatch.delenv(name)  # no token, model or channel from the developer's shell
     monkeypatch.setenv("AGENTCRON_OFFLINE_WPS", WPS)
     running: list[tuple[uvicorn.Server, asyncio.Task[None], socket.socket, Ui]] = []
 
-    async def start(model: Any = None) -> Ui:
+    async def start(model: Any = None, tools: Sequence[ToolLike] = (), **library: Any) -> Ui:
         clock = FakeClock(T0)
         sock = _listening_socket()
         port = sock.getsockname()[1]
@@ -128,7 +134,11 @@ async def start_server(
         # a test may pass a model object (AgentCron accepts one) to control the stream.
         options = ServeOptions(db=tmp_path / "agentcron.db", home=tmp_path / "home", port=port)
         options.model = model
-        server = build(options, clock=clock)
+        with monkeypatch.context() as patch:
+            if tools or library:
+                own = functools.partial(AgentCron, tools=list(tools), **library)
+                patch.setattr(serve, "AgentCron", own)
+            server = build(options, clock=clock)
         config = uvicorn.Config(
             server.app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"
         )

@@ -15,6 +15,7 @@ import uvicorn
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from agentcron.agent.gate import UserTool
 from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
 from agentcron.server import create_app
@@ -143,6 +144,48 @@ async def test_a_scheduled_turn_streams_like_a_user_turn(cron: AgentCron, clock:
         assert frames[-1]["status"] == "succeeded"
         seen_by_watcher = await until(watcher, lambda f: f.get("action") == "settled")
         assert "text_delta" not in {f["type"] for f in seen_by_watcher}  # not subscribed
+        await ws.close()
+        await watcher.close()
+
+
+async def test_a_gated_call_s_approval_events_go_to_its_session_s_subscribers(
+    make_cron: CronFactory,
+) -> None:
+    def deploy(env: str) -> str:
+        """Deploy the app."""
+        return f"deployed {env}"
+
+    cron = await make_cron(
+        runner=None, model=OfflineModel(0), tools=[UserTool(deploy, requires_approval=True)]
+    )
+    async with serving(cron) as url:
+        ws = await login(url)
+        await ws.send(json.dumps({"type": "subscribe", "session_key": KEY}))
+        await until(ws, lambda f: f["type"] == "subscribed")
+        watcher = await login(url)  # subscribed to nothing: no approval of KEY's
+        turn = await cron.sessions.send(KEY, "use deploy with env=staging")
+        frames = await until(ws, lambda f: f["type"] == "approval_requested")
+        requested = frames[-1]
+        assert [f["type"] for f in frames if f["type"].startswith("tool")] == ["tool_started"]
+        assert {k: requested[k] for k in ("session_key", "turn_id", "tool", "args")} == {
+            "session_key": KEY,
+            "turn_id": turn.id,
+            "tool": "deploy",
+            "args": {"env": "staging"},
+        }
+        await cron.approvals.decide(requested["approval_id"], "deny", by="ana")
+        frames = await until(ws, lambda f: f["type"] == "stream_end")
+        (decided,) = [f for f in frames if f["type"] == "approval_decided"]
+        assert (decided["approval_id"], decided["state"], decided["decided_by"]) == (
+            requested["approval_id"],
+            "denied",
+            "ana",
+        )
+        (call,) = [f for f in frames if f["type"] == "tool_call"]
+        assert call["result"] == "Denied by ana."
+        await watcher.send(json.dumps({"type": "ping"}))
+        seen = await until(watcher, lambda f: f["type"] == "pong")
+        assert not [f for f in seen if f["type"].startswith("approval")]
         await ws.close()
         await watcher.close()
 

@@ -6,9 +6,12 @@ headers on a WebSocket). Then:
 
 - `{"type": "subscribe", "session_key": K}` -> `{"type": "subscribed", "session_key": K,
   "running_turn": id | null, "replay": [events of the turn in progress]}`, then every event of K's
-  turns: `stream_start`, `text_delta`, `thinking_delta`, `tool_started`, `tool_call`, any other
-  event its runner emits (as `{"type": name, ...}`), `stream_end`; and `system_event` (the text
-  of a `system_event` job bound to K, when it fires);
+  turns: `stream_start`, `text_delta`, `thinking_delta`, `tool_started`, `tool_call`,
+  `approval_requested` / `approval_decided` (a gated tool call waiting for a person, and its
+  end), any other event its runner emits (as `{"type": name, ...}`), `stream_end`; and
+  `system_event` (the text of a `system_event` job bound to K, when it fires). Approvals are not
+  in the replay: a client that (re)subscribes lists the pending ones with
+  `GET /api/approvals?session_key=K`;
 - `{"type": "unsubscribe", "session_key": K}`;
 - `{"type": "message", "session_key": K, "content": text}` -> `{"type": "accepted", "turn_id"}`
   (the message goes through the session's lane like any other; the session must exist:
@@ -39,6 +42,8 @@ from starlette.websockets import WebSocketDisconnected
 from agentcron.app import AgentCron
 from agentcron.errors import AgentcronError
 from agentcron.events import (
+    ApprovalDecided,
+    ApprovalRequested,
     DeliveryFailed,
     DeliverySucceeded,
     Event,
@@ -68,6 +73,8 @@ _TURN_EVENTS = (
     ThinkingDelta,
     ToolStarted,
     ToolCalled,
+    ApprovalRequested,
+    ApprovalDecided,
     RunnerEvent,
     StreamEnd,
     SystemEventFired,

@@ -28,6 +28,9 @@ export const path = {
   deliveries: (key, state) =>
     `/api/deliveries?session_key=${encodeURIComponent(key)}&state=${state}&limit=200`,
   channels: () => "/api/channels",
+  approvals: (key, all = false) =>
+    `/api/approvals?session_key=${encodeURIComponent(key)}` + (all ? "&all=true" : ""),
+  approval: (id) => `/api/approvals/${encodeURIComponent(id)}`,
   jobs: () => "/api/jobs",
   job: (id) => `/api/jobs/${encodeURIComponent(id)}`,
 };

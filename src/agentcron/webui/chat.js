@@ -1,7 +1,10 @@
-// The chat view: the transcript, the turn being streamed, tool events and messages waiting to run.
+// The chat view: the transcript, the turn being streamed, tool calls, approval cards and
+// messages waiting to run.
 
 import { path } from "./api.js";
+import { ApprovalCard, normalize } from "./approvals.js";
 import { clockIcon, h, localTime } from "./dom.js";
+import { toolElement } from "./tools.js";
 
 const NEAR_BOTTOM_PX = 80;
 
@@ -33,12 +36,35 @@ function entryStyle(message) {
   return { classes, who, badge };
 }
 
-function toolSummary(event) {
-  const args = event.args || {};
-  const bits = [args.action, args.name, args.when, args.call_type].filter(
-    (v) => typeof v === "string" && v,
+/** A saved `tool` transcript entry as the call toolElement() shows. */
+function savedCall(message) {
+  const meta = message.meta || {};
+  return {
+    name: meta.name,
+    args: meta.args,
+    result: message.content,
+    ok: meta.ok,
+    duration_ms: meta.duration_ms,
+    truncated: meta.truncated,
+  };
+}
+
+/**
+ * Put an approval card right after the row of the call it gates: the first row of that tool
+ * not paired with a card yet, one with the same arguments if there is one (cards come oldest
+ * first); else at the end of `container`.
+ */
+function attachCard(container, card) {
+  const rows = [...container.querySelectorAll(":scope > .tool")].filter(
+    (row) => row.dataset.name === card.dataset.tool && !row.dataset.approvalId,
   );
-  return bits.length ? `${event.name} · ${bits.join(" · ")}` : event.name;
+  const row = rows.find((r) => r.dataset.args === card.dataset.args) || rows[0];
+  if (row) {
+    row.dataset.approvalId = card.dataset.approvalId;
+    row.after(card);
+  } else {
+    container.append(card);
+  }
 }
 
 export class ChatView {
@@ -62,6 +88,7 @@ export class ChatView {
     this.userTurns = new Set(); // turn ids whose user message is shown
     this.turnTools = new Map(); // turn id -> saved tool calls waiting for that turn's reply
     this.undelivered = new Map(); // message id -> "channel: error" of a delivery that gave up
+    this.approvals = new Map(); // approval id -> ApprovalCard shown
     this.lastSeq = 0;
     this.live = null; // the turn being streamed: {turnId, el, body, tools}
     this.pending = []; // {el, turnId, content}
@@ -76,7 +103,12 @@ export class ChatView {
     this.reset();
     this.empty.hidden = key !== null;
     this.setRunning(false);
-    if (key !== null) this.enqueue(() => this.reload());
+    if (key !== null) {
+      this.enqueue(async () => {
+        await this.reload();
+        await this.loadApprovals();
+      });
+    }
   }
 
   enqueue(task) {
@@ -100,6 +132,7 @@ export class ChatView {
           await this.reload();
           this.setRunning(Boolean(event.running_turn));
           for (const replayed of event.replay || []) this.applyStream(replayed);
+          await this.loadApprovals(); // not in the replay: pending ones come from the API
         });
         break;
       case "stream_start":
@@ -127,6 +160,12 @@ export class ChatView {
       case "session_sync":
       case "message":
         this.enqueue(() => this.fetchNew());
+        break;
+      case "approval_requested":
+        this.enqueue(() => this.showApproval(normalize(event)));
+        break;
+      case "approval_decided":
+        this.enqueue(() => this.approvals.get(event.approval_id)?.settle(event.state, event.decided_by));
         break;
       case "delivery_failed":
         if (!event.retryable) this.markUndelivered(event.message_id, `${event.channel}: ${event.error}`);
@@ -167,6 +206,7 @@ export class ChatView {
     this.rendered = new Set();
     this.userTurns = new Set();
     this.turnTools = new Map();
+    this.approvals = new Map(); // their cards went with the list; loadApprovals() shows them again
     this.lastSeq = 0;
     if (this.live) this.list.append(this.live.el);
     for (const message of data.messages) this.render(message);
@@ -190,18 +230,23 @@ export class ChatView {
     const meta = message.meta || {};
     if (message.role === "user" && meta.turn_id) this.settlePending(meta.turn_id, message.content);
     if (message.role === "tool") {
-      // A saved tool call: shown folded inside its turn's reply (which follows it), unless
-      // that turn is the one being streamed (its tool events are shown there already).
-      if (this.live && meta.turn_id === this.live.turnId) return;
+      // A saved tool call: shown folded inside its turn's reply (which follows it). For the
+      // turn being streamed these rows (with outcome and duration) replace the streamed ones.
       if (!this.turnTools.has(meta.turn_id)) this.turnTools.set(meta.turn_id, h("div", { class: "tools" }));
-      this.turnTools.get(meta.turn_id).append(
-        this.toolElement({ name: meta.name, args: meta.args, result: message.content, ok: meta.ok }, false),
-      );
+      this.turnTools.get(meta.turn_id).append(toolElement(savedCall(message)));
       return;
     }
     // The reply of the turn being streamed takes the streamed element's place.
     if (this.live && message.role === "assistant" && meta.turn_id === this.live.turnId) {
-      const el = this.entryElement(message, this.live.tools);
+      let tools = this.live.tools;
+      const saved = this.turnTools.get(meta.turn_id);
+      if (saved) {
+        // The saved rows, with the turn's approval cards (decided by now) after their calls.
+        this.turnTools.delete(meta.turn_id);
+        for (const card of this.live.tools.querySelectorAll(":scope > .approval")) attachCard(saved, card);
+        tools = saved;
+      }
+      const el = this.entryElement(message, tools);
       this.live.el.replaceWith(el);
       this.live = null;
       this.markIfUndelivered(message.id);
@@ -250,7 +295,12 @@ export class ChatView {
       {
         class: classes.join(" "),
         "aria-label": badge ? `${who}: ${badge}` : who,
-        dataset: { id: message.id, seq: String(message.seq), role: message.role },
+        dataset: {
+          id: message.id,
+          seq: String(message.seq),
+          role: message.role,
+          ...(message.meta?.turn_id ? { turnId: message.meta.turn_id } : {}),
+        },
       },
       head,
       tools && tools.childElementCount ? tools : null,
@@ -300,14 +350,18 @@ export class ChatView {
       this.live.thinking.append(event.text || "");
       this.live.el.classList.remove("waiting");
     } else if (event.type === "tool_started") {
-      this.live.tools.append(this.toolElement(event, true));
+      this.live.tools.append(toolElement(event, true));
     } else if (event.type === "tool_call") {
       const running = [...this.live.tools.querySelectorAll(".tool.running")].find(
         (el) => el.dataset.name === event.name,
       );
-      const done = this.toolElement(event, false);
-      if (running) running.replaceWith(done);
-      else this.live.tools.append(done);
+      const done = toolElement(event);
+      if (running) {
+        if (running.dataset.approvalId) done.dataset.approvalId = running.dataset.approvalId;
+        running.replaceWith(done);
+      } else {
+        this.live.tools.append(done);
+      }
     }
     this.scrollToEnd(stick);
   }
@@ -344,22 +398,63 @@ export class ChatView {
     this.live = null;
   }
 
-  toolElement(event, running) {
-    const summary = h(
-      "summary",
-      {},
-      h("span", { class: "tool-icon", "aria-hidden": "true" }, running ? "⋯" : event.ok === false ? "✗" : "✓"),
-      " ",
-      toolSummary(event),
-    );
-    const args = JSON.stringify(event.args || {}, null, 1);
-    return h(
-      "details",
-      { class: `tool${running ? " running" : ""}${event.ok === false ? " failed" : ""}`, dataset: { name: event.name } },
-      summary,
-      h("pre", { class: "tool-args" }, args),
-      running ? null : h("pre", { class: "tool-result" }, event.result ?? ""),
-    );
+  // -- approvals: a card in the turn whose tool call waits for a person ---------------------
+
+  /** The open session's approvals: the pending ones, and those of the turn being streamed. */
+  async loadApprovals() {
+    const key = this.key;
+    let data;
+    try {
+      data = await this.api("GET", path.approvals(key, true));
+    } catch {
+      return; // the next approval event shows its card
+    }
+    if (key !== this.key) return;
+    for (const found of data.approvals) {
+      const approval = normalize(found);
+      const known = this.approvals.get(approval.id);
+      if (known) {
+        known.settle(approval.state, approval.decidedBy);
+      } else if (approval.state === "pending" || (this.live && approval.turnId === this.live.turnId)) {
+        this.showApproval(approval);
+      } else if (approval.turnId) {
+        // A decided one (while the server keeps it): its outcome after the call, as it was live.
+        const tools = this.list.querySelector(
+          `article[data-turn-id="${CSS.escape(approval.turnId)}"]:not(.streaming) > .tools`,
+        );
+        if (tools) this.showApproval(approval, tools);
+      }
+    }
+  }
+
+  /**
+   * A card for `approval` in its turn (once per id; a known card only takes the new state):
+   * in `container` (a finished turn's tools), else the streamed turn's, else on its own.
+   */
+  showApproval(approval, container = null) {
+    const known = this.approvals.get(approval.id);
+    if (known) {
+      known.settle(approval.state, approval.decidedBy);
+      return;
+    }
+    const stick = this.nearBottom();
+    const card = new ApprovalCard(approval, { api: this.api, sessionKey: this.key });
+    this.approvals.set(approval.id, card);
+    if (container) {
+      attachCard(container, card.el);
+    } else if (this.live && approval.turnId === this.live.turnId) {
+      attachCard(this.live.tools, card.el);
+    } else {
+      // Its turn is not on screen as a live turn: a card of its own at the end.
+      const holder = h(
+        "article",
+        { class: "msg role-assistant approval-holder", "aria-label": "Approval", dataset: { turnId: approval.turnId || "" } },
+        card.el,
+      );
+      if (this.live) this.list.insertBefore(holder, this.live.el);
+      else this.list.append(holder);
+    }
+    this.scrollToEnd(stick);
   }
 
   // -- messages sent from here, shown until their turn starts -------------------------------
