@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 CONFIG_ENV = "AGENTCRON_CONFIG"
+TOOLS_SECTION = "tools"  # the agent's tools (`agentcron.tools_config`), not flat settings
 _MAX_FILE_BYTES = 1_000_000
 
 Kind = Literal["text", "int", "float", "bool", "list", "limit", "table"]
@@ -154,6 +155,13 @@ SETTINGS: tuple[Setting, ...] = (
         "int",
         "model requests per turn",
         str(DEFAULT_MAX_STEPS),
+    ),
+    Setting(
+        "agent.tools_file",
+        "AGENTCRON_TOOLS_FILE",
+        "text",
+        "a TOML file whose [tools] table gives the agent's tools (README: Tools and approvals)",
+        "the [tools] table of this file",
     ),
     Setting(
         "agent.prices",
@@ -340,10 +348,12 @@ def read_config(path: Path) -> dict[str, str]:
         raise ConfigError(f"the configuration file {path} is not valid TOML: {exc}") from None
     found: dict[str, str] = {}
     for section, table in data.items():
+        if section == TOOLS_SECTION:
+            continue  # not settings: `agentcron.tools_config.load` reads and checks it
         if section not in _SECTIONS or not isinstance(table, dict):
             raise ConfigError(
                 f"{path}: unknown section [{section}]; the sections are "
-                + ", ".join(f"[{s}]" for s in _SECTIONS)
+                + ", ".join(f"[{s}]" for s in [*_SECTIONS, TOOLS_SECTION])
             )
         for name, value in table.items():
             setting = _BY_KEY.get(f"{section}.{name}")

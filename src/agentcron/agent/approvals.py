@@ -203,9 +203,18 @@ class ApprovalBroker:
         return approval
 
     async def request(
-        self, *, tool: str, args: dict[str, Any], session_key: str | None, turn_id: str | None
+        self,
+        *,
+        tool: str,
+        args: dict[str, Any],
+        session_key: str | None,
+        turn_id: str | None,
+        expires_in: timedelta | None = None,
     ) -> Approval:
-        """A pending approval for this call, then its end: approved, denied or expired."""
+        """A pending approval for this call, then its end: approved, denied or expired
+        (after `expires_in`, else the broker's timeout).
+        """
+        timeout = expires_in or self.timeout
         approval = await self._put(
             new_approval(
                 tool=tool,
@@ -213,12 +222,12 @@ class ApprovalBroker:
                 session_key=session_key,
                 turn_id=turn_id,
                 now=self._now(),
-                timeout=self.timeout,
+                timeout=timeout,
             )
         )
         decided = self._waiting[approval.id] = asyncio.Event()
         try:
-            await asyncio.wait_for(decided.wait(), self.timeout.total_seconds())
+            await asyncio.wait_for(decided.wait(), timeout.total_seconds())
         except TimeoutError:
             await self._put(expire(self._approvals[approval.id], at=self._now()))
         except asyncio.CancelledError:

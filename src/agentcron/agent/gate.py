@@ -15,10 +15,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from pydantic_ai import RunContext, Tool
-from pydantic_ai.toolsets import FunctionToolset, WrapperToolset
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset, CombinedToolset, FunctionToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from agentcron.agent.approvals import (
@@ -75,6 +77,8 @@ class GatedToolset(WrapperToolset[Any]):
     rules: Mapping[str, RequiresApproval] = field(default_factory=dict)
     policies: Mapping[str, Policy] = field(default_factory=dict)
     approvals: ApprovalBroker | None = None
+    # Per-tool approval timeouts (a missing tool: the broker's default).
+    timeouts: Mapping[str, timedelta] = field(default_factory=dict)
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
@@ -107,6 +111,7 @@ class GatedToolset(WrapperToolset[Any]):
             args=args,
             session_key=getattr(ctx.deps, "session_key", None),
             turn_id=getattr(ctx.deps, "turn_id", None),
+            expires_in=self.timeouts.get(name),
         )
         return denial_text(approval)
 
@@ -127,20 +132,42 @@ def _as_tool(item: ToolLike) -> tuple[Tool[Any], RequiresApproval]:
     return tool, rule
 
 
+# May the session (its key, or None outside a session) be offered the tool of this name?
+AllowedFn = Callable[[str | None, str], bool]
+
+
 def build_toolset(
     tools: Sequence[ToolLike],
     *,
     policies: Mapping[str, Policy] | None = None,
     approvals: ApprovalBroker | None = None,
+    toolsets: Sequence[AbstractToolset[Any]] = (),
+    timeouts: Mapping[str, timedelta] | None = None,
+    allowed: AllowedFn | None = None,
 ) -> GatedToolset:
-    """One gated toolset of `tools` (names must be unique; policies may name any of them)."""
+    """One gated toolset of `tools` and of other `toolsets` (MCP servers), so their calls pass
+    the same gate (names must be unique; policies and timeouts may name any of them, and may be
+    mappings that match globs). `allowed(session_key, tool)` hides a tool from a run whose
+    deps' `session_key` may not use it: the model is not offered it.
+    """
     converted = [_as_tool(item) for item in tools]
-    policies = dict(policies or {})
+    policies = policies if policies is not None else {}
     for name, policy in policies.items():
         resolve_policy(name, {}, policies={name: policy})  # rejects a bad policy early
+    inner: AbstractToolset[Any] = FunctionToolset([tool for tool, _ in converted])
+    if toolsets:
+        inner = CombinedToolset([inner, *toolsets])
+    if allowed is not None:
+        check = allowed
+
+        def offered(ctx: RunContext[Any], tool_def: ToolDefinition) -> bool:
+            return check(getattr(ctx.deps, "session_key", None), tool_def.name)
+
+        inner = inner.filtered(offered)
     return GatedToolset(
-        FunctionToolset([tool for tool, _ in converted]),
+        inner,
         rules={tool.name: rule for tool, rule in converted if rule},
         policies=policies,
         approvals=approvals,
+        timeouts=timeouts if timeouts is not None else {},
     )

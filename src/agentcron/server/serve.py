@@ -14,6 +14,7 @@ import uvicorn
 from fastapi import FastAPI
 from pydantic_ai.models import Model
 
+from agentcron import tools_config
 from agentcron.app import AgentCron
 from agentcron.config import agent_settings_from_env, data_dir, default_db_path, settings_from_env
 from agentcron.engine.clock import Clock
@@ -43,6 +44,9 @@ class ServeOptions:
     # that arrives as a turn of that session while the server runs.
     demo: bool = False
     wake: str | None = None  # local or managed (--wake); None = $AGENTCRON_WAKE, else local
+    # The TOML file whose [tools] table gives the agent's tools (the configuration file, or
+    # the file of --tools / $AGENTCRON_TOOLS_FILE); None = no configured tools.
+    tools: Path | None = None
     extra_start: list[Hook] = field(default_factory=list)
     extra_stop: list[Hook] = field(default_factory=list)
 
@@ -54,6 +58,8 @@ class Server:
     token: str
     hook_token: str
     where: str  # the database, for the start-up lines
+    # What stopped the start (the app's lifespan failed): `run` raises the first one.
+    start_errors: list[tools_config.ToolConfigError] = field(default_factory=list)
 
 
 def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
@@ -62,6 +68,9 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
     token = load_or_create_token(home)
     hook_token = load_or_create_token(home, HOOK_TOKEN_FILE, HOOK_TOKEN_ENV)
     db = None if options.url else (options.db or default_db_path())
+    # Read and imported here (a bad file or entry point stops `serve` before it binds); the
+    # MCP servers start with the app (a server that does not start stops it: ToolConfigError).
+    tool_config = tools_config.load(options.tools) if options.tools is not None else None
     cron = AgentCron(
         db=db,
         url=options.url,
@@ -70,6 +79,7 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
         unified_session=options.unified_session,
         settings=settings_from_env(),
         agent=agent_settings_from_env(),
+        tool_config=tool_config if tool_config is not None and not tool_config.empty else None,
     )
     from agentcron.channels import ChannelManager, channels_from_env
 
@@ -86,7 +96,12 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
     async def start() -> None:
         if isinstance(wake, ManagedWake):
             wake.prepare()  # no timer: fires come from the wake service
-        await cron.start()
+        try:
+            await cron.start()
+        except tools_config.ToolConfigError as exc:
+            start_errors.append(exc)
+            log.error("agentcron did not start: %s", exc)
+            raise
         await wake.start()
         await manager.start()
         # What start-up loaded (modules, the agent framework) lives as long as the process: out
@@ -106,6 +121,7 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
         finally:
             await cron.close()
 
+    start_errors: list[tools_config.ToolConfigError] = []
     app = create_app(
         cron,
         token=token,
@@ -116,7 +132,7 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
         wake=wake,
     )
     where = options.url or str(db)
-    return Server(app, cron, token, hook_token, where)
+    return Server(app, cron, token, hook_token, where, start_errors)
 
 
 def run(options: ServeOptions, echo: Callable[[str], None]) -> None:
@@ -149,6 +165,8 @@ def run(options: ServeOptions, echo: Callable[[str], None]) -> None:
     # uvicorn re-raises the signal it stopped on once it is done; the stop was graceful.
     with contextlib.suppress(KeyboardInterrupt):
         _Uvicorn(config, server.cron).run()
+    if server.start_errors:  # uvicorn logged it and returned: say it as the command's error
+        raise server.start_errors[0]
 
 
 class _Uvicorn(uvicorn.Server):
