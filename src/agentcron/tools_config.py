@@ -35,13 +35,15 @@ and a server that does not start fails the start with a `ToolConfigError`.
 from __future__ import annotations
 
 import importlib
+import sys
+import tempfile
 import tomllib
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TextIO, cast
 
 from pydantic import (
     BaseModel,
@@ -59,6 +61,7 @@ from agentcron.agent.tool_rules import GlobTable, ToolRules
 from agentcron.config import ConfigError
 
 if TYPE_CHECKING:
+    from fastmcp.client.transports import StdioTransport
     from pydantic_ai.mcp import MCPToolset
     from pydantic_ai.toolsets import AbstractToolset
 
@@ -165,16 +168,40 @@ class ToolsTable(BaseModel):
     ] = {}
 
 
+_TOOL_HELP = "a tool name or glob: letters, digits and _ . - * ? [ ] ! (128 at most)"
+_PATTERN_HELP = {
+    "python": "an entry point is module:attribute, e.g. mytools.ci:check_build",
+    "mcp": "a server name is a letter, then letters, digits, _ or - (32 at most)",
+    "url": "a URL starts with http:// or https:// and has no spaces",
+    "prefix": "a prefix is empty, or a letter, then letters, digits, _ or - (32 at most)",
+    "env": "an environment variable name is letters, digits and _",
+    "headers": "a header name is letters, digits and !#$%&'*+.^_`|~-",
+    "sessions": "a session key or glob: printable characters, no spaces (233 at most)",
+}
+
+
 def _problems(exc: ValidationError, where: str) -> str:
+    """pydantic's errors as lines that name the file, the table and the key."""
     lines = []
     for error in exc.errors()[:10]:
         loc = [str(part) for part in error["loc"]]
+        is_key = "[key]" in loc
+        loc = [part for part in loc if part != "[key]"]
+        dotted = ".".join(["tools", *loc])
         if error["type"] == "extra_forbidden":
             table = ".".join(["tools", *loc[:-1]])
             lines.append(f"{where}: unknown key {loc[-1]!r} in [{table}]")
+        elif error["type"] == "string_pattern_mismatch":
+            field_name = next((p for p in reversed(loc) if p in _PATTERN_HELP), "")
+            if field_name == "sessions" and not is_key:
+                field_name = ""
+            if field_name == "mcp" and not is_key:
+                field_name = ""
+            hint = _PATTERN_HELP.get(field_name, _TOOL_HELP)
+            lines.append(f"{where}: {dotted}: {error['input']!r} is not valid: {hint}")
         else:
             message = str(error["msg"]).removeprefix("Value error, ")
-            lines.append(f"{where}: {'.'.join(['tools', *loc])}: {message}")
+            lines.append(f"{where}: {dotted}: {message}")
     return "; ".join(lines)
 
 
@@ -194,7 +221,7 @@ class ToolConfig:
     @classmethod
     def parse(cls, data: Mapping[str, Any], source: Path | None = None) -> ToolConfig:
         """From the `[tools]` table as TOML reads it; ToolConfigError names what is wrong."""
-        where = str(source) if source is not None else "tools"
+        where = str(source) if source is not None else "the tools configuration"
         try:
             return cls(ToolsTable.model_validate(data), source)
         except ValidationError as exc:
@@ -354,19 +381,22 @@ class McpServer:
         self.name = name
         self.config = config
         self.prefix = name if config.prefix is None else config.prefix
-        client: Any
+        self._stdio: StdioTransport | None = None
+        self._log: TextIO | None = None  # where a quiet stdio server's stderr goes
         if config.command is not None:
             from fastmcp.client.transports import StdioTransport
 
             # keep_alive=False: leaving the toolset ends the subprocess (no orphan server).
-            client = StdioTransport(
+            self._stdio = StdioTransport(
                 config.command,
                 list(config.args),
                 env=dict(config.env) or None,
                 cwd=config.cwd,
                 keep_alive=False,
             )
-            self.toolset: MCPToolset[Any] = MCPToolset(client, id=name, init_timeout=config.timeout)
+            self.toolset: MCPToolset[Any] = MCPToolset(
+                self._stdio, id=name, init_timeout=config.timeout
+            )
         else:
             self.toolset = MCPToolset(
                 config.url or "",
@@ -384,6 +414,39 @@ class McpServer:
 
     def tool_name(self, name: str) -> str:
         return f"{self.prefix}_{name}" if self.prefix else name
+
+    def open_log(self, quiet: bool) -> None:
+        """Before a start: a stdio server's stderr goes to ours, or (`quiet`, or ours is no
+        real file) to a temporary file whose last line an error quotes.
+        """
+        if self._stdio is None:
+            return
+        if not quiet:
+            try:
+                sys.stderr.fileno()
+            except (AttributeError, OSError, ValueError):
+                quiet = True
+        if quiet and self._log is None:
+            # Closed by close_log (ToolServers.stop, or a failed start): it outlives this call.
+            self._log = cast(
+                TextIO,
+                tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace"),  # noqa: SIM115
+            )
+        self._stdio.log_file = self._log if quiet else None
+
+    def last_error_line(self) -> str:
+        """The last line the server wrote to its (captured) stderr, if any."""
+        if self._log is None:
+            return ""
+        self._log.flush()
+        self._log.seek(0)
+        lines = [line.strip() for line in self._log.read()[-4000:].splitlines() if line.strip()]
+        return lines[-1][:300] if lines else ""
+
+    def close_log(self) -> None:
+        log, self._log = self._log, None
+        if log is not None:
+            log.close()
 
     async def tools(self) -> list[tuple[str, str]]:
         """(name as the model sees it, description) of each tool (the server must be started)."""
@@ -406,10 +469,15 @@ class ConfiguredTools:
 
 
 class ToolServers:
-    """Starts the MCP servers together (at `AgentCron.start`) and stops them (at `close`)."""
+    """Starts the MCP servers together (at `AgentCron.start`) and stops them (at `close`).
 
-    def __init__(self, servers: Sequence[McpServer] = ()) -> None:
+    A stdio server's stderr is this process's (the service log), or with `quiet` (what
+    `tools list` uses) a temporary file, whose last line a failed start quotes.
+    """
+
+    def __init__(self, servers: Sequence[McpServer] = (), *, quiet: bool = False) -> None:
         self.servers = list(servers)
+        self.quiet = quiet
         self._stack: AsyncExitStack | None = None
         self.names: dict[str, str] = {}  # every tool name -> its source, once started
 
@@ -425,14 +493,17 @@ class ToolServers:
         stack = AsyncExitStack()
         try:
             for server in self.servers:
+                server.open_log(self.quiet)
+                stack.callback(server.close_log)
                 try:
                     await stack.enter_async_context(server.toolset)
                     listed = await server.tools()
                 except Exception as exc:
                     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                    said = server.last_error_line()
                     raise ToolConfigError(
                         f"MCP server {server.name!r} ({server.config.describe()}) did not "
-                        f"start: {first[:500]}"
+                        f"start: {first[:500]}" + (f" (its last words: {said})" if said else "")
                     ) from exc
                 for name, _ in listed:
                     _claim(names, name, server.source)
@@ -548,7 +619,7 @@ async def inventory(
                 default_timeout=default_timeout,
             )
         )
-    servers = ToolServers(configured.servers)
+    servers = ToolServers(configured.servers, quiet=True)
     await servers.start(known)
     try:
         for server in configured.servers:
