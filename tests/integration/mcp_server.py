@@ -8,6 +8,9 @@ from __future__ import annotations
 import os
 import sys
 
+if __name__ == "__main__" and sys.argv[1:] == ["--exit"]:  # a server that fails at once
+    sys.exit(3)
+
 from mcp.server.mcpserver import MCPServer
 
 server = MCPServer("testtools")
@@ -35,6 +38,4 @@ def shout(text: str) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--exit":  # a server that fails at once
-        sys.exit(3)
     server.run("stdio")

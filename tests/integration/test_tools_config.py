@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pydantic_ai.mcp  # noqa: F401  (its ~1.5 s import is paid at collection, not by a test)
 import pytest
 
@@ -21,7 +22,7 @@ from agentcron.app import AgentCron
 from agentcron.server.serve import ServeOptions, build
 from agentcron.store import TurnState
 from agentcron.testing import wait_settled
-from agentcron.tools_config import ToolConfig, ToolConfigError
+from agentcron.tools_config import ToolConfig, ToolConfigError, load
 from tests.conftest import CronFactory
 from tests.integration import tool_module
 
@@ -206,11 +207,6 @@ async def test_two_tools_with_one_name_are_a_clear_error(
     }
     with pytest.raises(ToolConfigError, match=r"two tools are named 'calc_add'.*mcp calc"):
         await offline(make_cron, table)
-    # With another prefix the names no longer meet.
-    table["mcp"]["calc"]["prefix"] = "math"
-    cron = await offline(make_cron, table)
-    assert cron.tool_servers is not None
-    assert {"calc_add", "math_add"} <= set(cron.tool_servers.names)
     with pytest.raises(ToolConfigError, match="two tools are named 'lookup'"):
         await offline(
             make_cron,
@@ -231,7 +227,10 @@ async def test_serve_reads_the_tools_of_its_file(tmp_path: Path) -> None:
         assert server.cron.tool_servers.names["lookup"] == (
             "python tests.integration.tool_module:lookup"
         )
-    # A server that does not start stops `serve` (uvicorn's lifespan fails; `run` raises it).
+
+
+async def test_a_server_that_does_not_start_stops_serve(tmp_path: Path) -> None:
+    """uvicorn's lifespan fails, and `run` raises the error after uvicorn returns."""
     bad = tmp_path / "bad.toml"
     bad.write_text(
         f'[tools.mcp.calc]\ncommand = {sys.executable!r}\nargs = [{SERVER!r}, "--exit"]\n'
@@ -244,3 +243,28 @@ async def test_serve_reads_the_tools_of_its_file(tmp_path: Path) -> None:
         f"MCP server 'calc' ({sys.executable} {SERVER} --exit) did not start: Connection closed"
     ]
     assert not server.cron.running
+
+
+def mcp_children() -> list[psutil.Process]:
+    return [p for p in psutil.Process().children(recursive=True) if SERVER in p.cmdline()]
+
+
+async def test_the_servers_start_and_stop_with_agentcron(tmp_path: Path) -> None:
+    path = tmp_path / "tools.toml"
+    path.write_text(
+        '[tools]\npython = ["tests.integration.tool_module:calc_add"]\n'
+        f'[tools.mcp.calc]\ncommand = {sys.executable!r}\nargs = [{SERVER!r}]\nprefix = "math"\n'
+    )  # another prefix: the server's `add` and the entry point's `calc_add` no longer meet
+    cron = AgentCron(
+        db=tmp_path / "a.db", runner=None, model=OfflineModel(0), tool_config=load(path)
+    )
+    assert mcp_children() == []  # made, not started
+    async with cron:
+        (child,) = mcp_children()
+        assert child.is_running()
+        assert cron.tool_servers is not None
+        assert {"calc_add", "math_add"} <= set(cron.tool_servers.names)
+        _, (call,) = await turn(cron, "use math_add with a=1, b=1")
+        assert call.content == "2"
+    assert mcp_children() == []
+    assert not child.is_running()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,6 +149,14 @@ def run(options: ServeOptions, echo: Callable[[str], None]) -> None:
         wake = server.app.state.wake.status()
         why = f" ({wake['reason']})" if wake.get("reason") else ""
         echo(f"wake: {wake['provider']}{why}")
+        servers = server.cron.tool_servers
+        counts = Counter(servers.names.values() if servers is not None else ())
+        if set(counts) - {"agentcron"}:  # configured tools: say how many and from where
+            echo(
+                f"tools: {counts.total()} ("
+                + ", ".join(f"{n} {s}" for s, n in counts.items())
+                + f") from {options.tools}; `agentcron tools list` shows them"
+            )
         echo(f"token: {server.token}")
 
     options.extra_start.append(announce)  # after AgentCron and the channels started
