@@ -434,4 +434,17 @@ def dump_example() -> str:
             lines += ([""] if section else []) + [f"[{head}]"]
             section = head
         lines.append(f"# {name} = ...  # {s.help}; default: {s.default}  (${s.env})")
+    lines += [
+        "",
+        "# The agent's tools (README: Tools from configuration; `agentcron tools list`):",
+        "# [tools]",
+        '# python = ["mytools.ci:check_build"]      # module:function entry points',
+        "# [tools.mcp.files]                        # command/args/env/cwd, or url/headers",
+        '# command = "npx"',
+        '# args = ["-y", "@modelcontextprotocol/server-filesystem", "/srv"]',
+        "# [tools.policy]                           # tool name or glob -> allow | approve | deny",
+        '# "files_*" = "approve"',
+        "# [tools.approval_timeout]                 # seconds, per tool name or glob",
+        "# [tools.sessions]                         # session key or glob -> the tools it may use",
+    ]
     return "\n".join(lines) + "\n"

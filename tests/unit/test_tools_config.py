@@ -262,3 +262,17 @@ def test_the_library_tool_policy_wins_over_the_configured_one() -> None:
     rules = ToolRules.of(policies={"files_*": "approve", "cron": "deny"})
     merged = merged_policies(rules, {"cron": "allow"})
     assert (merged.get("cron"), merged.get("files_x")) == ("allow", "approve")
+
+
+def test_the_readme_example_is_a_valid_table(tmp_path: Path) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text("utf-8")
+    section = readme[readme.index("#### Tools from configuration") :]
+    block = section[section.index("```toml\n") + len("```toml\n") : section.index("```\n", 8)]
+    config = load(write(tmp_path, block))
+    assert list(config.table.mcp) == ["files", "search"]
+    rules = config.rules()
+    assert rules.policies.get("files_write_file") == "deny"
+    assert rules.policies.get("files_read_file") == "approve"
+    assert not rules.allowed("webhook:alerts", "cron")
+    assert rules.allowed("telegram:1", "check_build")
+    assert not rules.allowed("telegram:1", "files_read_file")
