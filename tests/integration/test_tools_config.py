@@ -268,3 +268,25 @@ async def test_the_servers_start_and_stop_with_agentcron(tmp_path: Path) -> None
         assert call.content == "2"
     assert mcp_children() == []
     assert not child.is_running()
+
+
+def test_serve_exits_with_the_one_line_error(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from agentcron.server.serve import run
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        f'[tools.mcp.calc]\ncommand = {sys.executable!r}\nargs = [{SERVER!r}, "--exit"]\n'
+    )
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    options = ServeOptions(port=port, db=tmp_path / "s.db", home=tmp_path, tools=bad)
+    said: list[str] = []
+    with pytest.raises(ToolConfigError, match=r"MCP server 'calc'.*did not start"):
+        run(options, said.append)
+    assert said == []  # it never served
+    err = capfd.readouterr().err
+    assert "Application startup failed. Exiting." in err  # uvicorn's log reached us
+    assert "Traceback" not in err  # but not its traceback of our error

@@ -100,8 +100,7 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
         try:
             await cron.start()
         except tools_config.ToolConfigError as exc:
-            start_errors.append(exc)
-            log.error("agentcron did not start: %s", exc)
+            start_errors.append(exc)  # `run` says it in one line (uvicorn's traceback dropped)
             raise
         await wake.start()
         await manager.start()
@@ -172,10 +171,32 @@ def run(options: ServeOptions, echo: Callable[[str], None]) -> None:
         ws_max_size=MAX_BODY_BYTES,  # a WebSocket frame: the same limit as a request body
     )
     # uvicorn re-raises the signal it stopped on once it is done; the stop was graceful.
-    with contextlib.suppress(KeyboardInterrupt):
-        _Uvicorn(config, server.cron).run()
-    if server.start_errors:  # uvicorn logged it and returned: say it as the command's error
+    quiet = _OwnStartErrors(server.start_errors)
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    uvicorn_log.addFilter(quiet)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            _Uvicorn(config, server.cron).run()
+    except SystemExit:  # uvicorn's exit after a failed start
+        if not server.start_errors:
+            raise
+    finally:
+        uvicorn_log.removeFilter(quiet)
+    if server.start_errors:  # the command's error, one line (`serve` exits 2)
         raise server.start_errors[0]
+
+
+class _OwnStartErrors(logging.Filter):
+    """Drops uvicorn's traceback of a start that failed with a ToolConfigError: `run` says
+    that error in one line instead.
+    """
+
+    def __init__(self, errors: list[tools_config.ToolConfigError]) -> None:
+        super().__init__()
+        self._errors = errors
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (self._errors and "ToolConfigError" in record.getMessage())
 
 
 class _Uvicorn(uvicorn.Server):
