@@ -35,6 +35,8 @@ and a server that does not start fails the start with a `ToolConfigError`.
 from __future__ import annotations
 
 import importlib
+import os
+import re
 import sys
 import tempfile
 import tomllib
@@ -75,6 +77,8 @@ __all__ = [
     "ToolRow",
     "ToolServers",
     "ToolsTable",
+    "expand_env",
+    "import_tools",
     "inventory",
     "load",
     "merged_policies",
@@ -372,6 +376,26 @@ def names_of(
 # -- MCP servers --------------------------------------------------------------------------
 
 
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_env(value: str, where: str, environ: Mapping[str, str] | None = None) -> str:
+    """`${NAME}` / `${NAME:-default}` in a server's args, env, url or headers, from the
+    environment (secrets stay out of the file); an unset NAME without a default is an error.
+    """
+    env = os.environ if environ is None else environ
+
+    def one(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in env:
+            return env[name]
+        if default is not None:
+            return default
+        raise ToolConfigError(f"{where}: ${{{name}}} is not set in the environment")
+
+    return _ENV_REF.sub(one, value)
+
+
 class McpServer:
     """One configured MCP server and its pydantic-ai toolset (prefixed), not yet started."""
 
@@ -383,14 +407,16 @@ class McpServer:
         self.prefix = name if config.prefix is None else config.prefix
         self._stdio: StdioTransport | None = None
         self._log: TextIO | None = None  # where a quiet stdio server's stderr goes
+        where = f"tools.mcp.{name}"
         if config.command is not None:
             from fastmcp.client.transports import StdioTransport
 
+            env = {k: expand_env(v, f"{where}.env.{k}") for k, v in config.env.items()}
             # keep_alive=False: leaving the toolset ends the subprocess (no orphan server).
             self._stdio = StdioTransport(
                 config.command,
-                list(config.args),
-                env=dict(config.env) or None,
+                [expand_env(arg, f"{where}.args") for arg in config.args],
+                env=env or None,
                 cwd=config.cwd,
                 keep_alive=False,
             )
@@ -398,11 +424,12 @@ class McpServer:
                 self._stdio, id=name, init_timeout=config.timeout
             )
         else:
+            headers = {k: expand_env(v, f"{where}.headers.{k}") for k, v in config.headers.items()}
             self.toolset = MCPToolset(
-                config.url or "",
+                expand_env(config.url or "", f"{where}.url"),
                 id=name,
                 init_timeout=config.timeout,
-                headers=dict(config.headers) or None,
+                headers=headers or None,
             )
         self.exposed: AbstractToolset[Any] = (
             self.toolset.prefixed(self.prefix) if self.prefix else self.toolset

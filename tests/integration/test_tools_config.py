@@ -94,13 +94,14 @@ async def test_an_entry_point_list_brings_its_tools_and_their_approval_rules(
 
 
 async def test_a_stdio_mcp_tool_needs_approval_and_runs_in_the_server(
-    make_cron: CronFactory, tmp_path: Path
+    make_cron: CronFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log = tmp_path / "mcp.log"
+    monkeypatch.setenv("CALC_LOG", str(log))  # ${CALC_LOG}: from the environment, not the file
     cron = await offline(
         make_cron,
         {
-            "mcp": {"calc": stdio(log)},
+            "mcp": {"calc": stdio(log) | {"env": {"MCP_TEST_LOG": "${CALC_LOG}"}}},
             "policy": {"calc_add": "approve", "calc_sh*": "deny"},
         },
     )
@@ -148,19 +149,30 @@ async def test_a_session_allow_list_hides_the_other_tools(
     assert tool_module.calls == [{"lookup": "y"}]
 
 
+SEEN_HEADERS: list[dict[bytes, bytes]] = []
+
+
 @pytest.fixture
 async def http_server(tmp_path: Path) -> AsyncIterator[str]:
-    """The test MCP server's streamable-HTTP app under uvicorn, in this process."""
+    """The test MCP server's streamable-HTTP app under uvicorn, in this process (each HTTP
+    request's headers kept in SEEN_HEADERS).
+    """
     import uvicorn
 
     from tests.integration.mcp_server import server
 
+    inner = server.streamable_http_app()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            SEEN_HEADERS.append(dict(scope["headers"]))
+        await inner(scope, receive, send)
+
+    SEEN_HEADERS.clear()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    config = uvicorn.Config(
-        server.streamable_http_app(), host="127.0.0.1", port=port, log_level="warning"
-    )
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
     web = uvicorn.Server(config)
     task = asyncio.create_task(web.serve())
     for _ in range(500):
@@ -175,14 +187,17 @@ async def http_server(tmp_path: Path) -> AsyncIterator[str]:
 
 
 async def test_a_streamable_http_mcp_tool_is_called(
-    make_cron: CronFactory, http_server: str
+    make_cron: CronFactory, http_server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cron = await offline(
-        make_cron, {"mcp": {"web": {"url": http_server, "headers": {"X-Test": "1"}}}}
-    )
+    monkeypatch.setenv("WEB_TOKEN", "s3cret")
+    headers = {"Authorization": "Bearer ${WEB_TOKEN}", "X-Team": "${WEB_TEAM:-ops}"}
+    cron = await offline(make_cron, {"mcp": {"web": {"url": http_server, "headers": headers}}})
     reply, (call,) = await turn(cron, "use web_shout with text=quiet")
     assert (call.meta["name"], call.content) == ("web_shout", "QUIET")
     assert reply == "(offline model) Done: QUIET"
+    assert SEEN_HEADERS
+    for seen in SEEN_HEADERS:  # every request of the session carried them, expanded
+        assert (seen[b"authorization"], seen[b"x-team"]) == (b"Bearer s3cret", b"ops")
 
 
 async def test_a_server_that_does_not_start_fails_the_start(

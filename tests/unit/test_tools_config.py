@@ -16,6 +16,7 @@ from agentcron.config_file import read_config
 from agentcron.tools_config import (
     ToolConfig,
     ToolConfigError,
+    expand_env,
     import_tools,
     load,
     merged_policies,
@@ -276,3 +277,12 @@ def test_the_readme_example_is_a_valid_table(tmp_path: Path) -> None:
     assert not rules.allowed("webhook:alerts", "cron")
     assert rules.allowed("telegram:1", "check_build")
     assert not rules.allowed("telegram:1", "files_read_file")
+
+
+def test_environment_references_are_expanded_and_an_unset_one_is_an_error() -> None:
+    env = {"TOKEN": "s3cret", "EMPTY": ""}
+    assert expand_env("Bearer ${TOKEN}", "h", env) == "Bearer s3cret"
+    assert expand_env("${MISSING:-none}/${EMPTY:-x}", "h", env) == "none/"
+    assert expand_env("no refs, $TOKEN stays", "h", env) == "no refs, $TOKEN stays"
+    with pytest.raises(ToolConfigError, match=r"^tools.mcp.a.env.K: \$\{MISSING\} is not set"):
+        expand_env("${MISSING}", "tools.mcp.a.env.K", env)
