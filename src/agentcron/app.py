@@ -333,7 +333,12 @@ class AgentCron:
             except BaseException:
                 await self.store.close()
                 raise
-        await self.engine.start()
+        try:
+            await self.engine.start()
+        except BaseException:
+            if self.tool_servers is not None:
+                await self.tool_servers.stop()  # no server subprocess outlives a failed start
+            raise
 
     async def close(self, grace: float | None = None) -> None:
         """Stop the engine (running turns get `grace` seconds to finish), the MCP servers and

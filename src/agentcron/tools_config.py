@@ -513,7 +513,9 @@ class ToolServers:
         sources (a name two tools share is an error). On any failure the servers started so
         far are stopped and ToolConfigError says which one failed and why.
         """
-        if self._stack is not None or not self.servers:
+        if self._stack is not None:
+            return  # started already
+        if not self.servers:
             self.names = dict(known)
             return
         names = dict(known)
