@@ -87,6 +87,7 @@ class Status:
     turns_active: int  # turns running now
     turns_in_runner: int  # turns inside their runner now
     awaiting_slot: int  # turns and isolated runs waiting for a slot (max_concurrent_runs)
+    awaiting_approval: int  # turns waiting for a tool call's approval (no slot held)
 
 
 class AgentCron:
@@ -124,8 +125,10 @@ class AgentCron:
         self.tool_limits = tool_limits or ToolLimits()
         self.store = SqlStore(url or sqlite_url(db if db is not None else default_db_path()))
         self.events = EventBus()
-        # Gated tool calls wait here for a person (in memory: a restart forgets pending ones).
-        self.approvals = Approvals(self.clock.now, self.events, timeout=approval_timeout)
+        # Gated tool calls wait here for a person; the approvals are records in the store.
+        self.approvals = Approvals(
+            self.store.approvals, self.clock.now, self.events, timeout=approval_timeout
+        )
         if runner is not None and (tools or tool_policy or tool_config):
             raise ValueError(
                 "`tools`, `tool_policy` and `tool_config` are for the built-in agent: "
@@ -286,6 +289,7 @@ class AgentCron:
             turns_active=lanes.active_turns,
             turns_in_runner=lanes.in_runner,
             awaiting_slot=lanes.awaiting_slot + engine.awaiting_slot,
+            awaiting_approval=lanes.awaiting_approval,
         )
 
     def job_owner(self, session_key: str) -> str:
@@ -339,6 +343,9 @@ class AgentCron:
             if self.tool_servers is not None:
                 await self.tool_servers.stop()  # no server subprocess outlives a failed start
             raise
+        # After turn recovery (in the engine's start): approvals whose turn was cut off by a
+        # stop or a crash expire ("restart"); nothing they asked for runs later.
+        await self.approvals.recover(keep=self.settings.retention_age)
 
     async def close(self, grace: float | None = None) -> None:
         """Stop the engine (running turns get `grace` seconds to finish), the MCP servers and

@@ -97,6 +97,12 @@ SETTINGS: tuple[Setting, ...] = (
         secret=True,
     ),
     Setting(
+        "server.public_url",
+        "AGENTCRON_PUBLIC_URL",
+        "text",
+        "this server's base URL as others reach it (webhook decision URLs)",
+    ),
+    Setting(
         "server.unified",
         "AGENTCRON_UNIFIED_SESSION",
         "bool",

@@ -107,6 +107,7 @@ def run_view(run: Run, *, full: bool = False) -> dict[str, Any]:
         "message_id": run.message_id,
         "usage": run.usage,
         "delivery": run.delivery,
+        "tool_calls": run.tool_calls,
     }
     if full:
         view.update(

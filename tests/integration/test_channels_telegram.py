@@ -25,7 +25,19 @@ FAST = RetryPolicy(max_attempts=4, initial_delay=0.01, max_delay=5.0)
 
 
 class FakeBotApi:
-    """getUpdates serves scripted updates (long polling, offsets); sendMessage is recorded."""
+    """getUpdates serves scripted updates (long polling, offsets); sendMessage is recorded;
+    button presses (callback queries) are updates too, and answerCallbackQuery,
+    editMessageText and editMessageReplyMarkup act on the messages it keeps, as Telegram does
+    (an edit of a message it never sent is a 400, an edit that changes nothing too).
+    """
+
+    METHODS = (
+        "getUpdates",
+        "sendMessage",
+        "answerCallbackQuery",
+        "editMessageText",
+        "editMessageReplyMarkup",
+    )
 
     def __init__(self) -> None:
         self.updates: list[dict[str, Any]] = []
@@ -33,6 +45,9 @@ class FakeBotApi:
         self.offsets: list[int | None] = []
         self.fail_polls: list[dict[str, Any]] = []  # error answers for the next getUpdates
         self.fail_sends: dict[int, dict[str, Any]] = {}  # sendMessage call number -> error
+        self.calls: list[tuple[str, dict[str, Any]]] = []  # every call but getUpdates
+        self.messages: dict[int, dict[str, Any]] = {}  # message id -> what the chat shows
+        self.allowed_updates: list[Any] = []
         self._send_calls = 0
         self._new = asyncio.Event()
         self._changed = asyncio.Condition()
@@ -46,9 +61,27 @@ class FakeBotApi:
         }  # fmt: skip
         if text is not None:
             message["text"] = text
-        self.updates.append({"update_id": self._next_id, "message": message})
+        self._update({"message": message})
+
+    def press(self, chat_id: int, message_id: int, data: str, **sender: Any) -> str:
+        """A person presses an inline button of `message_id` as seen in `chat_id`; the query id."""
+        shown = self.messages.get(message_id, {})
+        query_id = f"q{self._next_id}"
+        self._update({"callback_query": {
+            "id": query_id, "chat_instance": "ci", "data": data,
+            "from": {"id": sender.pop("user_id", chat_id), "is_bot": False, **sender},
+            "message": {"message_id": message_id, "date": 0, "text": shown.get("text", ""),
+                        "chat": {"id": chat_id, "type": "private"}},
+        }})  # fmt: skip
+        return query_id
+
+    def _update(self, update: dict[str, Any]) -> None:
+        self.updates.append({"update_id": self._next_id, **update})
         self._next_id += 1
         self._new.set()
+
+    def called(self, method: str) -> list[dict[str, Any]]:
+        return [params for name, params in self.calls if name == method]
 
     async def wait_for(self, predicate: Callable[[], bool], seconds: float = 10.0) -> None:
         async with asyncio.timeout(seconds), self._changed:
@@ -62,20 +95,43 @@ class FakeBotApi:
     async def respond(self, request: Received) -> Reply:
         prefix = f"/bot{TOKEN}/"
         method, params = request.path.removeprefix(prefix), request.json()
-        if not request.path.startswith(prefix) or method not in ("getUpdates", "sendMessage"):
+        if not request.path.startswith(prefix) or method not in self.METHODS:
             return Reply(404, {"ok": False, "error_code": 404, "description": "Not Found"})
         if method == "getUpdates":
             if self.fail_polls:
                 return _error(self.fail_polls.pop(0))
             return Reply(200, {"ok": True, "result": await self.get_updates(params)})
-        call, self._send_calls = self._send_calls, self._send_calls + 1
-        if call in self.fail_sends:
-            return _error(self.fail_sends[call])
-        await self._record(self.sent, (params["chat_id"], params["text"]))
-        return Reply(200, {"ok": True, "result": {"message_id": 1000 + call}})
+        if method == "sendMessage":
+            call, self._send_calls = self._send_calls, self._send_calls + 1
+            if call in self.fail_sends:
+                return _error(self.fail_sends[call])
+            message_id = 1000 + call
+            self.messages[message_id] = {"chat_id": params["chat_id"], "text": params["text"],
+                                         "reply_markup": params.get("reply_markup")}  # fmt: skip
+            await self._record(self.sent, (params["chat_id"], params["text"]))
+            await self._record(self.calls, (method, params))
+            return Reply(200, {"ok": True, "result": {"message_id": message_id}})
+        await self._record(self.calls, (method, params))
+        if method == "answerCallbackQuery":
+            return Reply(200, {"ok": True, "result": True})
+        shown = self.messages.get(params.get("message_id", -1))
+        if shown is None or shown["chat_id"] != params.get("chat_id"):
+            return _error(
+                {"error_code": 400, "description": "Bad Request: message to edit not found"}
+            )
+        new = {**shown, "reply_markup": params.get("reply_markup")}
+        if method == "editMessageText":
+            new["text"] = params["text"]
+        if new == shown:
+            return _error(
+                {"error_code": 400, "description": "Bad Request: message is not modified"}
+            )
+        self.messages[params["message_id"]] = new
+        return Reply(200, {"ok": True, "result": {"message_id": params["message_id"]}})
 
     async def get_updates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         offset = params.get("offset")
+        self.allowed_updates = params.get("allowed_updates", self.allowed_updates)
         # Telegram forgets updates once a later offset confirms them.
         if offset is not None:
             self.updates = [u for u in self.updates if u["update_id"] >= offset]

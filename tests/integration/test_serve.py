@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from agentcron.approval_links import ApprovalLinks
+from agentcron.config import ConfigError
 from agentcron.server.serve import DEMO_SENTENCE, ServeOptions, build
 from agentcron.store import JobKind, RunState
 from agentcron.testing import FakeClock, wait_settled
@@ -16,7 +18,7 @@ from agentcron.testing import FakeClock, wait_settled
 @pytest.fixture(autouse=True)
 def _no_env_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("AGENTCRON_TOKEN", "AGENTCRON_HOOK_TOKEN", "AGENTCRON_WEBHOOK_URL",
-                 "AGENTCRON_TELEGRAM_TOKEN"):  # fmt: skip
+                 "AGENTCRON_TELEGRAM_TOKEN", "AGENTCRON_PUBLIC_URL"):  # fmt: skip
         monkeypatch.delenv(name, raising=False)
 
 
@@ -29,6 +31,22 @@ def test_tokens_are_created_once_owner_only_and_reused(tmp_path: Path) -> None:
     assert len(first.token) >= 40
     mode = stat.S_IMODE((tmp_path / "token").stat().st_mode)
     assert mode == 0o600
+
+
+def test_decision_urls_use_the_public_url_and_are_keyed_by_the_api_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTCRON_PUBLIC_URL", "https://cron.example.org/")
+    server = build(ServeOptions(db=tmp_path / "a.db", home=tmp_path))
+    links = server.app.state.approval_links
+    assert links is server.app.state.channels.approval_links  # made and checked alike
+    url = links.decision_url("a1")
+    assert url == f"https://cron.example.org/api/approvals/a1/decide?token={links.token('a1')}"
+    assert links.verify("a1", ApprovalLinks(server.token).token("a1"))
+    assert not links.verify("a1", ApprovalLinks(server.hook_token).token("a1"))
+    monkeypatch.setenv("AGENTCRON_PUBLIC_URL", "cron.example.org")
+    with pytest.raises(ConfigError, match="AGENTCRON_PUBLIC_URL must be"):
+        build(ServeOptions(db=tmp_path / "a.db", home=tmp_path))
 
 
 async def test_the_demo_session_gets_its_reminder_as_a_turn(

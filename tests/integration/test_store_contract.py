@@ -382,7 +382,7 @@ async def test_schema_is_migrated_and_sqlite_is_configured(store: SqlStore, stor
         if store.dialect == "sqlite":
             assert conn.execute(sa.text("pragma journal_mode")).scalar() == "wal"
     engine.dispose()
-    assert await store.schema_revision() == version == "0013"
+    assert await store.schema_revision() == version == "0014"
     assert {"jobs", "runs", "sessions", "messages", "turns"} <= tables
     # opening again is a no-op upgrade
     again = SqlStore(store_url)

@@ -64,7 +64,7 @@ async def turn(cron: AgentCron, text: str, key: str = KEY) -> tuple[str, list[An
 
 async def pending(cron: AgentCron) -> Any:
     for _ in range(1000):
-        found = cron.approvals.list(KEY)
+        found = await cron.approvals.list(KEY)
         if found:
             return found[0]
         await asyncio.sleep(0.005)
@@ -116,7 +116,7 @@ async def test_a_stdio_mcp_tool_needs_approval_and_runs_in_the_server(
     assert reply == "(offline model) Done: 5"
     assert (call.meta["name"], call.meta["ok"], call.content) == ("calc_add", True, "5")
     assert log.read_text().splitlines() == ["add 2 3"]
-    assert cron.approvals.get(approval.id).state is ApprovalState.APPROVED
+    assert (await cron.approvals.get(approval.id)).state is ApprovalState.APPROVED
     _, (denied,) = await turn(cron, "use calc_shout with text=hi")
     assert denied.content.startswith("Denied by policy")
     assert log.read_text().splitlines() == ["add 2 3"]

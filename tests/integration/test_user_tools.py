@@ -6,23 +6,26 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from pydantic_ai import Tool
+from typer.testing import CliRunner
 
-from agentcron.agent.approvals import ApprovalState
-from agentcron.agent.gate import UserTool
+from agentcron.agent.approvals import DEFAULT_APPROVAL_TIMEOUT, ApprovalState
+from agentcron.agent.gate import UserTool, build_toolset
 from agentcron.agent.offline import OfflineModel
 from agentcron.agent.runner import ToolRecord
 from agentcron.app import AgentCron
+from agentcron.cli import app as cli_app
 from agentcron.events import ApprovalDecided, ApprovalRequested, Event, ToolCalled
 from agentcron.server import create_app
 from agentcron.server.events_json import event_json
 from agentcron.sessions.memory import tool_entry
-from agentcron.store import TurnState
-from agentcron.testing import wait_settled
+from agentcron.store import RunState, TurnState
+from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import CronFactory
 
 KEY = "websocket:chat-1"
@@ -78,7 +81,7 @@ async def reply_of(cron: AgentCron, turn_id: str) -> tuple[str, Any]:
 
 async def pending_approval(cron: AgentCron) -> Any:
     for _ in range(1000):
-        found = cron.approvals.list(KEY)
+        found = await cron.approvals.list(KEY)
         if found:
             return found[0]
         await asyncio.sleep(0.005)
@@ -156,7 +159,7 @@ async def test_a_person_denies_and_the_turn_goes_on(make_cron: CronFactory) -> N
     assert calls == []
     assert call.content == "Denied by ana."
     assert call.meta["ok"] is False
-    assert cron.approvals.get(approval.id).state is ApprovalState.DENIED
+    assert (await cron.approvals.get(approval.id)).state is ApprovalState.DENIED
     assert "Denied by ana." in reply
 
 
@@ -169,8 +172,34 @@ async def test_an_unanswered_approval_times_out_as_a_denial(make_cron: CronFacto
     _, call = await reply_of(cron, await send(cron, "call delete_file with path=/tmp/x"))
     assert calls == []
     assert call.content == "Denied: timed out waiting for a person's approval."
-    (gone,) = cron.approvals.list(KEY, pending_only=False)
+    (gone,) = await cron.approvals.list(KEY, pending_only=False)
     assert (gone.state, gone.decided_by) == (ApprovalState.EXPIRED, "timeout")
+
+
+async def test_a_tool_may_wait_shorter_than_the_default(make_cron: CronFactory) -> None:
+    quick = UserTool(delete_file, requires_approval=True, approval_timeout=timedelta(seconds=60))
+    cron = await offline(make_cron, tools=[quick, UserTool(pay, requires_approval=True)])
+    await send(cron, "call delete_file with path=/tmp/x")
+    await send(cron, "use pay with amount=5")  # waits behind the first turn of this session
+    first = await pending_approval(cron)
+    assert first.expires_at - first.requested_at == timedelta(seconds=60)
+    await cron.approvals.decide(first.id, "deny", by="ana")
+    second = await pending_approval(cron)  # the next turn's call (the first one is decided)
+    assert second.tool == "pay"
+    assert second.expires_at - second.requested_at == DEFAULT_APPROVAL_TIMEOUT
+    await cron.approvals.decide(second.id, "deny", by="ana")
+    await wait_settled(cron.engine)
+    assert calls == []
+
+
+def test_per_tool_timeouts_of_the_toolset() -> None:
+    quick = UserTool(delete_file, requires_approval=True, approval_timeout=timedelta(seconds=9))
+    gated = build_toolset([quick, pay], timeouts={"pay": timedelta(hours=1)})
+    assert gated.timeouts == {"delete_file": timedelta(seconds=9), "pay": timedelta(hours=1)}
+    over = build_toolset([quick], timeouts={"delete_file": timedelta(seconds=1)})
+    assert over.timeouts == {"delete_file": timedelta(seconds=1)}  # configuration wins
+    with pytest.raises(ValueError, match="approval timeout of pay must be positive"):
+        build_toolset([pay], timeouts={"pay": timedelta(0)})
 
 
 async def test_a_per_call_rule_asks_only_for_risky_arguments(make_cron: CronFactory) -> None:
@@ -225,4 +254,69 @@ async def test_the_http_api_lists_and_decides_approvals(make_cron: CronFactory) 
         assert call.content == "Denied by api."
         kept = await api.get("/api/approvals", params={"all": "true"})
         assert [a["state"] for a in kept.json()["approvals"]] == ["denied"]
+    assert calls == []
+
+
+async def test_a_scheduled_turn_keeps_its_tool_calls_on_its_run_record(
+    make_cron: CronFactory, clock: FakeClock, tmp_path: Path
+) -> None:
+    cron = await offline(make_cron, tools=[lookup, UserTool(delete_file, requires_approval=True)])
+    sched = "api:sched"
+    job = await cron.jobs.create(
+        name="look", when="in 1m", message="use lookup with q=tide", session_key=sched
+    )
+    quiet = await cron.jobs.create(name="plain", when="in 2m", message="stretch", session_key=sched)
+    clock.advance(timedelta(minutes=1))
+    await wait_settled(cron.engine)
+    (run,) = await cron.runs.list(job_id=job.id)
+    assert run.state is RunState.SUCCEEDED
+    assert calls == [{"lookup": "tide"}]
+    (call,) = run.tool_calls or []
+    assert (call["name"], call["args"], call["result"], call["ok"]) == (
+        "lookup",
+        {"q": "tide"},
+        "found tide",
+        True,
+    )
+    assert isinstance(call["duration_ms"], int)
+    # the transcript's tool entry is the same call
+    (entry,) = [m for m in await cron.sessions.messages(sched) if m.role == "tool"]
+    assert entry.meta["call_id"] == call["call_id"]
+    clock.advance(timedelta(minutes=1))
+    await wait_settled(cron.engine)
+    (plain,) = await cron.runs.list(job_id=quiet.id)
+    assert plain.state is RunState.SUCCEEDED
+    assert plain.tool_calls is None  # no calls: nothing stored
+
+    app = create_app(cron, token="t")
+    transport = httpx.ASGITransport(app=app)
+    auth = {"Authorization": "Bearer t"}
+    async with httpx.AsyncClient(transport=transport, base_url="http://t", headers=auth) as api:
+        one = (await api.get(f"/api/runs/{run.id}")).json()
+        assert one["tool_calls"] == [call]
+        listed = (await api.get(f"/api/sessions/{sched}/runs")).json()["runs"]
+        assert {r["id"]: r["tool_calls"] for r in listed} == {run.id: [call], plain.id: None}
+    await cron.close()
+    db = str(tmp_path / "agentcron.db")
+    shown = await asyncio.to_thread(
+        CliRunner().invoke, cli_app, ["runs", "show", run.id, "--db", db]
+    )
+    assert shown.exit_code == 0, shown.output
+    assert "tool calls (1)" in shown.stdout
+    assert 'lookup({"q": "tide"}) -> found tide' in shown.stdout
+
+
+async def test_a_denied_call_of_a_scheduled_turn_is_on_its_run_as_not_ok(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    cron = await offline(make_cron, tools=[delete_file], tool_policy={"delete_file": "deny"})
+    job = await cron.jobs.create(
+        name="rm", when="in 1m", message="call delete_file with path=/etc", session_key="api:s"
+    )
+    clock.advance(timedelta(minutes=1))
+    await wait_settled(cron.engine)
+    (run,) = await cron.runs.list(job_id=job.id)
+    (call,) = run.tool_calls or []
+    assert (call["name"], call["ok"]) == ("delete_file", False)
+    assert call["result"].startswith("Denied by policy")
     assert calls == []

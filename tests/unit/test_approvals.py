@@ -1,19 +1,19 @@
-"""Tool policy, the approval state machine, the in-memory broker and direct tool calls (pure)."""
+"""Tool policy, the approval state machine, argument bounds and direct tool calls (pure; the
+durable broker is tested with a real store in tests/integration/test_approval_records.py)."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from agentcron.agent.approvals import (
     DEFAULT_APPROVAL_TIMEOUT,
+    MAX_ARGS_CHARS,
     Approval,
-    ApprovalBroker,
     ApprovalError,
-    ApprovalNotFoundError,
     ApprovalState,
+    bounded_args,
     decide,
     denial_text,
     expire,
@@ -102,37 +102,6 @@ def test_expiry_is_a_denial_by_the_timeout_and_leaves_decided_ones_alone() -> No
     assert expire(approved, at=T0 + timedelta(hours=1)) is approved
 
 
-async def test_broker_request_waits_for_the_decision() -> None:
-    asked = asyncio.Event()
-    broker = ApprovalBroker(lambda: T0, on_change=lambda a: asked.set())
-    waiting = asyncio.create_task(
-        broker.request(tool="rm", args={"p": 1}, session_key="api:s", turn_id="t1")
-    )
-    await asked.wait()
-    (approval,) = broker.list("api:s")
-    assert broker.list("api:other") == []
-    await broker.decide(approval.id, "approve", by="ana")
-    done = await waiting
-    assert done.state is ApprovalState.APPROVED
-    assert done.id == approval.id
-    assert broker.list("api:s") == []
-    assert broker.list("api:s", pending_only=False) == [done]
-    with pytest.raises(ApprovalError, match="already approved"):
-        await broker.decide(approval.id, "deny", by="bo")
-    with pytest.raises(ApprovalNotFoundError, match="no approval"):
-        broker.get("nope")
-
-
-async def test_broker_times_out_into_an_expired_approval() -> None:
-    seen: list[ApprovalState] = []
-    broker = ApprovalBroker(
-        lambda: T0, timeout=timedelta(milliseconds=20), on_change=lambda a: seen.append(a.state)
-    )
-    done = await broker.request(tool="rm", args={}, session_key=None, turn_id=None)
-    assert done.state is ApprovalState.EXPIRED
-    assert seen == [ApprovalState.PENDING, ApprovalState.EXPIRED]
-
-
 def test_direct_tool_call_sentences() -> None:
     names = ["lookup", "delete_file"]
     assert parse_tool_call("use lookup", names) == ToolIntent("lookup")
@@ -150,19 +119,14 @@ def test_direct_tool_call_sentences() -> None:
     assert parse_tool_call("use lookup with [1, 2]", names) is None
 
 
-async def test_a_cancelled_wait_leaves_the_pending_list() -> None:
-    asked = asyncio.Event()
-    broker = ApprovalBroker(lambda: T0, on_change=lambda a: asked.set())
-    waiting = asyncio.create_task(
-        broker.request(tool="rm", args={}, session_key="api:s", turn_id="t1")
-    )
-    await asked.wait()
-    (approval,) = broker.list("api:s")
-    waiting.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await waiting
-    assert broker.list("api:s") == []
-    gone = broker.get(approval.id)
-    assert (gone.state, gone.decided_by) == (ApprovalState.EXPIRED, "cancelled")
-    with pytest.raises(ApprovalError, match="already expired"):
-        await broker.decide(approval.id, "approve", by="ana")
+def test_arguments_are_kept_as_plain_bounded_json() -> None:
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    assert bounded_args({"p": "/tmp/a", "when": at, "n": [1, 2]}) == {
+        "p": "/tmp/a",
+        "when": str(at),
+        "n": [1, 2],
+    }
+    big = bounded_args({"text": "x" * (2 * MAX_ARGS_CHARS)})
+    assert list(big) == ["_truncated"]
+    assert len(big["_truncated"]) == MAX_ARGS_CHARS + 1
+    assert big["_truncated"].startswith('{"text": "xxx')

@@ -37,7 +37,7 @@ def test_db_upgrade_creates_and_reports_the_schema(tmp_path: object) -> None:
     for _ in range(2):  # creating, then upgrading an up-to-date database
         result = CliRunner().invoke(main, ["db", "upgrade", "--db", str(path)])
         assert result.exit_code == 0, result.output
-        assert f"{path}: schema at revision 0013 (0 jobs, 0 runs)" in result.output
+        assert f"{path}: schema at revision 0014 (0 jobs, 0 runs)" in result.output
     assert path.exists()
 
 

@@ -314,6 +314,16 @@ def test_scheduled_prompt_restates_the_task_and_never_calls_a_tool() -> None:
     assert reply == Reply("(offline model) Reminder: remind me in 10 minutes to stretch.")
 
 
+def test_a_scheduled_task_that_names_a_work_tool_calls_it_but_never_a_scheduling_tool() -> None:
+    prompt = REMINDER_PROMPT.format(task="use check_build with branch=main")
+    reply = offline_reply([user(prompt)], [*ALL_TOOLS, "check_build"])
+    assert reply == Reply(tool=ToolIntent("check_build", {"branch": "main"}))
+    # the same task without that tool offered is restated, as is one naming a scheduling tool
+    assert offline_reply([user(prompt)], ALL_TOOLS).tool is None
+    cron_task = REMINDER_PROMPT.format(task='call cron with action="list"')
+    assert offline_reply([user(cron_task)], [*ALL_TOOLS, "check_build"]).tool is None
+
+
 def test_transcript_style_trigger_restates_the_message() -> None:
     prompt = "Scheduled automation triggered: daily build\n\ncheck the build!"
     reply = offline_reply([user(prompt)], ALL_TOOLS)

@@ -3,35 +3,39 @@
 A tool call's policy is `allow` (run it), `deny` (the model is told "denied by policy") or
 `approve` (a person decides). An approval goes pending -> approved | denied | expired; an
 expired one counts as a denial ("timed out"). The model always gets an answer and the turn
-goes on. `ApprovalBroker` keeps approvals in memory and lets a gated call wait for its decision.
+goes on. The record (`Approval`) is the store's (`agentcron.store.models`); the broker that
+writes it through the store and lets a gated call wait is `agentcron.service.approvals`; a gate
+sees it as an `Approver`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import enum
-import inspect
+import json
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from agentcron.errors import AgentcronError
+from agentcron.store.models import Approval, ApprovalState, Decision
 
 __all__ = [
     "CANCELLED_DECIDER",
     "DEFAULT_APPROVAL_TIMEOUT",
     "DENIED_BY_POLICY",
+    "MAX_ARGS_CHARS",
+    "RESTART_DECIDER",
     "TIMEOUT_DECIDER",
     "Approval",
-    "ApprovalBroker",
     "ApprovalError",
     "ApprovalNotFoundError",
     "ApprovalState",
+    "Approver",
     "Decision",
     "Policy",
     "RequiresApproval",
+    "bounded_args",
     "decide",
     "denial_text",
     "expire",
@@ -43,10 +47,11 @@ DEFAULT_APPROVAL_TIMEOUT = timedelta(minutes=5)
 DENIED_BY_POLICY = "Denied by policy: this tool may not be called here."
 TIMEOUT_DECIDER = "timeout"
 CANCELLED_DECIDER = "cancelled"  # the turn that waited was stopped
-_KEEP_DECIDED = 500  # decided approvals kept in memory for listing (oldest dropped first)
+RESTART_DECIDER = "restart"  # the process stopped while it waited (expired at the next start)
+
+MAX_ARGS_CHARS = 2_000  # a call's arguments as an approval keeps and shows them (JSON text)
 
 Policy = Literal["allow", "approve", "deny"]
-Decision = Literal["approve", "deny"]
 POLICIES: frozenset[str] = frozenset({"allow", "approve", "deny"})
 # A tool's own say: always, never, or per call from its arguments.
 RequiresApproval = bool | Callable[[dict[str, Any]], bool]
@@ -57,14 +62,7 @@ class ApprovalError(AgentcronError):
 
 
 class ApprovalNotFoundError(ApprovalError, LookupError):
-    """No approval has this id (never requested, or forgotten: they live in memory)."""
-
-
-class ApprovalState(enum.StrEnum):
-    PENDING = "pending"
-    APPROVED = "approved"
-    DENIED = "denied"
-    EXPIRED = "expired"
+    """No approval has this id (never requested, or pruned long after its decision)."""
 
 
 def resolve_policy(
@@ -86,25 +84,15 @@ def resolve_policy(
     return "approve" if needs else "allow"
 
 
-@dataclass(frozen=True, slots=True)
-class Approval:
-    """One tool call waiting for (or past) a person's decision."""
-
-    id: str
-    session_key: str | None
-    turn_id: str | None
-    tool: str
-    args: dict[str, Any]
-    requested_at: datetime
-    expires_at: datetime
-    state: ApprovalState = ApprovalState.PENDING
-    decision: Decision | None = None
-    decided_by: str | None = None
-    decided_at: datetime | None = None
-
-    @property
-    def pending(self) -> bool:
-        return self.state is ApprovalState.PENDING
+def bounded_args(args: dict[str, Any], limit: int = MAX_ARGS_CHARS) -> dict[str, Any]:
+    """A call's arguments as plain JSON (what is not JSON becomes its text), at most `limit`
+    characters of it: longer ones become {"_truncated": the first `limit` characters + "…"}.
+    """
+    text = json.dumps(args, default=str)
+    if len(text) > limit:
+        return {"_truncated": text[:limit] + "…"}
+    plain: dict[str, Any] = json.loads(text)
+    return plain
 
 
 def new_approval(
@@ -170,37 +158,10 @@ def denial_text(approval: Approval) -> str | None:
     return "Denied: no decision yet."
 
 
-class ApprovalBroker:
-    """Approvals in memory: a gated call waits in `request` until `decide` or the timeout.
-
-    `now` is the clock of the records' times; the wait itself is real time (`timeout`).
+class Approver(Protocol):
+    """What a gate asks when a call needs a person: it returns once the approval ended
+    (approved, denied or expired), after at most `wait` (None: the approver's default).
     """
-
-    def __init__(
-        self,
-        now: Callable[[], datetime],
-        *,
-        timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
-        on_change: Callable[[Approval], Awaitable[None] | None] | None = None,
-    ) -> None:
-        if timeout <= timedelta(0):
-            raise ValueError(f"approval timeout must be positive, got {timeout}")
-        self._now = now
-        self.timeout = timeout
-        self._on_change = on_change
-        self._approvals: dict[str, Approval] = {}
-        self._waiting: dict[str, asyncio.Event] = {}
-
-    async def _put(self, approval: Approval) -> Approval:
-        self._approvals[approval.id] = approval
-        decided = [a.id for a in self._approvals.values() if not a.pending]
-        for old in decided[: max(0, len(decided) - _KEEP_DECIDED)]:
-            del self._approvals[old]
-        if self._on_change is not None:
-            result = self._on_change(approval)
-            if inspect.isawaitable(result):
-                await result
-        return approval
 
     async def request(
         self,
@@ -209,57 +170,5 @@ class ApprovalBroker:
         args: dict[str, Any],
         session_key: str | None,
         turn_id: str | None,
-        expires_in: timedelta | None = None,
-    ) -> Approval:
-        """A pending approval for this call, then its end: approved, denied or expired
-        (after `expires_in`, else the broker's timeout).
-        """
-        timeout = expires_in or self.timeout
-        approval = await self._put(
-            new_approval(
-                tool=tool,
-                args=args,
-                session_key=session_key,
-                turn_id=turn_id,
-                now=self._now(),
-                timeout=timeout,
-            )
-        )
-        decided = self._waiting[approval.id] = asyncio.Event()
-        try:
-            await asyncio.wait_for(decided.wait(), timeout.total_seconds())
-        except TimeoutError:
-            await self._put(expire(self._approvals[approval.id], at=self._now()))
-        except asyncio.CancelledError:
-            # The turn was stopped: nobody waits for this call any more, so it leaves the
-            # pending list (and a late decision gets a 409, not a silent no-op).
-            await self._put(
-                expire(self._approvals[approval.id], at=self._now(), by=CANCELLED_DECIDER)
-            )
-            raise
-        finally:
-            del self._waiting[approval.id]
-        return self._approvals[approval.id]
-
-    def get(self, approval_id: str) -> Approval:
-        found = self._approvals.get(approval_id)
-        if found is None:
-            raise ApprovalNotFoundError(f"no approval {approval_id}")
-        return found
-
-    def list(self, session_key: str | None = None, *, pending_only: bool = True) -> list[Approval]:
-        """Approvals, oldest first: pending ones (or all kept), of one session or of all."""
-        return [
-            a
-            for a in self._approvals.values()
-            if (session_key is None or a.session_key == session_key)
-            and (a.pending or not pending_only)
-        ]
-
-    async def decide(self, approval_id: str, decision: Decision, *, by: str) -> Approval:
-        """Approve or deny a pending call; its turn goes on at once."""
-        approval = await self._put(decide(self.get(approval_id), decision, by=by, at=self._now()))
-        waiter = self._waiting.get(approval_id)
-        if waiter is not None:
-            waiter.set()
-        return approval
+        wait: timedelta | None = None,
+    ) -> Approval: ...

@@ -39,7 +39,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.usage import RunUsage, UsageLimits
 
-from agentcron.agent.approvals import ApprovalBroker, Policy
+from agentcron.agent.approvals import Approver, Policy
 from agentcron.agent.gate import AllowedFn, CallLog, ToolLike, build_toolset, call_log
 from agentcron.agent.offline import (
     OFFLINE_MODEL_NAME,
@@ -316,7 +316,7 @@ class BuiltinRunner:
         *,
         tools: Sequence[ToolLike] = (),
         tool_policy: Mapping[str, Policy] | None = None,
-        approvals: ApprovalBroker | None = None,
+        approvals: Approver | None = None,
         toolsets: Sequence[AbstractToolset[Any]] = (),
         tool_timeouts: Mapping[str, timedelta] | None = None,
         tool_allowed: AllowedFn | None = None,

@@ -2,10 +2,11 @@
 
 Library tools (plain functions, `pydantic_ai.Tool`s or `UserTool`s) sit beside the scheduling
 tools in one toolset; every call passes `GatedToolset.call_tool`, which applies the policy
-(allow / approve / deny), waits for a person when approval is needed (`ApprovalBroker`,
-in memory) and records how long the call took. pydantic-ai's own deferred approval
-(`requires_approval` -> the run ends with `DeferredToolRequests`) is not used: a tool's
-`requires_approval=True` is read as our rule and the call waits inside the turn instead.
+(allow / approve / deny), waits for a person when approval is needed (an `Approver`: the
+durable broker of `agentcron.service.approvals`) and records how long the call took.
+pydantic-ai's own deferred approval (`requires_approval` -> the run ends with
+`DeferredToolRequests`) is not used: a tool's `requires_approval=True` is read as our rule
+and the call waits inside the turn instead.
 """
 
 from __future__ import annotations
@@ -25,15 +26,18 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from agentcron.agent.approvals import (
     DENIED_BY_POLICY,
-    ApprovalBroker,
+    Approver,
     Policy,
     RequiresApproval,
     denial_text,
     resolve_policy,
 )
+from agentcron.agent.runner import paused
+from agentcron.agent.tool_rules import Layered
 
 __all__ = [
     "NO_APPROVER",
+    "AllowedFn",
     "CallLog",
     "GatedToolset",
     "ToolLike",
@@ -48,11 +52,13 @@ NO_APPROVER = "Denied: this tool needs a person's approval and no one can be ask
 @dataclass(frozen=True, slots=True)
 class UserTool:
     """A library tool with its approval rule: always (`True`), never, or per call
-    (`requires_approval(args) -> bool`).
+    (`requires_approval(args) -> bool`); `approval_timeout` how long a call waits for a
+    decision (None: the AgentCron default).
     """
 
     tool: Tool[Any] | Callable[..., Any]
     requires_approval: RequiresApproval = False
+    approval_timeout: timedelta | None = None
 
 
 ToolLike = Tool[Any] | Callable[..., Any] | UserTool
@@ -76,9 +82,8 @@ class GatedToolset(WrapperToolset[Any]):
 
     rules: Mapping[str, RequiresApproval] = field(default_factory=dict)
     policies: Mapping[str, Policy] = field(default_factory=dict)
-    approvals: ApprovalBroker | None = None
-    # Per-tool approval timeouts (a missing tool: the broker's default).
-    timeouts: Mapping[str, timedelta] = field(default_factory=dict)
+    approvals: Approver | None = None
+    timeouts: Mapping[str, timedelta] = field(default_factory=dict)  # per tool; else default
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
@@ -106,20 +111,22 @@ class GatedToolset(WrapperToolset[Any]):
             return DENIED_BY_POLICY
         if self.approvals is None:
             return NO_APPROVER
-        approval = await self.approvals.request(
-            tool=name,
-            args=args,
-            session_key=getattr(ctx.deps, "session_key", None),
-            turn_id=getattr(ctx.deps, "turn_id", None),
-            expires_in=self.timeouts.get(name),
-        )
+        async with paused():  # the turn holds its session, not an engine slot, while it waits
+            approval = await self.approvals.request(
+                tool=name,
+                args=args,
+                session_key=getattr(ctx.deps, "session_key", None),
+                turn_id=getattr(ctx.deps, "turn_id", None),
+                wait=self.timeouts.get(name),
+            )
         return denial_text(approval)
 
 
-def _as_tool(item: ToolLike) -> tuple[Tool[Any], RequiresApproval]:
+def _as_tool(item: ToolLike) -> tuple[Tool[Any], RequiresApproval, timedelta | None]:
     rule: RequiresApproval = False
+    timeout = None
     if isinstance(item, UserTool):
-        rule, item = item.requires_approval, item.tool
+        rule, timeout, item = item.requires_approval, item.approval_timeout, item.tool
     if isinstance(item, Tool):
         tool = copy.copy(item)
         rule = rule or item.requires_approval
@@ -129,7 +136,7 @@ def _as_tool(item: ToolLike) -> tuple[Tool[Any], RequiresApproval]:
         raise TypeError(f"a tool is a function, a pydantic_ai.Tool or a UserTool, got {item!r}")
     # The gate decides: pydantic-ai must not end the run to defer this call.
     tool.requires_approval = False
-    return tool, rule
+    return tool, rule, timeout
 
 
 # May the session (its key, or None outside a session) be offered the tool of this name?
@@ -140,21 +147,28 @@ def build_toolset(
     tools: Sequence[ToolLike],
     *,
     policies: Mapping[str, Policy] | None = None,
-    approvals: ApprovalBroker | None = None,
-    toolsets: Sequence[AbstractToolset[Any]] = (),
+    approvals: Approver | None = None,
     timeouts: Mapping[str, timedelta] | None = None,
+    toolsets: Sequence[AbstractToolset[Any]] = (),
     allowed: AllowedFn | None = None,
 ) -> GatedToolset:
     """One gated toolset of `tools` and of other `toolsets` (MCP servers), so their calls pass
-    the same gate (names must be unique; policies and timeouts may name any of them, and may be
-    mappings that match globs). `allowed(session_key, tool)` hides a tool from a run whose
-    deps' `session_key` may not use it: the model is not offered it.
+    the same gate (names must be unique; policies may name any of them; `timeouts` per tool
+    name, over a `UserTool`'s own `approval_timeout`; both may be mappings whose lookup matches
+    globs, `agent.tool_rules.GlobTable`). `allowed(session_key, tool)` leaves a tool out of a
+    run whose deps' `session_key` may not use it: the model is not offered it.
     """
     converted = [_as_tool(item) for item in tools]
     policies = policies if policies is not None else {}
     for name, policy in policies.items():
         resolve_policy(name, {}, policies={name: policy})  # rejects a bad policy early
-    inner: AbstractToolset[Any] = FunctionToolset([tool for tool, _ in converted])
+    own = {tool.name: t for tool, _, t in converted if t is not None}
+    # `timeouts` first (with its own lookup: a GlobTable matches globs), then the tools' own.
+    waits = Layered(timeouts, own) if timeouts else own
+    for name, wait in waits.items():
+        if wait <= timedelta(0):
+            raise ValueError(f"approval timeout of {name} must be positive, got {wait}")
+    inner: AbstractToolset[Any] = FunctionToolset([tool for tool, _, _ in converted])
     if toolsets:
         inner = CombinedToolset([inner, *toolsets])
     if allowed is not None:
@@ -166,8 +180,8 @@ def build_toolset(
         inner = inner.filtered(offered)
     return GatedToolset(
         inner,
-        rules={tool.name: rule for tool, rule in converted if rule},
+        rules={tool.name: rule for tool, rule, _ in converted if rule},
         policies=policies,
         approvals=approvals,
-        timeouts=timeouts if timeouts is not None else {},
+        timeouts=waits,
     )

@@ -24,13 +24,17 @@ class TurnCall:
 
     A raised exception becomes a failed Outcome with the traceback in its details; running
     past `timeout` seconds, a failed Outcome that says so; an answer that is not an Outcome
-    is read as `as_outcome` reads a plain callable's answer.
+    is read as `as_outcome` reads a plain callable's answer. Time between `hold_clock` and
+    `resume_clock` (the runner waits for something outside the turn, `runner.paused()`) does
+    not count against `timeout`.
     """
 
     def __init__(self, timeout: float | None = None) -> None:
         self._timeout = timeout
         self._task: asyncio.Task[Any] | None = None
         self._stopped = False
+        self._timer: asyncio.Timeout | None = None  # the running call's timeout
+        self._left: float | None = None  # seconds of the timeout left while the clock is held
 
     @property
     def active(self) -> bool:
@@ -60,8 +64,12 @@ class TurnCall:
 
         task = self._task = asyncio.create_task(invoke())
         try:
-            async with asyncio.timeout(self._timeout):
-                result = await asyncio.shield(task)
+            async with asyncio.timeout(self._timeout) as timer:
+                self._timer = timer
+                try:
+                    result = await asyncio.shield(task)
+                finally:
+                    self._timer = None
         except TimeoutError:
             await _cancel(task)
             log.warning("turn timed out after %s s", self._timeout, extra=ctx)
@@ -82,6 +90,25 @@ class TurnCall:
         if result is None or isinstance(result, str):
             return as_outcome(result)
         return Outcome.failed(f"runner returned {type(result).__name__}, not an Outcome")
+
+    def hold_clock(self) -> None:
+        """Stop the timeout's clock (the runner waits for something outside the turn)."""
+        timer = self._timer
+        if timer is None or timer.expired() or self._left is not None:
+            return
+        when = timer.when()
+        if when is None:  # no timeout
+            return
+        self._left = max(0.0, when - asyncio.get_running_loop().time())
+        timer.reschedule(None)
+
+    def resume_clock(self) -> None:
+        """Let the timeout's clock run on from where `hold_clock` stopped it."""
+        timer, left = self._timer, self._left
+        self._left = None
+        if timer is None or left is None or timer.expired():
+            return
+        timer.reschedule(asyncio.get_running_loop().time() + left)
 
 
 async def _cancel(task: asyncio.Task[Any]) -> None:

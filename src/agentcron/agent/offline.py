@@ -49,6 +49,7 @@ __all__ = [
 ]
 
 OFFLINE_MODEL_NAME = "offline"
+_SCHEDULING_TOOLS = frozenset({"cron", "schedule_recall", "manage_recall"})
 WPS_ENV = "AGENTCRON_OFFLINE_WPS"
 DEFAULT_WPS = 20.0
 PREFIX = "(offline model)"
@@ -125,6 +126,8 @@ def _sentence(text: str) -> str:
 
 
 _FAILED_STARTS = ("error", "failed", "denied")
+# The built-in scheduling tools (agent/tools.py): a fired turn never calls them.
+_SCHEDULING_TOOLS = frozenset({"cron", "schedule_recall", "manage_recall"})
 
 
 def _tool_summary(parts: Sequence[ToolReturnPart]) -> str:
@@ -192,8 +195,13 @@ def offline_reply(
         return Reply(f"{PREFIX} I could not finish that.")
     scheduled = _scheduled_task(prompt, "\n".join([instructions or "", *system]))
     if scheduled is not None:
-        # Never call tools here: a reminder must not schedule more reminders when it fires.
+        # Never call the scheduling tools here: a reminder must not schedule more reminders
+        # when it fires. A task that names another tool ("use check_build") calls it.
         kind, task = scheduled
+        work = [name for name in tool_names if name not in _SCHEDULING_TOOLS]
+        direct = parse_tool_call(task, work) if work and task else None
+        if direct is not None:
+            return Reply(tool=direct)
         return Reply(f"{PREFIX} {kind}: {_sentence(task)}" if task else "")
     if is_history_question(prompt):
         earlier = [text for text in _user_texts(messages[:-1]) if text.strip()]

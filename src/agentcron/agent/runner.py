@@ -1,9 +1,29 @@
-"""The runner protocol: what executes a turn of a session, plus an adapter for plain callables."""
+"""The runner protocol: what executes a turn of a session, plus an adapter for plain callables.
+
+A turn holds one of the engine's `max_concurrent_runs` slots while its runner works. A runner
+that must wait for something outside the turn (a person's approval, a human reply, an external
+job) can give its slot back for that wait with `paused()`:
+
+    async with paused():
+        decision = await wait_for_a_person()
+
+While paused the turn still holds its session (later turns of the session wait behind it), is
+counted as `awaiting_approval` instead of `turns_in_runner`, and its `turn_timeout` clock
+stops: the paused time does not count against it (the wait needs a bound of its own, as an
+approval has its timeout). On leaving the block the turn takes a slot again, waiting for one
+like a turn that starts (counted as `awaiting_slot`); a stop or a shutdown still reaches it at
+any point. Outside a lane's turn (an isolated run, a test calling the runner directly)
+`paused()` does nothing. The built-in agent's tool gate (`agent/gate.py`) uses it around an
+approval wait only.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import enum
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -180,6 +200,27 @@ class Runner(Protocol):
     async def run_turn(
         self, session: SessionInfo, turn: TurnInput, events: TurnEvents
     ) -> Outcome: ...
+
+
+class TurnPause(Protocol):
+    """The turn's side of `paused()`: what the lane sets for the runner call of a turn."""
+
+    def pause(self) -> AbstractAsyncContextManager[None]: ...
+
+
+# The pause of the turn whose runner is running in this context (the lane sets it around
+# `run_turn`; tasks the runner starts inherit it). None outside a lane's turn.
+turn_pause: ContextVar[TurnPause | None] = ContextVar("agentcron_turn_pause", default=None)
+
+
+def paused() -> AbstractAsyncContextManager[None]:
+    """Wrap a wait for something outside the turn: its engine slot is given back for the wait
+    and taken again after it, and the wait does not count against the turn's timeout (see the
+    module's docstring). Several concurrent waits of one turn share one pause: the slot comes
+    back when the last one ends. A no-op outside a lane's turn.
+    """
+    pause = turn_pause.get()
+    return contextlib.nullcontext() if pause is None else pause.pause()
 
 
 class Summarizer(Protocol):

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from agentcron.agent.approvals import Policy
 
-__all__ = ["GlobTable", "ToolRules", "is_glob"]
+__all__ = ["GlobTable", "Layered", "ToolRules", "is_glob"]
 
 _V = TypeVar("_V")
 _GLOB_CHARS = frozenset("*?[")
@@ -57,6 +57,24 @@ class GlobTable(Mapping[str, _V]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+class Layered(Mapping[str, _V]):
+    """`first`'s value of a key (by its own lookup, globs too), else `then`'s."""
+
+    def __init__(self, first: Mapping[str, _V], then: Mapping[str, _V]) -> None:
+        self._first, self._then = first, then
+
+    def __getitem__(self, name: str) -> _V:
+        found = self._first.get(name)
+        return found if found is not None else self._then[name]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._first
+        yield from (k for k in self._then if k not in self._first)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 @dataclass(frozen=True)

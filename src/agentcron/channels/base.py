@@ -4,15 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkable
 
+from agentcron import views
+from agentcron.agent.approvals import Approval, ApprovalNotFoundError, Decision
+from agentcron.approval_links import ApprovalLinks
 from agentcron.engine.clock import Clock
 from agentcron.errors import AgentcronError
-from agentcron.events import ChatContext, Event, MessagePosted, StreamEnd
+from agentcron.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    ChatContext,
+    Event,
+    MessagePosted,
+    StreamEnd,
+)
 from agentcron.keys import check_session_key
 from agentcron.store.errors import SessionNotFoundError
 from agentcron.store.interface import DeliveryLedger
@@ -26,7 +38,8 @@ log = logging.getLogger(__name__)
 Inbound = Callable[[str, str, str, dict[str, Any]], Awaitable[Turn]]
 """(channel, chat_id, content, channel_meta) -> the turn the message became."""
 
-MessageKind = Literal["turn", "message"]
+MessageKind = Literal["turn", "message", "approval_requested", "approval_decided"]
+_KINDS: frozenset[str] = frozenset({"turn", "message", "approval_requested", "approval_decided"})
 
 
 class ChannelError(AgentcronError):
@@ -47,8 +60,11 @@ class OutboundMessage:
 
     `kind` is `turn` for the closing reply of a turn (user or scheduled; `status` is the
     turn's outcome) and `message` for a message posted outside a turn (a delivery job's
-    delivered result). `channel`, `chat_id` and `channel_meta` are the session's execution
-    context, as the event carried it (read from the store only when it did not).
+    delivered result). `approval_requested` / `approval_decided` carry a gated tool call's
+    approval (`approval`: the API's approval view; `status` its state; `text` a plain summary)
+    to the channels that take approvals (`carries_approvals`). `channel`, `chat_id` and
+    `channel_meta` are the session's execution context, as the event carried it (read from
+    the store only when it did not).
     """
 
     session_key: str
@@ -64,9 +80,15 @@ class OutboundMessage:
     meta: dict[str, Any] = field(default_factory=dict)
     channel_meta: dict[str, Any] | None = None
     created_at: datetime | None = None
+    approval: dict[str, Any] | None = None
+
+    @property
+    def is_approval(self) -> bool:
+        return self.kind in ("approval_requested", "approval_decided")
 
     def to_payload(self) -> dict[str, Any]:
         """A JSON-ready dict (kept in the delivery record to resume after a restart)."""
+        extra = {} if self.approval is None else {"approval": self.approval}
         return {
             "session_key": self.session_key,
             "channel": self.channel,
@@ -81,12 +103,15 @@ class OutboundMessage:
             "meta": self.meta,
             "channel_meta": self.channel_meta,
             "created_at": self.created_at.isoformat() if self.created_at else None,
+            **extra,
         }
 
     @classmethod
     def from_payload(cls, data: dict[str, Any]) -> OutboundMessage:
         created = data.get("created_at")
-        kind: MessageKind = "message" if data.get("kind") == "message" else "turn"
+        given = data.get("kind")
+        kind = cast(MessageKind, given) if isinstance(given, str) and given in _KINDS else "turn"
+        approval = data.get("approval")
         return cls(
             session_key=str(data["session_key"]),
             channel=str(data["channel"]),
@@ -101,6 +126,7 @@ class OutboundMessage:
             meta=dict(data.get("meta") or {}),
             channel_meta=data.get("channel_meta"),
             created_at=datetime.fromisoformat(created) if created else None,
+            approval=dict(approval) if isinstance(approval, dict) else None,
         )
 
 
@@ -135,6 +161,26 @@ class StoreBound(Protocol):
     ) -> None: ...
 
 
+class ApprovalDesk(Protocol):
+    """Where a channel decides approvals (`cron.approvals`, the service)."""
+
+    async def get(self, approval_id: str) -> Approval: ...
+
+    async def decide(self, approval_id: str, decision: Decision, *, by: str) -> Approval: ...
+
+
+@runtime_checkable
+class ApprovalBound(Protocol):
+    """A channel that carries approvals: the manager gives it the desk to decide them on and
+    the decision links (None: no links) before start. Only channels with
+    `carries_approvals = True` get `approval_requested` / `approval_decided` messages.
+    """
+
+    carries_approvals: bool
+
+    def bind_approvals(self, desk: ApprovalDesk, links: ApprovalLinks | None) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ChannelStatus:
     """How a channel is doing (`GET /api/channels`): connected = it reaches its far end (for
@@ -153,7 +199,8 @@ class ChannelStatus:
     failed: int  # deliveries given up since start
 
 
-_Outbound = StreamEnd | MessagePosted
+_Outbound = StreamEnd | MessagePosted | ApprovalRequested | ApprovalDecided
+_OUTBOUND = (StreamEnd, MessagePosted, ApprovalRequested, ApprovalDecided)
 _STOP = object()  # queue sentinel: drain what came before, then end
 
 
@@ -163,11 +210,21 @@ class ChannelManager:
     The subscriber only queues events (it never blocks a turn); one task turns them into
     outbound messages (reading the store only for an event without its chat) and routes them,
     and one task per channel sends, so a slow channel delays no other.
+    A gated tool call's approval request and its decision go the same way, to the session's
+    channel among those that carry approvals; `approval_links` makes the webhook's decision
+    URLs (`agentcron.approval_links`).
     Stop the manager before closing AgentCron: it needs the store to drain its queues.
     """
 
-    def __init__(self, cron: AgentCron, channels: Iterable[Channel]) -> None:
+    def __init__(
+        self,
+        cron: AgentCron,
+        channels: Iterable[Channel],
+        *,
+        approval_links: ApprovalLinks | None = None,
+    ) -> None:
         self.cron = cron
+        self.approval_links = approval_links  # the webhook's decision URLs (None: none)
         self.channels: list[Channel] = list(channels)
         names = [c.name for c in self.channels]
         duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -196,10 +253,12 @@ class ChannelManager:
         for channel in self.channels:
             if isinstance(channel, StoreBound):
                 channel.bind(self.cron.store.deliveries, self.cron.clock, self.cron.publish)
+            if isinstance(channel, ApprovalBound):
+                channel.bind_approvals(self.cron.approvals, self.approval_links)
         self._events = asyncio.Queue()
         self._outgoing = {c.name: asyncio.Queue() for c in self.channels}
         self._events_task = asyncio.create_task(self._event_loop(), name="channels:events")
-        self._unsubscribe = self.cron.subscribe(self._on_event, types=(StreamEnd, MessagePosted))
+        self._unsubscribe = self.cron.subscribe(self._on_event, types=_OUTBOUND)
         for channel in self.channels:
             try:
                 await channel.start(self.inbound)
@@ -311,14 +370,14 @@ class ChannelManager:
 
     def _on_event(self, event: Event) -> None:
         # Called inside the publisher (often a turn): queue only, the rest happens in our task.
-        if isinstance(event, (StreamEnd, MessagePosted)):
+        if isinstance(event, _OUTBOUND):
             self._events.put_nowait(event)
 
     async def _event_loop(self) -> None:
         while True:
             item = await self._events.get()
             try:
-                if not isinstance(item, (StreamEnd, MessagePosted)):  # the stop sentinel
+                if not isinstance(item, _OUTBOUND):  # the stop sentinel
                     return
                 try:
                     message = await self._resolve(item)
@@ -339,6 +398,8 @@ class ChannelManager:
 
     async def _resolve(self, event: _Outbound) -> OutboundMessage | None:
         """The outbound message an event announces, with the session's execution context."""
+        if isinstance(event, ApprovalRequested | ApprovalDecided):
+            return await self._resolve_approval(event)
         key = event.session_key
         kind: MessageKind
         source: str | None
@@ -373,6 +434,51 @@ class ChannelManager:
             created_at=reply.created_at,
         )
 
+    async def _resolve_approval(
+        self, event: ApprovalRequested | ApprovalDecided
+    ) -> OutboundMessage | None:
+        """An approval's request or decision, for the channel of its session."""
+        key = event.session_key
+        if not key:  # a call outside any session: no channel to ask
+            return None
+        chat = await self._chat(key, event.approval_id)
+        if chat is None:
+            return None
+        try:
+            view = views.approval_view(await self.cron.approvals.get(event.approval_id))
+        except ApprovalNotFoundError:  # pruned meanwhile: what the event says
+            view = {"id": event.approval_id, "session_key": key, "turn_id": event.turn_id}
+            view["tool"] = event.tool
+            if isinstance(event, ApprovalRequested):
+                view.update(args=event.args, expires_at=event.expires_at or None)
+        # the event says what happened; the record may already be further along
+        if isinstance(event, ApprovalRequested):
+            view.update(state="pending", decision=None, decided_by=None, decided_at=None)
+            kind: MessageKind = "approval_requested"
+            text = f"Approval needed: {event.tool} {_short_json(event.args)}"
+        else:
+            view.update(state=event.state, decided_by=event.decided_by)
+            kind = "approval_decided"
+            text = f"Approval {event.state}: {event.tool}" + (
+                f" (by {event.decided_by})" if event.decided_by else ""
+            )
+        return OutboundMessage(
+            session_key=key,
+            channel=chat.channel,
+            chat_id=chat.chat_id,
+            text=text,
+            message_id=approval_delivery_id(
+                event.approval_id, requested=kind == "approval_requested"
+            ),
+            status=str(view["state"]),
+            kind=kind,
+            source="approval",
+            turn_id=event.turn_id,
+            channel_meta=chat.channel_meta,
+            created_at=self.cron.clock.now(),
+            approval=view,
+        )
+
     async def _chat(self, key: str, message_id: str) -> ChatContext | None:
         """The session's execution context, for an event that did not carry it."""
         try:
@@ -389,6 +495,8 @@ class ChannelManager:
 
     def _route(self, message: OutboundMessage) -> None:
         for channel in self.channels:
+            if message.is_approval and getattr(channel, "carries_approvals", False) is not True:
+                continue
             try:
                 wanted = channel.wants(message)
             except Exception:
@@ -425,4 +533,25 @@ class ChannelManager:
 
 
 def _message_id(event: _Outbound) -> str | None:
+    if isinstance(event, ApprovalRequested | ApprovalDecided):
+        return event.approval_id
     return event.message_id if isinstance(event, StreamEnd) else event.message.id
+
+
+_DELIVERY_ID_MAX = 32  # the deliveries table's message_id
+
+
+def approval_delivery_id(approval_id: str, *, requested: bool) -> str:
+    """The delivery record id of an approval's request or decision: `apr.<id>` / `apd.<id>`,
+    or a digest of the id when that would not fit the record's 32 characters.
+    """
+    prefix = "apr." if requested else "apd."
+    if len(prefix) + len(approval_id) <= _DELIVERY_ID_MAX:
+        return prefix + approval_id
+    digest = hashlib.sha256(approval_id.encode("utf-8")).hexdigest()
+    return prefix + digest[: _DELIVERY_ID_MAX - len(prefix)]
+
+
+def _short_json(value: Any, limit: int = 300) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -129,8 +129,8 @@ def channels_from_env(env: Mapping[str, str] | None = None) -> list[Channel]:
       results there, signed; `AGENTCRON_WEBHOOK_CHANNELS` limits them to the sessions of some
       channels (comma list, default all).
     - `AGENTCRON_TELEGRAM_TOKEN`: a Telegram bot; `AGENTCRON_TELEGRAM_ALLOWED_CHATS` (comma list
-      of chat ids) says who may use it (empty = nobody); `AGENTCRON_TELEGRAM_API_BASE` points
-      it at another Bot API server.
+      of chat ids) says who may use it (empty = nobody): send messages, and press an approval's
+      Approve / Deny buttons; `AGENTCRON_TELEGRAM_API_BASE` points it at another Bot API server.
 
     Raises ChannelConfigError for a missing or malformed setting.
     """

@@ -1,16 +1,28 @@
-"""Telegram Bot API channel: long polling for inbound text, sendMessage for replies."""
+"""Telegram Bot API channel: long polling for inbound text, sendMessage for replies, and
+approvals of gated tool calls as messages with inline Approve / Deny buttons.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
+import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 import httpx
 
-from agentcron.channels.base import ChannelError, Inbound, OutboundMessage
+from agentcron.agent.approvals import Approval, ApprovalError, ApprovalNotFoundError, Decision
+from agentcron.approval_links import ApprovalLinks
+from agentcron.channels.base import (
+    ApprovalDesk,
+    ChannelError,
+    Inbound,
+    OutboundMessage,
+)
 from agentcron.channels.outbox import DeliveryAttemptError, Outbox, Report, RetryPolicy, Sleep
 from agentcron.engine.clock import Clock
 from agentcron.store.interface import DeliveryLedger
@@ -20,6 +32,90 @@ log = logging.getLogger(__name__)
 DEFAULT_API_BASE = "https://api.telegram.org"
 MESSAGE_LIMIT = 4096  # Telegram counts UTF-16 code units
 _REDACTED = "<token>"
+CALLBACK_DATA_LIMIT = 64  # bytes of an inline button's callback_data
+ARGS_SHOWN = 1500  # characters of a gated call's arguments shown (escaped after cutting)
+_CALLBACK_PREFIX = "ap"
+_DECISION_CODES: dict[str, Decision] = {"a": "approve", "d": "deny"}
+_KEEP_MESSAGES = 1000  # approval id -> its request message, for the edit when it is decided
+
+
+def callback_data(approval_id: str, decision: Decision) -> str | None:
+    """`ap:<approval id>:a|d`, or None when it would not fit Telegram's 64 bytes."""
+    data = f"{_CALLBACK_PREFIX}:{approval_id}:{decision[0]}"
+    return data if len(data.encode("utf-8")) <= CALLBACK_DATA_LIMIT else None
+
+
+def parse_callback(data: object) -> tuple[str, Decision] | None:
+    """The approval id and decision of one of our buttons' callback_data; None otherwise."""
+    if not isinstance(data, str):
+        return None
+    prefix, _, rest = data.partition(":")
+    approval_id, _, code = rest.rpartition(":")
+    decision = _DECISION_CODES.get(code)
+    if prefix != _CALLBACK_PREFIX or not approval_id or decision is None:
+        return None
+    return approval_id, decision
+
+
+def approval_keyboard(approval_id: str) -> dict[str, Any] | None:
+    """The inline keyboard Approve / Deny of one approval (None: the id is too long)."""
+    approve, deny = callback_data(approval_id, "approve"), callback_data(approval_id, "deny")
+    if approve is None or deny is None:
+        return None
+    return {
+        "inline_keyboard": [
+            [
+                {"text": "✅ Approve", "callback_data": approve},
+                {"text": "❌ Deny", "callback_data": deny},
+            ]
+        ]
+    }
+
+
+def outcome_text(state: str, decided_by: str | None) -> str:
+    """One line: how an approval ended (or that it still waits)."""
+    if state == "approved":
+        return f"✅ Approved by {decided_by or 'someone'}"
+    if state == "denied":
+        return f"❌ Denied by {decided_by or 'someone'}"
+    if state == "expired":
+        if decided_by == "cancelled":
+            return "⏹ Cancelled: the turn that asked was stopped"
+        if decided_by == "restart":
+            return "⌛ Expired: the server restarted while it waited"
+        return "⌛ Expired: nobody decided in time"
+    return "⏳ Waiting for a decision"
+
+
+def _when(value: object) -> str:
+    if not isinstance(value, str) or not value:
+        return "?"
+    try:
+        return datetime.fromisoformat(value).strftime("%Y-%m-%d %H:%M UTC")
+    except ValueError:
+        return value
+
+
+def approval_text(approval: Mapping[str, Any]) -> str:
+    """The message of an approval (Telegram HTML: every value escaped): the tool, its
+    arguments (cut to ARGS_SHOWN characters), when it expires, and its outcome once decided.
+    """
+    args = json.dumps(approval.get("args") or {}, ensure_ascii=False, indent=1, default=str)
+    if len(args) > ARGS_SHOWN:
+        args = args[: ARGS_SHOWN - 1] + "…"
+    tool = html.escape(str(approval.get("tool") or "?"), quote=False)
+    lines = [
+        f"🔐 <b>Approval needed</b>: the agent wants to call <code>{tool}</code>",
+        f"<pre>{html.escape(args, quote=False)}</pre>",
+    ]
+    state = str(approval.get("state") or "pending")
+    if state == "pending":
+        lines.append(f"Expires {html.escape(_when(approval.get('expires_at')), quote=False)}.")
+    else:
+        decided_by = approval.get("decided_by")
+        by = None if decided_by is None else str(decided_by)
+        lines.append(f"<b>{html.escape(outcome_text(state, by), quote=False)}</b>")
+    return "\n".join(lines)
 
 
 class TelegramApiError(ChannelError):
@@ -109,7 +205,15 @@ class TelegramChannel:
     list serves nobody. Replies go through the durable outbox (a record per message, retries
     with backoff on 429, 5xx and network errors); texts over 4096 characters are split.
     Polling errors are retried for ever with backoff (up to a minute apart).
+
+    Approvals: a gated call of a chat's session is sent there with inline Approve / Deny
+    buttons; a press (a `callback_query`) from that chat, if it is on the allow-list, decides
+    it (`by="telegram:<username or user id>"`); any other chat's press is refused and logged.
+    Once decided (here, in the web UI, through the API, or by the timeout) the message is
+    edited to show the outcome, without buttons.
     """
+
+    carries_approvals = True
 
     def __init__(
         self,
@@ -147,6 +251,9 @@ class TelegramChannel:
         self._offset: int | None = None  # the next update id to ask for
         self._confirmed: int | None = None  # the offset Telegram last saw from us
         self._progress: dict[str, int] = {}  # message id -> parts already sent (retries)
+        self._desk: ApprovalDesk | None = None
+        # approval id -> (chat, message id) of its request message, to edit once decided
+        self._approval_messages: dict[str, tuple[int | str, int]] = {}
         self._log_filter = _RedactToken(token)
         # Whether the last getUpdates reached Telegram (None: not polled yet), and its error.
         self.connected: bool | None = None
@@ -157,6 +264,10 @@ class TelegramChannel:
 
     def bind(self, deliveries: DeliveryLedger, clock: Clock, report: Report | None = None) -> None:
         self.outbox.bind(deliveries, clock, report)
+
+    def bind_approvals(self, desk: ApprovalDesk, links: ApprovalLinks | None) -> None:
+        """Decide approvals on `desk` (`cron.approvals`) when a button is pressed."""
+        self._desk = desk
 
     def _redact(self, text: str) -> str:
         return text.replace(self._token, _REDACTED)
@@ -244,7 +355,10 @@ class TelegramChannel:
     async def _poll(self) -> None:
         failures = 0
         while True:
-            params: dict[str, Any] = {"timeout": self.poll_timeout, "allowed_updates": ["message"]}
+            params: dict[str, Any] = {
+                "timeout": self.poll_timeout,
+                "allowed_updates": ["message", "callback_query"],
+            }
             if self._offset is not None:
                 params["offset"] = self._offset
             try:
@@ -282,7 +396,16 @@ class TelegramChannel:
                     self._offset = max(self._offset or 0, update_id + 1)
 
     async def _handle(self, update: Any) -> None:
-        """One update: a text message from an allowed chat becomes a turn; never raises."""
+        """One update: a text message from an allowed chat becomes a turn, a button press
+        decides an approval; never raises.
+        """
+        query = update.get("callback_query") if isinstance(update, dict) else None
+        if isinstance(query, dict):
+            try:
+                await self._on_callback(query)
+            except Exception:
+                log.exception("telegram: a button press failed", extra={"channel": self.name})
+            return
         message = update.get("message") if isinstance(update, dict) else None
         if not isinstance(message, dict) or not isinstance(message.get("chat"), dict):
             log.debug("telegram: update without a message ignored", extra={"channel": self.name})
@@ -333,6 +456,12 @@ class TelegramChannel:
         await self.outbox.submit(message)
 
     async def _attempt(self, message: OutboundMessage, attempt: int) -> None:
+        if message.kind == "approval_requested":
+            await self._send_approval(message)
+            return
+        if message.kind == "approval_decided":
+            await self._edit_approval(message)
+            return
         parts = split_text(message.text)
         numeric = message.chat_id.lstrip("-").isdigit()
         chat: int | str = int(message.chat_id) if numeric else message.chat_id
@@ -352,3 +481,176 @@ class TelegramChannel:
                 ) from exc
             self._progress[message.message_id] = index + 1
         self._progress.pop(message.message_id, None)
+
+    async def _delivery_call(self, method: str, params: dict[str, Any]) -> Any:
+        """One Bot API call of a delivery attempt: its failure as a DeliveryAttemptError."""
+        try:
+            return await self._call(method, params)
+        except TelegramApiError as exc:
+            raise DeliveryAttemptError(
+                str(exc), retryable=exc.retryable, retry_after=exc.retry_after
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise DeliveryAttemptError(
+                self._redact(f"{type(exc).__name__}: {exc}"), retryable=True
+            ) from exc
+
+    # -- approvals ---------------------------------------------------------------------------
+
+    def _remember(self, approval_id: str, chat: int | str, message_id: int) -> None:
+        self._approval_messages.pop(approval_id, None)
+        self._approval_messages[approval_id] = (chat, message_id)
+        while len(self._approval_messages) > _KEEP_MESSAGES:
+            del self._approval_messages[next(iter(self._approval_messages))]
+
+    async def _send_approval(self, message: OutboundMessage) -> None:
+        approval = message.approval or {}
+        approval_id = str(approval.get("id") or "")
+        numeric = message.chat_id.lstrip("-").isdigit()
+        chat: int | str = int(message.chat_id) if numeric else message.chat_id
+        params: dict[str, Any] = {
+            "chat_id": chat,
+            "text": approval_text(approval),
+            "parse_mode": "HTML",
+        }
+        keyboard = approval_keyboard(approval_id)
+        if keyboard is not None:
+            params["reply_markup"] = keyboard
+        else:  # an id too long for a button's 64 bytes: decide it elsewhere
+            params["text"] += "\n<i>Decide it in the web UI or through the API.</i>"
+        sent = await self._delivery_call("sendMessage", params)
+        message_id = sent.get("message_id") if isinstance(sent, dict) else None
+        if isinstance(message_id, int):
+            self._remember(approval_id, chat, message_id)
+
+    async def _edit_approval(self, message: OutboundMessage) -> None:
+        """The request's message shows the outcome and loses its buttons."""
+        approval = message.approval or {}
+        approval_id = str(approval.get("id") or "")
+        where = self._approval_messages.pop(approval_id, None)
+        if where is None:
+            log.info(
+                "telegram: no request message of this approval to edit",
+                extra={"channel": self.name, "approval_id": approval_id},
+            )
+            return
+        chat, message_id = where
+        params: dict[str, Any] = {
+            "chat_id": chat,
+            "message_id": message_id,
+            "text": approval_text(approval),
+            "parse_mode": "HTML",
+            "reply_markup": {"inline_keyboard": []},
+        }
+        try:
+            await self._delivery_call("editMessageText", params)
+        except DeliveryAttemptError as exc:
+            if "not modified" in exc.reason:  # it already shows this: done
+                return
+            if exc.retryable:
+                self._remember(approval_id, chat, message_id)  # the retry edits it again
+            raise
+
+    async def _answer(self, query_id: str, text: str, *, alert: bool = False) -> None:
+        """answerCallbackQuery (best effort: the button stops spinning either way)."""
+        try:
+            await self._call(
+                "answerCallbackQuery",
+                {"callback_query_id": query_id, "text": text[:200], "show_alert": alert},
+            )
+        except (httpx.HTTPError, TelegramApiError) as exc:
+            log.warning(
+                "telegram: answerCallbackQuery failed: %s",
+                self._redact(f"{type(exc).__name__}: {exc}"),
+                extra={"channel": self.name},
+            )
+
+    async def _drop_buttons(self, chat: int | str, message_id: object) -> None:
+        """A stale request's buttons go (best effort)."""
+        if not isinstance(message_id, int):
+            return
+        with contextlib.suppress(httpx.HTTPError, TelegramApiError):
+            await self._call(
+                "editMessageReplyMarkup",
+                {
+                    "chat_id": chat,
+                    "message_id": message_id,
+                    "reply_markup": {"inline_keyboard": []},
+                },
+            )
+
+    async def _on_callback(self, query: dict[str, Any]) -> None:
+        """A button press: refused unless its chat is allowed and owns the approval; else
+        the approval is decided, the press answered, and the decision edits the message.
+        """
+        query_id = query.get("id")
+        if not isinstance(query_id, str):
+            return
+        sender = _dict(query.get("from"))
+        message = _dict(query.get("message"))
+        chat = _dict(message.get("chat"))
+        raw_chat = chat.get("id")
+        chat_id = str(raw_chat) if isinstance(raw_chat, int) else None
+        parsed = parse_callback(query.get("data"))
+        ctx: dict[str, Any] = {
+            "channel": self.name,
+            "chat_id": chat_id,
+            "user_id": sender.get("id"),
+            "username": sender.get("username"),
+            "approval_id": parsed[0] if parsed else None,
+        }
+        if chat_id is None or chat_id not in self.allowed_chats:
+            log.warning(
+                "telegram: button press from a chat not on the allow-list refused", extra=ctx
+            )
+            await self._answer(
+                query_id, "Not allowed: this chat is not on the bot's allow-list.", alert=True
+            )
+            return
+        if parsed is None:
+            await self._answer(query_id, "This button is not one of the bot's.")
+            return
+        approval_id, decision = parsed
+        if self._desk is None:
+            await self._answer(query_id, "Approvals are not decided here.", alert=True)
+            return
+        try:
+            approval = await self._desk.get(approval_id)
+        except ApprovalNotFoundError:
+            await self._answer(
+                query_id, "This approval is no longer known (it expired, or the server restarted)."
+            )
+            await self._drop_buttons(int(chat_id), message.get("message_id"))
+            return
+        if approval.session_key != f"{self.name}:{chat_id}":
+            log.warning("telegram: button press for another chat's approval refused", extra=ctx)
+            await self._answer(
+                query_id, "Not allowed: this approval is not this chat's.", alert=True
+            )
+            return
+        if not approval.pending:
+            await self._answer(query_id, f"Already decided: {_outcome(approval)}.")
+            await self._drop_buttons(int(chat_id), message.get("message_id"))
+            return
+        if isinstance(message.get("message_id"), int):  # the decision edits this message
+            self._remember(approval_id, int(chat_id), message["message_id"])
+        who = sender.get("username") or sender.get("id") or "unknown"
+        try:
+            decided = await self._desk.decide(approval_id, decision, by=f"telegram:{who}")
+        except ApprovalError:  # decided or expired a moment ago
+            now = await self._desk.get(approval_id)
+            await self._answer(query_id, f"Already decided: {_outcome(now)}.")
+            return
+        log.info(
+            "telegram: approval decided from a button",
+            extra={**ctx, "decision": decision, "state": decided.state.value},
+        )
+        await self._answer(query_id, f"{_outcome(decided)}.")
+
+
+def _dict(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _outcome(approval: Approval) -> str:
+    return outcome_text(approval.state.value, approval.decided_by)

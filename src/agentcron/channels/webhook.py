@@ -4,13 +4,23 @@ The request::
 
     POST <url>
     Content-Type: application/json
-    X-Agentcron-Event: turn.result | message
+    X-Agentcron-Event: turn.result | message | approval_requested | approval_decided
     X-Agentcron-Delivery: <message_id>          (the same on every retry: deduplicate on it)
     X-Agentcron-Timestamp: <unix seconds, integer>
     X-Agentcron-Signature: sha256=<hex>
 
     {"event", "session_key", "channel", "chat_id", "channel_meta", "text", "status", "kind",
      "source", "message_id", "turn_id", "run_id", "meta", "created_at", "attempt", "sent_at"}
+
+Approvals (a gated tool call of a session the webhook serves, `carries_approvals`): the
+event is ``approval_requested`` (when the call starts waiting) or ``approval_decided`` (when it
+was approved, denied or expired), ``kind`` the same, ``status`` the approval's state, and the
+body has ``approval``: {"id", "session_key", "turn_id", "tool", "args", "state",
+"requested_at", "expires_at", "decision", "decided_by", "decided_at", "decision_url"}.
+``decision_url`` (requests only; null without `AGENTCRON_PUBLIC_URL`) is where the receiver
+POSTs ``{"decision": "approve" | "deny"}`` (optionally ``"by"``) to decide without the API
+token: it carries a capability token for that one approval (`agentcron.approval_links`); a
+wrong token is 403, an approval already decided or expired 409.
 
 The signature is ``hex(HMAC-SHA256(key=secret as UTF-8, msg=timestamp + "." + raw body))``,
 where ``timestamp`` is the ``X-Agentcron-Timestamp`` header value as ASCII and ``raw body`` the
@@ -41,7 +51,8 @@ from typing import Any
 
 import httpx
 
-from agentcron.channels.base import Inbound, OutboundMessage
+from agentcron.approval_links import ApprovalLinks
+from agentcron.channels.base import ApprovalDesk, Inbound, OutboundMessage
 from agentcron.channels.outbox import DeliveryAttemptError, Outbox, Report, RetryPolicy, Sleep
 from agentcron.engine.clock import Clock
 from agentcron.store.interface import DeliveryLedger
@@ -121,8 +132,20 @@ def check_headers(headers: Mapping[str, str]) -> dict[str, str]:
     return checked
 
 
+_EVENTS = {
+    "turn": "turn.result",
+    "message": "message",
+    "approval_requested": "approval_requested",
+    "approval_decided": "approval_decided",
+}
+
+
 class WebhookChannel:
-    """POSTs turn results of all sessions, or of the sessions of some channels, to one URL."""
+    """POSTs turn results of all sessions, or of the sessions of some channels, to one URL,
+    and the approval requests and decisions of their gated tool calls.
+    """
+
+    carries_approvals = True
 
     def __init__(
         self,
@@ -151,12 +174,17 @@ class WebhookChannel:
         self._wall_clock = wall_clock  # signatures use real time: receivers check it
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
+        self._links: ApprovalLinks | None = None
         self.outbox = Outbox(
             name, self._attempt, retry=retry, sleep=sleep, deliveries=deliveries, clock=clock
         )
 
     def bind(self, deliveries: DeliveryLedger, clock: Clock, report: Report | None = None) -> None:
         self.outbox.bind(deliveries, clock, report)
+
+    def bind_approvals(self, desk: ApprovalDesk, links: ApprovalLinks | None) -> None:
+        """Approval requests carry a decision URL made by `links` (None: `decision_url` null)."""
+        self._links = links
 
     def wants(self, message: OutboundMessage) -> bool:
         return self.channels is None or message.channel in self.channels
@@ -178,9 +206,19 @@ class WebhookChannel:
 
     def body(self, message: OutboundMessage, attempt: int, sent_at: float) -> bytes:
         """The JSON body of one attempt."""
+        data = message.to_payload()
+        if message.approval is not None:
+            # made at each attempt, never kept in the delivery record: it is a capability
+            approval = dict(message.approval)
+            approval_id = str(approval.get("id") or "")
+            requested = message.kind == "approval_requested"
+            links = self._links
+            url = links.decision_url(approval_id) if links and requested and approval_id else None
+            approval["decision_url"] = url
+            data["approval"] = approval
         payload: dict[str, Any] = {
-            "event": "turn.result" if message.kind == "turn" else "message",
-            **message.to_payload(),
+            "event": _EVENTS[message.kind],
+            **data,
             "attempt": attempt,
             "sent_at": datetime.fromtimestamp(sent_at, UTC).isoformat(),
         }
@@ -195,7 +233,7 @@ class WebhookChannel:
         headers = {
             **self.headers,  # first: the signed headers below cannot be replaced
             "Content-Type": "application/json",
-            EVENT_HEADER: "turn.result" if message.kind == "turn" else "message",
+            EVENT_HEADER: _EVENTS[message.kind],
             DELIVERY_HEADER: message.message_id,
             TIMESTAMP_HEADER: timestamp,
             SIGNATURE_HEADER: sign(self._secret, timestamp, body),

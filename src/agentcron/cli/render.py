@@ -172,6 +172,15 @@ def run_detail(console: Console, run: dict[str, Any]) -> None:
     if run.get("usage"):
         rows.append(("usage", usage(run["usage"])))
     _pairs(console, f"run {run['id']}", rows)
+    if run.get("tool_calls"):
+        console.print(f"[bold]tool calls[/bold] ({len(run['tool_calls'])})")
+        for tool in run["tool_calls"]:
+            took = "" if tool.get("duration_ms") is None else f" {tool['duration_ms']} ms"
+            line = (
+                f"{'ok' if tool['ok'] else 'FAILED'}{took} {tool['name']}"
+                f"({json.dumps(tool['args'])}) -> {tool['result']}"
+            )
+            console.print(line, markup=False, soft_wrap=True)
     # the prompt and the traceback as they are: no markup, no re-wrapping
     if run.get("prompt"):
         console.print("[bold]rendered prompt[/bold]")

@@ -12,6 +12,7 @@ from fastapi.staticfiles import StaticFiles
 
 from agentcron import __version__
 from agentcron.app import AgentCron
+from agentcron.approval_links import ApprovalLinks
 from agentcron.channels.base import ChannelManager
 from agentcron.server import errors, fire
 from agentcron.server.auth import require_token
@@ -71,6 +72,10 @@ def create_app(
     app.state.hook_token = hook_token
     app.state.metrics = metrics
     app.state.channels = channels  # for GET /api/channels; None = no channels
+    # Decision URLs (POST /api/approvals/{id}/decide): checked with the links the channels
+    # make them with, else with links keyed by the API token (what `serve` gives the channels).
+    links = channels.approval_links if channels is not None else None
+    app.state.approval_links = links or ApprovalLinks(token)
     app.state.wake = wake = wake or LocalWake()  # what wakes the engine (README: Managed wake)
     metrics.registry.register(fire.WakeCollector(wake))
     hub = Hub(cron, token)
@@ -82,6 +87,7 @@ def create_app(
     routers = (sessions.router, jobs.router, runs.router, deliveries.router, approvals.router)
     for router in routers:
         app.include_router(router, dependencies=guarded)
+    app.include_router(approvals.capability_router, dependencies=[Depends(clean_url)])
     app.include_router(hooks.router, dependencies=[Depends(clean_url)])
     app.include_router(fire.router)  # its own token: the relay's signed JWT
     app.include_router(health.router)

@@ -40,6 +40,8 @@ class _EngineCollector(Collector):
         queues.add_metric(["turns_waiting"], status.turns_waiting)
         # Saturation: ready to start, but every one of max_concurrent_runs slots is taken.
         queues.add_metric(["awaiting_slot"], status.awaiting_slot)
+        # Turns paused for a tool call's approval: they hold their session, not a slot.
+        queues.add_metric(["awaiting_approval"], status.awaiting_approval)
         yield queues
         active = GaugeMetricFamily("agentcron_active_turns", "Turns running now")
         active.add_metric([], status.turns_active)

@@ -45,6 +45,7 @@ _ANSWERS: dict[tuple[str, str], dict[int, type[BaseModel]]] = {
     ("get", "/api/channels"): {200: s.ChannelsOut},
     ("get", "/api/approvals"): {200: s.ApprovalsOut},
     ("post", "/api/approvals/{approval_id}"): {200: s.ApprovalOut},
+    ("post", "/api/approvals/{approval_id}/decide"): {200: s.ApprovalOut},
     ("post", "/hooks/agent"): {202: s.HookOut},
     ("get", "/healthz"): {200: s.HealthOut},
     ("get", "/readyz"): {200: s.ReadyOut, 503: s.ReadyOut},
@@ -57,7 +58,8 @@ _TEXT: dict[tuple[str, str], str] = {
 _ERRORS = {
     400: "a malformed request (a Content-Length that is not a number)",
     401: "no token, or a wrong one",
-    403: "a system job cannot be changed or removed this way",
+    403: "forbidden: a system job cannot be changed or removed this way, or a decision URL's "
+    "token is not valid for its approval",
     404: "no such resource (or the inbound hook, or managed wake, is off)",
     409: "a conflict: the resource changed meanwhile, exists with other values, or a limit",
     413: "the request body is over the limit (1 MiB)",
@@ -76,6 +78,9 @@ def _errors_of(method: str, path: str, operation: dict[str, Any]) -> list[int]:
     if method in ("post", "patch", "delete") and path.startswith("/api/"):
         codes.append(409)
     if path.startswith("/api/jobs/{job_id}") and method != "get":
+        codes.append(403)
+    if path == "/api/approvals/{approval_id}/decide":
+        codes.remove(401)  # no API token: the approval's own token, 403 when wrong
         codes.append(403)
     return codes
 

@@ -79,6 +79,16 @@ class JobOut(BaseModel):
     active_run: ActiveRunOut | None
 
 
+class ToolCallOut(BaseModel):
+    call_id: str
+    name: str
+    args: Dict = Field(description='the arguments (too long: {"_truncated": text})')
+    result: str = Field(description="its result, or the error or denial text (truncated)")
+    ok: bool = Field(description="false: the tool failed, or the call was denied")
+    duration_ms: int | None
+    truncated: bool | None = None
+
+
 class RunOut(BaseModel):
     id: str
     job_id: str
@@ -96,6 +106,9 @@ class RunOut(BaseModel):
     message_id: str | None
     usage: Dict | None
     delivery: Dict | None
+    tool_calls: list[ToolCallOut] | None = Field(
+        description="a scheduled turn's tool calls, in order (null: none)"
+    )
 
 
 class RunFullOut(RunOut):

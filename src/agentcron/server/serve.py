@@ -17,6 +17,7 @@ from pydantic_ai.models import Model
 
 from agentcron import tools_config
 from agentcron.app import AgentCron
+from agentcron.approval_links import ApprovalLinks, RedactApprovalTokens, public_url_from_env
 from agentcron.config import agent_settings_from_env, data_dir, default_db_path, settings_from_env
 from agentcron.engine.clock import Clock
 from agentcron.limits import MAX_BODY_BYTES
@@ -82,9 +83,18 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
         agent=agent_settings_from_env(),
         tool_config=tool_config if tool_config is not None and not tool_config.empty else None,
     )
-    from agentcron.channels import ChannelManager, channels_from_env
+    from agentcron.channels import ChannelManager, WebhookChannel, channels_from_env
 
-    manager = ChannelManager(cron, channels_from_env())
+    # The webhook's decision URLs: <AGENTCRON_PUBLIC_URL>/api/approvals/{id}/decide?token=...,
+    # their tokens keyed by the API token (the app checks them with the same links).
+    links = ApprovalLinks(token, public_url_from_env())
+    channels = channels_from_env()
+    if links.public_url is None and any(isinstance(c, WebhookChannel) for c in channels):
+        log.info(
+            "webhook approval requests carry no decision_url: set AGENTCRON_PUBLIC_URL to "
+            "this server's base URL as the receiver reaches it"
+        )
+    manager = ChannelManager(cron, channels, approval_links=links)
     wake = resolve(
         wake_settings_from_env(provider=options.wake),
         engine=cron.engine,
@@ -170,6 +180,9 @@ def run(options: ServeOptions, echo: Callable[[str], None]) -> None:
         lifespan="on",
         ws_max_size=MAX_BODY_BYTES,  # a WebSocket frame: the same limit as a request body
     )
+    # A decision URL's token is in its query string: not in the access log (after the Config,
+    # which configures uvicorn's loggers).
+    logging.getLogger("uvicorn.access").addFilter(RedactApprovalTokens())
     # uvicorn re-raises the signal it stopped on once it is done; the stop was graceful.
     quiet = _OwnStartErrors(server.start_errors)
     uvicorn_log = logging.getLogger("uvicorn.error")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -18,6 +19,7 @@ from agentcron.agent.runner import (
     TurnInput,
     TurnSource,
     fire_source,
+    turn_pause,
 )
 from agentcron.config import EngineSettings
 from agentcron.engine.clock import Clock
@@ -67,6 +69,63 @@ class _Lane(LaneQueue):
     worker: asyncio.Task[None] | None = None
     call: TurnCall | None = None
     replay: list[Event] = field(default_factory=list)  # events of the turn in progress
+
+
+class _TurnSlot:
+    """One turn's hold on an engine slot (`TurnPause`, set for its runner call): taken by its
+    start, given back while its runner waits for something outside the turn (`paused()`: an
+    approval), taken again after the wait, let go at its end. `held` says whether the turn
+    has one now, so that every way out releases exactly what it holds.
+
+    The counters move with it: `in_runner` -> `awaiting_approval` for the wait, then
+    `awaiting_slot` while it takes a slot again, then `in_runner`. A wait that is cancelled (a
+    stop, a shutdown) does not take a slot again: the turn is ending. The
+    lane counts the turn out of `in_runner` after its call; the call always awaits the runner's
+    task to its end (`TurnCall`), so a pause has always ended by then.
+    """
+
+    __slots__ = ("_call", "_lanes", "_paused", "_waits", "held")
+
+    def __init__(self, lanes: Lanes, call: TurnCall) -> None:
+        self._lanes, self._call = lanes, call
+        self.held = True
+        self._waits = 0  # waits in progress (a turn's tool calls may wait side by side)
+        self._paused = False  # the slot was given back for them
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self._lanes._slots.release()
+
+    @asynccontextmanager
+    async def pause(self) -> AsyncIterator[None]:
+        lanes = self._lanes
+        self._waits += 1
+        if self._waits == 1 and self.held:
+            self._paused = True
+            lanes._in_runner -= 1
+            lanes._awaiting_approval += 1
+            self._call.hold_clock()
+            self.release()
+        resume = False
+        try:
+            yield
+            resume = True
+        except Exception:
+            resume = True  # the runner may handle it and go on: with a slot
+            raise
+        finally:
+            self._waits -= 1
+            if self._waits == 0 and self._paused:
+                self._paused = False
+                lanes._awaiting_approval -= 1
+                try:
+                    if resume:
+                        await lanes._acquire_slot()
+                        self.held = True
+                finally:
+                    lanes._in_runner += 1
+                    self._call.resume_clock()
 
 
 class _Events:
@@ -124,6 +183,7 @@ class Lanes:
         self._workers = 0  # lane workers alive
         self._in_runner = 0
         self._awaiting_slot = 0
+        self._awaiting_approval = 0
         self._fires = 0  # fires waiting or running in lanes
         self.turn_waiters = Waiters()  # callers waiting for a turn to end
         self.posts = Posts(store.sessions, bus, clock)
@@ -192,8 +252,17 @@ class Lanes:
 
     @property
     def awaiting_slot(self) -> int:
-        """Turns ready to start but waiting for one of the `max_concurrent_runs` slots."""
+        """Turns ready to start (or to go on after a pause) but waiting for one of the
+        `max_concurrent_runs` slots.
+        """
         return self._awaiting_slot
+
+    @property
+    def awaiting_approval(self) -> int:
+        """Turns whose runner waits for something outside the turn (`runner.paused()`: a
+        tool call's approval). They hold their session, not a slot.
+        """
+        return self._awaiting_approval
 
     @property
     def queued_turns(self) -> int:
@@ -264,12 +333,14 @@ class Lanes:
                 del self._lanes[lane.key]
 
     def quiet(self, *, busy_ok: bool = False) -> bool:
-        """No lane has work; or with `busy_ok`, every lane is inside its runner or waiting for
-        a slot (tests and benchmarks use this to know the engine has settled).
+        """No lane has work; or with `busy_ok`, every lane is inside its runner, paused in it
+        (waiting for an approval) or waiting for a slot (tests and benchmarks use this to know
+        the engine has settled). A paused turn is work in progress like a runner that is busy:
+        never quiet without `busy_ok`, until its wait ends (decision or timeout).
         """
         working = self._workers
         if busy_ok:
-            return working == self._in_runner + self._awaiting_slot
+            return working == self._in_runner + self._awaiting_slot + self._awaiting_approval
         return working == 0
 
     async def _acquire_slot(self) -> None:
@@ -301,7 +372,8 @@ class Lanes:
         if fire is not None and fire.fire_at > self.clock.now():
             # Claimed a few ms ahead (claim_ahead): the turn starts on the dot, not early.
             await self.clock.sleep_until(fire.fire_at, asyncio.Event())
-        slot = False
+        call = lane.call or TurnCall(self.settings.turn_timeout)
+        slot: _TurnSlot | None = None
         try:
             try:
                 started = await self._start(lane, pending, prepared)
@@ -309,9 +381,9 @@ class Lanes:
                 if pending.started:  # cut off after its start was submitted: close it
                     await asyncio.shield(self.ends.interrupted(lane.key, pending, None))
                 raise
-            slot = started is not None
             if started is None:
                 return
+            slot = pause = _TurnSlot(self, call)  # holding the slot _start took
             message, session = started
             if fire is not None and self.bus.active:
                 await self._job_event(fire, JobAction.FIRED)
@@ -355,9 +427,13 @@ class Lanes:
                     trigger=None if prepared is None else prepared.trigger,
                     model=None if fire is None else fire.job.model,
                 )
-                return await self.runner.run_turn(info, turn_input, events)
+                # The runner may give the slot back while it waits (`runner.paused()`).
+                token = turn_pause.set(pause)
+                try:
+                    return await self.runner.run_turn(info, turn_input, events)
+                finally:
+                    turn_pause.reset(token)
 
-            call = lane.call or TurnCall(self.settings.turn_timeout)
             self._in_runner += 1
             try:
                 outcome = await call.run(turn, log_context(lane.key, pending))
@@ -366,12 +442,11 @@ class Lanes:
                 raise
             finally:
                 self._in_runner -= 1
-            self._slots.release()
-            slot = False
+            slot.release()
             await self.ends.finished(lane.key, pending, outcome, session, events.put, written)
         finally:
-            if slot:
-                self._slots.release()
+            if slot is not None:
+                slot.release()  # only what it holds: a pause may have given it back
 
     def _late(self, fire: ClaimedFire) -> bool:
         """A fire that waited past the grace period, of a job that skips late fires."""

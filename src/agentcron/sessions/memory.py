@@ -20,6 +20,7 @@ __all__ = [
     "estimate_tokens",
     "history_entry",
     "plan_memory",
+    "run_tool_call",
     "summary_entry",
     "tool_entry",
 ]
@@ -152,3 +153,21 @@ def tool_entry(record: ToolRecord, turn_id: str) -> Entry:
     if clipped_args or clipped_result:
         meta["truncated"] = True
     return Entry(TOOL_ROLE, result, meta)
+
+
+def run_tool_call(entry: Entry) -> dict[str, Any]:
+    """A tool entry (`tool_entry`: arguments and result already truncated) as a run record
+    keeps it: name, args, result (the error text when `ok` is False), ok, duration_ms.
+    """
+    meta = entry.meta
+    call: dict[str, Any] = {
+        "call_id": meta["call_id"],
+        "name": meta["name"],
+        "args": meta["args"],
+        "result": entry.content,
+        "ok": meta["ok"],
+        "duration_ms": meta.get("duration_ms"),
+    }
+    if meta.get("truncated"):
+        call["truncated"] = True
+    return call

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from agentcron.agent.runner import Outcome
 from agentcron.engine.clock import Clock
@@ -18,7 +19,7 @@ from agentcron.events import (
     publish_fire_settled,
 )
 from agentcron.sessions.lane_queue import Pending
-from agentcron.sessions.memory import tool_entry
+from agentcron.sessions.memory import run_tool_call, tool_entry
 from agentcron.sessions.posts import chat_of
 from agentcron.sessions.transcript import interrupted_entry
 from agentcron.sessions.turn_records import (
@@ -68,10 +69,19 @@ class TurnEnds:
         """
         fire = pending.fire
         state = outcome.status.turn_state
-        # Before the reply, in the same write: a compaction's summary, then the tool calls.
-        before = (*written, *(tool_entry(t, pending.turn_id) for t in outcome.tools))
+        # Before the reply, in the same write: a compaction's summary, then the tool calls
+        # (which a fire's run record keeps too, in that write).
+        calls = tuple(tool_entry(t, pending.turn_id) for t in outcome.tools)
         entry = closing_entry(pending, outcome)
-        result = await self.write(key, pending, state, entry, outcome, before)
+        result = await self.write(
+            key,
+            pending,
+            state,
+            entry,
+            outcome,
+            (*written, *calls),
+            tool_calls=[run_tool_call(c) for c in calls] if fire is not None else None,
+        )
         self.waiters.notify(pending.turn_id)
         await put(
             StreamEnd(
@@ -95,10 +105,20 @@ class TurnEnds:
         entry: Entry | None,
         outcome: Outcome,
         before: tuple[Entry, ...] = (),
+        *,
+        tool_calls: list[dict[str, Any]] | None = None,
     ) -> TurnFinished:
         now = self.clock.now()
         record = end_record(
-            key, pending, state, entry, outcome, owner=self.owner, now=now, before=before
+            key,
+            pending,
+            state,
+            entry,
+            outcome,
+            owner=self.owner,
+            now=now,
+            before=before,
+            tool_calls=tool_calls,
         )
         result = await self.journal.write(record)
         if not isinstance(result, TurnFinished):

@@ -70,9 +70,11 @@ def end_record(
     owner: str,
     now: datetime,
     before: tuple[Entry, ...] = (),
+    tool_calls: list[dict[str, Any]] | None = None,
 ) -> TurnFinish:
     """End a turn that began in `state`; a fire's run ends in the same state with the
-    outcome's output, and its job takes the outcome (next fire, failures, removal).
+    outcome's output and the turn's `tool_calls`, and its job takes the outcome (next fire,
+    failures, removal).
     """
     fire = pending.fire
     run = job = None
@@ -85,6 +87,7 @@ def end_record(
             error=outcome.error,
             error_details=outcome.error_details,
             usage=outcome.usage,
+            tool_calls=tool_calls,
         )
     return TurnFinish(
         key,

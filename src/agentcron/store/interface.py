@@ -8,12 +8,14 @@ commit; each is typed against its protocol, not against `SqlStore`.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from agentcron.store.deliveries import Delivery, DeliveryCursor, DeliveryState
 from agentcron.store.models import (
+    Approval,
     ClaimedFire,
     ClaimResult,
     FirePlan,
@@ -34,6 +36,7 @@ from agentcron.store.turn_store import TurnRecovery
 from agentcron.store.writes import ArmedJob, JobFinish, JobOutcome, Write, WriteResult
 
 __all__ = [
+    "ApprovalRecords",
     "DeliveryLedger",
     "DeliveryRecords",
     "Finisher",
@@ -397,4 +400,47 @@ class DeliveryLedger(DeliveryRecords, Protocol):
 
     async def pending(self, channel: str, *, limit: int | None = None) -> list[Delivery]:
         """The channel's pending deliveries, oldest first (what a restart resumes)."""
+        ...
+
+
+class ApprovalRecords(Protocol):
+    """The approvals of gated tool calls, durable: what the broker writes before it tells
+    anyone, and what the API lists and decides from. A decision lands only on a pending
+    record (compare-and-set), so two processes or replicas can never both decide one.
+    """
+
+    async def insert(self, approval: Approval) -> Approval:
+        """Store a new approval (pending) as given; its id must be new."""
+        ...
+
+    async def update_if_pending(self, approval: Approval) -> Approval | None:
+        """Write `approval`'s end (state, decision, decided_by, decided_at) if the stored
+        record is still pending, and return it as stored; None when it is not pending any
+        more (or there is none): someone else decided first, it expired, or it was reaped.
+        """
+        ...
+
+    async def get(self, approval_id: str) -> Approval | None:
+        """The approval, None when there is none."""
+        ...
+
+    async def list(
+        self, session_key: str | None = None, *, pending_only: bool = True, limit: int = 500
+    ) -> builtins.list[Approval]:
+        """Pending approvals (or all, decided too: the newest `limit`), of one session or of
+        all, oldest first, at most `limit`.
+        """
+        ...
+
+    async def expire_orphaned(self, at: datetime, by: str) -> builtins.list[Approval]:
+        """Start-up reaping: every pending approval that no turn waits for any more (its turn
+        is not running: ended, interrupted by turn recovery, deleted; or it has no turn)
+        becomes expired (decision deny, `decided_by` = `by`, at `at`) in one statement; the
+        approvals of turns still running (in a live process) stay pending. Returns those
+        expired, oldest first.
+        """
+        ...
+
+    async def prune(self, before: datetime) -> int:
+        """Delete approvals decided before `before` (pending ones are kept); how many."""
         ...

@@ -1,11 +1,12 @@
-"""The store's records and enums: jobs, runs, fires, sessions, turns, transcript entries."""
+"""The store's records and enums: jobs, runs, fires, sessions, turns, transcript entries,
+approvals."""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from agentcron.schedule import AtSpec, CronSpec, EverySpec
 
@@ -229,6 +230,8 @@ class Run:
     message_id: str | None = None
     usage: dict[str, Any] | None = None
     delivery: dict[str, Any] | None = None  # delivery jobs' runs: evaluation verdict, target
+    # the turn's tool calls, in order: {name, args, result, ok, duration_ms} (truncated)
+    tool_calls: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -415,3 +418,36 @@ class MemoryScope:
             raise ValueError("a memory scope needs keys or key prefixes")
         if any(not p for p in self.prefixes):
             raise ValueError("a key prefix must not be empty")
+
+
+Decision = Literal["approve", "deny"]
+
+
+class ApprovalState(enum.StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """One tool call waiting for (or past) a person's decision (its transitions are
+    `agentcron.agent.approvals`).
+    """
+
+    id: str
+    session_key: str | None
+    turn_id: str | None
+    tool: str
+    args: dict[str, Any]
+    requested_at: datetime
+    expires_at: datetime
+    state: ApprovalState = ApprovalState.PENDING
+    decision: Decision | None = None
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self.state is ApprovalState.PENDING

@@ -75,6 +75,7 @@ _RUN_FIELDS = (
     "prompt",
     "prompt_vars",
     "delivery",
+    "tool_calls",
 )
 USAGE_COLUMNS = ("input_tokens", "output_tokens", "cost_usd")
 
@@ -310,6 +311,7 @@ def _run(row: Row[Any] | Mapping[str, Any]) -> Run:
         message_id=m["message_id"],
         usage=m["usage"],
         delivery=m["delivery"],
+        tool_calls=m["tool_calls"],
     )
 
 

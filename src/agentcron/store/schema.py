@@ -161,6 +161,8 @@ runs = sa.Table(
     sa.Column("cost_usd", sa.Float),
     # delivery jobs' runs: the evaluate step's verdict and where the result went
     sa.Column("delivery", JSONValue),
+    # a scheduled turn's tool calls (name, args, result, ok, duration_ms; truncated), NULL: none
+    sa.Column("tool_calls", JSONValue),
     sa.UniqueConstraint("job_id", "fire_at", name="uq_runs_job_fire"),
 )
 sa.Index("ix_runs_state", runs.c.state)
@@ -276,3 +278,29 @@ recall_history = sa.Table(
     sa.Column("ended_at", UTCDateTime, nullable=False),
 )
 sa.Index("ix_recall_history_session", recall_history.c.session_key, recall_history.c.ended_at)
+
+approvals = sa.Table(
+    "approvals",
+    metadata,
+    # A gated tool call's approval: pending -> approved | denied | expired (issue 15). No
+    # foreign keys: the record outlives its turn and session, as an account of who decided.
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("session_key", sa.Text),
+    sa.Column("turn_id", sa.String(32)),
+    sa.Column("tool", sa.Text, nullable=False),
+    sa.Column("args", JSONValue, nullable=False),  # bounded by the broker before it is stored
+    sa.Column("requested_at", UTCDateTime, nullable=False),
+    sa.Column("expires_at", UTCDateTime, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),  # pending | approved | denied | expired
+    sa.Column("decision", sa.String(16)),  # approve | deny
+    sa.Column("decided_by", sa.Text),
+    sa.Column("decided_at", UTCDateTime),
+)
+# GET /api/approvals: the pending ones of a session (or of all), oldest first; start-up reaping.
+sa.Index(
+    "ix_approvals_session_state",
+    approvals.c.session_key,
+    approvals.c.state,
+    approvals.c.requested_at,
+)
+sa.Index("ix_approvals_state", approvals.c.state, approvals.c.requested_at)

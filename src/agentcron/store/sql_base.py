@@ -9,6 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from agentcron.store.approvals import ApprovalStore
 from agentcron.store.database import Database
 from agentcron.store.deliveries import DeliveryStore
 from agentcron.store.migrate import current_revision, upgrade_connection
@@ -39,6 +40,7 @@ class SqlBase:
         self._insert_jobs = self._insert(jobs).on_conflict_do_nothing()
         self.sessions = SessionStore(self._db)
         self.deliveries = DeliveryStore(self._db)
+        self.approvals = ApprovalStore(self._db)
 
     # -- lifecycle -----------------------------------------------------------------------
 

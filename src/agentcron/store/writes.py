@@ -46,6 +46,7 @@ class Transition:
     prompt: str | None = None
     prompt_vars: dict[str, Any] | None = None
     delivery: dict[str, Any] | None = None
+    tool_calls: list[dict[str, Any]] | None = None  # None (not bound): the turn called none
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,7 @@ def fire_end(
     usage: dict[str, Any] | None = None,
     message_id: str | None = None,
     delivery: dict[str, Any] | None = None,
+    tool_calls: list[dict[str, Any]] | None = None,
 ) -> tuple[Transition, JobOutcome]:
     """A fire's run ending in `state`, and what its job takes from that end (next fire,
     failures, removal of a finished one-shot): the two are written in one transaction.
@@ -95,6 +97,7 @@ def fire_end(
         usage=usage,
         message_id=message_id,
         delivery=delivery,
+        tool_calls=tool_calls or None,
     )
     job = JobOutcome(
         fire.job.id, state, at, error=error, delete_after_run=fire.job.policy.delete_after_run

@@ -1,18 +1,27 @@
-"""Approvals of gated tool calls: list the pending ones, approve or deny one."""
+"""Approvals of gated tool calls: list the pending ones, approve or deny one.
+
+`POST /api/approvals/{id}/decide?token=` is outside the API token: the webhook's decision URL,
+authorized by the approval's own capability token (`agentcron.approval_links`).
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, HTTPException, Query, Request, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentcron import views
+from agentcron.approval_links import MAX_TOKEN, ApprovalLinks
 from agentcron.keys import MAX_SESSION_KEY
 from agentcron.limits import NameText
 from agentcron.server.deps import Cron, Id
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/approvals", tags=["approvals"])
+# Included without the API token: the capability token of one approval authorizes it.
+capability_router = APIRouter(prefix="/api/approvals", tags=["approvals"])
 
 
 class ApprovalDecision(BaseModel):
@@ -28,10 +37,12 @@ async def list_approvals(
     session_key: str | None = Query(
         default=None, max_length=MAX_SESSION_KEY, description="one session's (default: all)"
     ),
-    all: bool = Query(default=False, description="also the decided ones kept in memory"),
+    all: bool = Query(default=False, description="also the decided ones (the newest 500)"),
 ) -> dict[str, Any]:
-    """Pending approvals of gated tool calls, oldest first (in memory: a restart forgets them)."""
-    return views.approvals_answer(cron.approvals.list(session_key, pending_only=not all))
+    """Pending approvals of gated tool calls, oldest first (durable: after a restart, those
+    whose turn it cut off are listed expired, `decided_by` "restart").
+    """
+    return views.approvals_answer(await cron.approvals.list(session_key, pending_only=not all))
 
 
 @router.post("/{approval_id}")
@@ -40,4 +51,41 @@ async def decide_approval(approval_id: Id, body: ApprovalDecision, cron: Cron) -
     409 once decided or expired.
     """
     approval = await cron.approvals.decide(approval_id, body.decision, by=body.by)
+    return views.approval_view(approval)
+
+
+class LinkDecision(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["approve", "deny"]
+    by: NameText | None = Field(
+        default=None, description="who decides; recorded as webhook:<by> (default: webhook)"
+    )
+
+
+@capability_router.post("/{approval_id}/decide")
+async def decide_by_link(
+    approval_id: Id,
+    body: LinkDecision,
+    cron: Cron,
+    request: Request,
+    token: str | None = Query(
+        default=None,
+        max_length=MAX_TOKEN,
+        description="the approval's capability token, as in the webhook's decision_url",
+    ),
+) -> dict[str, Any]:
+    """Decide one approval with its decision URL (no API token): 403 for a missing or wrong
+    token, 404 unknown, 409 once decided or expired.
+    """
+    links: ApprovalLinks = request.app.state.approval_links
+    if not links.verify(approval_id, token):
+        log.warning("approval decision refused: wrong token", extra={"approval_id": approval_id})
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN,
+            "this decision URL's token is not valid for this approval (use the decision_url "
+            "of its approval_requested webhook as given)",
+        )
+    by = "webhook" if body.by is None else f"webhook:{body.by}"
+    approval = await cron.approvals.decide(approval_id, body.decision, by=by)
     return views.approval_view(approval)

@@ -1,0 +1,142 @@
+"""Durable approval records of gated tool calls: pending -> approved | denied | expired.
+
+Every decision is a compare-and-set on a pending row, so of two processes (or replicas) that
+decide the same approval, one lands and the other finds it already decided.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Row
+
+from agentcron.store.database import Database
+from agentcron.store.models import Approval, ApprovalState, TurnState
+from agentcron.store.schema import approvals, turns
+
+_PENDING = ApprovalState.PENDING.value
+
+
+def _approval(row: Row[Any] | Mapping[str, Any]) -> Approval:
+    m = row._mapping if isinstance(row, Row) else row
+    return Approval(
+        id=m["id"],
+        session_key=m["session_key"],
+        turn_id=m["turn_id"],
+        tool=m["tool"],
+        args=m["args"] or {},
+        requested_at=m["requested_at"],
+        expires_at=m["expires_at"],
+        state=ApprovalState(m["state"]),
+        decision=m["decision"],
+        decided_by=m["decided_by"],
+        decided_at=m["decided_at"],
+    )
+
+
+def _values(approval: Approval) -> dict[str, Any]:
+    return {
+        "id": approval.id,
+        "session_key": approval.session_key,
+        "turn_id": approval.turn_id,
+        "tool": approval.tool,
+        "args": approval.args,
+        "requested_at": approval.requested_at,
+        "expires_at": approval.expires_at,
+        "state": approval.state.value,
+        "decision": approval.decision,
+        "decided_by": approval.decided_by,
+        "decided_at": approval.decided_at,
+    }
+
+
+def _select(conn: Connection, approval_id: str) -> Approval | None:
+    row = conn.execute(sa.select(approvals).where(approvals.c.id == approval_id)).first()
+    return None if row is None else _approval(row)
+
+
+class ApprovalStore:
+    """The approvals part of the store (`ApprovalRecords`); shares its SqlStore's database."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def insert(self, approval: Approval) -> Approval:
+        values = _values(approval)
+        await self._db.write(lambda conn: conn.execute(approvals.insert().values(values)))
+        return approval
+
+    async def update_if_pending(self, approval: Approval) -> Approval | None:
+        """Write `approval`'s decision if the stored row is still pending; None otherwise."""
+        values = {
+            "state": approval.state.value,
+            "decision": approval.decision,
+            "decided_by": approval.decided_by,
+            "decided_at": approval.decided_at,
+        }
+
+        stmt = (
+            approvals.update()
+            .where(approvals.c.id == approval.id, approvals.c.state == _PENDING)
+            .values(values)
+            .returning(*approvals.c)
+        )
+
+        def op(conn: Connection) -> Approval | None:
+            row = conn.execute(stmt).first()
+            return None if row is None else _approval(row)
+
+        return await self._db.write(op)
+
+    async def get(self, approval_id: str) -> Approval | None:
+        return await self._db.read(lambda conn: _select(conn, approval_id))
+
+    async def list(
+        self, session_key: str | None = None, *, pending_only: bool = True, limit: int = 500
+    ) -> builtins.list[Approval]:
+        a = approvals
+        query = sa.select(a)
+        if session_key is not None:
+            query = query.where(a.c.session_key == session_key)
+        if pending_only:
+            query = query.where(a.c.state == _PENDING).order_by(a.c.requested_at, a.c.id)
+            query = query.limit(limit)
+            return await self._db.read(lambda conn: [_approval(r) for r in conn.execute(query)])
+        # the newest `limit`, shown oldest first
+        query = query.order_by(a.c.requested_at.desc(), a.c.id.desc()).limit(limit)
+        found = await self._db.read(lambda conn: [_approval(r) for r in conn.execute(query)])
+        return found[::-1]
+
+    async def expire_orphaned(self, at: datetime, by: str) -> builtins.list[Approval]:
+        """Expire the pending approvals no turn waits for any more: its turn is not running
+        (it ended, was interrupted or deleted), or it has none.
+        """
+        a = approvals
+        running = sa.select(turns.c.id).where(
+            turns.c.id == a.c.turn_id, turns.c.state == TurnState.RUNNING.value
+        )
+        orphaned = sa.and_(a.c.state == _PENDING, sa.not_(sa.exists(running)))
+        values = {
+            "state": ApprovalState.EXPIRED.value,
+            "decision": "deny",
+            "decided_by": by,
+            "decided_at": at,
+        }
+        stmt = a.update().where(orphaned).values(values).returning(*a.c)
+
+        def op(conn: Connection) -> builtins.list[Approval]:
+            found = [_approval(r) for r in conn.execute(stmt)]
+            return sorted(found, key=lambda f: (f.requested_at, f.id))
+
+        return await self._db.write(op)
+
+    async def prune(self, before: datetime) -> int:
+        """Delete decided approvals decided before `before` (pending ones stay)."""
+        stmt = approvals.delete().where(
+            approvals.c.state != _PENDING, approvals.c.decided_at < before
+        )
+        return await self._db.write(lambda conn: conn.execute(stmt).rowcount or 0)
