@@ -286,3 +286,24 @@ def test_environment_references_are_expanded_and_an_unset_one_is_an_error() -> N
     assert expand_env("no refs, $TOKEN stays", "h", env) == "no refs, $TOKEN stays"
     with pytest.raises(ToolConfigError, match=r"^tools.mcp.a.env.K: \$\{MISSING\} is not set"):
         expand_env("${MISSING}", "tools.mcp.a.env.K", env)
+
+
+def test_the_gate_takes_a_timeout_from_the_file_first_then_the_tools_own() -> None:
+    from pydantic_ai import Tool
+
+    from agentcron.agent.gate import build_toolset
+
+    def pay(amount: int) -> str:
+        return "paid"
+
+    def wire(amount: int) -> str:
+        return "wired"
+
+    hour, half = timedelta(hours=1), timedelta(seconds=30)
+    own = [UserTool(pay, approval_timeout=hour), UserTool(Tool(wire), approval_timeout=hour)]
+    gated = build_toolset(own, timeouts=GlobTable({"wi*": half}))
+    assert (gated.timeouts.get("pay"), gated.timeouts.get("wire")) == (hour, half)
+    assert gated.timeouts.get("other") is None
+    assert dict(gated.timeouts) == {"wi*": half, "pay": hour}  # "wire" is under the glob
+    with pytest.raises(ValueError, match="approval timeout of x must be positive"):
+        build_toolset([], timeouts=GlobTable({"x": timedelta(0)}))
