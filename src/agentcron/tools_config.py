@@ -595,8 +595,12 @@ def row(
     rules: ToolRules,
     *,
     requires_approval: Any = False,
+    own_timeout: timedelta | None = None,
     default_timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
 ) -> ToolRow:
+    """One tool as `tools list` shows it: its policy and approval timeout resolved as the gate
+    resolves them (the file's, else the tool's own, else the default).
+    """
     configured: Policy | None = rules.policies.get(name)
     policy: str
     if configured is not None:
@@ -605,7 +609,7 @@ def row(
         policy = "approve (per call)"
     else:
         policy = "approve" if requires_approval else "allow"
-    timeout = rules.approval_timeouts.get(name, default_timeout)
+    timeout = rules.approval_timeouts.get(name) or own_timeout or default_timeout
     waits = policy.startswith("approve")
     return ToolRow(
         name,
@@ -645,6 +649,7 @@ async def inventory(
                 _description(extra),
                 rules,
                 requires_approval=_rule_of(extra),
+                own_timeout=extra.approval_timeout if isinstance(extra, UserTool) else None,
                 default_timeout=default_timeout,
             )
         )

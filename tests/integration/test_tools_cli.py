@@ -72,7 +72,8 @@ def test_tools_list_shows_every_tool_with_its_source_policy_and_sessions(tmp_pat
         "allow",
     )
     assert rows["forecast"]["sessions"] == ["others"]
-    assert (rows["wipe"]["policy"], rows["wipe"]["approval_timeout_s"]) == ("approve", 300.0)
+    # its own rule and timeout (a UserTool's)
+    assert (rows["wipe"]["policy"], rows["wipe"]["approval_timeout_s"]) == ("approve", 120.0)
     add = rows["calc_add"]
     assert (add["source"], add["policy"], add["approval_timeout_s"]) == (
         "mcp calc",

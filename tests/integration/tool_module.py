@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from pydantic_ai import Tool
@@ -29,7 +30,10 @@ def wipe(path: str) -> str:
     return f"wiped {path}"
 
 
-WEATHER = [forecast, UserTool(Tool(wipe), requires_approval=True)]
+WEATHER = [
+    forecast,
+    UserTool(Tool(wipe), requires_approval=True, approval_timeout=timedelta(minutes=2)),
+]
 NOT_A_TOOL = 42
 EMPTY: list[Any] = []
 

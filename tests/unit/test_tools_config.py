@@ -257,6 +257,10 @@ def test_the_policy_shown_for_a_tool() -> None:
     per_call = row("x", "python m:x", "", rules, requires_approval=lambda args: True)
     assert (per_call.policy, per_call.approval_timeout_s) == ("approve (per call)", 300.0)
     assert row("x", "python m:x", "", rules).policy == "allow"
+    own = row("x", "m", "", rules, requires_approval=True, own_timeout=timedelta(minutes=1))
+    assert own.approval_timeout_s == 60.0
+    filed = row("files_x", "m", "", rules, own_timeout=timedelta(minutes=1))
+    assert filed.approval_timeout_s == 30.0  # the file's glob first
 
 
 def test_the_library_tool_policy_wins_over_the_configured_one() -> None:
