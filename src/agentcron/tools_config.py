@@ -302,12 +302,18 @@ def _is_tool(value: object) -> bool:
 def import_tools(entry: str) -> list[ToolLike]:
     """The tools `module:attr` names: a function, a Tool, a UserTool, or a list of them."""
     module_name, _, attr = entry.partition(":")
+    # Like uvicorn's app dir: a module beside the service (its working directory) imports too,
+    # after the installed ones (appended, so a local file never shadows a package).
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.append(here)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
             raise ToolConfigError(
-                f"tool entry point {entry}: module {module_name!r} not found"
+                f"tool entry point {entry}: module {module_name!r} not found (in the working "
+                f"directory {here}, $PYTHONPATH or the installed packages)"
             ) from None
         raise ToolConfigError(
             f"tool entry point {entry}: importing {module_name!r} failed: {exc}"
