@@ -345,8 +345,9 @@ def import_tools(entry: str) -> list[ToolLike]:
                 )
         return list(value)
     if not _is_tool(value):
+        what = "a class" if isinstance(value, type) else f"not callable ({type(value).__name__})"
         raise ToolConfigError(
-            f"tool entry point {entry}: {attr!r} is not callable ({type(value).__name__}); "
+            f"tool entry point {entry}: {attr!r} is {what}; "
             "name a function, a pydantic_ai.Tool, an agentcron UserTool or a list of them"
         )
     return [value]

@@ -178,7 +178,12 @@ def test_a_file_over_a_megabyte_is_refused(tmp_path: Path) -> None:
         ("tests.integration.tool_module:nope", "has no attribute 'nope'"),
         ("tests.integration.tool_module:NOT_A_TOOL", "'NOT_A_TOOL' is not callable (int)"),
         ("tests.integration.tool_module:EMPTY", "the list is empty"),
-        ("tests.integration.tool_module:UserTool", "is not callable (type)"),
+        ("tests.integration.tool_module:UserTool", "'UserTool' is a class; name a function"),
+        (
+            "tests.integration.broken_tool_module:f",
+            "importing 'tests.integration.broken_tool_module' failed: RuntimeError: BROKEN_TOKEN is not set",
+        ),
+        ("tests.integration.tool_module:WEATHER.x", "has no attribute 'WEATHER.x'"),
     ],
 )
 def test_a_bad_entry_point_says_what_is_wrong(entry: str, message: str) -> None:
