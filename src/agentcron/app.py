@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
     from agentcron.agent.gate import ToolLike
+    from agentcron.tools_config import ToolConfig, ToolServers
 
 __all__ = [
     "KEEP",
@@ -115,6 +116,7 @@ class AgentCron:
         tools: Sequence[ToolLike] = (),
         tool_policy: Mapping[str, Policy] | None = None,
         approval_timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
+        tool_config: ToolConfig | None = None,
     ) -> None:
         if db is not None and url is not None:
             raise ValueError("give `db` (a SQLite file) or `url`, not both")
@@ -127,19 +129,40 @@ class AgentCron:
         self.approvals = Approvals(
             self.store.approvals, self.clock.now, self.events, timeout=approval_timeout
         )
-        if runner is not None and (tools or tool_policy):
-            raise ValueError("`tools` and `tool_policy` are for the built-in agent: give no runner")
+        if runner is not None and (tools or tool_policy or tool_config):
+            raise ValueError(
+                "`tools`, `tool_policy` and `tool_config` are for the built-in agent: "
+                "give no runner"
+            )
+        self._tool_names: dict[str, str] = {}  # function tools' names -> where they come from
+        self.tool_servers: ToolServers | None = None  # the configured MCP servers
         if runner is None:
             # Imported here: the agent framework (and its providers' SDKs) is loaded only
             # when the built-in agent is used.
             from agentcron.agent.builtin import BuiltinRunner
             from agentcron.agent.tools import scheduling_tools
+            from agentcron.tools_config import (
+                ConfiguredTools,
+                ToolServers,
+                merged_policies,
+                names_of,
+            )
 
+            # Entry points are imported now (a bad one fails here); MCP servers start in start().
+            configured = tool_config.build() if tool_config is not None else ConfiguredTools()
+            self._tool_names = names_of(
+                [("agentcron", scheduling_tools()), ("library", tools)], configured.sources
+            )
+            self.tool_servers = ToolServers(configured.servers)
+            rules = configured.rules
             runner = BuiltinRunner(
                 model,
-                tools=[*scheduling_tools(), *tools],
-                tool_policy=tool_policy,
+                tools=[*scheduling_tools(), *configured.tools, *tools],
+                tool_policy=merged_policies(rules, tool_policy),
                 approvals=self.approvals.broker,
+                toolsets=configured.toolsets,
+                tool_timeouts=rules.approval_timeouts,
+                tool_allowed=rules.allowed if rules.sessions else None,
                 deps_factory=self.tool_deps,
                 max_steps=max_steps,
                 settings=agent,
@@ -304,19 +327,39 @@ class AgentCron:
         )
 
     async def start(self) -> None:
+        """Open the store, start the configured MCP servers (ToolConfigError when one does not
+        start, or a tool name is taken twice), then the engine.
+        """
         await self.store.open()
-        await self.engine.start()
+        if self.tool_servers is not None:
+            try:
+                await self.tool_servers.start(self._tool_names)
+            except BaseException:
+                await self.store.close()
+                raise
+        try:
+            await self.engine.start()
+        except BaseException:
+            if self.tool_servers is not None:
+                await self.tool_servers.stop()  # no server subprocess outlives a failed start
+            raise
         # After turn recovery (in the engine's start): approvals whose turn was cut off by a
         # stop or a crash expire ("restart"); nothing they asked for runs later.
         await self.approvals.recover(keep=self.settings.retention_age)
 
     async def close(self, grace: float | None = None) -> None:
-        """Stop the engine (running turns get `grace` seconds to finish) and the store."""
+        """Stop the engine (running turns get `grace` seconds to finish), the MCP servers and
+        the store.
+        """
         self.begin_stop()
         try:
             await self.engine.stop(grace)
         finally:
-            await self.store.close()
+            try:
+                if self.tool_servers is not None:
+                    await self.tool_servers.stop()
+            finally:
+                await self.store.close()
 
     async def __aenter__(self) -> AgentCron:
         await self.start()

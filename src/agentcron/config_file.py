@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 CONFIG_ENV = "AGENTCRON_CONFIG"
+TOOLS_SECTION = "tools"  # the agent's tools (`agentcron.tools_config`), not flat settings
 _MAX_FILE_BYTES = 1_000_000
 
 Kind = Literal["text", "int", "float", "bool", "list", "limit", "table"]
@@ -160,6 +161,13 @@ SETTINGS: tuple[Setting, ...] = (
         "int",
         "model requests per turn",
         str(DEFAULT_MAX_STEPS),
+    ),
+    Setting(
+        "agent.tools_file",
+        "AGENTCRON_TOOLS_FILE",
+        "text",
+        "a TOML file whose [tools] table gives the agent's tools (README: Tools and approvals)",
+        "the [tools] table of this file",
     ),
     Setting(
         "agent.prices",
@@ -346,10 +354,12 @@ def read_config(path: Path) -> dict[str, str]:
         raise ConfigError(f"the configuration file {path} is not valid TOML: {exc}") from None
     found: dict[str, str] = {}
     for section, table in data.items():
+        if section == TOOLS_SECTION:
+            continue  # not settings: `agentcron.tools_config.load` reads and checks it
         if section not in _SECTIONS or not isinstance(table, dict):
             raise ConfigError(
                 f"{path}: unknown section [{section}]; the sections are "
-                + ", ".join(f"[{s}]" for s in _SECTIONS)
+                + ", ".join(f"[{s}]" for s in [*_SECTIONS, TOOLS_SECTION])
             )
         for name, value in table.items():
             setting = _BY_KEY.get(f"{section}.{name}")
@@ -430,4 +440,17 @@ def dump_example() -> str:
             lines += ([""] if section else []) + [f"[{head}]"]
             section = head
         lines.append(f"# {name} = ...  # {s.help}; default: {s.default}  (${s.env})")
+    lines += [
+        "",
+        "# The agent's tools (README: Tools from configuration; `agentcron tools list`):",
+        "# [tools]",
+        '# python = ["mytools.ci:check_build"]      # module:function entry points',
+        "# [tools.mcp.files]                        # command/args/env/cwd, or url/headers",
+        '# command = "npx"',
+        '# args = ["-y", "@modelcontextprotocol/server-filesystem", "/srv"]',
+        "# [tools.policy]                           # tool name or glob -> allow | approve | deny",
+        '# "files_*" = "approve"',
+        "# [tools.approval_timeout]                 # seconds, per tool name or glob",
+        "# [tools.sessions]                         # session key or glob -> the tools it may use",
+    ]
     return "\n".join(lines) + "\n"

@@ -8,7 +8,7 @@ import os
 import traceback
 import uuid
 from collections.abc import AsyncIterable, Callable, Mapping, Sequence
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -36,10 +36,11 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import Model, infer_model
 from pydantic_ai.settings import ModelSettings
+from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.usage import RunUsage, UsageLimits
 
 from agentcron.agent.approvals import Approver, Policy
-from agentcron.agent.gate import CallLog, ToolLike, build_toolset, call_log
+from agentcron.agent.gate import AllowedFn, CallLog, ToolLike, build_toolset, call_log
 from agentcron.agent.offline import (
     OFFLINE_MODEL_NAME,
     RECALL_CONTEXT_HEADER,
@@ -304,8 +305,9 @@ class BuiltinRunner:
     `tools` are pydantic-ai tools (functions, `Tool`s, `UserTool`s) whose deps come from
     `deps_factory(session, turn)`; every call passes the gate (`agent.gate`): `tool_policy` maps
     a tool name to allow / approve / deny, and an `approve` call waits for `approvals` (none: it
-    is denied). A turn makes at most `max_steps` model requests; reaching that bound still
-    counts as success.
+    is denied) for its `tool_timeouts` entry, else the broker's timeout. `toolsets` (MCP
+    servers) pass the same gate; `tool_allowed(session_key, name)` hides a tool from a session.
+    A turn makes at most `max_steps` model requests; reaching that bound still counts as success.
     """
 
     def __init__(
@@ -315,6 +317,9 @@ class BuiltinRunner:
         tools: Sequence[ToolLike] = (),
         tool_policy: Mapping[str, Policy] | None = None,
         approvals: Approver | None = None,
+        toolsets: Sequence[AbstractToolset[Any]] = (),
+        tool_timeouts: Mapping[str, timedelta] | None = None,
+        tool_allowed: AllowedFn | None = None,
         deps_factory: DepsFactory | None = None,
         max_steps: int | None = None,
         system_prompt: str | None = None,
@@ -351,7 +356,16 @@ class BuiltinRunner:
             self.model,
             output_type=[str, type(None)],
             deps_type=object,
-            toolsets=[build_toolset(tools, policies=tool_policy, approvals=approvals)],
+            toolsets=[
+                build_toolset(
+                    tools,
+                    policies=tool_policy,
+                    approvals=approvals,
+                    toolsets=toolsets,
+                    timeouts=tool_timeouts,
+                    allowed=tool_allowed,
+                )
+            ],
             name="agentcron",
         )
         self._summarizer: Agent[None, str] = Agent(

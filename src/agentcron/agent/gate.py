@@ -20,7 +20,8 @@ from datetime import timedelta
 from typing import Any
 
 from pydantic_ai import RunContext, Tool
-from pydantic_ai.toolsets import FunctionToolset, WrapperToolset
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset, CombinedToolset, FunctionToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from agentcron.agent.approvals import (
@@ -32,9 +33,11 @@ from agentcron.agent.approvals import (
     resolve_policy,
 )
 from agentcron.agent.runner import paused
+from agentcron.agent.tool_rules import Layered
 
 __all__ = [
     "NO_APPROVER",
+    "AllowedFn",
     "CallLog",
     "GatedToolset",
     "ToolLike",
@@ -136,26 +139,47 @@ def _as_tool(item: ToolLike) -> tuple[Tool[Any], RequiresApproval, timedelta | N
     return tool, rule, timeout
 
 
+# May the session (its key, or None outside a session) be offered the tool of this name?
+AllowedFn = Callable[[str | None, str], bool]
+
+
 def build_toolset(
     tools: Sequence[ToolLike],
     *,
     policies: Mapping[str, Policy] | None = None,
     approvals: Approver | None = None,
     timeouts: Mapping[str, timedelta] | None = None,
+    toolsets: Sequence[AbstractToolset[Any]] = (),
+    allowed: AllowedFn | None = None,
 ) -> GatedToolset:
-    """One gated toolset of `tools` (names must be unique; policies may name any of them;
-    `timeouts` per tool name, over a `UserTool`'s own `approval_timeout`).
+    """One gated toolset of `tools` and of other `toolsets` (MCP servers), so their calls pass
+    the same gate (names must be unique; policies may name any of them; `timeouts` per tool
+    name, over a `UserTool`'s own `approval_timeout`; both may be mappings whose lookup matches
+    globs, `agent.tool_rules.GlobTable`). `allowed(session_key, tool)` leaves a tool out of a
+    run whose deps' `session_key` may not use it: the model is not offered it.
     """
     converted = [_as_tool(item) for item in tools]
-    policies = dict(policies or {})
+    policies = policies if policies is not None else {}
     for name, policy in policies.items():
         resolve_policy(name, {}, policies={name: policy})  # rejects a bad policy early
-    waits = {tool.name: t for tool, _, t in converted if t is not None} | dict(timeouts or {})
+    own = {tool.name: t for tool, _, t in converted if t is not None}
+    # `timeouts` first (with its own lookup: a GlobTable matches globs), then the tools' own.
+    waits = Layered(timeouts, own) if timeouts else own
     for name, wait in waits.items():
         if wait <= timedelta(0):
             raise ValueError(f"approval timeout of {name} must be positive, got {wait}")
+    inner: AbstractToolset[Any] = FunctionToolset([tool for tool, _, _ in converted])
+    if toolsets:
+        inner = CombinedToolset([inner, *toolsets])
+    if allowed is not None:
+        check = allowed
+
+        def offered(ctx: RunContext[Any], tool_def: ToolDefinition) -> bool:
+            return check(getattr(ctx.deps, "session_key", None), tool_def.name)
+
+        inner = inner.filtered(offered)
     return GatedToolset(
-        FunctionToolset([tool for tool, _, _ in converted]),
+        inner,
         rules={tool.name: rule for tool, rule, _ in converted if rule},
         policies=policies,
         approvals=approvals,

@@ -21,6 +21,7 @@ from agentcron.cli import (
     schedule_cmds,
     server_cmds,
     sessions_cmds,
+    tools_cmds,
 )
 from agentcron.cli.common import echo, fail
 from agentcron.config import ConfigError
@@ -39,6 +40,7 @@ app.add_typer(sessions_cmds.app, name="sessions")
 app.add_typer(db_cmds.app, name="db")
 app.add_typer(config_cmds.app, name="config")
 app.add_typer(relay_cmds.app, name="relay")
+app.add_typer(tools_cmds.app, name="tools")
 # The top-level commands (next, examples, demo, serve, token), in their own modules.
 for group in (schedule_cmds.app, server_cmds.app):
     app.registered_commands += group.registered_commands

@@ -70,6 +70,27 @@ TokenOpt = Annotated[
     typer.Option("--token", help="API token (default: $AGENTCRON_TOKEN, else the token file)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the JSON record(s) instead.")]
+TOOLS_FILE_ENV = "AGENTCRON_TOOLS_FILE"
+ToolsFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--tools",
+        help="A TOML file whose [tools] table gives the agent's tools "
+        f"(default: ${TOOLS_FILE_ENV}, else the [tools] of the configuration file).",
+        envvar=TOOLS_FILE_ENV,
+        dir_okay=False,
+    ),
+]
+
+
+def tools_file(ctx: typer.Context, flag: Path | None) -> Path | None:
+    """Where the [tools] table is read: --tools / $AGENTCRON_TOOLS_FILE, else the
+    configuration file (--config / $AGENTCRON_CONFIG), else nowhere.
+    """
+    if flag is not None:
+        return flag
+    config = (ctx.obj or {}).get("config")
+    return config if isinstance(config, Path) else None
 
 
 def backend_for(

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from agentcron.cli.common import echo, fail
+from agentcron.cli.common import ToolsFileOpt, echo, fail, tools_file
 from agentcron.config import DB_ENV, ConfigError, data_dir, default_db_path
 
 app = typer.Typer()  # its commands join the top level
@@ -72,6 +72,7 @@ def serve(
             envvar="AGENTCRON_WAKE",
         ),
     ] = None,
+    tools: ToolsFileOpt = None,
 ) -> None:
     """Run the engine, the agent, the channels, the API, the live stream and the web UI."""
     from agentcron.server.serve import ServeOptions, run
@@ -92,6 +93,7 @@ def serve(
         demo=demo,
         log_level=log_level,
         wake=wake,
+        tools=tools_file(ctx, tools),
     )
     try:
         run(options, echo)

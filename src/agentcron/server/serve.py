@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ import uvicorn
 from fastapi import FastAPI
 from pydantic_ai.models import Model
 
+from agentcron import tools_config
 from agentcron.app import AgentCron
 from agentcron.approval_links import ApprovalLinks, RedactApprovalTokens, public_url_from_env
 from agentcron.config import agent_settings_from_env, data_dir, default_db_path, settings_from_env
@@ -44,6 +46,9 @@ class ServeOptions:
     # that arrives as a turn of that session while the server runs.
     demo: bool = False
     wake: str | None = None  # local or managed (--wake); None = $AGENTCRON_WAKE, else local
+    # The TOML file whose [tools] table gives the agent's tools (the configuration file, or
+    # the file of --tools / $AGENTCRON_TOOLS_FILE); None = no configured tools.
+    tools: Path | None = None
     extra_start: list[Hook] = field(default_factory=list)
     extra_stop: list[Hook] = field(default_factory=list)
 
@@ -55,6 +60,8 @@ class Server:
     token: str
     hook_token: str
     where: str  # the database, for the start-up lines
+    # What stopped the start (the app's lifespan failed): `run` raises the first one.
+    start_errors: list[tools_config.ToolConfigError] = field(default_factory=list)
 
 
 def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
@@ -63,6 +70,9 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
     token = load_or_create_token(home)
     hook_token = load_or_create_token(home, HOOK_TOKEN_FILE, HOOK_TOKEN_ENV)
     db = None if options.url else (options.db or default_db_path())
+    # Read and imported here (a bad file or entry point stops `serve` before it binds); the
+    # MCP servers start with the app (a server that does not start stops it: ToolConfigError).
+    tool_config = tools_config.load(options.tools) if options.tools is not None else None
     cron = AgentCron(
         db=db,
         url=options.url,
@@ -71,6 +81,7 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
         unified_session=options.unified_session,
         settings=settings_from_env(),
         agent=agent_settings_from_env(),
+        tool_config=tool_config if tool_config is not None and not tool_config.empty else None,
     )
     from agentcron.channels import ChannelManager, WebhookChannel, channels_from_env
 
@@ -96,7 +107,11 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
     async def start() -> None:
         if isinstance(wake, ManagedWake):
             wake.prepare()  # no timer: fires come from the wake service
-        await cron.start()
+        try:
+            await cron.start()
+        except tools_config.ToolConfigError as exc:
+            start_errors.append(exc)  # `run` says it in one line (uvicorn's traceback dropped)
+            raise
         await wake.start()
         await manager.start()
         # What start-up loaded (modules, the agent framework) lives as long as the process: out
@@ -116,6 +131,7 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
         finally:
             await cron.close()
 
+    start_errors: list[tools_config.ToolConfigError] = []
     app = create_app(
         cron,
         token=token,
@@ -126,7 +142,7 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
         wake=wake,
     )
     where = options.url or str(db)
-    return Server(app, cron, token, hook_token, where)
+    return Server(app, cron, token, hook_token, where, start_errors)
 
 
 def run(options: ServeOptions, echo: Callable[[str], None]) -> None:
@@ -142,6 +158,14 @@ def run(options: ServeOptions, echo: Callable[[str], None]) -> None:
         wake = server.app.state.wake.status()
         why = f" ({wake['reason']})" if wake.get("reason") else ""
         echo(f"wake: {wake['provider']}{why}")
+        servers = server.cron.tool_servers
+        counts = Counter(servers.names.values() if servers is not None else ())
+        if set(counts) - {"agentcron"}:  # configured tools: say how many and from where
+            echo(
+                f"tools: {counts.total()} ("
+                + ", ".join(f"{n} {s}" for s, n in counts.items())
+                + f") from {options.tools}; `agentcron tools list` shows them"
+            )
         echo(f"token: {server.token}")
 
     options.extra_start.append(announce)  # after AgentCron and the channels started
@@ -160,8 +184,32 @@ def run(options: ServeOptions, echo: Callable[[str], None]) -> None:
     # which configures uvicorn's loggers).
     logging.getLogger("uvicorn.access").addFilter(RedactApprovalTokens())
     # uvicorn re-raises the signal it stopped on once it is done; the stop was graceful.
-    with contextlib.suppress(KeyboardInterrupt):
-        _Uvicorn(config, server.cron).run()
+    quiet = _OwnStartErrors(server.start_errors)
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    uvicorn_log.addFilter(quiet)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            _Uvicorn(config, server.cron).run()
+    except SystemExit:  # uvicorn's exit after a failed start
+        if not server.start_errors:
+            raise
+    finally:
+        uvicorn_log.removeFilter(quiet)
+    if server.start_errors:  # the command's error, one line (`serve` exits 2)
+        raise server.start_errors[0]
+
+
+class _OwnStartErrors(logging.Filter):
+    """Drops uvicorn's traceback of a start that failed with a ToolConfigError: `run` says
+    that error in one line instead.
+    """
+
+    def __init__(self, errors: list[tools_config.ToolConfigError]) -> None:
+        super().__init__()
+        self._errors = errors
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (self._errors and "ToolConfigError" in record.getMessage())
 
 
 class _Uvicorn(uvicorn.Server):
