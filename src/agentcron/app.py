@@ -127,7 +127,7 @@ class AgentCron:
         self.events = EventBus()
         # Gated tool calls wait here for a person; the approvals are records in the store.
         self.approvals = Approvals(
-            self.store.approvals, self.clock.now, self.events, timeout=approval_timeout
+            self.store.approvals, self.clock, self.events, timeout=approval_timeout
         )
         if runner is not None and (tools or tool_policy or tool_config):
             raise ValueError(
@@ -205,6 +205,8 @@ class AgentCron:
             memory=self.lanes.history_of if self.lanes.keeps_history else None,
         )
         self.lanes.on_busy = self.engine.leases_held
+        # With each periodic reap: approvals whose turn was cut off elsewhere expire.
+        self.engine.reapers.append(self.approvals.reap)
         self._stopping = False
         store = self.store
         self.runs = Runs(store, self.engine.run_waiters, stopping=lambda: self._stopping)
@@ -231,6 +233,7 @@ class AgentCron:
             jobs_per_session=store.jobs_per_session,
             owner_of=self.job_owner,
             stopping=lambda: self._stopping,
+            end_approvals=self.approvals.end_session,
         )
         self.system = SystemJobs(self.jobs, self.engine.system_handlers, self.clock)
         self.deliveries = Deliveries(store.deliveries)

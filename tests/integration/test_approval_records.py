@@ -1,6 +1,7 @@
 """Approval records contract (`ApprovalRecords`, store/interface.py) over SQLite and PostgreSQL:
-insert, compare-and-set decisions, reads, listing, start-up reaping, pruning; and the broker
-(service/approvals.py) writing every change through them.
+insert, compare-and-set decisions, reads, listing, start-up and periodic reaping, a session's
+approvals expiring with it, pruning; and the broker (service/approvals.py) writing every change
+through them, its timeout on the clock.
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ from agentcron.agent.approvals import (
     new_approval,
 )
 from agentcron.service.approvals import ApprovalBroker
-from agentcron.store import SqlStore, TurnState
+from agentcron.store import RunState, SqlStore, TurnState
 from agentcron.store.interface import ApprovalRecords
 from agentcron.store.models import Approval, ApprovalState
+from agentcron.store.writes import Transition
+from agentcron.testing import FakeClock
 from tests.conftest import T0
+from tests.integration.test_store_contract import armed, claim
 
 MIN = timedelta(minutes=1)
 
@@ -141,6 +145,67 @@ async def test_reaping_expires_what_no_running_turn_waits_for(store: SqlStore) -
     assert await rec.expire_orphaned(T0 + 2 * MIN, "restart") == []
 
 
+async def test_the_periodic_reap_spares_turnless_approvals_and_running_isolated_runs(
+    store: SqlStore,
+) -> None:
+    rec = records(store)
+    await store.sessions.ensure_session("web:1", T0)
+    live = await store.sessions.open_turn(
+        "web:1", "user", "hi", T0, owner="alive:1:A", state=TurnState.RUNNING
+    )
+    ended = await store.sessions.open_turn(
+        "web:1", "user", "hi", T0, owner="gone:1:B", state=TurnState.INTERRUPTED
+    )
+    # an isolated run (a delivery job's built-in agent) names its run as the approval's turn
+    await store.insert_jobs([armed("delivery")], T0)
+    (fire,) = await claim(store, T0 + MIN)
+    await store.record([Transition(fire.run_id, RunState.RUNNING, T0 + MIN)])
+    waiting = await rec.insert(pending(1, turn=live.id))
+    cut = await rec.insert(pending(2, turn=ended.id))
+    no_turn = await rec.insert(pending(3))
+    in_run = await rec.insert(pending(4, turn=fire.run_id))
+
+    reaped = await rec.expire_orphaned(T0 + 2 * MIN, "restart", turnless=False)
+
+    assert [a.id for a in reaped] == [cut.id]
+    assert [a.id for a in await rec.list()] == [waiting.id, no_turn.id, in_run.id]
+    # once the run has ended, nothing waits for its approval any more
+    await store.record([Transition(fire.run_id, RunState.SUCCEEDED, T0 + 3 * MIN)])
+    reaped = await rec.expire_orphaned(T0 + 4 * MIN, "restart", turnless=False)
+    assert [(a.id, a.decided_by, a.decided_at) for a in reaped] == [
+        (in_run.id, "restart", T0 + 4 * MIN)
+    ]
+    # a start also reaps what names no turn
+    assert [a.id for a in await rec.expire_orphaned(T0 + 5 * MIN, "restart")] == [no_turn.id]
+    assert [a.id for a in await rec.list()] == [waiting.id]
+
+
+async def test_a_sessions_pending_approvals_expire_with_it(store: SqlStore) -> None:
+    rec = records(store)
+    a1 = await rec.insert(pending(1))
+    a2 = await rec.insert(pending(2))
+    done = await rec.insert(pending(3))
+    denied = await rec.update_if_pending(decide(done, "deny", by="ana", at=T0 + MIN))
+    other = await rec.insert(pending(4, key="web:2"))
+
+    ended = await rec.expire_session("web:1", T0 + 2 * MIN, "session deleted")
+
+    assert [a.id for a in ended] == [a1.id, a2.id]
+    for a in ended:
+        assert (a.state, a.decision, a.decided_by, a.decided_at) == (
+            ApprovalState.EXPIRED,
+            "deny",
+            "session deleted",
+            T0 + 2 * MIN,
+        )
+        assert await rec.get(a.id) == a  # kept, decided
+    assert await rec.get(done.id) == denied  # a decided one is never touched
+    assert await rec.list("web:1") == []
+    assert [a.id for a in await rec.list()] == [other.id]
+    assert await rec.expire_session("web:1", T0 + 3 * MIN, "session deleted") == []
+    assert await rec.expire_session("web:9", T0 + 3 * MIN, "session deleted") == []
+
+
 async def test_pruning_deletes_only_old_decided_records(store: SqlStore) -> None:
     rec = records(store)
     old = await rec.insert(pending(1))
@@ -156,9 +221,14 @@ async def test_pruning_deletes_only_old_decided_records(store: SqlStore) -> None
 # -- the broker writes through the store ------------------------------------------------
 
 
-def broker_of(store: SqlStore, seen: list[Approval] | None = None, **kw: Any) -> ApprovalBroker:
+def broker_of(
+    store: SqlStore,
+    seen: list[Approval] | None = None,
+    clock: FakeClock | None = None,
+    **kw: Any,
+) -> ApprovalBroker:
     log = seen if seen is not None else []
-    return ApprovalBroker(store.approvals, lambda: T0, on_change=log.append, **kw)
+    return ApprovalBroker(store.approvals, clock or FakeClock(T0), on_change=log.append, **kw)
 
 
 async def asked(broker: ApprovalBroker, key: str = "api:s") -> Approval:
@@ -192,14 +262,25 @@ async def test_a_request_is_stored_then_waits_for_the_decision(store: SqlStore) 
         await broker.get("nope")
 
 
-async def test_a_timeout_is_written_as_expired(store: SqlStore) -> None:
+async def test_a_timeout_on_the_clock_is_written_as_expired(store: SqlStore) -> None:
     seen: list[Approval] = []
-    broker = broker_of(store, seen, timeout=timedelta(minutes=5))
-    done = await broker.request(
-        tool="rm", args={}, session_key=None, turn_id=None, wait=timedelta(milliseconds=20)
+    clock = FakeClock(T0)
+    broker = broker_of(store, seen, clock, timeout=5 * MIN)
+    waiting = asyncio.create_task(
+        broker.request(tool="rm", args={}, session_key="api:s", turn_id=None, wait=2 * MIN)
     )
-    assert (done.state, done.decided_by) == (ApprovalState.EXPIRED, "timeout")
-    assert done.expires_at == T0 + timedelta(milliseconds=20)  # its own wait, not the default
+    approval = await asked(broker)
+    assert approval.expires_at == T0 + 2 * MIN  # its own wait, not the default
+    clock.advance(MIN + timedelta(seconds=59))  # not yet: real time does not end it either
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    clock.advance(timedelta(seconds=1))  # the clock reaches expires_at: the wait ends
+    done = await asyncio.wait_for(waiting, 2)
+    assert (done.state, done.decided_by, done.decided_at) == (
+        ApprovalState.EXPIRED,
+        "timeout",
+        T0 + 2 * MIN,
+    )
     assert await store.approvals.get(done.id) == done
     assert [a.state for a in seen] == [ApprovalState.PENDING, ApprovalState.EXPIRED]
 

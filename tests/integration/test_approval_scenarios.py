@@ -85,17 +85,13 @@ class World:
 
 
 @pytest.fixture
-async def world(
-    make_cron: CronFactory, clock: FakeClock, tmp_path: Path, request: pytest.FixtureRequest
-) -> AsyncIterator[World]:
+async def world(make_cron: CronFactory, clock: FakeClock, tmp_path: Path) -> AsyncIterator[World]:
     archive = tmp_path / "archive"
     archive.mkdir()
-    timeout = getattr(request, "param", timedelta(minutes=5))
-    cron = await make_cron(
+    cron = await make_cron(  # the default approval timeout: 5 minutes
         runner=None,
         model=OfflineModel(0),
         tools=[UserTool(archiver(archive), requires_approval=True)],
-        approval_timeout=timeout,
     )
     await cron.sessions.create(KEY)
     events: list[dict[str, Any]] = []
@@ -169,13 +165,17 @@ async def test_a_scheduled_turn_whose_call_is_denied_goes_on_without_it(world: W
     assert late.status_code == 409
 
 
-@pytest.mark.parametrize("world", [timedelta(milliseconds=50)], indirect=True)
 async def test_a_scheduled_turn_whose_approval_times_out_is_told_so(world: World) -> None:
     run = await world.fire()
     row = await world.requested()
-    # expires_at is on the fake clock: the request's time plus the approval timeout
-    assert row["expires_at"].startswith("2026-11-23T09:00:00.05")
-    _, tool, closing = await world.ended(run)  # nobody answers
+    # expires_at is on the fake clock: the request's time plus the 5-minute approval timeout
+    assert row["expires_at"].startswith("2026-11-23T09:05:00")
+    world.clock.advance(timedelta(minutes=4, seconds=59))  # nobody answers ...
+    await wait_settled(world.cron.engine, busy_ok=True)
+    assert (await world.cron.runs.get(run.id)).state is RunState.RUNNING  # ... it still waits
+    assert [e["type"] for e in world.events] == ["approval_requested"]
+    world.clock.advance(timedelta(seconds=1))  # ... and the clock reaches its expiry
+    _, tool, closing = await world.ended(run)
     assert list(world.archive.iterdir()) == []
     timed_out = "Denied: timed out waiting for a person's approval."
     assert (tool.content, tool.meta["ok"]) == (timed_out, False)
@@ -186,6 +186,8 @@ async def test_a_scheduled_turn_whose_approval_times_out_is_told_so(world: World
         "expired",
         "timeout",
     )
+    gone = await world.cron.approvals.get(row["id"])
+    assert gone.decided_at == NINE + timedelta(minutes=5)  # on the engine's clock
     late = await world.api.post(f"/api/approvals/{row['id']}", json={"decision": "approve"})
     assert late.status_code == 409
     listed = await world.api.get("/api/approvals", params={"session_key": KEY})

@@ -256,16 +256,59 @@ async def test_a_scheduled_turn_asks_its_telegram_chat_and_a_press_denies(
     assert states[approval_delivery_id(approval.id, requested=False)] is DeliveryState.DELIVERED
 
 
-async def test_an_approval_that_times_out_is_shown_expired_without_buttons(
+async def test_a_decision_made_by_another_process_edits_the_request(
     make_cron: CronFactory,
     bot: tuple[FakeBotApi, HttpStub],
     managers: list[ChannelManager],
 ) -> None:
     api, server = bot
-    cron = await gated_cron(make_cron, approval_timeout=timedelta(milliseconds=300))
+    cron = await gated_cron(make_cron)  # holds the chat's turn and its Telegram channel
+    cron.approvals.broker.poll = 0.02  # its re-read of the record (real time)
+    await telegram_on(cron, server.url, managers)
+    replica = await gated_cron(make_cron)  # another process on the same database, no channel
+    api.push(CHAT, "call delete_file with path=/tmp/r", username="ada")
+    approval = await pending(cron, KEY)
+    message_id, _ = await request_message(api)
+    await replica.approvals.decide(approval.id, "approve", by="api:ops")  # e.g. its POST
+    await api.wait_for(lambda: len(api.called("editMessageText")) == 1)
+    edited = api.messages[message_id]
+    assert "✅ Approved by api:ops" in edited["text"]
+    assert edited["reply_markup"] == {"inline_keyboard": []}
+    await api.wait_for(lambda: (CHAT, "(offline model) Done: deleted /tmp/r") in api.sent)
+    assert calls == ["/tmp/r"]
+
+
+async def test_a_deleted_sessions_request_is_shown_cancelled(
+    make_cron: CronFactory,
+    bot: tuple[FakeBotApi, HttpStub],
+    managers: list[ChannelManager],
+) -> None:
+    api, server = bot
+    cron = await gated_cron(make_cron)
+    await telegram_on(cron, server.url, managers)
+    api.push(CHAT, "call delete_file with path=/tmp/d", username="ada")
+    await pending(cron, KEY)
+    message_id, _ = await request_message(api)
+    assert (await cron.sessions.delete(KEY)).deleted
+    await api.wait_for(lambda: len(api.called("editMessageText")) == 1)
+    edited = api.messages[message_id]
+    assert "⏹ Cancelled: its session was deleted" in edited["text"]
+    assert edited["reply_markup"] == {"inline_keyboard": []}
+    assert calls == []
+
+
+async def test_an_approval_that_times_out_is_shown_expired_without_buttons(
+    make_cron: CronFactory,
+    clock: FakeClock,
+    bot: tuple[FakeBotApi, HttpStub],
+    managers: list[ChannelManager],
+) -> None:
+    api, server = bot
+    cron = await gated_cron(make_cron)
     await telegram_on(cron, server.url, managers)
     api.push(CHAT, "call delete_file with path=/tmp/z", username="ada")
     message_id, _ = await request_message(api)
+    clock.advance(timedelta(minutes=5))  # nobody decides: the default timeout passes
     await api.wait_for(lambda: len(api.called("editMessageText")) == 1)
     edited = api.messages[message_id]
     assert "⌛ Expired: nobody decided in time" in edited["text"]
@@ -403,15 +446,17 @@ async def test_a_webhook_denial_by_url_reaches_the_model(
 
 
 async def test_without_a_public_url_the_decision_url_is_null(
-    make_cron: CronFactory, managers: list[ChannelManager]
+    make_cron: CronFactory, clock: FakeClock, managers: list[ChannelManager]
 ) -> None:
-    cron = await gated_cron(make_cron, approval_timeout=timedelta(milliseconds=200))
+    cron = await gated_cron(make_cron)
     async with HttpStub(scripted()) as receiver:
         channel = WebhookChannel(receiver.url, SECRET, retry=FAST, sleep=Sleeps())
         manager = ChannelManager(cron, [channel], approval_links=ApprovalLinks(API_TOKEN))
         await manager.start()
         managers.append(manager)
         await cron.sessions.send(WEB_KEY, "call delete_file with path=/tmp/x")
+        await pending(cron, WEB_KEY)
+        clock.advance(timedelta(minutes=5))
         await receiver.wait_for(lambda r: bool(events_of(r, "approval_decided")))
         (body,) = events_of(receiver.received, "approval_requested")
         assert body["approval"]["decision_url"] is None
@@ -444,9 +489,9 @@ class OwnChannel:
 
 
 async def test_approvals_go_only_to_channels_that_carry_them(
-    make_cron: CronFactory, managers: list[ChannelManager]
+    make_cron: CronFactory, clock: FakeClock, managers: list[ChannelManager]
 ) -> None:
-    cron = await gated_cron(make_cron, approval_timeout=timedelta(milliseconds=100))
+    cron = await gated_cron(make_cron)
     own = OwnChannel()
     async with HttpStub(scripted()) as receiver:
         webhook = WebhookChannel(receiver.url, SECRET, retry=FAST, sleep=Sleeps())
@@ -454,6 +499,8 @@ async def test_approvals_go_only_to_channels_that_carry_them(
         await manager.start()
         managers.append(manager)
         turn = await cron.sessions.send(WEB_KEY, "call delete_file with path=/tmp/x")
+        await pending(cron, WEB_KEY)
+        clock.advance(timedelta(minutes=5))
         await receiver.wait_for(lambda r: bool(events_of(r, "turn.result")))
         await wait_settled(cron.engine)
         await manager.idle()

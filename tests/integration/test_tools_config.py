@@ -9,6 +9,7 @@ import asyncio
 import socket
 import sys
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
 from agentcron.server.serve import ServeOptions, build
 from agentcron.store import TurnState
-from agentcron.testing import wait_settled
+from agentcron.testing import FakeClock, wait_settled
 from agentcron.tools_config import ToolConfig, ToolConfigError, load
 from tests.conftest import CronFactory
 from tests.integration import tool_module
@@ -80,15 +81,19 @@ async def test_an_entry_point_tool_is_called_from_a_sentence(make_cron: CronFact
 
 
 async def test_an_entry_point_list_brings_its_tools_and_their_approval_rules(
-    make_cron: CronFactory,
+    make_cron: CronFactory, clock: FakeClock
 ) -> None:
     cron = await offline(
         make_cron,
-        {"python": ["tests.integration.tool_module:WEATHER"], "approval_timeout": {"wipe": 0.03}},
+        {"python": ["tests.integration.tool_module:WEATHER"], "approval_timeout": {"wipe": 30}},
     )
     _, (call,) = await turn(cron, "use forecast with city=Oslo")
     assert call.content == "sunny in Oslo"
-    _, (call,) = await turn(cron, "use wipe with path=/tmp")  # requires approval: times out
+    waiting = asyncio.create_task(turn(cron, "use wipe with path=/tmp"))  # requires approval
+    approval = await pending(cron)
+    assert approval.expires_at - approval.requested_at == timedelta(seconds=30)  # the file's
+    clock.advance(timedelta(seconds=30))  # no decision in time: it times out
+    _, (call,) = await waiting
     assert call.content == "Denied: timed out waiting for a person's approval."
     assert tool_module.calls == [{"forecast": "Oslo"}]
 

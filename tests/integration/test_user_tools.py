@@ -163,13 +163,18 @@ async def test_a_person_denies_and_the_turn_goes_on(make_cron: CronFactory) -> N
     assert "Denied by ana." in reply
 
 
-async def test_an_unanswered_approval_times_out_as_a_denial(make_cron: CronFactory) -> None:
+async def test_an_unanswered_approval_times_out_as_a_denial(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
     cron = await offline(
         make_cron,
         tools=[UserTool(delete_file, requires_approval=True)],
-        approval_timeout=timedelta(milliseconds=30),
+        approval_timeout=timedelta(minutes=2),
     )
-    _, call = await reply_of(cron, await send(cron, "call delete_file with path=/tmp/x"))
+    turn_id = await send(cron, "call delete_file with path=/tmp/x")
+    await pending_approval(cron)
+    clock.advance(timedelta(minutes=2))  # the engine's clock passes its expiry
+    _, call = await reply_of(cron, turn_id)
     assert calls == []
     assert call.content == "Denied: timed out waiting for a person's approval."
     (gone,) = await cron.approvals.list(KEY, pending_only=False)
@@ -202,12 +207,18 @@ def test_per_tool_timeouts_of_the_toolset() -> None:
         build_toolset([pay], timeouts={"pay": timedelta(0)})
 
 
-async def test_a_per_call_rule_asks_only_for_risky_arguments(make_cron: CronFactory) -> None:
+async def test_a_per_call_rule_asks_only_for_risky_arguments(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
     rule = UserTool(pay, requires_approval=lambda args: args["amount"] > 100)
-    cron = await offline(make_cron, tools=[rule], approval_timeout=timedelta(milliseconds=30))
+    cron = await offline(make_cron, tools=[rule])
     _, small = await reply_of(cron, await send(cron, "use pay with amount=5"))
     assert small.content == "paid 5"
-    _, big = await reply_of(cron, await send(cron, "use pay with amount=500"))
+    assert await cron.approvals.list(pending_only=False) == []  # it asked nobody
+    big_turn = await send(cron, "use pay with amount=500")
+    await pending_approval(cron)
+    clock.advance(DEFAULT_APPROVAL_TIMEOUT)
+    _, big = await reply_of(cron, big_turn)
     assert big.content.startswith("Denied: timed out")
     assert calls == [{"pay": 5}]
 

@@ -26,6 +26,7 @@ __all__ = [
     "DENIED_BY_POLICY",
     "MAX_ARGS_CHARS",
     "RESTART_DECIDER",
+    "SESSION_DELETED_DECIDER",
     "TIMEOUT_DECIDER",
     "Approval",
     "ApprovalError",
@@ -47,7 +48,10 @@ DEFAULT_APPROVAL_TIMEOUT = timedelta(minutes=5)
 DENIED_BY_POLICY = "Denied by policy: this tool may not be called here."
 TIMEOUT_DECIDER = "timeout"
 CANCELLED_DECIDER = "cancelled"  # the turn that waited was stopped
-RESTART_DECIDER = "restart"  # the process stopped while it waited (expired at the next start)
+# The process stopped while it waited: expired at the next start, or by the periodic reap of
+# a live process once the dead one's turn was interrupted.
+RESTART_DECIDER = "restart"
+SESSION_DELETED_DECIDER = "session deleted"  # its session was deleted while it waited
 
 MAX_ARGS_CHARS = 2_000  # a call's arguments as an approval keeps and shows them (JSON text)
 

@@ -83,6 +83,8 @@ def outcome_text(state: str, decided_by: str | None) -> str:
             return "⏹ Cancelled: the turn that asked was stopped"
         if decided_by == "restart":
             return "⌛ Expired: the server restarted while it waited"
+        if decided_by == "session deleted":
+            return "⏹ Cancelled: its session was deleted"
         return "⌛ Expired: nobody decided in time"
     return "⏳ Waiting for a decision"
 

@@ -7,7 +7,7 @@ import logging
 import os
 import socket
 from collections import Counter, deque
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -138,6 +138,10 @@ class Engine:
         # Fires of other engines are reaped when their lease runs out; we look for them at
         # start and then once per lease period, not on every wake-up.
         self._next_reap: datetime | None = None
+        # Sweeps of others' leftovers that run with each periodic reap, after turn recovery
+        # (AgentCron adds the approvals whose turn was cut off elsewhere). A failing one is
+        # logged and tried again at the next reap.
+        self.reapers: list[Callable[[], Awaitable[object]]] = []
         self._loop_task: asyncio.Task[None] | None = None
         self._service_tasks: list[asyncio.Task[None]] = []
         self._stopping = False
@@ -259,6 +263,7 @@ class Engine:
                     await self._reap(now)
                     await self.turns.recover(owner_is_dead)
                     await self._adopt(now)
+                    await self._run_reapers()
                     self._next_reap = await self._reap_deadline(now)
                 if self.timer:
                     await self._claim_due(now)
@@ -341,6 +346,13 @@ class Engine:
                 "fire interrupted: its process stopped mid-way; not re-run",
                 extra={"job_id": run.job_id, "run_id": run.id, "session_key": run.session_key},
             )
+
+    async def _run_reapers(self) -> None:
+        for reaper in self.reapers:
+            try:
+                await reaper()
+            except Exception:
+                log.exception("a periodic reap failed; trying again at the next one")
 
     async def _adopt(self, now: datetime) -> None:
         """Take over fires that were claimed but never started by an engine that is gone."""

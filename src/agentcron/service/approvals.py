@@ -4,8 +4,11 @@ that lists and decides them, each change published as an event.
 Every change (request, decision, timeout, a stopped turn) is written to the store first
 (`ApprovalRecords`); reads and decisions go to the store, so they work for an approval whose
 waiting turn runs in another process (a waiting call also re-reads its record every `poll`
-seconds, so such a decision reaches it). Only the wait itself is in memory. At start,
-approvals no running turn waits for any more are expired (`Approvals.recover`, by "restart").
+seconds of real time, so such a decision reaches it, and this process announces it too).
+Only the wait itself is in memory; its timeout is on the engine's clock. At start, and with
+every periodic reap of the engine, approvals no running turn waits for any more are expired
+(`Approvals.recover` / `Approvals.reap`, by "restart"); deleting a session expires its own
+(`Approvals.end_session`, by "session deleted").
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from agentcron.agent.approvals import (
     CANCELLED_DECIDER,
     DEFAULT_APPROVAL_TIMEOUT,
     RESTART_DECIDER,
+    SESSION_DELETED_DECIDER,
     Approval,
     ApprovalError,
     ApprovalNotFoundError,
@@ -31,12 +35,13 @@ from agentcron.agent.approvals import (
     expire,
     new_approval,
 )
+from agentcron.engine.clock import Clock
 from agentcron.events import ApprovalDecided, ApprovalRequested, EventBus
 from agentcron.store.interface import ApprovalRecords
 
 log = logging.getLogger(__name__)
 
-POLL_S = 1.0  # a waiting call re-reads its record this often (a decision made elsewhere)
+POLL_S = 1.0  # a waiting call re-reads its record this often, real time (a decision elsewhere)
 
 
 def approval_event(approval: Approval) -> ApprovalRequested | ApprovalDecided:
@@ -67,34 +72,71 @@ def _positive(timeout: timedelta) -> timedelta:
     return timeout
 
 
+class _Wait:
+    """One call waiting in this process: woken by a decision, and whether this process has
+    announced the approval's end yet (exactly once, whoever ended it).
+    """
+
+    __slots__ = ("told", "woken")
+
+    def __init__(self) -> None:
+        self.woken = asyncio.Event()
+        self.told = False
+
+
 class ApprovalBroker:
     """A gated call waits in `request` until `decide` or its timeout; the record of every
     change is in the store before anyone is told (`Approver` for the gate).
 
-    `now` is the clock of the records' times; the wait itself is real time (the timeout).
+    Time is `clock`'s (the engine's): the records' times and the timeout, so a fake clock
+    moved past `expires_at` expires the wait. The re-read of the record every `poll` seconds,
+    which finds a decision made by another process, is on real time: that decision is written
+    in real time whatever the engine's clock says (a fake clock that stands still must not
+    hold it back; with the system clock it is the same thing).
     """
 
     def __init__(
         self,
         records: ApprovalRecords,
-        now: Callable[[], datetime],
+        clock: Clock,
         *,
         timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
         on_change: Callable[[Approval], Awaitable[None] | None] | None = None,
         poll: float = POLL_S,
     ) -> None:
         self._records = records
-        self._now = now
+        self._clock = clock
         self.timeout = _positive(timeout)
         self._on_change = on_change
-        self._poll = poll
-        self._waiting: dict[str, asyncio.Event] = {}
+        self.poll = poll
+        self._waiting: dict[str, _Wait] = {}
+
+    def _now(self) -> datetime:
+        return self._clock.now()
 
     async def _changed(self, approval: Approval) -> None:
         if self._on_change is not None:
             result = self._on_change(approval)
             if inspect.isawaitable(result):
                 await result
+
+    async def _ended(self, approval: Approval) -> None:
+        """Tell of an approval's end: once per approval in this process while a call here
+        waits for it (its own decision, its timeout, a decision found in the store: whichever
+        comes first tells), and wake that call.
+        """
+        wait = self._waiting.get(approval.id)
+        if wait is not None:
+            wait.woken.set()
+            if wait.told:
+                return
+            wait.told = True
+        await self._changed(approval)
+
+    async def announce(self, ended: builtins.list[Approval]) -> None:
+        """Tell of approvals ended by a bulk write (reaping, a session's deletion)."""
+        for approval in ended:
+            await self._ended(approval)
 
     async def request(
         self,
@@ -106,7 +148,7 @@ class ApprovalBroker:
         wait: timedelta | None = None,
     ) -> Approval:
         """A pending approval for this call, then its end: approved, denied or expired (after
-        `wait`, default the broker's timeout).
+        `wait` on the clock, default the broker's timeout).
         """
         wait = self.timeout if wait is None else _positive(wait)
         approval = new_approval(
@@ -117,47 +159,48 @@ class ApprovalBroker:
             now=self._now(),
             timeout=wait,
         )
-        decided = self._waiting[approval.id] = asyncio.Event()
+        waiting = self._waiting[approval.id] = _Wait()
         try:
             await self._records.insert(approval)
             await self._changed(approval)
+            return await self._wait(approval, waiting)
+        except asyncio.CancelledError:
+            # The turn was stopped (perhaps before its record was written: a graceful stop
+            # cuts a turn as it pauses): nobody waits for this call any more, so it leaves
+            # the pending list (and a late decision gets a 409, not a silent no-op). Should
+            # this write fail, a reap expires it ("restart").
             try:
-                ended = await self._wait(approval, decided, wait.total_seconds())
-            except asyncio.CancelledError:
-                # The turn was stopped: nobody waits for this call any more, so it leaves the
-                # pending list (and a late decision gets a 409, not a silent no-op). Should
-                # this write fail, the next start expires it ("restart").
-                try:
-                    await self._end(expire(approval, at=self._now(), by=CANCELLED_DECIDER))
-                except Exception:
-                    log.exception("could not expire the approval of a stopped turn")
-                raise
+                await self._end(expire(approval, at=self._now(), by=CANCELLED_DECIDER))
+            except Exception:
+                log.exception("could not expire the approval of a stopped turn")
+            raise
         finally:
             del self._waiting[approval.id]
-        return ended
 
-    async def _wait(self, approval: Approval, decided: asyncio.Event, seconds: float) -> Approval:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + seconds
-        while not decided.is_set():
-            left = deadline - loop.time()
-            if left <= 0:
-                return await self._end(expire(approval, at=self._now()))
+    async def _wait(self, approval: Approval, waiting: _Wait) -> Approval:
+        clock = self._clock
+        while not waiting.woken.is_set():
+            if clock.now() >= approval.expires_at:
+                return await self._end(expire(approval, at=clock.now()))
             try:
-                await asyncio.wait_for(decided.wait(), min(left, self._poll))
+                async with asyncio.timeout(self.poll):
+                    await clock.sleep_until(approval.expires_at, waiting.woken)
             except TimeoutError:
                 stored = await self._records.get(approval.id)
                 if stored is not None and not stored.pending:
-                    return stored  # decided elsewhere (another process or replica)
+                    await self._ended(stored)  # decided elsewhere (another process, replica)
+                    return stored
         return await self.get(approval.id)
 
     async def _end(self, ended: Approval) -> Approval:
         """Write a timeout or a stop if the record is still pending; else it was decided."""
         landed = await self._records.update_if_pending(ended)
-        if landed is not None:
-            await self._changed(landed)
-            return landed
-        return await self.get(ended.id)
+        if landed is None:
+            landed = await self._records.get(ended.id)  # decided first, here or elsewhere
+            if landed is None:  # cut before its record was written: nobody heard of it
+                return ended
+        await self._ended(landed)
+        return landed
 
     async def get(self, approval_id: str) -> Approval:
         found = await self._records.get(approval_id)
@@ -180,10 +223,7 @@ class ApprovalBroker:
         if landed is None:  # decided, expired or reaped since it was read
             current = await self.get(approval_id)
             raise ApprovalError(f"approval {approval_id} is already {current.state.value}")
-        waiter = self._waiting.get(approval_id)
-        if waiter is not None:
-            waiter.set()
-        await self._changed(landed)
+        await self._ended(landed)
         return landed
 
 
@@ -193,15 +233,15 @@ class Approvals:
     def __init__(
         self,
         records: ApprovalRecords,
-        now: Callable[[], datetime],
+        clock: Clock,
         events: EventBus,
         *,
         timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
     ) -> None:
         self._events = events
         self._records = records
-        self._now = now
-        self.broker = ApprovalBroker(records, now, timeout=timeout, on_change=self._publish)
+        self._clock = clock
+        self.broker = ApprovalBroker(records, clock, timeout=timeout, on_change=self._publish)
 
     async def _publish(self, approval: Approval) -> None:
         await self._events.publish(approval_event(approval))
@@ -226,18 +266,47 @@ class Approvals:
         later by surprise and a late decision gets a 409; with `keep`, delete approvals
         decided longer ago than that. Returns those expired.
         """
-        now = self._now()
+        now = self._clock.now()
         expired = await self._records.expire_orphaned(now, RESTART_DECIDER)
-        for approval in expired:
-            log.warning(
-                "approval expired: its turn stopped while it waited",
-                extra={
-                    "approval_id": approval.id,
-                    "session_key": approval.session_key,
-                    "turn_id": approval.turn_id,
-                    "tool": approval.tool,
-                },
-            )
+        _log_expired(expired, "approval expired: its turn stopped while it waited")
         if keep is not None:
             await self._records.prune(now - keep)
         return expired
+
+    async def reap(self) -> builtins.list[Approval]:
+        """With the engine's periodic reap, after turn recovery: expire (by "restart") the
+        pending approvals whose turn is no longer running (its process died or stopped and
+        the turn was interrupted: another host whose lease ran out), and announce them.
+        Approvals that name no turn are left alone here (only a start can tell nobody waits
+        for them). Returns those expired.
+        """
+        expired = await self._records.expire_orphaned(
+            self._clock.now(), RESTART_DECIDER, turnless=False
+        )
+        _log_expired(expired, "approval expired: its turn was cut off while it waited")
+        await self.broker.announce(expired)
+        return expired
+
+    async def end_session(self, session_key: str) -> builtins.list[Approval]:
+        """The session is being deleted: its pending approvals expire ("session deleted"),
+        are announced, and a call of this process waiting for one ends at once (its turn is
+        being stopped). The records stay, decided, until pruned with the other old ones.
+        """
+        expired = await self._records.expire_session(
+            session_key, self._clock.now(), SESSION_DELETED_DECIDER
+        )
+        await self.broker.announce(expired)
+        return expired
+
+
+def _log_expired(expired: builtins.list[Approval], message: str) -> None:
+    for approval in expired:
+        log.warning(
+            message,
+            extra={
+                "approval_id": approval.id,
+                "session_key": approval.session_key,
+                "turn_id": approval.turn_id,
+                "tool": approval.tool,
+            },
+        )

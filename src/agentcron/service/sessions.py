@@ -149,6 +149,7 @@ class Sessions:
         jobs_per_session: Callable[[], Awaitable[dict[str, dict[str, int]]]],
         owner_of: Callable[[str], str] = lambda key: key,
         stopping: Callable[[], bool] = lambda: False,
+        end_approvals: Callable[[str], Awaitable[object]] | None = None,
     ) -> None:
         self._records = records
         self._lanes = lanes
@@ -160,6 +161,8 @@ class Sessions:
         self._jobs_per_session = jobs_per_session
         self._owner_of = owner_of
         self._stopping = stopping
+        # Expires a session's pending approvals (and announces them) before it is deleted.
+        self._end_approvals = end_approvals
 
     async def create(
         self,
@@ -345,7 +348,9 @@ class Sessions:
         """Delete a session. With bound automations it is two-step: without `confirm` nothing
         is deleted and the blocking automations are listed; with it they go first. System
         jobs and delivery jobs (with target fields) never block; the session's recall is
-        cancelled with it. Live views are told (`SessionDeleted`).
+        cancelled with it. Its pending approvals expire ("session deleted": nothing they
+        asked for runs; the records stay, decided, until pruned like its runs) before its
+        running turn is stopped. Live views are told (`SessionDeleted`).
         """
         await self._records.get_session(key)
         owned = await self._jobs.list(session_key=key)
@@ -354,6 +359,8 @@ class Sessions:
             return Deletion(False, blocking=blocking)
         for job in [*blocking, *(j for j in owned if j.kind is JobKind.RECALL)]:
             await self._jobs.delete(job.id)
+        if self._end_approvals is not None:
+            await self._end_approvals(key)
         await self._lanes.stop(key)
         await self._records.delete_session(key)
         await self._publish(SessionDeleted(session_key=key))

@@ -82,12 +82,17 @@ class _TurnSlot:
     stop, a shutdown) does not take a slot again: the turn is ending. The
     lane counts the turn out of `in_runner` after its call; the call always awaits the runner's
     task to its end (`TurnCall`), so a pause has always ended by then.
+
+    A graceful stop does not wait for a paused turn: a person's answer is not work in progress
+    that a grace period lets finish. `Lanes.shutdown` cuts the turns paused when it begins, and
+    a turn that pauses during the grace is cut as it pauses (`cut_if_closing`): interrupted,
+    its approval expired ("cancelled") by the wait's cancellation.
     """
 
-    __slots__ = ("_call", "_lanes", "_paused", "_waits", "held")
+    __slots__ = ("_call", "_lane", "_lanes", "_paused", "_waits", "held")
 
-    def __init__(self, lanes: Lanes, call: TurnCall) -> None:
-        self._lanes, self._call = lanes, call
+    def __init__(self, lanes: Lanes, lane: _Lane, call: TurnCall) -> None:
+        self._lanes, self._lane, self._call = lanes, lane, call
         self.held = True
         self._waits = 0  # waits in progress (a turn's tool calls may wait side by side)
         self._paused = False  # the slot was given back for them
@@ -97,16 +102,25 @@ class _TurnSlot:
             self.held = False
             self._lanes._slots.release()
 
+    def cut_if_closing(self) -> None:
+        """During a graceful stop, cut the turn now if it waits for the outside world."""
+        worker = self._lane.worker
+        if self._lanes._closing and self._waits and worker is not None and not worker.done():
+            worker.cancel()
+
     @asynccontextmanager
     async def pause(self) -> AsyncIterator[None]:
         lanes = self._lanes
         self._waits += 1
+        if self._waits == 1:
+            lanes._paused.add(self)
         if self._waits == 1 and self.held:
             self._paused = True
             lanes._in_runner -= 1
             lanes._awaiting_approval += 1
             self._call.hold_clock()
             self.release()
+        self.cut_if_closing()
         resume = False
         try:
             yield
@@ -116,6 +130,8 @@ class _TurnSlot:
             raise
         finally:
             self._waits -= 1
+            if self._waits == 0:
+                lanes._paused.discard(self)
             if self._waits == 0 and self._paused:
                 self._paused = False
                 lanes._awaiting_approval -= 1
@@ -184,6 +200,7 @@ class Lanes:
         self._in_runner = 0
         self._awaiting_slot = 0
         self._awaiting_approval = 0
+        self._paused: set[_TurnSlot] = set()  # turns waiting for the outside world now
         self._fires = 0  # fires waiting or running in lanes
         self.turn_waiters = Waiters()  # callers waiting for a turn to end
         self.posts = Posts(store.sessions, bus, clock)
@@ -383,7 +400,7 @@ class Lanes:
                 raise
             if started is None:
                 return
-            slot = pause = _TurnSlot(self, call)  # holding the slot _start took
+            slot = pause = _TurnSlot(self, lane, call)  # holding the slot _start took
             message, session = started
             if fire is not None and self.bus.active:
                 await self._job_event(fire, JobAction.FIRED)
@@ -544,11 +561,14 @@ class Lanes:
     async def shutdown(self, grace: float) -> None:
         """Stop taking turns: hand waiting ones back (their fires were never started; the next
         process to start runs them), let running turns finish for `grace` seconds, then stop
-        them (interrupted, with a visible notice).
+        them (interrupted, with a visible notice). A turn paused for the outside world (an
+        approval) gets no grace: it is stopped at once, or as soon as it pauses.
         """
         self._closing = True
         waiting = [p for lane in self._lanes.values() for p in lane.take_waiting()]
         self._fires -= sum(p.fire is not None for p in waiting)
+        for paused in list(self._paused):
+            paused.cut_if_closing()
         await self._release(waiting)
         current = [lane.current for lane in self._lanes.values() if lane.current is not None]
         workers = [lane.worker for lane in self._lanes.values() if lane.worker is not None]

@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
 from agentcron.store.database import Database
-from agentcron.store.models import Approval, ApprovalState, TurnState
-from agentcron.store.schema import approvals, turns
+from agentcron.store.models import Approval, ApprovalState, RunState, TurnState
+from agentcron.store.schema import approvals, runs, turns
 
 _PENDING = ApprovalState.PENDING.value
 
@@ -111,22 +111,56 @@ class ApprovalStore:
         found = await self._db.read(lambda conn: [_approval(r) for r in conn.execute(query)])
         return found[::-1]
 
-    async def expire_orphaned(self, at: datetime, by: str) -> builtins.list[Approval]:
-        """Expire the pending approvals no turn waits for any more: its turn is not running
-        (it ended, was interrupted or deleted), or it has none.
+    async def expire_orphaned(
+        self, at: datetime, by: str, *, turnless: bool = True
+    ) -> builtins.list[Approval]:
+        """Expire the pending approvals no turn waits for any more: its turn (or, for an
+        isolated run, its run) is not running: it ended, was interrupted or deleted. With
+        `turnless`, also those that name no turn. One indexed read when there are none.
         """
         a = approvals
-        running = sa.select(turns.c.id).where(
+        running_turn = sa.select(turns.c.id).where(
             turns.c.id == a.c.turn_id, turns.c.state == TurnState.RUNNING.value
         )
-        orphaned = sa.and_(a.c.state == _PENDING, sa.not_(sa.exists(running)))
+        running_run = sa.select(runs.c.id).where(
+            runs.c.id == a.c.turn_id, runs.c.state == RunState.RUNNING.value
+        )
+        orphaned = sa.and_(
+            a.c.state == _PENDING,
+            sa.not_(sa.exists(running_turn)),
+            sa.not_(sa.exists(running_run)),
+        )
+        if not turnless:
+            orphaned = sa.and_(orphaned, a.c.turn_id.is_not(None))
+        found = sa.select(a.c.id).where(orphaned)
+        ids = await self._db.read(lambda conn: list(conn.execute(found).scalars()))
+        if not ids:
+            return []
+        return await self._expire(sa.and_(a.c.id.in_(ids), orphaned), at, by)
+
+    async def expire_session(
+        self, session_key: str, at: datetime, by: str
+    ) -> builtins.list[Approval]:
+        """Expire the pending approvals of one session (it is being deleted)."""
+        a = approvals
+        return await self._expire(
+            sa.and_(a.c.session_key == session_key, a.c.state == _PENDING), at, by
+        )
+
+    async def _expire(
+        self, where: sa.ColumnElement[bool], at: datetime, by: str
+    ) -> builtins.list[Approval]:
+        """Expire (decision deny, by `by`, at `at`) the pending rows `where` selects; returns
+        them oldest first.
+        """
+        a = approvals
         values = {
             "state": ApprovalState.EXPIRED.value,
             "decision": "deny",
             "decided_by": by,
             "decided_at": at,
         }
-        stmt = a.update().where(orphaned).values(values).returning(*a.c)
+        stmt = a.update().where(where, a.c.state == _PENDING).values(values).returning(*a.c)
 
         def op(conn: Connection) -> builtins.list[Approval]:
             found = [_approval(r) for r in conn.execute(stmt)]

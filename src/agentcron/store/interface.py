@@ -432,11 +432,24 @@ class ApprovalRecords(Protocol):
         """
         ...
 
-    async def expire_orphaned(self, at: datetime, by: str) -> builtins.list[Approval]:
-        """Start-up reaping: every pending approval that no turn waits for any more (its turn
-        is not running: ended, interrupted by turn recovery, deleted; or it has no turn)
-        becomes expired (decision deny, `decided_by` = `by`, at `at`) in one statement; the
-        approvals of turns still running (in a live process) stay pending. Returns those
+    async def expire_orphaned(
+        self, at: datetime, by: str, *, turnless: bool = True
+    ) -> builtins.list[Approval]:
+        """Reaping, at start and with the engine's periodic reap: every pending approval that
+        no turn waits for any more (its turn is not running: ended, interrupted by turn
+        recovery, deleted; for an isolated run, whose `turn_id` is its run's id, the run is
+        not running either) becomes expired (decision deny, `decided_by` = `by`, at `at`);
+        with `turnless` (at start) also those that name no turn. The approvals of turns and
+        runs still running (in a live process) stay pending. Cheap when nothing is pending
+        (one read on the state index). Returns those expired, oldest first.
+        """
+        ...
+
+    async def expire_session(
+        self, session_key: str, at: datetime, by: str
+    ) -> builtins.list[Approval]:
+        """Expire (decision deny, `decided_by` = `by`, at `at`) every pending approval of the
+        session (it is being deleted; the records stay, decided, until pruned). Returns those
         expired, oldest first.
         """
         ...

@@ -296,7 +296,7 @@ approvals = sa.Table(
     sa.Column("decided_by", sa.Text),
     sa.Column("decided_at", UTCDateTime),
 )
-# GET /api/approvals: the pending ones of a session (or of all), oldest first; start-up reaping.
+# GET /api/approvals: the pending ones of a session (or of all), oldest first; reaping.
 sa.Index(
     "ix_approvals_session_state",
     approvals.c.session_key,
