@@ -214,7 +214,7 @@ async def log_in(page: Page, ui: Ui) -> None:
     await page.goto(ui.url)
     await page.get_by_label("Access token").fill(ui.token)
     await page.get_by_role("button", name="Log in").click()
-    await expect(page.get_by_role("status")).to_have_text("Live")
+    await expect(page.locator("#conn-status")).to_have_text("Live")
 
 
 async def new_chat(page: Page) -> str:

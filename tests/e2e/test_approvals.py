@@ -119,7 +119,7 @@ async def test_a_scheduled_turn_waits_for_approval_in_the_chat_and_approve_runs_
 
     # After a reload the turn looks the same: the saved call, the decision after it.
     await page.reload()
-    await expect(page.get_by_role("status")).to_have_text("Live")
+    await expect(page.locator("#conn-status")).to_have_text("Live")
     reply = log.locator("article.trigger + article.role-assistant")
     await expect(reply.locator("details.tool .tool-status")).to_have_text("ok")
     await expect(reply.locator("details.tool .tool-duration")).to_be_visible()
@@ -199,7 +199,7 @@ async def test_a_pending_approval_shows_on_opening_and_a_late_click_shows_what_h
 
     # Opening the chat again (a reload) shows the pending approval, read from the API.
     await page.reload()
-    await expect(page.get_by_role("status")).to_have_text("Live")
+    await expect(page.locator("#conn-status")).to_have_text("Live")
     waiting = card(page)
     await expect(waiting.get_by_role("button", name="Approve")).to_be_enabled()
     await expect(waiting.locator(".approval-args")).to_have_text('{\n  "env": "production"\n}')

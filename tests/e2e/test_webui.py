@@ -50,7 +50,7 @@ async def test_a_reminder_comes_back_as_a_turn_of_the_chat(
     await screenshot(page, "login")
     await page.get_by_label("Access token").fill(ui.token)
     await page.get_by_role("button", name="Log in").click()
-    await expect(page.get_by_role("status")).to_have_text("Live")
+    await expect(page.locator("#conn-status")).to_have_text("Live")
     assert await page.evaluate("localStorage.getItem('agentcron.token')") == ui.token
     assert ui.token not in await page.content()
 
@@ -112,7 +112,7 @@ async def test_automations_form_pause_resume_and_inline_errors(
     ui = await start_server()
     # The token may come once in the address's fragment; it leaves the address bar at once.
     await page.goto(f"{ui.url}#token={ui.token}")
-    await expect(page.get_by_role("status")).to_have_text("Live")
+    await expect(page.locator("#conn-status")).to_have_text("Live")
     assert "token" not in page.url
     assert ui.token not in page.url
     key = await new_chat(page)
@@ -300,7 +300,7 @@ async def test_a_reload_mid_turn_replays_the_partial_reply_then_streams_the_rest
     # A reload mid-turn: the transcript so far, then the partial reply from the replay.
     await page.reload()
     socket = await asyncio.wait_for(sockets.get(), 10)
-    await expect(page.get_by_role("status")).to_have_text("Live")
+    await expect(page.locator("#conn-status")).to_have_text("Live")
     await expect(page.locator("#chat-key")).to_have_text(key)
     await expect(log.locator("article.trigger")).to_contain_text(
         "Scheduled automation triggered: drink water and stretch your legs"
@@ -314,7 +314,7 @@ async def test_a_reload_mid_turn_replays_the_partial_reply_then_streams_the_rest
     # The connection drops: the page reconnects by itself and replays the turn once.
     await socket.close(code=1012, reason="test: connection lost")
     await asyncio.wait_for(sockets.get(), 10)  # the page opened a new one (after its backoff)
-    await expect(page.get_by_role("status")).to_have_text("Live")
+    await expect(page.locator("#conn-status")).to_have_text("Live")
     await expect(live.locator(".msg-body")).to_have_text("(offline model) Reminder: drink")
 
     gate.release()
@@ -325,7 +325,7 @@ async def test_a_reload_mid_turn_replays_the_partial_reply_then_streams_the_rest
     await expect(log.locator("article", has_text="Reminder:")).to_have_count(1)
     await expect(stop).to_be_hidden()
     await expect(automation(page, "drink water and stretch your legs")).to_have_count(0)
-    await expect(page.get_by_role("status")).to_have_text("Live")
+    await expect(page.locator("#conn-status")).to_have_text("Live")
 
 
 @pytest.mark.timeout(30)
@@ -360,7 +360,7 @@ async def test_saved_tool_calls_and_a_summary_are_folded_in_the_transcript(
     # After a reload the saved tool call is folded into its turn's reply, not an entry of
     # its own; the summary is still there.
     await page.reload()
-    await expect(page.get_by_role("status")).to_have_text("Live")
+    await expect(page.locator("#conn-status")).to_have_text("Live")
     first = reply("Done: Scheduled")
     await expect(first.locator("details.tool")).to_contain_text("cron · add · stretch")
     await expect(first.locator("details.tool pre.tool-result")).to_be_hidden()
@@ -393,6 +393,6 @@ async def test_a_reply_a_channel_could_not_deliver_is_marked_and_the_channel_sho
         await expect(channels.get_by_role("listitem", name="webhook: failing")).to_be_visible()
         # From the delivery records after a reload, not only from the live event.
         await page.reload()
-        await expect(page.get_by_role("status")).to_have_text("Live")
+        await expect(page.locator("#conn-status")).to_have_text("Live")
         await expect(reply.locator(".undelivered-badge")).to_have_text("not delivered")
         assert len(receiver.received) == 1  # a permanent error is not retried

@@ -41,6 +41,7 @@ from agentcron.store.interface import ApprovalRecords
 
 log = logging.getLogger(__name__)
 
+CANCEL_WRITE_S = 5.0  # at most this long to record that a stopped turn's call expired
 POLL_S = 1.0  # a waiting call re-reads its record this often, real time (a decision elsewhere)
 
 
@@ -169,8 +170,11 @@ class ApprovalBroker:
             # cuts a turn as it pauses): nobody waits for this call any more, so it leaves
             # the pending list (and a late decision gets a 409, not a silent no-op). Should
             # this write fail, a reap expires it ("restart").
+            # Bounded: a cancelled task must end (a shutdown waits for it), even if the store
+            # or a subscriber no longer answers.
             try:
-                await self._end(expire(approval, at=self._now(), by=CANCELLED_DECIDER))
+                async with asyncio.timeout(CANCEL_WRITE_S):
+                    await self._end(expire(approval, at=self._now(), by=CANCELLED_DECIDER))
             except Exception:
                 log.exception("could not expire the approval of a stopped turn")
             raise
