@@ -158,13 +158,13 @@ async def test_no_decision_in_time_times_the_call_out(
     start_server: StartServer, page: Page
 ) -> None:
     deployer = Deployer()
-    ui = await start_server(
-        model=OfflineModel(), tools=[deployer.tool()], approval_timeout=timedelta(seconds=1)
-    )
+    ui = await start_server(model=OfflineModel(), tools=[deployer.tool()])
     await log_in(page, ui)
     await new_chat(page)
     await say(page, "use deploy with env=qa")
     waiting = card(page)
+    await expect(waiting.get_by_role("button", name="Approve")).to_be_enabled()
+    ui.clock.advance(timedelta(minutes=5))  # the default timeout passes on the server's clock
     await expect(waiting.get_by_role("status")).to_have_text("Timed out")
     await expect(waiting.get_by_role("button")).to_have_count(0)
     reply = transcript(page).locator("article.role-assistant:not(.streaming)")
