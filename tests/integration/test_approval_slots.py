@@ -468,7 +468,9 @@ async def test_a_graceful_stop_while_a_delivery_run_waits_leaves_the_pool_exact(
     _, run = await delivery_run(cron, clock, "call delete_file with path=/d")
     (approval,) = await waiting_approvals(cron, 1)
     assert counters(cron) == (0, 0, 1)
-    await cron.close(grace=0.05)
+    started = time.monotonic()
+    await cron.close(grace=5)  # a person's answer gets no grace: cut at once
+    assert time.monotonic() - started < 2
     assert (counters(cron), free_slots(cron)) == ((0, 0, 0), 1)
     again = await make_cron(runner=None, model=OfflineModel(0))  # the records, read back
     gone = await again.approvals.get(approval.id)
@@ -513,3 +515,36 @@ async def test_a_delivery_run_cut_while_taking_its_slot_back_leaves_the_pool_exa
     again = await make_cron(runner=runner)
     assert (await again.runs.get(run.id)).state is RunState.INTERRUPTED
     assert (await again.sessions.turn(busy.id)).state is TurnState.INTERRUPTED
+
+
+async def test_a_delivery_run_that_pauses_during_the_grace_is_cut_as_it_pauses(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    working = asyncio.Event()
+    phases: list[str] = []
+
+    class WorksThenWaits:
+        async def run_turn(
+            self, session: SessionInfo, turn: TurnInput, events: TurnEvents
+        ) -> Outcome:
+            working.set()
+            await asyncio.sleep(0.2)  # working when the stop begins: it gets the grace
+            phases.append("worked")
+            async with paused():
+                await asyncio.Event().wait()  # a person who never answers
+            phases.append("after")
+            return Outcome.succeeded("ok")
+
+    cron = await make_cron(runner=WorksThenWaits(), settings=EngineSettings(max_concurrent_runs=1))
+    job = await cron.jobs.create(name="cleanup", when="in 1m", message="wait")
+    clock.advance(MIN)
+    async with asyncio.timeout(2):
+        await working.wait()
+    started = time.monotonic()
+    await cron.close(grace=5)
+    assert 0.15 < time.monotonic() - started < 2
+    assert phases == ["worked"]
+    assert (counters(cron), free_slots(cron)) == ((0, 0, 0), 1)
+    again = await make_cron(runner=WorksThenWaits())
+    (run,) = await again.runs.list(job.id)
+    assert run.state is RunState.INTERRUPTED

@@ -178,12 +178,17 @@ class RunSlot:
     `awaiting_slot` while it takes a slot again. A wait that is cancelled (a shutdown) does
     not take a slot again: the run is ending. The wait does not count against the run's
     timeout (`guard`, the run's `TurnCall`: `hold_clock` / `resume_clock`).
+
+    A graceful stop does not wait for a paused run (as for a paused turn): `Engine.stop` cuts
+    the runs paused when it begins, and a run that pauses during the grace is cut as it pauses
+    (`cut_if_closing`): interrupted, its approval expired ("cancelled").
     """
 
-    __slots__ = ("_paused", "_runs", "_slots", "_waits", "guard", "held")
+    __slots__ = ("_paused", "_runs", "_slots", "_task", "_waits", "guard", "held")
 
     def __init__(self, slots: asyncio.Semaphore, runs: IsolatedRuns) -> None:
         self._slots, self._runs = slots, runs
+        self._task = asyncio.current_task()  # the run's: what a graceful stop cancels
         self.guard: TurnCall | None = None
         self.held = False
         self._waits = 0  # waits in progress (a run's tool calls may wait side by side)
@@ -198,16 +203,25 @@ class RunSlot:
             self.held = False
             self._slots.release()
 
+    def cut_if_closing(self) -> None:
+        """During a graceful stop, cut the run now if it waits for the outside world."""
+        task = self._task
+        if self._runs.closing and self._waits and task is not None and not task.done():
+            task.cancel()
+
     @asynccontextmanager
     async def pause(self) -> AsyncIterator[None]:
         runs = self._runs
         self._waits += 1
+        if self._waits == 1:
+            runs.paused.add(self)
         if self._waits == 1 and self.held:
             self._paused = True
             runs.awaiting_approval += 1
             if self.guard is not None:
                 self.guard.hold_clock()
             self.release()
+        self.cut_if_closing()
         resume = False
         try:
             yield
@@ -217,6 +231,8 @@ class RunSlot:
             raise
         finally:
             self._waits -= 1
+            if self._waits == 0:
+                runs.paused.discard(self)
             if self._waits == 0 and self._paused:
                 self._paused = False
                 runs.awaiting_approval -= 1
@@ -265,6 +281,16 @@ class IsolatedRuns:
         self.running: dict[str, asyncio.Task[None]] = {}
         self.awaiting_approval = 0  # runs whose runner waits without a slot (`RunSlot`)
         self.awaiting_slot = 0  # runs taking their slot again after such a wait
+        self.paused: set[RunSlot] = set()  # runs waiting for the outside world now
+        self.closing = False  # a graceful stop began: paused runs are cut (`RunSlot`)
+
+    def cut_paused(self) -> None:
+        """A graceful stop began: cut the runs that wait for the outside world (an approval);
+        a run that pauses from now on is cut as it pauses.
+        """
+        self.closing = True
+        for slot in list(self.paused):
+            slot.cut_if_closing()
 
     async def run(self, fire: ClaimedFire, slot: RunSlot | None = None) -> None:
         """Run a fire that is not a session turn to its end: a system job's handler, or a

@@ -198,6 +198,7 @@ class Engine:
         self._wake.set()
         await self._loop_task
         wait = self.settings.stop_timeout if grace is None else grace
+        self.isolated.cut_paused()  # a person's answer gets no grace (as in the lanes)
         tasks = list(self._tasks)
         lanes = asyncio.create_task(self.turns.shutdown(wait))
         if tasks:
