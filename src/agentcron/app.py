@@ -87,7 +87,7 @@ class Status:
     turns_active: int  # turns running now
     turns_in_runner: int  # turns inside their runner now
     awaiting_slot: int  # turns and isolated runs waiting for a slot (max_concurrent_runs)
-    awaiting_approval: int  # turns waiting for a tool call's approval (no slot held)
+    awaiting_approval: int  # turns and isolated runs waiting for an approval (no slot held)
 
 
 class AgentCron:
@@ -292,7 +292,7 @@ class AgentCron:
             turns_active=lanes.active_turns,
             turns_in_runner=lanes.in_runner,
             awaiting_slot=lanes.awaiting_slot + engine.awaiting_slot,
-            awaiting_approval=lanes.awaiting_approval,
+            awaiting_approval=lanes.awaiting_approval + engine.awaiting_approval,
         )
 
     def job_owner(self, session_key: str) -> str:

@@ -372,3 +372,179 @@ async def test_concurrent_waits_of_one_turn_share_one_pause(make_cron: CronFacto
     await wait_settled(cron.engine)
     assert (await cron.sessions.turn(turn.id)).state is TurnState.SUCCEEDED
     assert (counters(cron), free_slots(cron)) == ((0, 0, 0), 1)
+
+
+async def delivery_run(cron: AgentCron, clock: FakeClock, message: str) -> tuple[Any, Any]:
+    """A delivery job (no session: an isolated run) saying `message`, fired; its run."""
+    job = await cron.jobs.create(name="cleanup", when="in 1m", message=message)
+    assert job.session_key is None
+    clock.advance(MIN)
+    await wait_settled(cron.engine, busy_ok=True)
+    (run,) = await cron.runs.list(job.id)
+    return job, run
+
+
+async def test_a_delivery_jobs_run_waiting_for_approval_holds_no_slot(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    cron = await offline(make_cron, slots=1)
+    job, run = await delivery_run(cron, clock, "call delete_file with path=/d")
+    (approval,) = await waiting_approvals(cron, 1)
+    # the isolated run's tools know its own session (its memory) and its run as the turn
+    assert (approval.session_key, approval.turn_id) == (f"cron:{job.id}", run.id)
+    assert [a.id for a in await cron.approvals.list(f"cron:{job.id}")] == [approval.id]
+    assert counters(cron) == (0, 0, 1)
+    assert free_slots(cron) == 1
+    # the only slot is free: another delivery job's fire and a session's fire run meanwhile
+    others = [
+        await cron.jobs.create(name="ping", when="in 1m", message="ping"),
+        await cron.jobs.create(
+            name="ping", when="in 1m", message="ping", session_key="websocket:o"
+        ),
+    ]
+    clock.advance(MIN)
+    await wait_settled(cron.engine, busy_ok=True)
+    async with asyncio.timeout(3):  # with the slot kept by the waiting run, never
+        for other in others:
+            (other_run,) = await cron.runs.list(other.id)
+            done = await cron.runs.wait(other_run.id, 1)
+            assert done.state is RunState.SUCCEEDED, done.error
+            assert done.tool_calls is None  # no calls: NULL
+    assert (await cron.runs.get(run.id)).state is RunState.RUNNING
+    assert calls == []
+
+    # approve: it takes the slot again, its tool runs, the run records the call
+    await cron.approvals.decide(approval.id, "approve", by="ana")
+    done = await cron.runs.wait(run.id, 2)
+    assert done.state is RunState.SUCCEEDED, done.error
+    assert done.output == "(offline model) Done: deleted /d"
+    assert calls == ["/d"]
+    assert done.tool_calls is not None
+    (call,) = done.tool_calls
+    assert (call["name"], call["args"], call["result"], call["ok"]) == (
+        "delete_file",
+        {"path": "/d"},
+        "deleted /d",
+        True,
+    )
+    await wait_settled(cron.engine)
+    assert (counters(cron), free_slots(cron)) == ((0, 0, 0), 1)
+
+
+async def test_a_delivery_jobs_denied_call_is_on_its_run(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    cron = await offline(make_cron, slots=1)
+    _, run = await delivery_run(cron, clock, "call delete_file with path=/d")
+    (approval,) = await waiting_approvals(cron, 1)
+    await cron.approvals.decide(approval.id, "deny", by="ana")
+    done = await cron.runs.wait(run.id, 2)
+    assert done.state is RunState.SUCCEEDED, done.error
+    assert done.tool_calls is not None
+    ((name, result),) = [(c["name"], c["result"]) for c in done.tool_calls]
+    assert name == "delete_file"
+    assert "Denied by ana" in result
+    assert calls == []
+    assert (counters(cron), free_slots(cron)) == ((0, 0, 0), 1)
+
+
+async def test_a_delivery_runs_approval_wait_does_not_count_against_its_timeout(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    cron = await offline(make_cron, settings={"turn_timeout": 0.2})
+    _, run = await delivery_run(cron, clock, "call delete_file with path=/d")
+    (approval,) = await waiting_approvals(cron, 1)
+    await asyncio.sleep(0.4)  # twice the run's timeout, waiting for the person
+    await cron.approvals.decide(approval.id, "approve", by="ana")
+    done = await cron.runs.wait(run.id, 2)
+    assert done.state is RunState.SUCCEEDED, done.error
+    assert calls == ["/d"]
+
+
+async def test_a_graceful_stop_while_a_delivery_run_waits_leaves_the_pool_exact(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    cron = await offline(make_cron, slots=1)
+    _, run = await delivery_run(cron, clock, "call delete_file with path=/d")
+    (approval,) = await waiting_approvals(cron, 1)
+    assert counters(cron) == (0, 0, 1)
+    started = time.monotonic()
+    await cron.close(grace=5)  # a person's answer gets no grace: cut at once
+    assert time.monotonic() - started < 2
+    assert (counters(cron), free_slots(cron)) == ((0, 0, 0), 1)
+    again = await make_cron(runner=None, model=OfflineModel(0))  # the records, read back
+    gone = await again.approvals.get(approval.id)
+    assert (gone.state, gone.decided_by) == (ApprovalState.EXPIRED, CANCELLED_DECIDER)
+    assert (await again.runs.get(run.id)).state is RunState.INTERRUPTED
+    assert calls == []
+
+
+class IsolatedPausing:
+    """A runner whose isolated runs (`cron:` sessions) pause until `resume`, then need their
+    slot back; `api:busy` holds the only slot until `hold` is set.
+    """
+
+    def __init__(self) -> None:
+        self.resume = asyncio.Event()
+        self.hold = asyncio.Event()
+
+    async def run_turn(self, session: SessionInfo, turn: TurnInput, events: TurnEvents) -> Outcome:
+        if session.key.startswith("cron:"):
+            async with paused():
+                await self.resume.wait()
+        elif session.key == "api:busy":
+            await self.hold.wait()
+        return Outcome.succeeded("ok")
+
+
+async def test_a_delivery_run_cut_while_taking_its_slot_back_leaves_the_pool_exact(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    runner = IsolatedPausing()
+    cron = await make_cron(runner=runner, settings=EngineSettings(max_concurrent_runs=1))
+    _, run = await delivery_run(cron, clock, "wait")
+    await until(cron, (0, 0, 1))
+    assert free_slots(cron) == 1
+    busy = await cron.sessions.send("api:busy", "work")
+    await until(cron, (1, 0, 1))
+    runner.resume.set()  # its wait is over, but the only slot is taken
+    await until(cron, (1, 1, 0))
+    assert free_slots(cron) == 0
+    await cron.close(grace=0.05)
+    assert (counters(cron), free_slots(cron)) == ((0, 0, 0), 1)
+    again = await make_cron(runner=runner)
+    assert (await again.runs.get(run.id)).state is RunState.INTERRUPTED
+    assert (await again.sessions.turn(busy.id)).state is TurnState.INTERRUPTED
+
+
+async def test_a_delivery_run_that_pauses_during_the_grace_is_cut_as_it_pauses(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    working = asyncio.Event()
+    phases: list[str] = []
+
+    class WorksThenWaits:
+        async def run_turn(
+            self, session: SessionInfo, turn: TurnInput, events: TurnEvents
+        ) -> Outcome:
+            working.set()
+            await asyncio.sleep(0.2)  # working when the stop begins: it gets the grace
+            phases.append("worked")
+            async with paused():
+                await asyncio.Event().wait()  # a person who never answers
+            phases.append("after")
+            return Outcome.succeeded("ok")
+
+    cron = await make_cron(runner=WorksThenWaits(), settings=EngineSettings(max_concurrent_runs=1))
+    job = await cron.jobs.create(name="cleanup", when="in 1m", message="wait")
+    clock.advance(MIN)
+    async with asyncio.timeout(2):
+        await working.wait()
+    started = time.monotonic()
+    await cron.close(grace=5)
+    assert 0.15 < time.monotonic() - started < 2
+    assert phases == ["worked"]
+    assert (counters(cron), free_slots(cron)) == ((0, 0, 0), 1)
+    again = await make_cron(runner=WorksThenWaits())
+    (run,) = await again.runs.list(job.id)
+    assert run.state is RunState.INTERRUPTED

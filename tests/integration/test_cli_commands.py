@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import getpass
 import json
 import os
 import signal
@@ -197,8 +199,15 @@ async def test_runs_of_a_fire_through_the_database(
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
     """A real server on a socket, in a thread with its own event loop."""
-    port = free_port()
-    built = build(ServeOptions(db=tmp_path / "srv.db", home=tmp_path, port=port))
+    with serving(ServeOptions(db=tmp_path / "srv.db", home=tmp_path)) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serving(options: ServeOptions) -> Iterator[str]:
+    """`options` served on a free port, in a thread with its own event loop."""
+    port = options.port = free_port()
+    built = build(options)
     srv = uvicorn.Server(uvicorn.Config(built.app, host="127.0.0.1", port=port,
                                         log_level="warning", lifespan="on"))  # fmt: skip
     thread = threading.Thread(target=srv.run, daemon=True)
@@ -329,3 +338,141 @@ def test_the_readme_run_command_serves_the_ui_and_the_demo(tmp_path: Path) -> No
         finally:
             proc.send_signal(signal.SIGINT)
             assert proc.wait(15) == 0
+
+
+@pytest.fixture
+def tool_server(tmp_path: Path) -> Iterator[str]:
+    """A real server of the offline model with `wipe`, a tool that requires approval."""
+    from tests.integration import tool_module
+
+    tools = tmp_path / "tools.toml"
+    tools.write_text('[tools]\npython = ["tests.integration.tool_module:WEATHER"]\n')
+    tool_module.calls.clear()
+    options = ServeOptions(db=tmp_path / "srv.db", home=tmp_path, model="offline", tools=tools)
+    with serving(options) as url:
+        yield url
+    tool_module.calls.clear()
+
+
+def ask(server: str, key: str, text: str) -> None:
+    """Say `text` in session `key` through the API (a turn starts)."""
+    headers = {"Authorization": f"Bearer {cli('token').stdout.strip()}"}
+    with httpx.Client(base_url=server, headers=headers) as http:
+        assert http.post("/api/sessions", json={"key": key}).status_code in (200, 201)
+        sent = http.post(f"/api/sessions/{key}/messages", json={"content": text})
+        assert sent.status_code == 202, sent.text
+
+
+def pending_of(*args: str) -> list[dict[str, object]]:
+    """`approvals list ARGS --json` once it lists one (within 5 s)."""
+    for _ in range(500):
+        listed = cli("approvals", "list", *args, "--json")
+        assert listed.exit_code == 0, listed.output
+        found: list[dict[str, object]] = json.loads(listed.stdout)
+        if found:
+            return found
+        threading.Event().wait(0.01)
+    raise AssertionError("no approval was requested")
+
+
+def tool_results(server: str, key: str) -> list[str]:
+    """The contents of a session's tool entries, once its turn has ended (within 5 s)."""
+    headers = {"Authorization": f"Bearer {cli('token').stdout.strip()}"}
+    with httpx.Client(base_url=server, headers=headers) as http:
+        for _ in range(500):
+            messages = http.get(f"/api/sessions/{key}/messages").json()["messages"]
+            if messages[-1]["role"] == "assistant":
+                return [m["content"] for m in messages if m["role"] == "tool"]
+            threading.Event().wait(0.01)
+    raise AssertionError(f"the turn of {key} did not end")
+
+
+def test_approvals_through_the_api(tool_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.integration import tool_module
+
+    monkeypatch.setenv("AGENTCRON_URL", tool_server)
+    assert json.loads(cli("approvals", "list", "--json").stdout) == []
+    assert "0 approval(s)" in cli("approvals", "list").stdout
+    ask(tool_server, "api:ops", "use wipe with path=/tmp/x")
+    (approval,) = pending_of()
+    assert (approval["session_key"], approval["tool"], approval["args"], approval["state"]) == (
+        "api:ops",
+        "wipe",
+        {"path": "/tmp/x"},
+        "pending",
+    )
+    assert pending_of("--session", "api:ops") == [approval]
+    assert json.loads(cli("approvals", "list", "--session", "api:other", "--json").stdout) == []
+    table = cli("approvals", "list").stdout
+    assert approval["id"] in table
+    assert "wipe" in table
+    assert '{"path": "/tmp/x"}' in table
+    # show: the API's JSON, and a detail view
+    headers = {"Authorization": f"Bearer {cli('token').stdout.strip()}"}
+    from_api = httpx.get(f"{tool_server}/api/approvals/{approval['id']}", headers=headers)
+    assert json.loads(cli("approvals", "show", str(approval["id"]), "--json").stdout) == (
+        from_api.json()
+    )
+    shown = cli("approvals", "show", str(approval["id"])).stdout
+    assert f"approval {approval['id']}" in shown
+    assert "pending" in shown
+    # errors: an unknown id, a bad `by` (nothing was decided)
+    missing = cli("approvals", "show", "01NOPE")
+    assert missing.exit_code == 1
+    assert missing.stderr.strip() == "error: no approval 01NOPE (HTTP 404)"
+    unknown = cli("approvals", "approve", "01NOPE")
+    assert unknown.exit_code == 1
+    assert unknown.stderr.strip() == "error: no approval 01NOPE (HTTP 404)"
+    bad = cli("approvals", "deny", str(approval["id"]), "--by", "")
+    assert bad.exit_code == 1
+    assert "(HTTP 422)" in bad.stderr
+    assert tool_module.calls == []
+    # approve, by the CLI's user by default: the tool runs and the turn goes on
+    approved = cli("approvals", "approve", str(approval["id"]))
+    assert approved.exit_code == 0, approved.output
+    by = f"cli:{getpass.getuser()}"
+    assert approved.stdout.strip() == f"approved {approval['id']} (wipe) by {by}"
+    assert tool_results(tool_server, "api:ops") == ["wiped /tmp/x"]
+    assert tool_module.calls == [{"wipe": "/tmp/x"}]
+    again = cli("approvals", "deny", str(approval["id"]))
+    assert again.exit_code == 1
+    assert again.stderr.strip() == (
+        f"error: approval {approval['id']} is already approved (HTTP 409)"
+    )
+    assert json.loads(cli("approvals", "list", "--json").stdout) == []
+    (decided,) = json.loads(cli("approvals", "list", "--all", "--json").stdout)
+    assert (decided["state"], decided["decided_by"]) == ("approved", by)
+
+
+def test_approvals_through_the_database_of_a_running_server(
+    tool_server: str, tmp_path: Path
+) -> None:
+    from tests.integration import tool_module
+
+    db = ("--db", str(tmp_path / "srv.db"))
+    ask(tool_server, "api:ops", "use wipe with path=/a")
+    (approval,) = pending_of(*db)
+    assert (approval["tool"], approval["args"]) == ("wipe", {"path": "/a"})
+    shown = json.loads(cli("approvals", "show", str(approval["id"]), *db, "--json").stdout)
+    assert shown == approval
+    missing = cli("approvals", "deny", "01NOPE", *db)
+    assert (missing.exit_code, missing.stderr.strip()) == (1, "error: no approval 01NOPE")
+    bad = cli("approvals", "deny", str(approval["id"]), *db, "--by", "")
+    assert bad.exit_code == 1
+    assert bad.stderr.startswith("error: by: String should have at least 1 character")
+    # decided on the record: the turn waiting in the server reads it and goes on
+    denied = cli("approvals", "deny", str(approval["id"]), *db, "--by", "ana", "--json")
+    assert denied.exit_code == 0, denied.output
+    assert (json.loads(denied.stdout)["state"], json.loads(denied.stdout)["decided_by"]) == (
+        "denied",
+        "ana",
+    )
+    (result,) = tool_results(tool_server, "api:ops")
+    assert "Denied by ana" in result
+    assert tool_module.calls == []
+    again = cli("approvals", "approve", str(approval["id"]), *db)
+    assert again.exit_code == 1
+    assert again.stderr.strip() == f"error: approval {approval['id']} is already denied"
+    (listed,) = json.loads(cli("approvals", "list", "--all", *db, "--json").stdout)
+    assert listed["state"] == "denied"
+    assert "ana" in cli("approvals", "list", "--all", *db).stdout

@@ -21,7 +21,7 @@ from agentcron.agent.approvals import ApprovalState
 from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
 from agentcron.server.serve import ServeOptions, build
-from agentcron.store import TurnState
+from agentcron.store import RunState, TurnState
 from agentcron.testing import FakeClock, wait_settled
 from agentcron.tools_config import ToolConfig, ToolConfigError, load
 from tests.conftest import CronFactory
@@ -152,6 +152,38 @@ async def test_a_session_allow_list_hides_the_other_tools(
     _, (call,) = await turn(cron, "use lookup with q=y")
     assert call.content == "found y"
     assert tool_module.calls == [{"lookup": "y"}]
+
+
+async def test_a_scheduled_turn_is_not_offered_a_tool_its_session_may_not_use(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    cron = await offline(
+        make_cron,
+        {
+            "python": ["tests.integration.tool_module:lookup"],
+            "sessions": {"api:strict": ["cron"], "api:open": ["cron", "lookup"]},
+        },
+    )
+    jobs = {}
+    for key in ("api:strict", "api:open"):
+        await cron.sessions.create(key)
+        jobs[key] = await cron.jobs.create(
+            name="look", when="in 1m", message="use lookup with q=tide", session_key=key
+        )
+    clock.advance(timedelta(minutes=1))
+    await wait_settled(cron.engine)
+    runs = {}
+    for key, job in jobs.items():
+        (run,) = await cron.runs.list(job.id)
+        runs[key] = await cron.runs.wait(run.id, 2)
+        assert runs[key].state is RunState.SUCCEEDED, runs[key].error
+    # outside its session's list: not offered, so the scheduled turn could not call it
+    assert runs["api:strict"].tool_calls is None
+    assert runs["api:strict"].output == "(offline model) Reminder: use lookup with q=tide."
+    # on its list: the same job's turn calls it
+    assert runs["api:open"].tool_calls is not None
+    assert [c["name"] for c in runs["api:open"].tool_calls] == ["lookup"]
+    assert tool_module.calls == [{"lookup": "tide"}]
 
 
 SEEN_HEADERS: list[dict[bytes, bytes]] = []

@@ -12,9 +12,10 @@ counted as `awaiting_approval` instead of `turns_in_runner`, and its `turn_timeo
 stops: the paused time does not count against it (the wait needs a bound of its own, as an
 approval has its timeout). On leaving the block the turn takes a slot again, waiting for one
 like a turn that starts (counted as `awaiting_slot`); a stop or a shutdown still reaches it at
-any point. Outside a lane's turn (an isolated run, a test calling the runner directly)
-`paused()` does nothing. The built-in agent's tool gate (`agent/gate.py`) uses it around an
-approval wait only.
+any point. A delivery job's isolated run pauses the same way (the engine sets its
+`RunSlot`, counted in the same `awaiting_approval` / `awaiting_slot`). Outside a turn or an
+isolated run (a test calling the runner directly) `paused()` does nothing. The built-in
+agent's tool gate (`agent/gate.py`) uses it around an approval wait only.
 """
 
 from __future__ import annotations
@@ -203,13 +204,15 @@ class Runner(Protocol):
 
 
 class TurnPause(Protocol):
-    """The turn's side of `paused()`: what the lane sets for the runner call of a turn."""
+    """The turn's side of `paused()`: what the lane sets for the runner call of a turn (and
+    the engine for an isolated run's, `engine.isolated.RunSlot`)."""
 
     def pause(self) -> AbstractAsyncContextManager[None]: ...
 
 
 # The pause of the turn whose runner is running in this context (the lane sets it around
-# `run_turn`; tasks the runner starts inherit it). None outside a lane's turn.
+# `run_turn`, the engine around an isolated run's; tasks the runner starts inherit it). None
+# outside them.
 turn_pause: ContextVar[TurnPause | None] = ContextVar("agentcron_turn_pause", default=None)
 
 
@@ -217,7 +220,7 @@ def paused() -> AbstractAsyncContextManager[None]:
     """Wrap a wait for something outside the turn: its engine slot is given back for the wait
     and taken again after it, and the wait does not count against the turn's timeout (see the
     module's docstring). Several concurrent waits of one turn share one pause: the slot comes
-    back when the last one ends. A no-op outside a lane's turn.
+    back when the last one ends. A no-op outside a lane's turn or an isolated run.
     """
     pause = turn_pause.get()
     return contextlib.nullcontext() if pause is None else pause.pause()

@@ -13,6 +13,7 @@ import typer
 
 from agentcron import __version__
 from agentcron.cli import (
+    approvals_cmds,
     config_cmds,
     db_cmds,
     jobs_cmds,
@@ -41,6 +42,7 @@ app.add_typer(db_cmds.app, name="db")
 app.add_typer(config_cmds.app, name="config")
 app.add_typer(relay_cmds.app, name="relay")
 app.add_typer(tools_cmds.app, name="tools")
+app.add_typer(approvals_cmds.app, name="approvals")
 # The top-level commands (next, examples, demo, serve, token), in their own modules.
 for group in (schedule_cmds.app, server_cmds.app):
     app.registered_commands += group.registered_commands

@@ -14,20 +14,23 @@ from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 import httpx
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from agentcron import views
+from agentcron.agent.approvals import Decision
 from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
 from agentcron.config import ConfigError, settings_from_env
 from agentcron.errors import AgentcronError
+from agentcron.limits import NameText
 from agentcron.service.job_requests import JobCreate
 from agentcron.service.sessions import SessionCreate
 from agentcron.store.models import JobKind
 
 _T = TypeVar("_T")
+_DECIDER: TypeAdapter[str] = TypeAdapter(NameText)  # `by` of a decision, as the API checks it
 
 
 class CliError(AgentcronError):
@@ -83,6 +86,11 @@ class Backend(Protocol):
         self, job: str | None, session: str | None, limit: int
     ) -> dict[str, Any]: ...
     async def get_run(self, run_id: str) -> dict[str, Any]: ...
+    async def list_approvals(self, session: str | None, all: bool) -> dict[str, Any]: ...
+    async def get_approval(self, approval_id: str) -> dict[str, Any]: ...
+    async def decide_approval(
+        self, approval_id: str, decision: Decision, by: str
+    ) -> dict[str, Any]: ...
 
 
 class ApiBackend:
@@ -179,6 +187,21 @@ class ApiBackend:
 
     async def get_run(self, run_id: str) -> dict[str, Any]:
         return await self._call("GET", _path("/api/runs", run_id))
+
+    async def list_approvals(self, session: str | None, all: bool) -> dict[str, Any]:
+        params: dict[str, str] = {"all": str(all).lower()}
+        if session is not None:
+            params["session_key"] = session
+        return await self._call("GET", "/api/approvals", params=params)
+
+    async def get_approval(self, approval_id: str) -> dict[str, Any]:
+        return await self._call("GET", _path("/api/approvals", approval_id))
+
+    async def decide_approval(
+        self, approval_id: str, decision: Decision, by: str
+    ) -> dict[str, Any]:
+        body = {"decision": decision, "by": by}
+        return await self._call("POST", _path("/api/approvals", approval_id), json=body)
 
 
 async def _no_turns(trigger: Trigger) -> None:
@@ -313,3 +336,25 @@ class DbBackend:
 
     async def get_run(self, run_id: str) -> dict[str, Any]:
         return views.run_view(await self._call(lambda: self._cron.runs.get(run_id)), full=True)
+
+    async def list_approvals(self, session: str | None, all: bool) -> dict[str, Any]:
+        approvals = self._cron.approvals
+        found = await self._call(lambda: approvals.list(session, pending_only=not all))
+        return views.approvals_answer(found)
+
+    async def get_approval(self, approval_id: str) -> dict[str, Any]:
+        return views.approval_view(await self._call(lambda: self._cron.approvals.get(approval_id)))
+
+    async def decide_approval(
+        self, approval_id: str, decision: Decision, by: str
+    ) -> dict[str, Any]:
+        # On the durable record (compare-and-set): a turn waiting in a server on this
+        # database reads it at its next poll and goes on.
+        try:
+            who = _DECIDER.validate_python(by)
+        except ValidationError as exc:
+            raise CliError(validation_line(exc).replace("body", "by", 1)) from exc
+        approvals = self._cron.approvals
+        return views.approval_view(
+            await self._call(lambda: approvals.decide(approval_id, decision, by=who))
+        )

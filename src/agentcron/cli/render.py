@@ -213,3 +213,52 @@ def session_detail(console: Console, session: dict[str, Any]) -> None:
         console.print(
             f"{message['seq']:>4} {message['role']:<9} {first}{' …' if more else ''}", markup=False
         )
+
+
+def _args(args: Any, limit: int = 60) -> str:
+    text = json.dumps(args, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def approvals_table(approvals: list[dict[str, Any]]) -> Table:
+    table = Table(
+        Column("id", no_wrap=True, min_width=36),
+        "session",
+        "tool",
+        "args",
+        "state",
+        "requested",
+        "expires / decided by",
+        title=f"{len(approvals)} approval(s)",
+    )
+    for a in approvals:
+        table.add_row(
+            a["id"],
+            a["session_key"] or "-",
+            a["tool"],
+            _args(a["args"]),
+            a["state"],
+            when(a["requested_at"]),
+            when(a["expires_at"]) if a["state"] == "pending" else a["decided_by"] or "-",
+            end_section=False,
+        )
+    return table
+
+
+def approval_detail(console: Console, approval: dict[str, Any]) -> None:
+    rows: list[tuple[str, Any]] = [
+        ("session_key", approval["session_key"] or "-"),
+        ("turn_id", approval["turn_id"] or "-"),
+        ("tool", approval["tool"]),
+        ("args", approval["args"]),
+        ("state", approval["state"]),
+        ("requested_at", when(approval["requested_at"])),
+        ("expires_at", when(approval["expires_at"])),
+    ]
+    if approval["state"] != "pending":
+        rows += [
+            ("decision", approval["decision"] or "-"),
+            ("decided_by", approval["decided_by"] or "-"),
+            ("decided_at", when(approval["decided_at"])),
+        ]
+    _pairs(console, f"approval {approval['id']}", rows)

@@ -15,7 +15,8 @@ import asyncio
 import inspect
 import logging
 import re
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ from agentcron.agent.runner import (
     as_outcome,
     fire_source,
     fire_trigger,
+    turn_pause,
 )
 from agentcron.config import EngineSettings
 from agentcron.engine.clock import Clock
@@ -43,6 +45,7 @@ from agentcron.events import (
     SystemEventFired,
     publish_fire_settled,
 )
+from agentcron.sessions.memory import run_tool_call, tool_entry
 from agentcron.store.models import (
     STOPPED_MID_TURN,
     ClaimedFire,
@@ -164,6 +167,87 @@ Deliver = Callable[..., Coroutine[Any, Any, Any]]
 """Posts a delivery job's result into its target session (key, text, meta, channel, ...)."""
 
 
+class RunSlot:
+    """An isolated run's hold on an engine slot (`TurnPause`, set for its runner call), as a
+    lane's turn holds one: taken before the run starts (`acquire`), given back while its
+    runner waits for something outside the run (`paused()`: an approval), taken again after
+    the wait, let go at its end (`release`, only what it holds). The pool is the one the
+    lanes use (`max_concurrent_runs`).
+
+    The counters of `runs` move with it: `awaiting_approval` for the wait, then
+    `awaiting_slot` while it takes a slot again. A wait that is cancelled (a shutdown) does
+    not take a slot again: the run is ending. The wait does not count against the run's
+    timeout (`guard`, the run's `TurnCall`: `hold_clock` / `resume_clock`).
+
+    A graceful stop does not wait for a paused run (as for a paused turn): `Engine.stop` cuts
+    the runs paused when it begins, and a run that pauses during the grace is cut as it pauses
+    (`cut_if_closing`): interrupted, its approval expired ("cancelled").
+    """
+
+    __slots__ = ("_paused", "_runs", "_slots", "_task", "_waits", "guard", "held")
+
+    def __init__(self, slots: asyncio.Semaphore, runs: IsolatedRuns) -> None:
+        self._slots, self._runs = slots, runs
+        self._task = asyncio.current_task()  # the run's: what a graceful stop cancels
+        self.guard: TurnCall | None = None
+        self.held = False
+        self._waits = 0  # waits in progress (a run's tool calls may wait side by side)
+        self._paused = False  # the slot was given back for them
+
+    async def acquire(self) -> None:
+        await self._slots.acquire()
+        self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self._slots.release()
+
+    def cut_if_closing(self) -> None:
+        """During a graceful stop, cut the run now if it waits for the outside world."""
+        task = self._task
+        if self._runs.closing and self._waits and task is not None and not task.done():
+            task.cancel()
+
+    @asynccontextmanager
+    async def pause(self) -> AsyncIterator[None]:
+        runs = self._runs
+        self._waits += 1
+        if self._waits == 1:
+            runs.paused.add(self)
+        if self._waits == 1 and self.held:
+            self._paused = True
+            runs.awaiting_approval += 1
+            if self.guard is not None:
+                self.guard.hold_clock()
+            self.release()
+        self.cut_if_closing()
+        resume = False
+        try:
+            yield
+            resume = True
+        except Exception:
+            resume = True  # the runner may handle it and go on: with a slot
+            raise
+        finally:
+            self._waits -= 1
+            if self._waits == 0:
+                runs.paused.discard(self)
+            if self._waits == 0 and self._paused:
+                self._paused = False
+                runs.awaiting_approval -= 1
+                try:
+                    if resume:
+                        runs.awaiting_slot += 1
+                        try:
+                            await self.acquire()
+                        finally:
+                            runs.awaiting_slot -= 1
+                finally:
+                    if self.guard is not None:
+                        self.guard.resume_clock()
+
+
 class IsolatedRuns:
     """Runs the engine's isolated fires (system jobs, delivery jobs), from RUNNING through
     the journal to the terminal state and the job's bookkeeping. The engine queues them per
@@ -195,10 +279,23 @@ class IsolatedRuns:
         # and a delivery job's run reads and saves none (it pays nothing for it).
         self.memory = memory
         self.running: dict[str, asyncio.Task[None]] = {}
+        self.awaiting_approval = 0  # runs whose runner waits without a slot (`RunSlot`)
+        self.awaiting_slot = 0  # runs taking their slot again after such a wait
+        self.paused: set[RunSlot] = set()  # runs waiting for the outside world now
+        self.closing = False  # a graceful stop began: paused runs are cut (`RunSlot`)
 
-    async def run(self, fire: ClaimedFire) -> None:
+    def cut_paused(self) -> None:
+        """A graceful stop began: cut the runs that wait for the outside world (an approval);
+        a run that pauses from now on is cut as it pauses.
+        """
+        self.closing = True
+        for slot in list(self.paused):
+            slot.cut_if_closing()
+
+    async def run(self, fire: ClaimedFire, slot: RunSlot | None = None) -> None:
         """Run a fire that is not a session turn to its end: a system job's handler, or a
-        delivery job's isolated run followed by its evaluate step and delivery.
+        delivery job's isolated run followed by its evaluate step and delivery. `slot` is the
+        engine slot it holds: its runner may give it back while it waits (`paused()`).
         """
         job = fire.job
         current = asyncio.current_task()
@@ -248,13 +345,23 @@ class IsolatedRuns:
             trigger=trigger,
         )
 
+        guard = TurnCall(self.settings.turn_timeout)
+
         async def call() -> Outcome:
             if handler is not None:
                 return as_outcome(await handler(trigger))
-            return await self.runner.run_turn(session, turn, NullEvents())
+            if slot is None:
+                return await self.runner.run_turn(session, turn, NullEvents())
+            # The runner may give the slot back while it waits (`runner.paused()`).
+            slot.guard = guard
+            token = turn_pause.set(slot)
+            try:
+                return await self.runner.run_turn(session, turn, NullEvents())
+            finally:
+                turn_pause.reset(token)
 
         try:
-            outcome = await TurnCall(self.settings.turn_timeout).run(call, log_context(fire))
+            outcome = await guard.run(call, log_context(fire))
         except asyncio.CancelledError:
             self.finish(
                 fire,
@@ -346,6 +453,7 @@ class IsolatedRuns:
             usage=outcome.usage,
             message_id=message_id,
             delivery=delivery,
+            tool_calls=[run_tool_call(tool_entry(t, fire.run_id)) for t in outcome.tools],
         )
         return self.journal.submit(RunEnd(transition, job_outcome, remember))
 

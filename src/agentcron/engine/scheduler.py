@@ -21,6 +21,7 @@ from agentcron.engine.isolated import (
     Evaluator,
     IsolatedRuns,
     MemoryReader,
+    RunSlot,
     SystemHandler,
     evaluate_response,
     log_context,
@@ -197,6 +198,7 @@ class Engine:
         self._wake.set()
         await self._loop_task
         wait = self.settings.stop_timeout if grace is None else grace
+        self.isolated.cut_paused()  # a person's answer gets no grace (as in the lanes)
         tasks = list(self._tasks)
         lanes = asyncio.create_task(self.turns.shutdown(wait))
         if tasks:
@@ -420,9 +422,10 @@ class Engine:
         try:
             if fire.fire_at > self.clock.now():  # claimed ahead: start on the dot
                 await self.clock.sleep_until(fire.fire_at, asyncio.Event())
+            slot = RunSlot(self._slots, self.isolated)
             self._awaiting_slot += 1
             try:
-                await self._slots.acquire()
+                await slot.acquire()
             finally:
                 self._awaiting_slot -= 1
             try:
@@ -430,9 +433,9 @@ class Engine:
                     return  # never started: released at stop for the next engine
                 started = True
                 self._waiting.pop(fire.run_id, None)
-                await self.isolated.run(fire)
+                await self.isolated.run(fire, slot)
             finally:
-                self._slots.release()
+                slot.release()  # only what it holds: a pause may have given it back
         finally:
             if started:
                 self._next_of_job(fire.job.id)
@@ -487,8 +490,13 @@ class Engine:
 
     @property
     def awaiting_slot(self) -> int:
-        """Isolated runs ready to start but waiting for a slot."""
-        return self._awaiting_slot
+        """Isolated runs ready to start, or back from an approval wait, waiting for a slot."""
+        return self._awaiting_slot + self.isolated.awaiting_slot
+
+    @property
+    def awaiting_approval(self) -> int:
+        """Isolated runs whose runner waits for an approval (no slot held)."""
+        return self.isolated.awaiting_approval
 
     @property
     def waiting_runs(self) -> int:

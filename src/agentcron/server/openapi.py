@@ -44,6 +44,7 @@ _ANSWERS: dict[tuple[str, str], dict[int, type[BaseModel]]] = {
     ("get", "/api/deliveries"): {200: s.DeliveriesOut},
     ("get", "/api/channels"): {200: s.ChannelsOut},
     ("get", "/api/approvals"): {200: s.ApprovalsOut},
+    ("get", "/api/approvals/{approval_id}"): {200: s.ApprovalOut},
     ("post", "/api/approvals/{approval_id}"): {200: s.ApprovalOut},
     ("post", "/api/approvals/{approval_id}/decide"): {200: s.ApprovalOut},
     ("post", "/hooks/agent"): {202: s.HookOut},

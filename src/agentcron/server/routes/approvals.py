@@ -45,6 +45,12 @@ async def list_approvals(
     return views.approvals_answer(await cron.approvals.list(session_key, pending_only=not all))
 
 
+@router.get("/{approval_id}")
+async def get_approval(approval_id: Id, cron: Cron) -> dict[str, Any]:
+    """One approval, pending or decided (404 unknown)."""
+    return views.approval_view(await cron.approvals.get(approval_id))
+
+
 @router.post("/{approval_id}")
 async def decide_approval(approval_id: Id, body: ApprovalDecision, cron: Cron) -> dict[str, Any]:
     """Approve (the tool runs) or deny (the model is told "Denied by <by>."); the turn goes on.
