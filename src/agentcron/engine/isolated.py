@@ -15,8 +15,7 @@ import asyncio
 import inspect
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +37,7 @@ from agentcron.agent.runner import (
 from agentcron.config import EngineSettings
 from agentcron.engine.clock import Clock
 from agentcron.engine.journal import Journal
+from agentcron.engine.slot_hold import SlotHold
 from agentcron.events import (
     EventBus,
     FireStarted,
@@ -167,85 +167,60 @@ Deliver = Callable[..., Coroutine[Any, Any, Any]]
 """Posts a delivery job's result into its target session (key, text, meta, channel, ...)."""
 
 
-class RunSlot:
+class RunSlot(SlotHold):
     """An isolated run's hold on an engine slot (`TurnPause`, set for its runner call), as a
     lane's turn holds one: taken before the run starts (`acquire`), given back while its
     runner waits for something outside the run (`paused()`: an approval), taken again after
-    the wait, let go at its end (`release`, only what it holds). The pool is the one the
-    lanes use (`max_concurrent_runs`).
+    the wait, let go at its end (`release`, only what it holds; see `SlotHold`). The pool is
+    the one the lanes use (`max_concurrent_runs`).
 
     The counters of `runs` move with it: `awaiting_approval` for the wait, then
-    `awaiting_slot` while it takes a slot again. A wait that is cancelled (a shutdown) does
-    not take a slot again: the run is ending. The wait does not count against the run's
-    timeout (`guard`, the run's `TurnCall`: `hold_clock` / `resume_clock`).
-
-    A graceful stop does not wait for a paused run (as for a paused turn): `Engine.stop` cuts
-    the runs paused when it begins, and a run that pauses during the grace is cut as it pauses
-    (`cut_if_closing`): interrupted, its approval expired ("cancelled").
+    `awaiting_slot` while it takes a slot again. `guard` is the run's `TurnCall`, set when
+    its runner is called. A graceful stop cuts a paused run (`Engine.stop`): interrupted, its
+    approval expired ("cancelled").
     """
 
-    __slots__ = ("_paused", "_runs", "_slots", "_task", "_waits", "guard", "held")
+    __slots__ = ("_pool", "_run_task", "_runs")
 
     def __init__(self, slots: asyncio.Semaphore, runs: IsolatedRuns) -> None:
-        self._slots, self._runs = slots, runs
-        self._task = asyncio.current_task()  # the run's: what a graceful stop cancels
-        self.guard: TurnCall | None = None
-        self.held = False
-        self._waits = 0  # waits in progress (a run's tool calls may wait side by side)
-        self._paused = False  # the slot was given back for them
+        super().__init__(held=False)
+        self._pool, self._runs = slots, runs
+        self._run_task = asyncio.current_task()  # the run's: what a graceful stop cancels
 
     async def acquire(self) -> None:
-        await self._slots.acquire()
+        await self._pool.acquire()
         self.held = True
 
-    def release(self) -> None:
-        if self.held:
-            self.held = False
-            self._slots.release()
+    @property
+    def _slots(self) -> asyncio.Semaphore:
+        return self._pool
 
-    def cut_if_closing(self) -> None:
-        """During a graceful stop, cut the run now if it waits for the outside world."""
-        task = self._task
-        if self._runs.closing and self._waits and task is not None and not task.done():
-            task.cancel()
+    @property
+    def _closing(self) -> bool:
+        return self._runs.closing
 
-    @asynccontextmanager
-    async def pause(self) -> AsyncIterator[None]:
-        runs = self._runs
-        self._waits += 1
-        if self._waits == 1:
-            runs.paused.add(self)
-        if self._waits == 1 and self.held:
-            self._paused = True
-            runs.awaiting_approval += 1
-            if self.guard is not None:
-                self.guard.hold_clock()
-            self.release()
-        self.cut_if_closing()
-        resume = False
+    @property
+    def _registry(self) -> set[SlotHold]:
+        return self._runs.paused
+
+    def _task(self) -> asyncio.Task[object] | None:
+        return self._run_task
+
+    def _given_back(self) -> None:
+        self._runs.awaiting_approval += 1
+
+    def _back(self) -> None:
+        self._runs.awaiting_approval -= 1
+
+    async def _reacquire(self) -> None:
+        self._runs.awaiting_slot += 1
         try:
-            yield
-            resume = True
-        except Exception:
-            resume = True  # the runner may handle it and go on: with a slot
-            raise
+            await self._pool.acquire()
         finally:
-            self._waits -= 1
-            if self._waits == 0:
-                runs.paused.discard(self)
-            if self._waits == 0 and self._paused:
-                self._paused = False
-                runs.awaiting_approval -= 1
-                try:
-                    if resume:
-                        runs.awaiting_slot += 1
-                        try:
-                            await self.acquire()
-                        finally:
-                            runs.awaiting_slot -= 1
-                finally:
-                    if self.guard is not None:
-                        self.guard.resume_clock()
+            self._runs.awaiting_slot -= 1
+
+    def _wait_ended(self) -> None:
+        """Nothing: an isolated run is not counted while inside its runner."""
 
 
 class IsolatedRuns:
@@ -281,7 +256,7 @@ class IsolatedRuns:
         self.running: dict[str, asyncio.Task[None]] = {}
         self.awaiting_approval = 0  # runs whose runner waits without a slot (`RunSlot`)
         self.awaiting_slot = 0  # runs taking their slot again after such a wait
-        self.paused: set[RunSlot] = set()  # runs waiting for the outside world now
+        self.paused: set[SlotHold] = set()  # runs waiting for the outside world now
         self.closing = False  # a graceful stop began: paused runs are cut (`RunSlot`)
 
     def cut_paused(self) -> None:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -24,6 +23,7 @@ from agentcron.agent.runner import (
 from agentcron.config import EngineSettings
 from agentcron.engine.clock import Clock
 from agentcron.engine.journal import Journal
+from agentcron.engine.slot_hold import SlotHold
 from agentcron.engine.waiters import Waiters
 from agentcron.events import (
     Event,
@@ -71,77 +71,52 @@ class _Lane(LaneQueue):
     replay: list[Event] = field(default_factory=list)  # events of the turn in progress
 
 
-class _TurnSlot:
+class _TurnSlot(SlotHold):
     """One turn's hold on an engine slot (`TurnPause`, set for its runner call): taken by its
     start, given back while its runner waits for something outside the turn (`paused()`: an
-    approval), taken again after the wait, let go at its end. `held` says whether the turn
-    has one now, so that every way out releases exactly what it holds.
+    approval), taken again after the wait, let go at its end (see `SlotHold`).
 
     The counters move with it: `in_runner` -> `awaiting_approval` for the wait, then
-    `awaiting_slot` while it takes a slot again, then `in_runner`. A wait that is cancelled (a
-    stop, a shutdown) does not take a slot again: the turn is ending. The
-    lane counts the turn out of `in_runner` after its call; the call always awaits the runner's
-    task to its end (`TurnCall`), so a pause has always ended by then.
-
-    A graceful stop does not wait for a paused turn: a person's answer is not work in progress
-    that a grace period lets finish. `Lanes.shutdown` cuts the turns paused when it begins, and
-    a turn that pauses during the grace is cut as it pauses (`cut_if_closing`): interrupted,
-    its approval expired ("cancelled") by the wait's cancellation.
+    `awaiting_slot` while it takes a slot again, then `in_runner`. The lane counts the turn out
+    of `in_runner` after its call; the call always awaits the runner's task to its end
+    (`TurnCall`), so a pause has always ended by then. A graceful stop cuts a paused turn
+    (`Lanes.shutdown`): interrupted, its approval expired ("cancelled") by the wait's
+    cancellation.
     """
 
-    __slots__ = ("_call", "_lane", "_lanes", "_paused", "_waits", "held")
+    __slots__ = ("_lane", "_lanes")
 
     def __init__(self, lanes: Lanes, lane: _Lane, call: TurnCall) -> None:
-        self._lanes, self._lane, self._call = lanes, lane, call
-        self.held = True
-        self._waits = 0  # waits in progress (a turn's tool calls may wait side by side)
-        self._paused = False  # the slot was given back for them
+        super().__init__(held=True, guard=call)
+        self._lanes, self._lane = lanes, lane
 
-    def release(self) -> None:
-        if self.held:
-            self.held = False
-            self._lanes._slots.release()
+    @property
+    def _slots(self) -> asyncio.Semaphore:
+        return self._lanes._slots
 
-    def cut_if_closing(self) -> None:
-        """During a graceful stop, cut the turn now if it waits for the outside world."""
-        worker = self._lane.worker
-        if self._lanes._closing and self._waits and worker is not None and not worker.done():
-            worker.cancel()
+    @property
+    def _closing(self) -> bool:
+        return self._lanes._closing
 
-    @asynccontextmanager
-    async def pause(self) -> AsyncIterator[None]:
-        lanes = self._lanes
-        self._waits += 1
-        if self._waits == 1:
-            lanes._paused.add(self)
-        if self._waits == 1 and self.held:
-            self._paused = True
-            lanes._in_runner -= 1
-            lanes._awaiting_approval += 1
-            self._call.hold_clock()
-            self.release()
-        self.cut_if_closing()
-        resume = False
-        try:
-            yield
-            resume = True
-        except Exception:
-            resume = True  # the runner may handle it and go on: with a slot
-            raise
-        finally:
-            self._waits -= 1
-            if self._waits == 0:
-                lanes._paused.discard(self)
-            if self._waits == 0 and self._paused:
-                self._paused = False
-                lanes._awaiting_approval -= 1
-                try:
-                    if resume:
-                        await lanes._acquire_slot()
-                        self.held = True
-                finally:
-                    lanes._in_runner += 1
-                    self._call.resume_clock()
+    @property
+    def _registry(self) -> set[SlotHold]:
+        return self._lanes._paused
+
+    def _task(self) -> asyncio.Task[object] | None:
+        return self._lane.worker
+
+    def _given_back(self) -> None:
+        self._lanes._in_runner -= 1
+        self._lanes._awaiting_approval += 1
+
+    def _back(self) -> None:
+        self._lanes._awaiting_approval -= 1
+
+    async def _reacquire(self) -> None:
+        await self._lanes._acquire_slot()
+
+    def _wait_ended(self) -> None:
+        self._lanes._in_runner += 1
 
 
 class _Events:
@@ -200,7 +175,7 @@ class Lanes:
         self._in_runner = 0
         self._awaiting_slot = 0
         self._awaiting_approval = 0
-        self._paused: set[_TurnSlot] = set()  # turns waiting for the outside world now
+        self._paused: set[SlotHold] = set()  # turns waiting for the outside world now
         self._fires = 0  # fires waiting or running in lanes
         self.turn_waiters = Waiters()  # callers waiting for a turn to end
         self.posts = Posts(store.sessions, bus, clock)
