@@ -5,6 +5,7 @@ rows with their outcome.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from datetime import timedelta
@@ -227,3 +228,64 @@ async def test_a_pending_approval_shows_on_opening_and_a_late_click_shows_what_h
     reply = transcript(page).locator("article.role-assistant:not(.streaming)")
     await expect(reply.filter(has_text="deployed production (build 42)")).to_have_count(1)
     assert deployer.done == ["production"]
+
+
+@pytest.mark.timeout(30)
+async def test_a_card_read_before_its_turn_reached_the_page_moves_into_the_turn(
+    start_server: StartServer, page: Page
+) -> None:
+    """The chat's subscription is confirmed late: its approvals are read (the card is shown)
+    while the turn's start is still on its way. When the turn arrives the card moves into it.
+    """
+    deployer = Deployer()
+    ui = await start(start_server, page, deployer)
+    held: list[str | bytes] = []
+    holding = False
+    release = None
+
+    def hold_after_subscribing(route: WebSocketRoute) -> None:
+        nonlocal release
+        server = route.connect_to_server()
+
+        def to_page(message: str | bytes) -> None:
+            nonlocal holding
+            if json.loads(message).get("type") == "subscribed" and armed:
+                holding = True
+            if holding:
+                held.append(message)
+            else:
+                route.send(message)
+
+        def flush() -> None:
+            nonlocal holding
+            holding = False
+            for message in held:
+                route.send(message)
+            held.clear()
+
+        release = flush
+        server.on_message(to_page)
+
+    armed = False
+    await page.route_web_socket(re.compile(r"/api/ws$"), hold_after_subscribing)
+    await log_in(page, ui)
+    await new_chat(page)
+    await every_day_at_nine(page)
+    armed = True
+    await page.reload()  # the chat opens again and subscribes: that answer is held back
+    await expect(page.locator("#conn-status")).to_have_text("Live")
+    ui.clock.advance(timedelta(hours=1))  # the turn starts and waits for approval meanwhile
+    for _ in range(200):
+        if await ui.cron.approvals.list():
+            break
+        await asyncio.sleep(0.01)
+    assert release is not None
+    release()  # subscribed (the transcript is read: the approval is pending), then the turn
+    live = transcript(page).locator("article.streaming.scheduled-reply")
+    await expect(live.get_by_role("group", name="Approval for deploy")).to_be_visible()
+    await expect(transcript(page).locator(".approval-holder")).to_have_count(0)
+    await expect(live.locator("details.tool + .approval")).to_have_count(1)  # after its call
+    await card(page).get_by_role("button", name="Approve").click()
+    reply = transcript(page).locator("article.trigger + article.role-assistant:not(.streaming)")
+    await expect(reply.locator(".msg-body")).to_contain_text("deployed staging (build 42)")
+    assert deployer.done == ["staging"]

@@ -351,6 +351,7 @@ export class ChatView {
       this.live.el.classList.remove("waiting");
     } else if (event.type === "tool_started") {
       this.live.tools.append(toolElement(event, true));
+      this.placeCards();
     } else if (event.type === "tool_call") {
       const running = [...this.live.tools.querySelectorAll(".tool.running")].find(
         (el) => el.dataset.name === event.name,
@@ -390,6 +391,28 @@ export class ChatView {
     this.list.append(el);
     this.live = { turnId: event.turn_id, el, body, tools };
     this.setRunning(true);
+    // A card shown before its turn was on screen (the approvals were read while the turn's
+    // start was still on its way) moves into the turn.
+    for (const holder of this.list.querySelectorAll(":scope > .approval-holder")) {
+      if (holder.dataset.turnId !== event.turn_id) continue;
+      for (const card of holder.querySelectorAll(":scope > .approval")) tools.append(card);
+      holder.remove();
+    }
+    this.placeCards();
+  }
+
+  /** Cards of the live turn not yet after the row of their call go after it, now it is here. */
+  placeCards() {
+    const tools = this.live?.tools;
+    if (!tools) return;
+    for (const card of tools.querySelectorAll(":scope > .approval")) {
+      const paired = tools.querySelector(
+        `:scope > .tool[data-approval-id="${CSS.escape(card.dataset.approvalId)}"]`,
+      );
+      if (paired) continue;
+      card.remove();
+      attachCard(tools, card);
+    }
   }
 
   dropLive() {
