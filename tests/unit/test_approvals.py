@@ -130,3 +130,18 @@ def test_arguments_are_kept_as_plain_bounded_json() -> None:
     assert list(big) == ["_truncated"]
     assert len(big["_truncated"]) == MAX_ARGS_CHARS + 1
     assert big["_truncated"].startswith('{"text": "xxx')
+
+
+@pytest.mark.parametrize(
+    ("by", "text"),
+    [
+        ("timeout", "Denied: timed out waiting for a person's approval."),
+        ("cancelled", "Denied: the turn was stopped before a person decided."),
+        ("restart", "Denied: the service restarted before a person decided."),
+        ("session deleted", "Denied: the session was deleted before a person decided."),
+    ],
+)
+def test_an_expiry_tells_the_model_why_no_one_decided(by: str, text: str) -> None:
+    gone = expire(pending(), at=T0 + timedelta(minutes=1), by=by)
+    assert gone.state is ApprovalState.EXPIRED
+    assert denial_text(gone) == text

@@ -151,12 +151,22 @@ def expire(approval: Approval, *, at: datetime, by: str = TIMEOUT_DECIDER) -> Ap
     )
 
 
+# What the model is told of an approval that ended without a person's decision, by its end.
+_EXPIRED_TEXT = {
+    CANCELLED_DECIDER: "Denied: the turn was stopped before a person decided.",
+    RESTART_DECIDER: "Denied: the service restarted before a person decided.",
+    SESSION_DELETED_DECIDER: "Denied: the session was deleted before a person decided.",
+}
+
+
 def denial_text(approval: Approval) -> str | None:
     """What the model is told instead of the tool's result; None when the call may run."""
     if approval.state is ApprovalState.APPROVED:
         return None
     if approval.state is ApprovalState.EXPIRED:
-        return "Denied: timed out waiting for a person's approval."
+        return _EXPIRED_TEXT.get(
+            approval.decided_by or "", "Denied: timed out waiting for a person's approval."
+        )
     if approval.state is ApprovalState.DENIED:
         return f"Denied by {approval.decided_by}."
     return "Denied: no decision yet."
