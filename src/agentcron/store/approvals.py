@@ -7,51 +7,17 @@ decide the same approval, one lands and the other finds it already decided.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Row
+from sqlalchemy.engine import Connection
 
 from agentcron.store.database import Database
 from agentcron.store.models import Approval, ApprovalState, RunState, TurnState
+from agentcron.store.rows import _approval, _approval_values
 from agentcron.store.schema import approvals, runs, turns
 
 _PENDING = ApprovalState.PENDING.value
-
-
-def _approval(row: Row[Any] | Mapping[str, Any]) -> Approval:
-    m = row._mapping if isinstance(row, Row) else row
-    return Approval(
-        id=m["id"],
-        session_key=m["session_key"],
-        turn_id=m["turn_id"],
-        tool=m["tool"],
-        args=m["args"] or {},
-        requested_at=m["requested_at"],
-        expires_at=m["expires_at"],
-        state=ApprovalState(m["state"]),
-        decision=m["decision"],
-        decided_by=m["decided_by"],
-        decided_at=m["decided_at"],
-    )
-
-
-def _values(approval: Approval) -> dict[str, Any]:
-    return {
-        "id": approval.id,
-        "session_key": approval.session_key,
-        "turn_id": approval.turn_id,
-        "tool": approval.tool,
-        "args": approval.args,
-        "requested_at": approval.requested_at,
-        "expires_at": approval.expires_at,
-        "state": approval.state.value,
-        "decision": approval.decision,
-        "decided_by": approval.decided_by,
-        "decided_at": approval.decided_at,
-    }
 
 
 def _select(conn: Connection, approval_id: str) -> Approval | None:
@@ -66,7 +32,7 @@ class ApprovalStore:
         self._db = db
 
     async def insert(self, approval: Approval) -> Approval:
-        values = _values(approval)
+        values = _approval_values(approval)
         await self._db.write(lambda conn: conn.execute(approvals.insert().values(values)))
         return approval
 

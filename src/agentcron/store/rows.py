@@ -1,5 +1,5 @@
-"""Where rows become models and models rows: the job, run, session, message and turn mappers,
-value builders and the statements and state lists the store modules share."""
+"""Where rows become models and models rows: the job, run, session, message, approval and turn
+mappers, value builders and the statements and state lists the store modules share."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from agentcron.store.models import (
     ACTIVE_STATES,
     TERMINAL_STATES,
     AnySpec,
+    Approval,
+    ApprovalState,
     Catchup,
     CreatedBy,
     FirePlan,
@@ -343,6 +345,39 @@ def _message(row: Row[Any] | Mapping[str, Any]) -> Message:
         meta=m["meta"] or {},
         created_at=m["created_at"],
     )
+
+
+def _approval(row: Row[Any] | Mapping[str, Any]) -> Approval:
+    m = row._mapping if isinstance(row, Row) else row
+    return Approval(
+        id=m["id"],
+        session_key=m["session_key"],
+        turn_id=m["turn_id"],
+        tool=m["tool"],
+        args=m["args"] or {},
+        requested_at=m["requested_at"],
+        expires_at=m["expires_at"],
+        state=ApprovalState(m["state"]),
+        decision=m["decision"],
+        decided_by=m["decided_by"],
+        decided_at=m["decided_at"],
+    )
+
+
+def _approval_values(approval: Approval) -> dict[str, Any]:
+    return {
+        "id": approval.id,
+        "session_key": approval.session_key,
+        "turn_id": approval.turn_id,
+        "tool": approval.tool,
+        "args": approval.args,
+        "requested_at": approval.requested_at,
+        "expires_at": approval.expires_at,
+        "state": approval.state.value,
+        "decision": approval.decision,
+        "decided_by": approval.decided_by,
+        "decided_at": approval.decided_at,
+    }
 
 
 def _turn(row: Row[Any] | Mapping[str, Any]) -> Turn:
