@@ -336,22 +336,29 @@ def _as_env(setting: Setting, value: Any, where: str) -> str:
     return value
 
 
+def read_toml(path: Path, what: str, error: type[ConfigError] = ConfigError) -> dict[str, Any]:
+    """A TOML file of at most 1 MB, parsed; `error` naming `what` and the file when it cannot
+    be read, is too large, is not UTF-8 or is not TOML.
+    """
+    try:
+        if path.stat().st_size > _MAX_FILE_BYTES:
+            raise error(f"the {what} {path} is larger than 1 MB")
+        return tomllib.loads(path.read_text("utf-8"))
+    except OSError as exc:
+        raise error(f"cannot read the {what} {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise error(f"the {what} {path} is not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"the {what} {path} is not valid TOML: {exc}") from None
+
+
 def read_config(path: Path) -> dict[str, str]:
     """The settings a configuration file sets, as {environment variable: value}.
 
     Raises ConfigError naming the file (and the key) for a file that cannot be read, is not
     TOML, names an unknown section or key, or holds a value of the wrong kind.
     """
-    try:
-        if path.stat().st_size > _MAX_FILE_BYTES:
-            raise ConfigError(f"the configuration file {path} is larger than 1 MB")
-        data = tomllib.loads(path.read_text("utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read the configuration file {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"the configuration file {path} is not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"the configuration file {path} is not valid TOML: {exc}") from None
+    data = read_toml(path, "configuration file")
     found: dict[str, str] = {}
     for section, table in data.items():
         if section == TOOLS_SECTION:

@@ -39,7 +39,6 @@ import os
 import re
 import sys
 import tempfile
-import tomllib
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -61,6 +60,7 @@ from agentcron.agent.approvals import DEFAULT_APPROVAL_TIMEOUT, Policy
 from agentcron.agent.gate import ToolLike, UserTool
 from agentcron.agent.tool_rules import GlobTable, ToolRules
 from agentcron.config import ConfigError
+from agentcron.config_file import SETTINGS, read_toml
 
 if TYPE_CHECKING:
     from fastmcp.client.transports import StdioTransport
@@ -86,7 +86,6 @@ __all__ = [
     "tool_name",
 ]
 
-_MAX_FILE_BYTES = 1_000_000
 MAX_TOOLS = 512  # tools the agent may have in all (each one is sent to the model every request)
 _MAX_TOOLS_PER_ENTRY = 256
 _MAX_TEXT = 4096
@@ -210,8 +209,6 @@ def _problems(exc: ValidationError, where: str) -> str:
 
 
 def _known_sections() -> frozenset[str]:
-    from agentcron.config_file import SETTINGS
-
     return frozenset(s.key.partition(".")[0] for s in SETTINGS)
 
 
@@ -263,16 +260,7 @@ def load(path: Path | str) -> ToolConfig:
     configuration file's sections.
     """
     path = Path(path)
-    try:
-        if path.stat().st_size > _MAX_FILE_BYTES:
-            raise ToolConfigError(f"the tools file {path} is larger than 1 MB")
-        data = tomllib.loads(path.read_text("utf-8"))
-    except OSError as exc:
-        raise ToolConfigError(f"cannot read the tools file {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ToolConfigError(f"the tools file {path} is not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ToolConfigError(f"the tools file {path} is not valid TOML: {exc}") from None
+    data = read_toml(path, "tools file", ToolConfigError)
     known = _known_sections() | {"tools"}
     for key in data:
         if key not in known:
