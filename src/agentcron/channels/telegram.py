@@ -470,17 +470,11 @@ class TelegramChannel:
         # A retry continues after the parts that already went out (within this process).
         for index in range(self._progress.get(message.message_id, 0), len(parts)):
             try:
-                await self._call("sendMessage", {"chat_id": chat, "text": parts[index]})
-            except TelegramApiError as exc:
-                if not exc.retryable:
+                await self._delivery_call("sendMessage", {"chat_id": chat, "text": parts[index]})
+            except DeliveryAttemptError as exc:
+                if not exc.retryable:  # no retry follows: the next delivery starts afresh
                     self._progress.pop(message.message_id, None)
-                raise DeliveryAttemptError(
-                    str(exc), retryable=exc.retryable, retry_after=exc.retry_after
-                ) from exc
-            except httpx.HTTPError as exc:
-                raise DeliveryAttemptError(
-                    self._redact(f"{type(exc).__name__}: {exc}"), retryable=True
-                ) from exc
+                raise
             self._progress[message.message_id] = index + 1
         self._progress.pop(message.message_id, None)
 
