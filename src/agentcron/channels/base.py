@@ -10,7 +10,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, get_args, runtime_checkable
 
 from agentcron import views
 from agentcron.agent.approvals import Approval, ApprovalNotFoundError, Decision
@@ -39,7 +39,7 @@ Inbound = Callable[[str, str, str, dict[str, Any]], Awaitable[Turn]]
 """(channel, chat_id, content, channel_meta) -> the turn the message became."""
 
 MessageKind = Literal["turn", "message", "approval_requested", "approval_decided"]
-_KINDS: frozenset[str] = frozenset({"turn", "message", "approval_requested", "approval_decided"})
+_KINDS: frozenset[str] = frozenset(get_args(MessageKind))
 
 
 class ChannelError(AgentcronError):
