@@ -304,3 +304,19 @@ sa.Index(
     approvals.c.requested_at,
 )
 sa.Index("ix_approvals_state", approvals.c.state, approvals.c.requested_at)
+
+
+owners = sa.Table(
+    "owners",
+    metadata,
+    # One row per live process that takes leases (an engine: a server, a replica, the relay),
+    # renewed by its heartbeat. An owner whose heartbeat is older than the takeover time is
+    # dead wherever it ran: its fires, turns, session leases and locks are taken over.
+    sa.Column("owner", sa.Text, primary_key=True),  # host:pid:ulid, as in every lease
+    sa.Column("host", sa.Text, nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("role", sa.String(16), nullable=False),  # engine | relay
+    sa.Column("started_at", UTCDateTime, nullable=False),
+    sa.Column("heartbeat_at", UTCDateTime, nullable=False),
+    sa.Index("ix_owners_heartbeat", "heartbeat_at"),
+)
