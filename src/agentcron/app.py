@@ -277,6 +277,7 @@ class AgentCron:
         open requests): callers waiting on a run or a turn get it back as it is now.
         """
         self._stopping = True
+        self.journal.begin_stop()  # an unreachable database is waited for a few seconds more
         self.engine.run_waiters.notify_all()
         self.lanes.turn_waiters.notify_all()
 

@@ -27,6 +27,7 @@ from agentcron.errors import AgentcronError
 from agentcron.limits import NameText
 from agentcron.service.job_requests import JobCreate
 from agentcron.service.sessions import SessionCreate
+from agentcron.store.errors import StoreUnavailableError
 from agentcron.store.models import JobKind
 
 _T = TypeVar("_T")
@@ -240,7 +241,7 @@ class DbBackend:
         try:
             cron = AgentCron(db=self._db, url=self._url, runner=_no_turns, settings=settings)
             await cron.store.open()
-        except (SQLAlchemyError, ArgumentError, ValueError, OSError) as exc:
+        except (SQLAlchemyError, StoreUnavailableError, ArgumentError, ValueError, OSError) as exc:
             if cron is not None:
                 with contextlib.suppress(Exception):
                     await cron.store.close()

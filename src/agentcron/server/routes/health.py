@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -14,6 +15,8 @@ from agentcron.server.deps import Cron
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["health"])
 
+READY_TIMEOUT_S = 2.0  # a database that takes longer to answer one count is not ready
+
 
 @router.get("/healthz")
 async def healthz() -> dict[str, Any]:
@@ -24,11 +27,17 @@ async def healthz() -> dict[str, Any]:
 async def readyz(cron: Cron, request: Request) -> JSONResponse:
     """Ready when the database answers and the engine runs."""
     problems = []
+    timeout = READY_TIMEOUT_S
     try:
-        await cron.store.count_jobs()
+        async with asyncio.timeout(timeout):
+            await cron.store.count_jobs()
+    except TimeoutError:
+        log.warning("readiness: the database did not answer within %g s", timeout)
+        problems.append(f"database: no answer within {timeout:g} s")
     except Exception as exc:
-        log.warning("readiness: the database does not answer: %s", exc)
-        problems.append(f"database: {type(exc).__name__}: {exc}")
+        cause = exc.__cause__ or exc
+        log.warning("readiness: the database does not answer: %s", cause)
+        problems.append(f"database: {type(cause).__name__}: {cause}")
     if not cron.running:
         problems.append("engine: not running")
     body = {"status": "ready" if not problems else "not ready", "problems": problems}
