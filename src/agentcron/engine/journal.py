@@ -196,7 +196,7 @@ class Journal:
             self._outage = True
             log.warning(
                 "the database is unreachable (%s); %d writes wait and are tried again",
-                exc.__cause__ or exc,
+                exc.reason,
                 len(batch),
             )
         self._queue[:0] = batch

@@ -98,10 +98,9 @@ UNAVAILABLE_DETAIL = "the database is unreachable; try again"
 
 
 def _unavailable(request: Request, exc: StoreUnavailableError) -> JSONResponse:
-    cause = exc.__cause__ or exc
     log.warning(
         "request refused, the database is unavailable: %s",
-        str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__,
+        exc.reason,
         extra={"path": request.url.path},
     )
     return JSONResponse(

@@ -186,11 +186,12 @@ class Database:
                 if not is_transient(exc):
                     raise
                 if not _is_locked(exc):
-                    raise StoreUnavailableError() from exc
+                    raise StoreUnavailableError(reason=first_line(exc)) from exc
                 if time.monotonic() + pause > give_up:
                     raise StoreUnavailableError(
                         f"the database stayed locked by another process for "
-                        f"{self.lock_wait_s:g} s; try again"
+                        f"{self.lock_wait_s:g} s; try again",
+                        reason=first_line(exc),
                     ) from exc
             await asyncio.sleep(pause)  # another process holds the write lock: wait it out
             pause = min(pause * 2, _LOCK_RETRY_S[1])
@@ -218,7 +219,7 @@ class Database:
             if status == "committed":
                 return result
             if status == "aborted":
-                raise StoreUnavailableError() from cause
+                raise StoreUnavailableError(reason=first_line(cause)) from cause
             # in progress (the server has not seen the cut yet) or unreachable: look again
             await asyncio.sleep(pause)
             pause = min(pause * 2, _DOUBT_RETRY_S[1])
@@ -235,7 +236,7 @@ class Database:
             return await asyncio.get_running_loop().run_in_executor(pool, run)
         except Exception as exc:
             if is_transient(exc):
-                raise StoreUnavailableError() from exc
+                raise StoreUnavailableError(reason=first_line(exc)) from exc
             raise
 
 

@@ -78,5 +78,8 @@ class StoreUnavailableError(AgentcronError):
 
     retry_after_s = 5  # what the API tells a client (Retry-After)
 
-    def __init__(self, message: str = "the database is unreachable; try again") -> None:
+    def __init__(
+        self, message: str = "the database is unreachable; try again", *, reason: str = ""
+    ) -> None:
         super().__init__(message)
+        self.reason = reason or message  # the driver's own words, one line, for the log

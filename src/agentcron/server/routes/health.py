@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from agentcron.server.deps import Cron
+from agentcron.store.errors import StoreUnavailableError
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["health"])
@@ -34,10 +35,12 @@ async def readyz(cron: Cron, request: Request) -> JSONResponse:
     except TimeoutError:
         log.warning("readiness: the database did not answer within %g s", timeout)
         problems.append(f"database: no answer within {timeout:g} s")
+    except StoreUnavailableError as exc:
+        log.warning("readiness: the database does not answer: %s", exc.reason)
+        problems.append(f"database: {exc.reason}")
     except Exception as exc:
-        cause = exc.__cause__ or exc
-        log.warning("readiness: the database does not answer: %s", cause)
-        problems.append(f"database: {type(cause).__name__}: {cause}")
+        log.warning("readiness: the database does not answer: %s", exc)
+        problems.append(f"database: {type(exc).__name__}: {exc}")
     if not cron.running:
         problems.append("engine: not running")
     body = {"status": "ready" if not problems else "not ready", "problems": problems}
