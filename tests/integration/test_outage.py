@@ -364,3 +364,32 @@ async def test_a_sqlite_lock_held_past_the_busy_timeout_keeps_the_turns_reply(
         assert no_traceback_since(log_records.records, 0) == []
     finally:
         await cron.close(grace=5)
+
+
+async def test_a_direct_write_waits_out_a_lock_for_a_bounded_time(tmp_path: Path) -> None:
+    """Outside the journal (a job, a session, an API write) a lock is waited out up to the
+    store's bound (60 s by default; 1 s here), then the write fails clearly; once the lock is
+    gone writes work again.
+    """
+    db = tmp_path / "agentcron.db"
+    store = SqlStore(sqlite_url(db))
+    store._db._busy_timeout_ms = 100
+    store._db.lock_wait_s = 1.0
+    await store.open()
+    holder = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _HOLD_LOCK, str(db), "3", stdout=asyncio.subprocess.PIPE
+    )
+    try:
+        assert holder.stdout is not None
+        assert (await holder.stdout.readline()).strip() == b"locked"
+        with pytest.raises(StoreUnavailableError, match="locked by another process for 1 s"):
+            await store.sessions.ensure_session("api:a", now=datetime.now(UTC))
+        # A wait within the bound succeeds: the lock goes after 3 s in all.
+        store._db.lock_wait_s = 30.0
+        session = await store.sessions.ensure_session("api:b", now=datetime.now(UTC))
+        assert session.key == "api:b"
+        assert await holder.wait() == 0
+    finally:
+        if holder.returncode is None:
+            await holder.wait()
+        await store.close()
