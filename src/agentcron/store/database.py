@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
+from agentcron.errors import AgentcronError
 from agentcron.store.errors import StoreUnavailableError
 
 T = TypeVar("T")
@@ -240,7 +241,7 @@ class Database:
             raise
 
 
-class _InDoubt(Exception):
+class _InDoubt(AgentcronError):  # an internal signal: it never leaves this module
     """A PostgreSQL COMMIT failed on the connection: the transaction may have committed."""
 
     def __init__(self, xid: str, result: Any) -> None:
