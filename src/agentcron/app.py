@@ -48,6 +48,7 @@ from agentcron.store.models import (
     MemoryScope,
     RunState,
 )
+from agentcron.store.signals import SignalHub, Topic
 from agentcron.store.sql import SqlStore, sqlite_url
 
 if TYPE_CHECKING:
@@ -237,6 +238,19 @@ class AgentCron:
         )
         self.system = SystemJobs(self.jobs, self.engine.system_handlers, self.clock)
         self.deliveries = Deliveries(store.deliveries)
+        # Changes other processes make on the database, acted on here at once.
+        self._hear(store.signals)
+
+    def _hear(self, signals: SignalHub) -> None:
+        """What this process does when another process's change is announced: re-read the
+        schedule (a job changed), adopt released fires, start turns waiting for a session
+        let go elsewhere, wake tool calls whose approval was decided elsewhere.
+        """
+        engine, lanes, broker = self.engine, self.lanes, self.approvals.broker
+        signals.subscribe(Topic.JOBS, lambda _t, _k: engine.wake())
+        signals.subscribe(Topic.RUNS, lambda _t, keys: engine.adopt_soon(recover=keys is not None))
+        signals.subscribe(Topic.SESSIONS, lambda _t, keys: lanes.sessions_freed(keys))
+        signals.subscribe(Topic.APPROVALS, lambda _t, keys: broker.recheck(keys))
 
     def subscribe(
         self, callback: Callback, types: Iterable[type[Event]] | None = None
@@ -334,10 +348,12 @@ class AgentCron:
         start, or a tool name is taken twice), then the engine.
         """
         await self.store.open()
+        await self.store.signals.start()
         if self.tool_servers is not None:
             try:
                 await self.tool_servers.start(self._tool_names)
             except BaseException:
+                await self.store.signals.stop()
                 await self.store.close()
                 raise
         try:
@@ -362,6 +378,7 @@ class AgentCron:
                 if self.tool_servers is not None:
                     await self.tool_servers.stop()
             finally:
+                await self.store.signals.stop()
                 await self.store.close()
 
     async def __aenter__(self) -> AgentCron:

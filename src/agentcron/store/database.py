@@ -13,6 +13,9 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
+from ulid import ULID
+
+from agentcron.store.signals import drop_announced, send_announced
 
 T = TypeVar("T")
 
@@ -61,6 +64,8 @@ class Database:
         self._read_engine: Engine | None = None
         self._write_pool: ThreadPoolExecutor | None = None
         self._read_pool: ThreadPoolExecutor | None = None
+        # This process's name in the change notices it sends (it ignores its own).
+        self.origin = str(ULID())
 
     def open(self) -> None:
         if self._write_engine is not None:
@@ -139,7 +144,35 @@ class Database:
 
         def run() -> T:
             with engine.begin() as conn:
-                return op(conn)
+                try:
+                    result = op(conn)
+                    # Changes the op announced go out with its commit (PostgreSQL).
+                    send_announced(conn, self.origin)
+                finally:
+                    drop_announced(conn)
+                return result
+
+        return await asyncio.get_running_loop().run_in_executor(pool, run)
+
+    async def data_version(self) -> int | None:
+        """SQLite's change counter as the writer connection sees it: it moves when another
+        process commits (this process's own writes go through that connection). None on
+        PostgreSQL (its changes are announced).
+        """
+        if self.dialect != "sqlite":
+            return None
+        engine, _, pool, _ = self._require()
+
+        def run() -> int:
+            raw = engine.raw_connection()
+            try:
+                cur = raw.cursor()
+                cur.execute("PRAGMA data_version")
+                row = cur.fetchone()
+                cur.close()
+                return int(row[0]) if row else 0
+            finally:
+                raw.close()
 
         return await asyncio.get_running_loop().run_in_executor(pool, run)
 
