@@ -106,9 +106,7 @@ async def test_two_relays_never_double_an_arm_or_lose_a_cancel(
 
 async def test_the_same_fire_from_two_relays_is_one_arm(relays: tuple[Relay, Relay]) -> None:
     a, b = relays
-    ids = await asyncio.gather(
-        *(r.provision(AGENT, j, T1, CALLBACK) for j in JOBS for r in (a, b))
-    )
+    ids = await asyncio.gather(*(r.provision(AGENT, j, T1, CALLBACK) for j in JOBS for r in (a, b)))
     # Idempotent across processes: both answers for a job name the one arm stored.
     assert all(ids[i] == ids[i + 1] for i in range(0, len(ids), 2))
     assert sorted(v.schedule_id for v in await a.list(AGENT)) == sorted(set(ids))
