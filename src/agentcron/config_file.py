@@ -289,6 +289,13 @@ SETTINGS: tuple[Setting, ...] = (
         "seconds a fire is retried before the relay gives up",
         "3600",
     ),
+    Setting(
+        "relay.allow_private_callbacks",
+        "AGENTCRON_RELAY_ALLOW_PRIVATE",
+        "bool",
+        "call agents back on loopback, link-local and private addresses too",
+        "false",
+    ),
 )
 _BY_KEY = {s.key: s for s in SETTINGS}
 _SECTIONS = sorted({s.key.partition(".")[0] for s in SETTINGS})

@@ -46,13 +46,22 @@ def serve(
         typer.Option(help="Seconds a fire is retried before the relay gives up (3600)."),
     ] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    allow_private_callbacks: Annotated[
+        bool,
+        typer.Option(
+            "--allow-private-callbacks",
+            help="Call agents back on loopback, link-local and private addresses too "
+            "(refused by default).",
+            envvar="AGENTCRON_RELAY_ALLOW_PRIVATE",
+        ),
+    ] = False,
 ) -> None:
     """Run the relay: provision/cancel/list for agents, the JWKS, and fire deliveries."""
     from agentcron.relay.server import RelayOptions, run
 
     options = RelayOptions(
         host=host, port=port, home=home, db=db, url=url, issuer=issuer, deadline=deadline,
-        log_level=log_level,
+        log_level=log_level, allow_private=allow_private_callbacks,
     )  # fmt: skip
     try:
         run(options, echo)
@@ -64,17 +73,30 @@ def serve(
 def add_agent(
     name: Annotated[str, typer.Argument(help="The agent's name (its arms are its own).")],
     audience: Annotated[str, typer.Option(help="The `aud` of its fire tokens, e.g. agent:NAME.")],
+    allow_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="An origin (scheme://host[:port]) the relay may call this agent back on; "
+            "repeat for more. Re-keying without it keeps the agent's origins.",
+        ),
+    ] = None,
     home: Home = None,
 ) -> None:
     """Add an agent (or give it a new credential); prints the credential once."""
     from agentcron.relay.agents import AgentRegistry
     from agentcron.relay.server import relay_home
 
+    registry = AgentRegistry(relay_home(home))
     try:
-        token = AgentRegistry(relay_home(home)).add(name, audience)
+        token = registry.add(name, audience, allow_origin or None)
     except ConfigError as exc:
         raise fail(str(exc), 2) from None
-    echo(f"agent {name} (audience {audience}); its relay credential, shown once:")
+    agent = registry.get(name)
+    origins = ", ".join(sorted(agent.origins)) if agent else ""
+    echo(f"agent {name} (audience {audience}); callback origins: {origins or 'none'}")
+    if not origins:
+        echo(f"its provisions are refused until: agentcron relay allow-origin {name} URL")
+    echo("its relay credential, shown once:")
     echo(token)
     echo(f"set on the agent: AGENTCRON_WAKE_RELAY_TOKEN={token} AGENTCRON_WAKE_AUDIENCE={audience}")
 
@@ -90,14 +112,36 @@ def remove_agent(name: Annotated[str, typer.Argument()], home: Home = None) -> N
     echo(f"removed agent {name}")
 
 
+@app.command("allow-origin")
+def allow_origin(
+    name: Annotated[str, typer.Argument(help="The agent.")],
+    urls: Annotated[list[str], typer.Argument(help="Origins: scheme://host[:port].")],
+    revoke: Annotated[
+        bool, typer.Option("--revoke", help="Take these origins out of the agent's set.")
+    ] = False,
+    home: Home = None,
+) -> None:
+    """Allow (or with --revoke, stop) callbacks to these origins for an agent; a running
+    relay applies it to provisions and deliveries at once.
+    """
+    from agentcron.relay.agents import AgentRegistry
+    from agentcron.relay.server import relay_home
+
+    try:
+        agent = AgentRegistry(relay_home(home)).allow_origins(name, urls, revoke=revoke)
+    except ConfigError as exc:
+        raise fail(str(exc), 2) from None
+    echo(f"agent {name}: callback origins: {', '.join(sorted(agent.origins)) or 'none'}")
+
+
 @app.command()
 def agents(home: Home = None) -> None:
-    """List the agents (name and audience)."""
+    """List the agents (name, audience and allowed callback origins)."""
     from agentcron.relay.agents import AgentRegistry
     from agentcron.relay.server import relay_home
 
     for agent in AgentRegistry(relay_home(home)).all():
-        echo(f"{agent.name}\t{agent.audience}")
+        echo(f"{agent.name}\t{agent.audience}\t{' '.join(sorted(agent.origins)) or '-'}")
 
 
 @app.command("rotate-key")

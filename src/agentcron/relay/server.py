@@ -7,7 +7,8 @@
     GET  /healthz, /readyz, /metrics
 
 An agent authenticates with its credential (`agentcron relay add-agent`) and sees only its
-own arms.
+own arms. A provision whose callback_url is not of an origin allowed for the agent, or whose
+host resolves to a private address (unless `--allow-private-callbacks`), is a 403.
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ from agentcron import __version__
 from agentcron.app import AgentCron
 from agentcron.config import ConfigError, EngineSettings, data_dir
 from agentcron.relay.agents import Agent, AgentRegistry
+from agentcron.relay.callbacks import (
+    ALLOW_PRIVATE_ENV,
+    CallbackGuard,
+    CallbackRefusedError,
+    allow_private_from_env,
+)
 from agentcron.relay.keys import SigningKeys
 from agentcron.relay.service import DEFAULT_DEADLINE, Relay
 from agentcron.server import errors
@@ -107,6 +114,7 @@ class RelayOptions:
     issuer: str | None = None
     deadline: float | None = None
     log_level: str = "info"
+    allow_private: bool | None = None  # None: $AGENTCRON_RELAY_ALLOW_PRIVATE
 
 
 @dataclass
@@ -154,7 +162,11 @@ def build(
         or f"http://{options.host}:{options.port}"
     )
     deadline = options.deadline if options.deadline is not None else deadline_from_env()
-    relay = Relay(keys, issuer=issuer, deadline=deadline)
+    allow_private = (
+        options.allow_private if options.allow_private is not None else allow_private_from_env()
+    )
+    guard = CallbackGuard(allow_private=allow_private)
+    relay = Relay(keys, issuer=issuer, deadline=deadline, guard=guard, agent_of=agents.get)
     db_env = os.environ.get(DB_ENV, "").strip()
     db = None if options.url else (options.db or (Path(db_env) if db_env else home / "relay.db"))
     settings = EngineSettings(
@@ -194,7 +206,13 @@ def build(
         wire = body.fire_at.isoformat(timespec="seconds")
         if body.dedup_key is not None and body.dedup_key.split(":", 1)[0] != body.job_id:
             raise HTTPException(422, detail="dedup_key must be '{job_id}:{fire_at}'")
-        schedule_id = await relay.provision(caller, body.job_id, body.fire_at, body.callback_url)
+        try:
+            schedule_id = await relay.provision(
+                caller, body.job_id, body.fire_at, body.callback_url
+            )
+        except CallbackRefusedError as exc:
+            log.warning("provision refused for %s: %s", caller.name, exc)
+            raise HTTPException(403, detail=str(exc)) from None
         log.debug("provisioned %s:%s at %s", caller.name, body.job_id, wire)
         return {"schedule_id": schedule_id}
 
@@ -239,7 +257,16 @@ def run(options: RelayOptions, echo: Callable[[str], None]) -> None:
         echo(f"agentcron relay serving at {base}/  (issuer {server.issuer})")
         echo(f"jwks: {base}/jwks.json; database: {server.where}")
         names = ", ".join(a.name for a in server.agents.all()) or "none yet"
-        echo(f"agents: {names}  (add one: agentcron relay add-agent NAME --audience AUD)")
+        echo(
+            f"agents: {names}  (add one: agentcron relay add-agent NAME --audience AUD "
+            "--allow-origin URL)"
+        )
+        if server.relay.guard.allow_private:
+            echo(
+                "private callbacks allowed (--allow-private-callbacks or "
+                f"{ALLOW_PRIVATE_ENV}): agents may be called back on loopback and private "
+                "addresses"
+            )
         echo("relay ready")
 
     server = build(options, announce)
