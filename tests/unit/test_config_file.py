@@ -171,7 +171,7 @@ def test_the_example_file_names_every_setting_and_reads_back(tmp_path: Path) -> 
         ([], {}, 9001, "postgresql+psycopg://u@db/file"),  # the file
         ([], {"AGENTCRON_PORT": "9002"}, 9002, "postgresql+psycopg://u@db/file"),  # env > file
         (["--port", "9003"], {"AGENTCRON_PORT": "9002"}, 9003, "postgresql+psycopg://u@db/file"),
-        (["--db", "x.db"], {}, 9001, None),  # the --db flag wins over the file's database URL
+        (["--db", "x.db"], {}, 9001, "sqlite:///x.db"),  # the --db flag wins over the file's URL
     ],
 )
 def test_serve_takes_its_settings_flag_over_env_over_file(
