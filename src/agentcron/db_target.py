@@ -74,7 +74,8 @@ def db_url(value: str | os.PathLike[str], source: str = "--db") -> str:
         raise refuse("is not a valid URL") from None
     except ValueError as exc:  # a port that is not a number
         raise refuse(f"is not a valid URL ({exc})") from None
-    if url.drivername == _SQLITE:
+    driver = url.drivername.lower()
+    if driver == _SQLITE:
         if url.host or url.port or url.username:
             raise refuse("names a host: a SQLite file is sqlite:///relative or sqlite:////absolute")
         if not url.database or url.database == ":memory:":
@@ -82,11 +83,11 @@ def db_url(value: str | os.PathLike[str], source: str = "--db") -> str:
         if url.query:
             raise refuse("has options (?...): a SQLite URL is its file's path only")
         return _file_url(Path(url.database))
-    if url.drivername in _POSTGRES:
+    if driver in _POSTGRES:
         if not url.host and not url.database:
             raise refuse("names no server and no database")
         return url.set(drivername=_PG_DRIVER).render_as_string(hide_password=False)
-    raise refuse(f"is a kind of database agentcron does not run on ({url.drivername})")
+    raise refuse(f"is a kind of database agentcron does not run on ({driver})")
 
 
 def _file_url(path: Path) -> str:
