@@ -55,7 +55,11 @@ _DIRECT = (
     "wake-up, within 5 minutes)"
 )
 DB_HELP = "A SQLite file or a database URL (sqlite:///path, postgresql://user@host/db)"
-DbOpt = Annotated[str | None, typer.Option("--db", help=f"{DB_HELP}: use it directly, {_DIRECT}.")]
+DB_METAVAR = "FILE|URL"
+DbOpt = Annotated[
+    str | None,
+    typer.Option("--db", metavar=DB_METAVAR, help=f"{DB_HELP}: use it directly, {_DIRECT}."),
+]
 UrlOpt = Annotated[str | None, typer.Option("--url", help="Deprecated: --db takes URLs too.")]
 ApiOpt = Annotated[
     str | None,

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from agentcron.cli.backends import CliError
-from agentcron.cli.common import DB_HELP, database_flag, echo, fail, run_async
+from agentcron.cli.common import DB_HELP, DB_METAVAR, database_flag, echo, fail, run_async
 from agentcron.config import DB_ENV, ConfigError
 from agentcron.db_target import DATABASE_URL_ENV, configured_db, where
 
@@ -32,7 +32,8 @@ def db_upgrade(
     db: Annotated[
         str | None,
         typer.Option(
-            help=f"{DB_HELP} (default: ${DATABASE_URL_ENV}, else ${DB_ENV}, else the data dir)."
+            metavar=DB_METAVAR,
+            help=f"{DB_HELP} (default: ${DATABASE_URL_ENV}, else ${DB_ENV}, else the data dir).",
         ),
     ] = None,
 ) -> None:

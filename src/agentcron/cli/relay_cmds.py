@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from agentcron.cli.common import DB_HELP, database_flag, echo, fail
+from agentcron.cli.common import DB_HELP, DB_METAVAR, database_flag, echo, fail
 from agentcron.config import ConfigError
 from agentcron.db_target import db_url
 
@@ -35,8 +35,9 @@ def serve(
     db: Annotated[
         str | None,
         typer.Option(
+            metavar=DB_METAVAR,
             help=f"{DB_HELP} for the arms (default: ${RELAY_DATABASE_URL_ENV}, else "
-            "$AGENTCRON_RELAY_DB, else relay.db in the relay's directory)."
+            "$AGENTCRON_RELAY_DB, else relay.db in the relay's directory).",
         ),
     ] = None,
     url: Annotated[str | None, typer.Option(help="Deprecated: --db takes URLs too.")] = None,

@@ -7,7 +7,15 @@ from typing import Annotated
 
 import typer
 
-from agentcron.cli.common import DB_HELP, ToolsFileOpt, database_flag, echo, fail, tools_file
+from agentcron.cli.common import (
+    DB_HELP,
+    DB_METAVAR,
+    ToolsFileOpt,
+    database_flag,
+    echo,
+    fail,
+    tools_file,
+)
 from agentcron.config import DB_ENV, ConfigError, data_dir
 from agentcron.db_target import DATABASE_URL_ENV, configured_db, default_db_url
 
@@ -20,7 +28,10 @@ def demo(
         str, typer.Option("--say", help="What you tell the offline agent.")
     ] = "remind me in 10 seconds to stretch",
     db: Annotated[
-        str | None, typer.Option(help=f"{DB_HELP} (default: ${DB_ENV}, else the data dir).")
+        str | None,
+        typer.Option(
+            metavar=DB_METAVAR, help=f"{DB_HELP} (default: ${DB_ENV}, else the data dir)."
+        ),
     ] = None,
     wps: Annotated[
         float | None,
@@ -50,7 +61,8 @@ def serve(
     db: Annotated[
         str | None,
         typer.Option(
-            help=f"{DB_HELP} (default: ${DATABASE_URL_ENV}, else ${DB_ENV}, else the data dir)."
+            metavar=DB_METAVAR,
+            help=f"{DB_HELP} (default: ${DATABASE_URL_ENV}, else ${DB_ENV}, else the data dir).",
         ),
     ] = None,
     url: Annotated[str | None, typer.Option(help="Deprecated: --db takes URLs too.")] = None,
