@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from agentcron.cli.common import echo, fail
+from agentcron.cli.common import DB_HELP, DB_METAVAR, database_flag, echo, fail
 from agentcron.config import ConfigError
+from agentcron.db_target import db_url
 
+RELAY_DATABASE_URL_ENV = "AGENTCRON_RELAY_DATABASE_URL"  # older than URLs in $AGENTCRON_RELAY_DB
 app = typer.Typer(help="The relay: arms fires for sleeping agents and wakes them with a webhook.")
 
 Home = Annotated[
@@ -30,14 +33,14 @@ def serve(
     port: Annotated[int, typer.Option(help="Port.", envvar="AGENTCRON_RELAY_PORT")] = 8330,
     home: Home = None,
     db: Annotated[
-        Path | None, typer.Option(help="SQLite file of the arms.", dir_okay=False)
-    ] = None,
-    url: Annotated[
         str | None,
         typer.Option(
-            help="A database URL (postgresql://...).", envvar="AGENTCRON_RELAY_DATABASE_URL"
+            metavar=DB_METAVAR,
+            help=f"{DB_HELP} for the arms (default: ${RELAY_DATABASE_URL_ENV}, else "
+            "$AGENTCRON_RELAY_DB, else relay.db in the relay's directory).",
         ),
     ] = None,
+    url: Annotated[str | None, typer.Option(help="Deprecated: --db takes URLs too.")] = None,
     issuer: Annotated[
         str | None, typer.Option(help="The fire tokens' iss (default: http://HOST:PORT).")
     ] = None,
@@ -59,11 +62,14 @@ def serve(
     """Run the relay: provision/cancel/list for agents, the JWKS, and fire deliveries."""
     from agentcron.relay.server import RelayOptions, run
 
-    options = RelayOptions(
-        host=host, port=port, home=home, db=db, url=url, issuer=issuer, deadline=deadline,
-        log_level=log_level, allow_private=allow_private_callbacks,
-    )  # fmt: skip
+    target = database_flag(db, url)
     try:
+        if target is None and os.environ.get(RELAY_DATABASE_URL_ENV, "").strip():
+            target = db_url(os.environ[RELAY_DATABASE_URL_ENV], RELAY_DATABASE_URL_ENV)
+        options = RelayOptions(
+            host=host, port=port, home=home, url=target, issuer=issuer, deadline=deadline,
+            log_level=log_level, allow_private=allow_private_callbacks,
+        )  # fmt: skip
         run(options, echo)
     except ConfigError as exc:
         raise fail(str(exc), 2) from None

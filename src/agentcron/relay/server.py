@@ -33,6 +33,7 @@ from pydantic import AwareDatetime, BaseModel, Field
 from agentcron import __version__
 from agentcron.app import AgentCron
 from agentcron.config import ConfigError, EngineSettings, data_dir
+from agentcron.db_target import db_url, describe, store_url
 from agentcron.relay.agents import Agent, AgentRegistry
 from agentcron.relay.callbacks import (
     ALLOW_PRIVATE_ENV,
@@ -167,8 +168,10 @@ def build(
     )
     guard = CallbackGuard(allow_private=allow_private)
     relay = Relay(keys, issuer=issuer, deadline=deadline, guard=guard, agent_of=agents.get)
-    db_env = os.environ.get(DB_ENV, "").strip()
-    db = None if options.url else (options.db or (Path(db_env) if db_env else home / "relay.db"))
+    if options.url or options.db:
+        url = store_url(options.db, options.url)
+    else:  # $AGENTCRON_RELAY_DB is a path or a URL, as --db is (db_target)
+        url = db_url(os.environ.get(DB_ENV, "").strip() or home / "relay.db", DB_ENV)
     settings = EngineSettings(
         max_jobs=None,  # one arm per job of every agent
         max_concurrent_runs=256,  # deliveries wait on the network, not the CPU
@@ -176,9 +179,7 @@ def build(
         history_window=0,
         stop_timeout=5.0,  # a delivery cut by a stop is recorded interrupted (never re-sent)
     )
-    if db is not None:
-        db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    cron = AgentCron(db=db, url=options.url, runner=relay.deliver, settings=settings)
+    cron = AgentCron(url=url, runner=relay.deliver, settings=settings)  # its file made 0600/0700
     relay.cron = cron
     arm_count = {"n": 0}
 
@@ -245,7 +246,7 @@ def build(
         arm_count["n"] = await cron.store.count_jobs()
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
-    where = options.url or str(db)
+    where = describe(url)
     return RelayServer(app, relay, cron, keys, agents, issuer, where)
 
 
