@@ -38,6 +38,9 @@ class Delivery:
     created_at: datetime
     updated_at: datetime
     delivered_at: datetime | None
+    # what the far end answered (a channel's own shape; Telegram: chat and message ids), kept
+    # with the record so that a follow-up (an edit, a retry's resume) works in any process
+    result: dict[str, Any] | None = None
 
 
 class DeliveryNotFoundError(StoreError, LookupError):
@@ -60,6 +63,7 @@ def _delivery(row: Row[Any] | Mapping[str, Any]) -> Delivery:
         created_at=m["created_at"],
         updated_at=m["updated_at"],
         delivered_at=m["delivered_at"],
+        result=m["result"],
     )
 
 
@@ -111,6 +115,7 @@ class DeliveryStore:
             "created_at": now,
             "updated_at": now,
             "delivered_at": None,
+            "result": None,
         }
         # RETURNING, not rowcount: drivers disagree on rowcount for ON CONFLICT DO NOTHING.
         stmt = (
@@ -161,8 +166,18 @@ class DeliveryStore:
 
         return await self._db.write(op)
 
-    async def mark_delivered(self, channel: str, message_id: str, now: datetime) -> bool:
-        """Pending -> delivered. False if the record was not pending."""
+    async def mark_delivered(
+        self,
+        channel: str,
+        message_id: str,
+        now: datetime,
+        *,
+        result: dict[str, Any] | None = None,
+    ) -> bool:
+        """Pending -> delivered, with what the far end answered (`result`; None keeps what
+        `save_progress` left). False if the record was not pending.
+        """
+        values: dict[str, Any] = {"result": result} if result is not None else {}
         return await self._settle(
             channel,
             message_id,
@@ -171,7 +186,17 @@ class DeliveryStore:
             next_attempt_at=None,
             last_error=None,
             updated_at=now,
+            **values,
         )
+
+    async def save_progress(
+        self, channel: str, message_id: str, result: dict[str, Any], now: datetime
+    ) -> bool:
+        """Keep what an attempt in flight achieved so far (say, the parts of a long message
+        already sent), so a later attempt, in any process, goes on from there. False if the
+        record is no longer pending.
+        """
+        return await self._settle(channel, message_id, result=result, updated_at=now)
 
     async def mark_retry(
         self, channel: str, message_id: str, *, error: str, next_attempt_at: datetime, now: datetime

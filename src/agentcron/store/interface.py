@@ -384,8 +384,25 @@ class DeliveryLedger(DeliveryRecords, Protocol):
         """
         ...
 
-    async def mark_delivered(self, channel: str, message_id: str, now: datetime) -> bool:
-        """Pending -> delivered; False if it was not pending."""
+    async def mark_delivered(
+        self,
+        channel: str,
+        message_id: str,
+        now: datetime,
+        *,
+        result: dict[str, Any] | None = None,
+    ) -> bool:
+        """Pending -> delivered, keeping what the far end answered (`result`; None keeps what
+        `save_progress` left); False if it was not pending.
+        """
+        ...
+
+    async def save_progress(
+        self, channel: str, message_id: str, result: dict[str, Any], now: datetime
+    ) -> bool:
+        """Keep what an attempt in flight achieved so far (the record's `result`), so a later
+        attempt in any process goes on from there; False if it is no longer pending.
+        """
         ...
 
     async def mark_retry(
