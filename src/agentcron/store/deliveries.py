@@ -238,6 +238,40 @@ class DeliveryStore:
 
         return await self._db.write(op)
 
+    async def unanswered(
+        self,
+        channel: str,
+        *,
+        prefix: str,
+        answer_prefix: str,
+        since: datetime,
+        limit: int = 200,
+    ) -> list[Delivery]:
+        """Records of `channel` created at or after `since` whose id starts with `prefix`,
+        not failed, for which the channel has no record `answer_prefix` + the rest of the id:
+        a follow-up nobody recorded (an approval request whose decision no process sent).
+        Oldest first, at most `limit`.
+        """
+        d, answer = deliveries, deliveries.alias("answer")
+        answer_id = sa.literal(answer_prefix, sa.Text).concat(
+            sa.func.substr(d.c.message_id, len(prefix) + 1)
+        )
+        query = (
+            sa.select(d)
+            .where(
+                d.c.channel == channel,
+                d.c.message_id.startswith(prefix, autoescape=True),
+                d.c.state != DeliveryState.FAILED.value,
+                d.c.created_at >= sa.bindparam("since", since, type_=d.c.created_at.type),
+                ~sa.exists().where(
+                    answer.c.channel == d.c.channel, answer.c.message_id == answer_id
+                ),
+            )
+            .order_by(d.c.created_at, d.c.message_id)
+            .limit(limit)
+        )
+        return await self._db.read(lambda conn: [_delivery(r) for r in conn.execute(query)])
+
     async def pending(self, channel: str, *, limit: int | None = None) -> list[Delivery]:
         """The channel's pending deliveries, oldest first (what a restart resumes)."""
         return await self.list_deliveries(channel=channel, state=DeliveryState.PENDING, limit=limit)

@@ -421,6 +421,20 @@ class DeliveryLedger(DeliveryRecords, Protocol):
         """The channel's pending deliveries, oldest first (what a restart resumes)."""
         ...
 
+    async def unanswered(
+        self,
+        channel: str,
+        *,
+        prefix: str,
+        answer_prefix: str,
+        since: datetime,
+        limit: int = 200,
+    ) -> list[Delivery]:
+        """The channel's records since `since` with ids `prefix` + rest, not failed, that have
+        no record `answer_prefix` + rest: follow-ups nobody recorded. Oldest first.
+        """
+        ...
+
 
 class ApprovalRecords(Protocol):
     """The approvals of gated tool calls, durable: what the broker writes before it tells
