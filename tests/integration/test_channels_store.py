@@ -108,6 +108,27 @@ async def test_a_record_keeps_what_the_far_end_answered(store: SqlStore, store_u
         await deliveries.save_progress("telegram", "nope", part, T0)
 
 
+async def test_unanswered_lists_requests_without_their_follow_up(store: SqlStore) -> None:
+    deliveries = store.deliveries
+    for message_id, at in [("apr.old", T0 - 2 * SEC), ("apr.a", T0), ("apr.b", T0 + SEC),
+                           ("apr.c", T0 + 2 * SEC), ("apr.d", T0 + 3 * SEC), ("m1", T0),
+                           ("apd.b", T0 + 4 * SEC)]:  # fmt: skip
+        await deliveries.enqueue("telegram", message_id, "telegram:42", PAYLOAD, at)
+    await deliveries.enqueue("webhook", "apr.e", "telegram:42", PAYLOAD, T0)
+    await deliveries.mark_delivered("telegram", "apr.a", T0)
+    await deliveries.mark_failed("telegram", "apr.c", error="HTTP 400", now=T0)
+    found = await deliveries.unanswered(
+        "telegram", prefix="apr.", answer_prefix="apd.", since=T0 - SEC
+    )
+    # apr.b has its answer, apr.c failed, apr.old is too old, m1 is no request, apr.e is
+    # another channel's; delivered and pending requests both count, oldest first
+    assert [d.message_id for d in found] == ["apr.a", "apr.d"]
+    limited = await deliveries.unanswered(
+        "telegram", prefix="apr.", answer_prefix="apd.", since=T0 - SEC, limit=1
+    )
+    assert [d.message_id for d in limited] == ["apr.a"]
+
+
 async def test_failed_records_keep_their_error_and_are_not_pending(store: SqlStore) -> None:
     deliveries = store.deliveries
     for i in range(3):
