@@ -2,7 +2,8 @@
 database, each with its own Telegram channel, against one fake Bot API on loopback (one HTTP
 server per instance, so each request shows which instance made it). The request's message id
 is in the store; the edit after a decision is made once, by whichever instance handles the
-decision first, also after the requesting instance is gone. SQLite and PostgreSQL.
+decision first (an instance whose channels are down leaves it to the others), also after the
+requesting instance is gone. SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from agentcron.app import AgentCron
 from agentcron.channels import ChannelManager, OutboundMessage, TelegramChannel
 from agentcron.channels.base import approval_delivery_id
 from agentcron.store.deliveries import Delivery, DeliveryNotFoundError, DeliveryState
+from agentcron.testing import wait_settled
 from tests.conftest import BACKENDS, CronFactory
 from tests.integration.test_channel_approvals import CHAT, KEY, calls, gated_cron, pending
 from tests.integration.test_channels_telegram import FAST, TOKEN, FakeBotApi
@@ -134,8 +136,7 @@ async def test_the_replica_that_handles_a_decision_edits_the_request_another_sen
 ) -> None:
     a = await launch(api.respond)
     b = await launch(api.respond)
-    # A notices a decision made elsewhere only when told (below), so B handles it first
-    a.cron.approvals.broker.poll = 3600
+    a.cron.approvals.broker.poll = 0.02  # A's waiting call re-reads its record (real time)
     approval_id, message_id = await requested(api, a.cron, a)
     # B sent nothing (it only polls): the request went out through A
     assert {r.path for r in b.server.received} <= {f"/bot{TOKEN}/getUpdates"}
@@ -145,26 +146,27 @@ async def test_the_replica_that_handles_a_decision_edits_the_request_another_sen
         DeliveryState.DELIVERED,
         {"chat_id": CHAT, "message_id": message_id},
     )
+    # A's channels are down for now (its turn still waits): only B can handle the decision
+    await a.manager.stop(grace=1.0)
 
     await b.cron.approvals.decide(approval_id, "approve", by="api:ops")  # e.g. a POST to B
     await b.server.wait_for(lambda got: any(r.path == EDIT for r in got))
+    await b.settle()
     (edit,) = b.edits()
     assert (edit["chat_id"], edit["message_id"]) == (CHAT, message_id)
     shown_decided(api, message_id, "✅ Approved by api:ops")
-
-    # A hears of the decision too (its re-read of the record): its turn goes on, and its
-    # manager hands the decision to its channel, which does not edit a second time
-    decided = await a.cron.approvals.get(approval_id)
-    await a.cron.approvals.broker.announce([decided])
-    await api.wait_for(lambda: (CHAT, "(offline model) Done: deleted /tmp/r") in api.sent)
-    await a.settle()
-    await b.settle()
-    assert calls == ["/tmp/r"]
-    assert a.edits() == []
-    assert len(api.called("editMessageText")) == 1
-    done = await record(a.cron, approval_id, requested=False)
+    done = await record(b.cron, approval_id, requested=False)
     assert (done.state, done.attempts) == (DeliveryState.DELIVERED, 1)
     assert done.result == {"chat_id": CHAT, "message_id": message_id}
+    # A heard of it too: its turn went on and ran the tool
+    await wait_settled(a.cron.engine)
+    assert calls == ["/tmp/r"]
+
+    # A's channels come back: nothing is left to edit, nothing is edited twice
+    await a.manager.start()
+    await a.settle()
+    assert a.edits() == []
+    assert len(api.called("editMessageText")) == 1
 
 
 async def test_two_replicas_hearing_one_decision_edit_once(api: FakeBotApi, launch: Launch) -> None:
@@ -188,22 +190,21 @@ async def test_a_decision_left_pending_by_a_stopped_replica_is_edited_by_a_fresh
     a = await launch(api.respond)
     b = await launch(edit_fails(api))  # B cannot edit right now: its attempt is retried
     b.sleeps.block = True  # ...later, after its backoff, which outlasts B
-    a.cron.approvals.broker.poll = 3600
+    a.cron.approvals.broker.poll = 0.02
     approval_id, message_id = await requested(api, a.cron, a)
+    await a.manager.stop(grace=1.0)  # A's channels are down: B handles the decision
     await b.cron.approvals.decide(approval_id, "approve", by="api:ops")
     await asyncio.wait_for(b.sleeps.called.wait(), 10)
     waiting = await record(b.cron, approval_id, requested=False)
     assert (waiting.state, waiting.attempts) == (DeliveryState.PENDING, 1)
     assert waiting.last_error is not None
     assert waiting.last_error.startswith("Telegram editMessageText failed (502)")
-    # A hears of it too; the decision is B's to send, so A does not edit
-    await a.cron.approvals.broker.announce([await a.cron.approvals.get(approval_id)])
-    await api.wait_for(lambda: (CHAT, "(offline model) Done: deleted /tmp/r") in api.sent)
-    await a.settle()
-    assert api.called("editMessageText") == []
+    await wait_settled(a.cron.engine)  # A heard of it: its turn ran the tool
+    assert calls == ["/tmp/r"]
 
     await b.close()  # mid-backoff: the edit stays pending
     await a.close()  # the requesting instance is gone too
+    assert api.called("editMessageText") == []
     assert api.messages[message_id]["reply_markup"] is not None  # still with its buttons
 
     c = await launch(api.respond)  # a fresh instance resumes the edit
@@ -215,7 +216,6 @@ async def test_a_decision_left_pending_by_a_stopped_replica_is_edited_by_a_fresh
     assert len(api.called("editMessageText")) == 1
     done = await record(c.cron, approval_id, requested=False)
     assert (done.state, done.attempts) == (DeliveryState.DELIVERED, 2)
-    assert calls == ["/tmp/r"]
 
 
 async def test_a_decision_nobody_sent_is_caught_up_once_by_the_next_instances(
