@@ -384,8 +384,25 @@ class DeliveryLedger(DeliveryRecords, Protocol):
         """
         ...
 
-    async def mark_delivered(self, channel: str, message_id: str, now: datetime) -> bool:
-        """Pending -> delivered; False if it was not pending."""
+    async def mark_delivered(
+        self,
+        channel: str,
+        message_id: str,
+        now: datetime,
+        *,
+        result: dict[str, Any] | None = None,
+    ) -> bool:
+        """Pending -> delivered, keeping what the far end answered (`result`; None keeps what
+        `save_progress` left); False if it was not pending.
+        """
+        ...
+
+    async def save_progress(
+        self, channel: str, message_id: str, result: dict[str, Any], now: datetime
+    ) -> bool:
+        """Keep what an attempt in flight achieved so far (the record's `result`), so a later
+        attempt in any process goes on from there; False if it is no longer pending.
+        """
         ...
 
     async def mark_retry(
@@ -402,6 +419,20 @@ class DeliveryLedger(DeliveryRecords, Protocol):
 
     async def pending(self, channel: str, *, limit: int | None = None) -> list[Delivery]:
         """The channel's pending deliveries, oldest first (what a restart resumes)."""
+        ...
+
+    async def unanswered(
+        self,
+        channel: str,
+        *,
+        prefix: str,
+        answer_prefix: str,
+        since: datetime,
+        limit: int = 200,
+    ) -> list[Delivery]:
+        """The channel's records since `since` with ids `prefix` + rest, not failed, that have
+        no record `answer_prefix` + rest: follow-ups nobody recorded. Oldest first.
+        """
         ...
 
 
