@@ -1,9 +1,9 @@
 """a delivery record keeps what the far end answered (Telegram: the chat and message id of a
 sent approval request), so any replica can do the follow-up (the edit once it is decided)
 
-Revision ID: 0017
+Revision ID: 0016
 Revises: 0015
-Create Date: 2026-11-26
+Create Date: 2026-11-25
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0017"
-# TODO(merge): 0016 is being written on another branch; re-chain this to "0016" when merging.
+revision = "0016"
 down_revision = "0015"
 branch_labels = None
 depends_on = None
