@@ -25,10 +25,10 @@ from agentcron.config import (
     UNIFIED_SESSION_KEY,
     AgentSettings,
     EngineSettings,
-    default_db_path,
     env_flag,
     load_price_table,
 )
+from agentcron.db_target import store_url
 from agentcron.engine.clock import Clock, SystemClock
 from agentcron.engine.isolated import Evaluator, evaluate_response
 from agentcron.engine.journal import Journal
@@ -48,7 +48,8 @@ from agentcron.store.models import (
     MemoryScope,
     RunState,
 )
-from agentcron.store.sql import SqlStore, sqlite_url
+from agentcron.store.signals import SignalHub, Topic
+from agentcron.store.sql import SqlStore
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
@@ -119,11 +120,11 @@ class AgentCron:
         tool_config: ToolConfig | None = None,
     ) -> None:
         if db is not None and url is not None:
-            raise ValueError("give `db` (a SQLite file) or `url`, not both")
+            raise ValueError("give `db` (a SQLite file or a database URL) or `url`, not both")
         self.clock: Clock = clock or SystemClock()
         self.unified_session = env_flag(UNIFIED_ENV) if unified_session is None else unified_session
         self.tool_limits = tool_limits or ToolLimits()
-        self.store = SqlStore(url or sqlite_url(db if db is not None else default_db_path()))
+        self.store = SqlStore(store_url(db, url))  # a path or a URL, checked (db_target)
         self.events = EventBus()
         # Gated tool calls wait here for a person; the approvals are records in the store.
         self.approvals = Approvals(
@@ -237,6 +238,19 @@ class AgentCron:
         )
         self.system = SystemJobs(self.jobs, self.engine.system_handlers, self.clock)
         self.deliveries = Deliveries(store.deliveries)
+        # Changes other processes make on the database, acted on here at once.
+        self._hear(store.signals)
+
+    def _hear(self, signals: SignalHub) -> None:
+        """What this process does when another process's change is announced: re-read the
+        schedule (a job changed), adopt released fires, start turns waiting for a session
+        let go elsewhere, wake tool calls whose approval was decided elsewhere.
+        """
+        engine, lanes, broker = self.engine, self.lanes, self.approvals.broker
+        signals.subscribe(Topic.JOBS, lambda _t, _k: engine.wake())
+        signals.subscribe(Topic.RUNS, lambda _t, keys: engine.adopt_soon(recover=keys is not None))
+        signals.subscribe(Topic.SESSIONS, lambda _t, keys: lanes.sessions_freed(keys))
+        signals.subscribe(Topic.APPROVALS, lambda _t, keys: broker.recheck(keys))
 
     def subscribe(
         self, callback: Callback, types: Iterable[type[Event]] | None = None
@@ -335,10 +349,12 @@ class AgentCron:
         start, or a tool name is taken twice), then the engine.
         """
         await self.store.open()
+        await self.store.signals.start()
         if self.tool_servers is not None:
             try:
                 await self.tool_servers.start(self._tool_names)
             except BaseException:
+                await self.store.signals.stop()
                 await self.store.close()
                 raise
         try:
@@ -363,6 +379,7 @@ class AgentCron:
                 if self.tool_servers is not None:
                     await self.tool_servers.stop()
             finally:
+                await self.store.signals.stop()
                 await self.store.close()
 
     async def __aenter__(self) -> AgentCron:

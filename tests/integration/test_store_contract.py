@@ -42,7 +42,8 @@ from agentcron.store import (
 )
 from agentcron.store.interface import FireLedger
 from agentcron.store.migrate import alembic_config
-from agentcron.store.writes import JobFinish
+from agentcron.store.models import Entry, Role, TurnState
+from agentcron.store.writes import JobFinish, TurnFinish, TurnStart, TurnStarted
 from tests.conftest import T0
 
 MIN = timedelta(minutes=1)
@@ -485,3 +486,47 @@ async def test_at_most_one_pending_recall_per_session(store: SqlStore) -> None:
     await store.insert_jobs([armed("r3", session_key="web:2", kind=JobKind.RECALL)], T0)
     await store.insert_jobs([armed("plain", session_key="web:1")], T0)
     assert await store.count_jobs() == 3
+
+
+async def test_a_turn_never_starts_before_the_previous_turn_of_its_session_ended(
+    store: SqlStore,
+) -> None:
+    """The replica race: a start stamped at 1.466 s waits in its group commit while the turn
+    before it (another process's) ends, stamped 1.587 s, and lets go of the session. The start
+    then takes the lease: its stored start is the previous turn's end, not 1.466 s, so the
+    stored turns of a session never overlap.
+    """
+    key = "api:race"
+    t0 = T0 + timedelta(seconds=0.952)
+    first = await store.sessions.open_turn(key, "user", "one", t0, owner="replica-a")
+    second = await store.sessions.open_turn(key, "user", "two", t0, owner="replica-b")
+
+    def finish(job: Job, outcome: JobOutcome) -> JobFinish:
+        raise AssertionError("no job outcome in this test")
+
+    def start(turn_id: str, owner: str, at: datetime) -> TurnStart:
+        entry = Entry(Role.USER, "go", {})
+        return TurnStart(key, turn_id, owner, at, at + timedelta(minutes=5), entry)
+
+    ended_at = T0 + timedelta(seconds=1.587)
+    (began,) = await store.apply([start(first.id, "replica-a", t0)], finish)
+    assert isinstance(began, TurnStarted)
+    assert began.message is not None
+    # B's start, stamped while A's turn still ran, is refused: A holds the session.
+    early = T0 + timedelta(seconds=1.466)
+    (refused,) = await store.apply([start(second.id, "replica-b", early)], finish)
+    assert isinstance(refused, TurnStarted)
+    assert refused.busy_until is not None
+    end = TurnFinish(
+        key, first.id, "replica-a", ended_at, TurnState.SUCCEEDED, Entry(Role.ASSISTANT, "ok", {})
+    )
+    await store.apply([end], finish)
+    # Its retry carries the same stamp (made before it learned the session was free).
+    (began,) = await store.apply([start(second.id, "replica-b", early)], finish)
+    assert isinstance(began, TurnStarted)
+    assert began.message is not None
+    one, two = await store.sessions.get_turn(first.id), await store.sessions.get_turn(second.id)
+    assert one.finished_at == ended_at
+    assert two.started_at is not None
+    assert two.started_at >= ended_at  # no overlap on the stored records
+    assert began.message.created_at >= ended_at  # nor in the transcript's times

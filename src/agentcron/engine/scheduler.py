@@ -154,6 +154,9 @@ class Engine:
         # (`claim_for`), with the same claim.
         self.timer = True
         self._claim_by: datetime | None = None
+        # Another process handed fires (and turns) back: adopt them at the next tick.
+        self._adopt_now = False
+        self._recover_now = False
         # `deliver` posts a delivery job's result into its target session; `memory` reads a
         # delivery job's memory (`cron:{job_id}`): None when the runner keeps no history.
         self.isolated = IsolatedRuns(
@@ -226,6 +229,14 @@ class Engine:
         """Re-read the schedule now (a job was created, changed or removed)."""
         self._wake.set()
 
+    def adopt_soon(self, *, recover: bool = False) -> None:
+        """Another process handed fires back (a graceful stop), or may have: take over what
+        was released, now; with `recover`, also the waiting turns it handed back.
+        """
+        self._adopt_now = True
+        self._recover_now = self._recover_now or recover
+        self._wake.set()
+
     def due_at(self, at: datetime | None) -> None:
         """A job is now due at `at`: wake up if that is before the engine's next wake-up (a
         later fire, or a job removed, needs nothing: it is found then).
@@ -267,6 +278,12 @@ class Engine:
                     await self._adopt(now)
                     await self._run_reapers()
                     self._next_reap = await self._reap_deadline(now)
+                elif self._adopt_now:
+                    self._adopt_now = False
+                    if self._recover_now:
+                        self._recover_now = False
+                        await self.turns.recover(owner_is_dead)
+                    await self._adopt(now)
                 if self.timer:
                     await self._claim_due(now)
                 elif self._claim_by is not None:

@@ -3,8 +3,9 @@ that lists and decides them, each change published as an event.
 
 Every change (request, decision, timeout, a stopped turn) is written to the store first
 (`ApprovalRecords`); reads and decisions go to the store, so they work for an approval whose
-waiting turn runs in another process (a waiting call also re-reads its record every `poll`
-seconds of real time, so such a decision reaches it, and this process announces it too).
+waiting turn runs in another process (that process hears of the decision through the store's
+signals, `recheck`, and re-reads the record; every `poll` seconds of real time it re-reads it
+anyway, should a notice be lost; and it announces the end too).
 Only the wait itself is in memory; its timeout is on the engine's clock. At start, and with
 every periodic reap of the engine, approvals no running turn waits for any more are expired
 (`Approvals.recover` / `Approvals.reap`, by "restart"); deleting a session expires its own
@@ -17,7 +18,7 @@ import asyncio
 import builtins
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -42,7 +43,9 @@ from agentcron.store.interface import ApprovalRecords
 log = logging.getLogger(__name__)
 
 CANCEL_WRITE_S = 5.0  # at most this long to record that a stopped turn's call expired
-POLL_S = 1.0  # a waiting call re-reads its record this often, real time (a decision elsewhere)
+# A waiting call re-reads its record this often (real time) should the notice of a decision
+# made elsewhere be lost; the notice itself wakes it at once (`ApprovalBroker.recheck`).
+POLL_S = 30.0
 
 
 def approval_event(approval: Approval) -> ApprovalRequested | ApprovalDecided:
@@ -74,14 +77,16 @@ def _positive(timeout: timedelta) -> timedelta:
 
 
 class _Wait:
-    """One call waiting in this process: woken by a decision, and whether this process has
-    announced the approval's end yet (exactly once, whoever ended it).
+    """One call waiting in this process: woken by its end here (`ended`) or by a notice that
+    it may have ended elsewhere, and whether this process has announced the approval's end
+    yet (exactly once, whoever ended it).
     """
 
-    __slots__ = ("told", "woken")
+    __slots__ = ("ended", "told", "woken")
 
     def __init__(self) -> None:
         self.woken = asyncio.Event()
+        self.ended = False
         self.told = False
 
 
@@ -90,10 +95,11 @@ class ApprovalBroker:
     change is in the store before anyone is told (`Approver` for the gate).
 
     Time is `clock`'s (the engine's): the records' times and the timeout, so a fake clock
-    moved past `expires_at` expires the wait. The re-read of the record every `poll` seconds,
-    which finds a decision made by another process, is on real time: that decision is written
-    in real time whatever the engine's clock says (a fake clock that stands still must not
-    hold it back; with the system clock it is the same thing).
+    moved past `expires_at` expires the wait. A decision made by another process wakes the
+    call through `recheck` (the store's signals); the fallback re-read every `poll` seconds is
+    on real time: that decision is written in real time whatever the engine's clock says (a
+    fake clock that stands still must not hold it back; with the system clock it is the same
+    thing).
     """
 
     def __init__(
@@ -128,6 +134,7 @@ class ApprovalBroker:
         """
         wait = self._waiting.get(approval.id)
         if wait is not None:
+            wait.ended = True
             wait.woken.set()
             if wait.told:
                 return
@@ -183,18 +190,34 @@ class ApprovalBroker:
 
     async def _wait(self, approval: Approval, waiting: _Wait) -> Approval:
         clock = self._clock
-        while not waiting.woken.is_set():
+        while not waiting.ended:
             if clock.now() >= approval.expires_at:
                 return await self._end(expire(approval, at=clock.now()))
             try:
                 async with asyncio.timeout(self.poll):
                     await clock.sleep_until(approval.expires_at, waiting.woken)
             except TimeoutError:
-                stored = await self._records.get(approval.id)
-                if stored is not None and not stored.pending:
-                    await self._ended(stored)  # decided elsewhere (another process, replica)
-                    return stored
+                pass  # the slow fallback: read the record anyway
+            if waiting.ended:
+                break
+            # Told that it may have been decided elsewhere (another process's notice,
+            # `recheck`), or the fallback: read the record. Cleared first, so a notice that
+            # arrives during the read is not lost.
+            waiting.woken.clear()
+            stored = await self._records.get(approval.id)
+            if stored is not None and not stored.pending:
+                await self._ended(stored)  # decided elsewhere (another process, replica)
+                return stored
         return await self.get(approval.id)
+
+    def recheck(self, ids: Sequence[str] | None) -> None:
+        """Approvals were decided or expired in another process (None or empty: perhaps
+        any): the calls waiting here for them read their records now.
+        """
+        waits = self._waiting.values() if not ids else [self._waiting.get(i) for i in ids]
+        for wait in waits:
+            if wait is not None:
+                wait.woken.set()
 
     async def _end(self, ended: Approval) -> Approval:
         """Write a timeout or a stop if the record is still pending; else it was decided."""
@@ -220,7 +243,7 @@ class ApprovalBroker:
 
     async def decide(self, approval_id: str, decision: Decision, *, by: str) -> Approval:
         """Approve or deny a pending call; its turn goes on at once (in this process; in
-        another at its next poll). Raises ApprovalError once decided or past its expiry.
+        another when it hears of it). Raises ApprovalError once decided or past its expiry.
         """
         decided = decide(await self.get(approval_id), decision, by=by, at=self._now())
         landed = await self._records.update_if_pending(decided)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -59,7 +59,9 @@ from agentcron.store.writes import TurnStarted
 
 log = logging.getLogger(__name__)
 
-_BUSY_RECHECK = timedelta(seconds=1)
+# A start refused because another process holds the session waits for that process's notice
+# (`sessions_freed`); this bounds the wait should every notice be lost.
+_BUSY_RECHECK = timedelta(seconds=30)
 
 
 @dataclass(eq=False)
@@ -177,6 +179,8 @@ class Lanes:
         self._awaiting_approval = 0
         self._paused: set[SlotHold] = set()  # turns waiting for the outside world now
         self._fires = 0  # fires waiting or running in lanes
+        # Sessions whose turn waits for another process to let go of them: set on its notice.
+        self._held_elsewhere: dict[str, asyncio.Event] = {}
         self.turn_waiters = Waiters()  # callers waiting for a turn to end
         self.posts = Posts(store.sessions, bus, clock)
         self.ends = TurnEnds(journal, clock, bus, owner=owner, waiters=self.turn_waiters)
@@ -217,6 +221,15 @@ class Lanes:
         self._enqueue(key, Pending(fire.turn_id, fire_source(fire.job), fire.job.message, fire))
         if fire.deferred:
             await self._job_event(fire, JobAction.DEFERRED)
+
+    def sessions_freed(self, keys: Sequence[str] | None) -> None:
+        """Another process let go of these sessions (None or empty: perhaps of any): a turn
+        waiting for one of them tries to start again now.
+        """
+        waits = self._held_elsewhere.values() if not keys else map(self._held_elsewhere.get, keys)
+        for freed in waits:
+            if freed is not None:
+                freed.set()
 
     def busy(self, session_key: str) -> bool:
         lane = self._lanes.get(session_key)
@@ -452,10 +465,22 @@ class Lanes:
         crash it is interrupted, never run again). Waits, without a slot, while another
         process holds the session. Returns holding the slot, or None (the session is gone).
         """
+        freed = self._held_elsewhere.setdefault(lane.key, asyncio.Event())
+        try:
+            return await self._start_when_free(lane, pending, prepared, freed)
+        finally:
+            self._held_elsewhere.pop(lane.key, None)
+
+    async def _start_when_free(
+        self, lane: _Lane, pending: Pending, prepared: FireTurn | None, freed: asyncio.Event
+    ) -> tuple[Message, Session] | None:
         while True:
             # The slot first: the turn's start time, its trigger entry's time and its lease
             # count from when it really starts, not from when it began to wait for a slot.
             await self._acquire_slot()
+            # Cleared before the attempt: a notice that arrives while the start is being
+            # written is not lost (the wait below then returns at once).
+            freed.clear()
             now = self.clock.now()
             start = start_record(
                 lane.key, pending, prepared, owner=self.owner, now=now, lease=self._lease
@@ -485,11 +510,10 @@ class Lanes:
                     lane.key, pending, RunState.CANCELLED, "cancelled: its session was deleted"
                 )
                 return None
-            # Another process runs a turn in this session. Its end sends no wake-up here
-            # (no cross-process notification yet): look again every second, or at its lease's
-            # end if sooner.
+            # Another process runs a turn in this session: its end is announced (the store's
+            # signals -> `sessions_freed`); wait for that, or at most until its lease ends.
             again = min(result.busy_until, self.clock.now() + _BUSY_RECHECK)
-            await self.clock.sleep_until(again, asyncio.Event())
+            await self.clock.sleep_until(again, freed)
 
     @property
     def keeps_history(self) -> bool:

@@ -16,6 +16,7 @@ from agentcron.store.database import Database
 from agentcron.store.models import Approval, ApprovalState, RunState, TurnState
 from agentcron.store.rows import _approval, _approval_values
 from agentcron.store.schema import approvals, runs, turns
+from agentcron.store.signals import Topic, announce
 
 _PENDING = ApprovalState.PENDING.value
 
@@ -54,7 +55,10 @@ class ApprovalStore:
 
         def op(conn: Connection) -> Approval | None:
             row = conn.execute(stmt).first()
-            return None if row is None else _approval(row)
+            if row is None:
+                return None
+            announce(conn, Topic.APPROVALS, [approval.id])  # a call may wait in another process
+            return _approval(row)
 
         return await self._db.write(op)
 
@@ -130,6 +134,8 @@ class ApprovalStore:
 
         def op(conn: Connection) -> builtins.list[Approval]:
             found = [_approval(r) for r in conn.execute(stmt)]
+            if found:
+                announce(conn, Topic.APPROVALS, [f.id for f in found])
             return sorted(found, key=lambda f: (f.requested_at, f.id))
 
         return await self._db.write(op)

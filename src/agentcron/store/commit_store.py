@@ -83,9 +83,9 @@ class GroupCommitMixin(JobsMixin):
         results: list[WriteResult] = []
         for w in writes:
             if isinstance(w, TurnStart):
-                message, session, busy = staged.start(w)
+                message, session, busy, at = staged.start(w)
                 if message is not None and w.run is not None:
-                    transitions.append(w.run)
+                    transitions.append(w.run if at == w.run.at else replace(w.run, at=at))
                 results.append(TurnStarted(message, session, busy))
             elif isinstance(w, TurnFinish):
                 message = staged.finish(w)

@@ -16,9 +16,11 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
+from ulid import ULID
 
 from agentcron.errors import AgentcronError
 from agentcron.store.errors import StoreUnavailableError
+from agentcron.store.signals import drop_announced, send_announced
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -92,6 +94,8 @@ class Database:
         self._read_engine: Engine | None = None
         self._write_pool: ThreadPoolExecutor | None = None
         self._read_pool: ThreadPoolExecutor | None = None
+        # This process's name in the change notices it sends (it ignores its own).
+        self.origin = str(ULID())
 
     def open(self) -> None:
         if self._write_engine is not None:
@@ -180,7 +184,7 @@ class Database:
         pause = _LOCK_RETRY_S[0]
         while True:
             try:
-                return await loop.run_in_executor(pool, _transaction, engine, op)
+                return await loop.run_in_executor(pool, _transaction, engine, op, self.origin)
             except _InDoubt as doubt:
                 return await self._settle(doubt.xid, doubt.result, doubt.__cause__)
             except Exception as exc:
@@ -225,6 +229,28 @@ class Database:
             await asyncio.sleep(pause)
             pause = min(pause * 2, _DOUBT_RETRY_S[1])
 
+    async def data_version(self) -> int | None:
+        """SQLite's change counter as the writer connection sees it: it moves when another
+        process commits (this process's own writes go through that connection). None on
+        PostgreSQL (its changes are announced).
+        """
+        if self.dialect != "sqlite":
+            return None
+        engine, _, pool, _ = self._require()
+
+        def run() -> int:
+            raw = engine.raw_connection()
+            try:
+                cur = raw.cursor()
+                cur.execute("PRAGMA data_version")
+                row = cur.fetchone()
+                cur.close()
+                return int(row[0]) if row else 0
+            finally:
+                raw.close()
+
+        return await asyncio.get_running_loop().run_in_executor(pool, run)
+
     async def read(self, op: Callable[[Connection], T]) -> T:
         """Run `op` on a reader connection."""
         _, engine, _, pool = self._require()
@@ -252,7 +278,7 @@ class _InDoubt(AgentcronError):  # an internal signal: it never leaves this modu
 _XID = sa.text("SELECT pg_current_xact_id_if_assigned()::text")
 
 
-def _transaction(engine: Engine, op: Callable[[Connection], T]) -> T:
+def _transaction(engine: Engine, op: Callable[[Connection], T], origin: str) -> T:
     """One write transaction on the writer thread. On PostgreSQL the transaction's id is read
     before COMMIT (one short statement; NULL when it wrote nothing), so that a COMMIT whose
     answer is lost can be settled instead of guessed.
@@ -261,10 +287,14 @@ def _transaction(engine: Engine, op: Callable[[Connection], T]) -> T:
         tx = conn.begin()
         try:
             result = op(conn)
+            # Changes the op announced go out with its commit (PostgreSQL).
+            send_announced(conn, origin)
             xid = conn.execute(_XID).scalar() if conn.dialect.name == "postgresql" else None
         except BaseException:
             tx.rollback()
             raise
+        finally:
+            drop_announced(conn)
         try:
             tx.commit()
         except Exception as exc:

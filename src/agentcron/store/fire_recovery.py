@@ -13,6 +13,7 @@ from agentcron.store.fire_store import FireClaimsMixin
 from agentcron.store.models import DIED_MID_TURN, ClaimedFire, Job, Run, RunState, TurnState
 from agentcron.store.rows import _ACTIVE_INLINE, ACTIVE, WAITING, _chunks, _job, _run
 from agentcron.store.schema import jobs, runs, sessions, turns
+from agentcron.store.signals import Topic, announce
 from agentcron.store.turn_store import WAITING_TURN
 
 
@@ -131,6 +132,8 @@ class FireLedgerMixin(FireClaimsMixin):
                 )
                 .values(owner=None)
             )
+        if released:
+            announce(conn, Topic.RUNS)  # another process may adopt them now
         return released
 
     async def adopt_released(

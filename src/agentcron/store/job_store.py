@@ -22,6 +22,7 @@ from agentcron.store.errors import (
 from agentcron.store.models import Job, JobKind, Recall, RecallState, RunState
 from agentcron.store.rows import _chunks, _job, _job_values, _policy_values, _spec, _stored_job
 from agentcron.store.schema import jobs, recall_history
+from agentcron.store.signals import Topic, announce
 from agentcron.store.sql_base import SqlBase
 from agentcron.store.writes import ArmedJob
 
@@ -53,6 +54,7 @@ class JobsMixin(SqlBase):
     ) -> list[Job]:
         if not armed:
             return []
+        announce(conn, Topic.JOBS)  # other processes re-read the schedule when it commits
         values = [_job_values(a, now) for a in armed]
         result = executemany(conn, self._insert_jobs, values)
         if result is not None and result.rowcount == len(values):  # the common case
@@ -179,6 +181,7 @@ class JobsMixin(SqlBase):
             values.update(_policy_values(values.pop("policy")))
         values["updated_at"] = now
         values["version"] = jobs.c.version + 1
+        announce(conn, Topic.JOBS)
         result = conn.execute(
             jobs.update()
             .where(jobs.c.id == job_id, jobs.c.version == expected_version)
@@ -217,6 +220,7 @@ class JobsMixin(SqlBase):
         if job.kind is JobKind.SYSTEM_EVENT and not allow_system:
             raise ProtectedJobError(f"job {job_id!r} is a system job and cannot be deleted")
         conn.execute(jobs.delete().where(jobs.c.id == job_id))
+        announce(conn, Topic.JOBS)
         if job.kind is JobKind.RECALL:
             self._end_recalls(conn, [(job, RecallState.CANCELLED, now)])
         return job

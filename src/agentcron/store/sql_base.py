@@ -17,6 +17,7 @@ from agentcron.store.schema import jobs, runs, sessions
 from agentcron.store.sessions import (
     SessionStore,
 )
+from agentcron.store.signals import SignalHub
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,10 @@ class SqlBase:
         self.sessions = SessionStore(self._db)
         self.deliveries = DeliveryStore(self._db)
         self.approvals = ApprovalStore(self._db)
+        # Other processes' changes, heard (started and stopped by the owner of the process).
+        self.signals = SignalHub(
+            self._db.url, origin=self._db.origin, data_version=self._db.data_version
+        )
 
     # -- lifecycle -----------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from agentcron.store.ids import new_id
 from agentcron.store.models import ACTIVE_STATES, DIED_MID_TURN, RunState, Turn, TurnState
 from agentcron.store.rows import _turn
 from agentcron.store.schema import runs, sessions, turns
+from agentcron.store.signals import Topic, announce
 
 WAITING_TURN = (TurnState.QUEUED.value, TurnState.DEFERRED.value)
 OPEN_TURN = (*WAITING_TURN, TurnState.RUNNING.value)
@@ -95,11 +96,13 @@ def _acquire_op(
 
 
 def _release_lease_op(conn: Connection, key: str, owner: str) -> None:
-    conn.execute(
+    result = conn.execute(
         sessions.update()
         .where(sessions.c.session_key == key, sessions.c.turn_owner == owner)
         .values(turn_owner=None, turn_id=None, turn_lease_expires_at=None)
     )
+    if result.rowcount:
+        announce(conn, Topic.SESSIONS, [key])
 
 
 class TurnStore:
@@ -163,6 +166,8 @@ class TurnStore:
                 )
                 .values(owner=None)
             )
+            if result.rowcount:
+                announce(conn, Topic.RUNS)  # handed back: another process may adopt them
             return int(result.rowcount)
 
         return await self._db.write(op)

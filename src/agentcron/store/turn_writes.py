@@ -15,6 +15,7 @@ from agentcron.store.models import Entry, Message, Session, TurnState
 from agentcron.store.rows import _message, _session
 from agentcron.store.schema import messages, sessions, turns
 from agentcron.store.sessions import _message_values
+from agentcron.store.signals import Topic, announce
 from agentcron.store.turn_store import OPEN_TURN, WAITING_TURN
 from agentcron.store.writes import Remember, TurnFinish, TurnStart
 
@@ -89,6 +90,7 @@ class TurnWrites:
         self._messages: list[dict[str, Any]] = []
         self._starts: list[dict[str, Any]] = []
         self._finishes: list[dict[str, Any]] = []
+        self._freed: list[str] = []  # sessions whose lease this batch lets go
 
     def _append(self, row: dict[str, Any], key: str, entry: Entry, now: datetime) -> Message:
         row["last_seq"] += 1
@@ -98,20 +100,32 @@ class TurnWrites:
         self._touched.add(key)
         return _message(values)
 
-    def start(self, w: TurnStart) -> tuple[Message | None, Session | None, datetime | None]:
-        """(opening entry, session, None) when the turn began; (None, None, until) when
-        another owner's lease holds the session; (None, None, None) when the session is gone.
+    def start(
+        self, w: TurnStart
+    ) -> tuple[Message | None, Session | None, datetime | None, datetime]:
+        """(opening entry, session, None, started at) when the turn began; (None, None, until,
+        _) when another owner's lease holds the session; (None, None, None, _) when the
+        session is gone.
+
+        A turn starts no earlier than the session's last entry: the start was stamped when it
+        was submitted, and the turn it waited for (perhaps in another process) may have ended
+        after that, while this start waited for the group commit that takes the lease. So the
+        stored turns of a session never overlap, whoever ran them.
         """
         row = self._sessions.get(w.session_key)
         if row is None:
-            return None, None, None
+            return None, None, None, w.at
         holder, until = row["turn_owner"], row["turn_lease_expires_at"]
         if holder is not None and holder != w.owner and until is not None and until > w.at:
-            return None, None, until
+            return None, None, until, w.at
+        at = w.at
+        last = row["updated_at"]
+        if last is not None and last > at:
+            at = last
         row.update(turn_owner=w.owner, turn_id=w.turn_id, turn_lease_expires_at=w.lease_until)
-        message = self._append(row, w.session_key, w.entry, w.at)
-        self._starts.append({"b_id": w.turn_id, "started_at": w.at})
-        return message, _session(row), None
+        message = self._append(row, w.session_key, w.entry, at)
+        self._starts.append({"b_id": w.turn_id, "started_at": at})
+        return message, _session(row), None, at
 
     def remember(self, w: Remember, now: datetime) -> list[Message]:
         """Append an isolated run's exchange to its own session (created before this batch
@@ -133,6 +147,7 @@ class TurnWrites:
             if row["turn_owner"] == w.owner and row["turn_id"] == w.turn_id:
                 row.update(turn_owner=None, turn_id=None, turn_lease_expires_at=None)
                 self._touched.add(w.session_key)
+                self._freed.append(w.session_key)
         usage = w.usage or {}
         self._finishes.append(
             {
@@ -177,3 +192,5 @@ class TurnWrites:
             executemany(conn, _START_TURN, self._starts)
         if self._finishes:
             executemany(conn, _FINISH_TURN, self._finishes)
+        if self._freed:  # a turn of another process may wait for one of these sessions
+            announce(conn, Topic.SESSIONS, self._freed)
