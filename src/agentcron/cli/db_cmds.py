@@ -17,10 +17,13 @@ app = typer.Typer(help="The database: create, upgrade, inspect.", no_args_is_hel
 async def _db_status(url: str) -> tuple[str | None, int, int]:
     from sqlalchemy.exc import SQLAlchemyError
 
+    from agentcron.store.errors import StoreUnavailableError
     from agentcron.store.sql import upgrade_and_count
 
     try:
         return await upgrade_and_count(url)
+    except StoreUnavailableError as exc:
+        raise CliError(f"cannot open the database {where(url)}: {exc.reason}") from exc
     except (SQLAlchemyError, OSError) as exc:
         inner = getattr(exc, "orig", None) or exc
         first = (str(inner).strip().splitlines() or [type(inner).__name__])[0]
