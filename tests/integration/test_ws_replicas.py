@@ -30,7 +30,7 @@ from agentcron.channels.base import ChannelManager, Inbound, OutboundMessage
 from agentcron.engine.clock import SystemClock
 from agentcron.events import Event
 from agentcron.server import create_app
-from agentcron.server.relay_events import LIMIT, EventRelay
+from agentcron.server.relay_events import LIMIT, MAX_WAITING_BYTES, EventRelay
 from agentcron.server.serve import ServeOptions, build
 from agentcron.store.signals import Topic
 from agentcron.store.sql import SqlStore
@@ -297,6 +297,37 @@ async def test_events_too_big_for_one_payload(cron_url: str) -> None:
         assert sender.dropped == 0
         assert max(sizes) <= LIMIT
         assert max(sizes) > LIMIT - 1_000  # the big ones filled their payloads
+    finally:
+        await sender.close()
+        await receiver.close()
+        for store in (here, there):
+            await store.signals.stop()
+            await store.close()
+
+
+async def test_a_backlog_the_database_cannot_take_ends_in_a_session_sync(cron_url: str) -> None:
+    """A burst bigger than the backlog bound, queued before the sender can run: the events
+    past the bound are not relayed, and their session gets a session_sync after the rest.
+    """
+    here, there = SqlStore(cron_url), SqlStore(cron_url)
+    got: list[dict[str, Any]] = []
+    for store in (here, there):
+        await store.open()
+    sender = EventRelay(here.signals, lambda e, everyone: None)
+    receiver = EventRelay(there.signals, lambda e, everyone: got.append(e))
+    for store in (here, there):
+        await store.signals.start()
+    try:
+        burst = MAX_WAITING_BYTES // 5_000 + 40  # each line is a little over 5,000 bytes
+        for i in range(burst):  # no await: the sender has not run yet
+            sender.send(
+                {"type": "text_delta", "session_key": KEY, "text": f"{i:05}" + "x" * 5_000}, False
+            )
+        assert 0 < sender.lost < burst
+        await wait_for(lambda: got and got[-1]["type"] == "session_sync", 10)
+        texts = [e["text"][:5] for e in got if e["type"] == "text_delta"]
+        assert texts == [f"{i:05}" for i in range(burst - sender.lost)]  # the first ones, in order
+        assert got[-1] == {"type": "session_sync", "session_key": KEY}
     finally:
         await sender.close()
         await receiver.close()

@@ -13,7 +13,9 @@ newline, so a line never holds one). Batching: the first event waits at most `li
 (15 ms) for company; a batch is sent at once when it holds `flush_at` bytes (6,000), and never
 exceeds `limit` (6,900: the seam's payload limit less the origin in front). One sender task and
 the seam's one publishing connection keep the events of a process in order (NOTIFY delivers
-the notices of one connection in the order they were sent).
+the notices of one connection in the order they were sent). The backlog is bounded (1 MB): past
+it, while the database does not keep up, new events are not relayed, and their sessions get a
+`session_sync` once the backlog is half sent.
 
 An event too big for one payload: a text or thinking delta is split into several deltas whose
 texts join to the original; a job update loses its `job` (clients re-read on every update);
@@ -50,6 +52,7 @@ MAX_TURNS = 256  # sessions whose relayed turn in progress is kept for replay
 MAX_TURN_EVENTS = 4_000  # events kept of one relayed turn
 MAX_DECIDED = 1_024  # approval decisions remembered to show each once
 MAX_WAITING_BYTES = 1_000_000  # queued for sending; past it new events are not relayed
+# (their sessions get a `session_sync` once half of the backlog is sent)
 CLOSE_S = 2.0  # how long a stop waits for the last batches
 
 _DELTAS = frozenset({"text_delta", "thinking_delta"})
@@ -109,6 +112,7 @@ class EventRelay:
         self.sent = 0  # payloads published (tests, the measurement script)
         self.dropped = 0  # payloads the seam could not send
         self.lost = 0  # events not queued: too much was waiting
+        self._unsynced: set[str] = set()  # sessions of those events
         self.received = 0  # events heard from other replicas
         self._unsubscribe = signals.subscribe_raw(Topic.EVENTS, self._heard)
 
@@ -122,17 +126,20 @@ class EventRelay:
         if line is None:
             return
         size = len(line.encode())
+        key = event.get("session_key")
+        key = key if isinstance(key, str) else ""
         if size > self.limit:
             for piece in self._fit(event, everyone):
-                self._queue(piece, len(piece.encode()))
+                self._queue(piece, len(piece.encode()), key)
         else:
-            self._queue(line, size)
+            self._queue(line, size, key)
         if event.get("type") == "stream_end":
             self._since = 0.0  # a turn's last event: no linger, the burst is over
 
-    def _queue(self, line: str, size: int) -> None:
+    def _queue(self, line: str, size: int, key: str = "") -> None:
         if self._size > MAX_WAITING_BYTES:  # the database does not keep up (or is away)
             self.lost += 1
+            self._unsynced.add(key)  # told to re-read once the backlog is sent
             return
         loop = asyncio.get_running_loop()
         if not self._lines:
@@ -193,10 +200,22 @@ class EventRelay:
             if wait > 0 and self._size < self.flush_at and not self._closed:
                 await asyncio.sleep(wait)  # let the burst gather (the linger bounds latency)
             payload = self._take()
+            if self._unsynced and self._size < MAX_WAITING_BYTES // 2:
+                self._resync()
             if await self._signals.publish(Topic.EVENTS, payload):
                 self.sent += 1
             else:
                 self.dropped += 1
+
+    def _resync(self) -> None:
+        """A `session_sync` for each session whose events were not relayed (the backlog was
+        full): the other replicas' clients re-read it.
+        """
+        keys, self._unsynced = self._unsynced, set()
+        for key in sorted(keys):
+            line = _line({"type": "session_sync", "session_key": key})
+            if line is not None:
+                self._queue(line, len(line.encode()), key)
 
     async def close(self) -> None:
         """Stop relaying: send what waits (for at most `CLOSE_S`), stop hearing."""
@@ -278,9 +297,12 @@ class EventRelay:
         return turn.turn_id, list(turn.events)
 
 
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # made once
+
+
 def _line(event: dict[str, Any], everyone: bool = True) -> str | None:
     try:
-        body = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+        body = _encode(event)
     except (TypeError, ValueError) as exc:  # a runner's event that is not JSON
         log.warning("an event could not be relayed: %s", exc, extra={"event": event.get("type")})
         return None
