@@ -25,10 +25,10 @@ from agentcron.config import (
     UNIFIED_SESSION_KEY,
     AgentSettings,
     EngineSettings,
-    default_db_path,
     env_flag,
     load_price_table,
 )
+from agentcron.db_target import store_url
 from agentcron.engine.clock import Clock, SystemClock
 from agentcron.engine.isolated import Evaluator, evaluate_response
 from agentcron.engine.journal import Journal
@@ -49,7 +49,7 @@ from agentcron.store.models import (
     RunState,
 )
 from agentcron.store.signals import SignalHub, Topic
-from agentcron.store.sql import SqlStore, sqlite_url
+from agentcron.store.sql import SqlStore
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
@@ -120,11 +120,11 @@ class AgentCron:
         tool_config: ToolConfig | None = None,
     ) -> None:
         if db is not None and url is not None:
-            raise ValueError("give `db` (a SQLite file) or `url`, not both")
+            raise ValueError("give `db` (a SQLite file or a database URL) or `url`, not both")
         self.clock: Clock = clock or SystemClock()
         self.unified_session = env_flag(UNIFIED_ENV) if unified_session is None else unified_session
         self.tool_limits = tool_limits or ToolLimits()
-        self.store = SqlStore(url or sqlite_url(db if db is not None else default_db_path()))
+        self.store = SqlStore(store_url(db, url))  # a path or a URL, checked (db_target)
         self.events = EventBus()
         # Gated tool calls wait here for a person; the approvals are records in the store.
         self.approvals = Approvals(
@@ -291,6 +291,7 @@ class AgentCron:
         open requests): callers waiting on a run or a turn get it back as it is now.
         """
         self._stopping = True
+        self.journal.begin_stop()  # an unreachable database is waited for a few seconds more
         self.engine.run_waiters.notify_all()
         self.lanes.turn_waiters.notify_all()
 

@@ -14,7 +14,7 @@ import platformdirs
 
 from agentcron.errors import AgentcronError, InvalidInputError
 
-DB_ENV = "AGENTCRON_DB"
+DB_ENV = "AGENTCRON_DB"  # a SQLite file or a database URL: `agentcron.db_target` reads it
 PRICES_ENV = "AGENTCRON_PRICES"
 UNIFIED_ENV = "AGENTCRON_UNIFIED_SESSION"
 MAX_JOBS_ENV = "AGENTCRON_MAX_JOBS"
@@ -40,14 +40,6 @@ def data_dir() -> Path:
     if env:
         return Path(env).expanduser()
     return Path(platformdirs.user_data_dir("agentcron"))
-
-
-def default_db_path() -> Path:
-    """`$AGENTCRON_DB`, else `agentcron.db` in the data directory."""
-    env = os.environ.get(DB_ENV)
-    if env:
-        return Path(env).expanduser()
-    return data_dir() / "agentcron.db"
 
 
 @dataclass(frozen=True, slots=True)

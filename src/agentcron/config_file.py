@@ -22,6 +22,7 @@ from agentcron.config import (
     DEFAULT_MAX_STEPS,
     ConfigError,
 )
+from agentcron.db_target import db_url, safe_url
 
 __all__ = [
     "CONFIG_ENV",
@@ -41,7 +42,7 @@ CONFIG_ENV = "AGENTCRON_CONFIG"
 TOOLS_SECTION = "tools"  # the agent's tools (`agentcron.tools_config`), not flat settings
 _MAX_FILE_BYTES = 1_000_000
 
-Kind = Literal["text", "int", "float", "bool", "list", "limit", "table"]
+Kind = Literal["text", "int", "float", "bool", "list", "limit", "table", "db"]
 Source = Literal["env", "file", "default"]
 
 
@@ -64,13 +65,17 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("server.port", "AGENTCRON_PORT", "int", "port `serve` listens on", "8321"),
     Setting("server.log_level", "AGENTCRON_LOG_LEVEL", "text", "uvicorn log level", "info"),
     Setting(
-        "server.db", "AGENTCRON_DB", "text", "SQLite file", "agentcron.db in the data directory"
+        "server.db",
+        "AGENTCRON_DB",
+        "db",
+        "SQLite file or database URL (sqlite:///path, postgresql://user@host/db)",
+        "agentcron.db in the data directory",
     ),
     Setting(
         "server.database_url",
         "AGENTCRON_DATABASE_URL",
-        "text",
-        "a database URL (postgresql://...) instead of the SQLite file",
+        "db",
+        "a database URL, winning over server.db (older; server.db takes URLs too)",
         secret=True,
     ),
     Setting(
@@ -264,15 +269,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "relay.db",
         "AGENTCRON_RELAY_DB",
-        "text",
-        "the relay's SQLite file",
+        "db",
+        "the relay's SQLite file or database URL",
         "relay.db in the relay's directory",
     ),
     Setting(
         "relay.database_url",
         "AGENTCRON_RELAY_DATABASE_URL",
-        "text",
-        "a database URL (postgresql://...) for the relay's arms",
+        "db",
+        "a database URL for the relay's arms, winning over relay.db (older; relay.db takes URLs)",
         secret=True,
     ),
     Setting(
@@ -288,6 +293,13 @@ SETTINGS: tuple[Setting, ...] = (
         "float",
         "seconds a fire is retried before the relay gives up",
         "3600",
+    ),
+    Setting(
+        "relay.allow_private_callbacks",
+        "AGENTCRON_RELAY_ALLOW_PRIVATE",
+        "bool",
+        "call agents back on loopback, link-local and private addresses too",
+        "false",
     ),
 )
 _BY_KEY = {s.key: s for s in SETTINGS}
@@ -333,6 +345,8 @@ def _as_env(setting: Setting, value: Any, where: str) -> str:
         raise ConfigError(f"{wrong} a list of names or ids, got {value!r}")
     if not isinstance(value, str):
         raise ConfigError(f"{wrong} text, got {value!r}")
+    if kind == "db":  # a file path or a URL: refused here, naming the file, when neither
+        db_url(value, f"{where}: {setting.key}")
     return value
 
 
@@ -419,7 +433,7 @@ def effective(environ: Mapping[str, str], from_file: set[str]) -> list[Effective
         if not raw:
             rows.append(Effective(setting, setting.default, "default"))
             continue
-        value = mask(raw) if setting.secret else raw
+        value = mask(raw) if setting.secret else safe_url(raw) if setting.kind == "db" else raw
         rows.append(Effective(setting, value, "file" if setting.env in from_file else "env"))
     return rows
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
+from agentcron.db_target import where
 from agentcron.events import Event, StreamEnd, StreamStart, TextDelta, ToolStarted
 from agentcron.store.ids import new_id
 
@@ -48,7 +49,7 @@ class _Printer:
                 self.user_done.set()
 
 
-async def run_demo(db: Path, sentence: str, echo: Echo, wps: float | None = None) -> int:
+async def run_demo(db: str | Path, sentence: str, echo: Echo, wps: float | None = None) -> int:
     """Open a session, say `sentence`, wait for the reminder it schedules to run as a turn.
 
     Returns a process exit code: 0 when the reminder arrived as a turn of the session.
@@ -57,7 +58,7 @@ async def run_demo(db: Path, sentence: str, echo: Echo, wps: float | None = None
         session = await cron.sessions.create(f"demo:{new_id()}", title="agentcron demo")
         printer = _Printer(session.key, echo)
         cron.subscribe(printer, types=printer.types)
-        echo(f"database: {db}\nsession:  {session.key} (offline model)\n")
+        echo(f"database: {where(cron.store.url)}\nsession:  {session.key} (offline model)\n")
         echo(f"you> {sentence}")
         await cron.sessions.send(session.key, sentence)
         await asyncio.wait_for(printer.user_done.wait(), _GRACE_S)

@@ -254,6 +254,11 @@ async def test_a_scheduled_turn_asks_its_telegram_chat_and_a_press_denies(
     states = {r.message_id: r.state for r in records}
     assert states[approval_delivery_id(approval.id, requested=True)] is DeliveryState.DELIVERED
     assert states[approval_delivery_id(approval.id, requested=False)] is DeliveryState.DELIVERED
+    # the request's chat and message are kept with its record: the edit reads them there
+    kept = {r.message_id: r.result for r in records}
+    where = {"chat_id": CHAT, "message_id": message_id}
+    assert kept[approval_delivery_id(approval.id, requested=True)] == where
+    assert kept[approval_delivery_id(approval.id, requested=False)] == where
 
 
 async def test_a_decision_made_by_another_process_edits_the_request(

@@ -73,6 +73,62 @@ async def test_retry_then_delivered_then_nothing_more(store: SqlStore) -> None:
     assert (await deliveries.get("webhook", "m1")).state is DeliveryState.DELIVERED
 
 
+async def test_a_record_keeps_what_the_far_end_answered(store: SqlStore, store_url: str) -> None:
+    deliveries = store.deliveries
+    record, _ = await deliveries.enqueue("telegram", "apr.a1", "telegram:42", PAYLOAD, T0)
+    assert record.result is None
+    await deliveries.begin_attempt("telegram", "apr.a1", attempts=0, now=T0)
+    answer = {"chat_id": 42, "message_id": 1000}
+    assert await deliveries.mark_delivered("telegram", "apr.a1", T0 + SEC, result=answer)
+    # another process (a store of its own on the same database) reads the same
+    other = SqlStore(store_url)
+    await other.open()
+    try:
+        assert (await other.deliveries.get("telegram", "apr.a1")).result == answer
+    finally:
+        await other.close()
+    again, created = await deliveries.enqueue("telegram", "apr.a1", "telegram:42", {}, T0)
+    assert (created, again.result) == (False, answer)
+
+    # progress of an attempt in flight is kept while pending; delivered without a result of
+    # its own keeps it; once settled, progress is refused
+    await deliveries.enqueue("telegram", "long", "telegram:42", PAYLOAD, T0)
+    await deliveries.begin_attempt("telegram", "long", attempts=0, now=T0)
+    part = {"chat_id": 42, "message_ids": [1001]}
+    assert await deliveries.save_progress("telegram", "long", part, T0 + SEC)
+    saved = await deliveries.get("telegram", "long")
+    assert (saved.state, saved.result, saved.updated_at) == (
+        DeliveryState.PENDING, part, T0 + SEC,
+    )  # fmt: skip
+    assert await deliveries.mark_delivered("telegram", "long", T0 + 2 * SEC)
+    assert (await deliveries.get("telegram", "long")).result == part
+    assert not await deliveries.save_progress("telegram", "long", {"x": 1}, T0 + 3 * SEC)
+    assert (await deliveries.get("telegram", "long")).result == part
+    with pytest.raises(DeliveryNotFoundError):
+        await deliveries.save_progress("telegram", "nope", part, T0)
+
+
+async def test_unanswered_lists_requests_without_their_follow_up(store: SqlStore) -> None:
+    deliveries = store.deliveries
+    for message_id, at in [("apr.old", T0 - 2 * SEC), ("apr.a", T0), ("apr.b", T0 + SEC),
+                           ("apr.c", T0 + 2 * SEC), ("apr.d", T0 + 3 * SEC), ("m1", T0),
+                           ("apd.b", T0 + 4 * SEC)]:  # fmt: skip
+        await deliveries.enqueue("telegram", message_id, "telegram:42", PAYLOAD, at)
+    await deliveries.enqueue("webhook", "apr.e", "telegram:42", PAYLOAD, T0)
+    await deliveries.mark_delivered("telegram", "apr.a", T0)
+    await deliveries.mark_failed("telegram", "apr.c", error="HTTP 400", now=T0)
+    found = await deliveries.unanswered(
+        "telegram", prefix="apr.", answer_prefix="apd.", since=T0 - SEC
+    )
+    # apr.b has its answer, apr.c failed, apr.old is too old, m1 is no request, apr.e is
+    # another channel's; delivered and pending requests both count, oldest first
+    assert [d.message_id for d in found] == ["apr.a", "apr.d"]
+    limited = await deliveries.unanswered(
+        "telegram", prefix="apr.", answer_prefix="apd.", since=T0 - SEC, limit=1
+    )
+    assert [d.message_id for d in limited] == ["apr.a"]
+
+
 async def test_failed_records_keep_their_error_and_are_not_pending(store: SqlStore) -> None:
     deliveries = store.deliveries
     for i in range(3):

@@ -1,9 +1,10 @@
-"""The group commit: concurrent writes share a transaction; a failing write fails alone."""
+"""The group commit: concurrent writes share a transaction; a failing write fails alone; an
+outage is waited out (a real one, through a proxy that cuts PostgreSQL)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -17,9 +18,11 @@ from agentcron.engine.journal import Journal
 from agentcron.engine.policies import arm, finish_job
 from agentcron.schedule import AtSpec
 from agentcron.store import ArmedJob, ConflictError, JobKind, NewJob, SqlStore
+from agentcron.store.errors import StoreUnavailableError
 from agentcron.store.ids import new_id
 from agentcron.store.writes import InsertJobs, JobsInserted
-from tests.conftest import T0
+from tests.conftest import PG_ADMIN_URL, T0, _scratch_pg_database
+from tests.faultproxy import FaultProxy
 
 
 def armed(name: str, *, session_key: str = "api:j", kind: JobKind = JobKind.AGENT_TURN) -> ArmedJob:
@@ -98,3 +101,92 @@ async def test_writes_before_the_journal_starts_are_applied_at_once(store: SqlSt
     result = await j.write(InsertJobs([armed("early")], T0))  # no flusher running
     assert isinstance(result, JobsInserted)
     assert [job.name for job in await store.list_jobs()] == ["early"]
+
+
+# -- an outage (a real one: PostgreSQL through tests.faultproxy) ----------------------------
+
+
+@pytest.fixture
+def cut_store_url() -> Iterator[tuple[str, FaultProxy]]:
+    """A scratch PostgreSQL database, and a proxy in front of it (the URL points at it)."""
+    host, port = PG_ADMIN_URL.split("@", 1)[1].split("/", 1)[0].rsplit(":", 1)
+    for url in _scratch_pg_database():
+        with FaultProxy(host, int(port)) as proxy:
+            yield proxy.url_for(url), proxy
+
+
+async def test_writes_wait_out_an_outage_and_land_together(
+    cut_store_url: tuple[str, FaultProxy], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, proxy = cut_store_url
+    monkeypatch.setattr(journal_module, "BACKOFF_S", (0.05, 0.2))
+    store = SqlStore(url)
+    await store.open()
+    settings = EngineSettings()
+    j = Journal(store, lambda job, outcome: finish_job(job, outcome, settings))
+    j.start()
+    try:
+        await j.write(InsertJobs([armed("r1", kind=JobKind.RECALL)], T0))
+        proxy.set_mode("refuse")
+        writes = [
+            asyncio.ensure_future(j.write(InsertJobs([armed(f"j{i}")], T0))) for i in range(30)
+        ]
+        done, _ = await asyncio.wait(writes, timeout=1.0)
+        assert done == set()  # nothing fails, nothing is dropped: they wait
+        assert j.pending
+        counts, listener = count_commits()
+        try:
+            proxy.set_mode("pass")
+            async with asyncio.timeout(10):
+                results = await asyncio.gather(*writes)
+        finally:
+            event.remove(Engine, "commit", listener)
+        assert all(isinstance(r, JobsInserted) and len(r.jobs) == 1 for r in results)
+        assert await store.count_jobs() == 31
+        # Retried as a batch: one transaction (two if the first try raced the restore), not
+        # 30 one by one against a dead database.
+        assert counts["commits"] <= 2
+
+        # A refusal is still the caller's answer, outage or not: a second pending recall in
+        # the same session.
+        proxy.set_mode("refuse")
+        refused = asyncio.ensure_future(j.write(InsertJobs([armed("r2", kind=JobKind.RECALL)], T0)))
+        fine = asyncio.ensure_future(j.write(InsertJobs([armed("after")], T0)))
+        done, _ = await asyncio.wait([refused, fine], timeout=0.5)
+        assert done == set()
+        proxy.set_mode("pass")
+        async with asyncio.timeout(10):
+            with pytest.raises(ConflictError):
+                await refused
+            assert isinstance(await fine, JobsInserted)
+        assert await store.count_jobs() == 32
+    finally:
+        await j.close()
+        await store.close()
+
+
+async def test_a_stop_gives_up_on_an_unreachable_database(
+    cut_store_url: tuple[str, FaultProxy], caplog: pytest.LogCaptureFixture
+) -> None:
+    url, proxy = cut_store_url
+    store = SqlStore(url)
+    await store.open()
+    settings = EngineSettings()
+    j = Journal(store, lambda job, outcome: finish_job(job, outcome, settings))
+    j.start()
+    try:
+        proxy.set_mode("refuse")
+        waiting = j.submit(InsertJobs([armed("never")], T0))
+        j.post(InsertJobs([armed("posted")], T0))
+        done, _ = await asyncio.wait([waiting], timeout=0.5)
+        assert done == set()
+        j.begin_stop(0.5)
+        async with asyncio.timeout(5):
+            with pytest.raises(StoreUnavailableError):
+                await waiting
+            await j.close()
+        assert "writes not recorded" in caplog.text
+    finally:
+        await j.close()
+        proxy.set_mode("pass")
+        await store.close()

@@ -110,7 +110,8 @@ class Relay:
         )
 
     def start(self) -> Relay:
-        env = clean_env(AGENTCRON_RELAY_DELIVERY_DEADLINE="120")
+        # the agents are on loopback: the operator allows private callbacks
+        env = clean_env(AGENTCRON_RELAY_DELIVERY_DEADLINE="120", AGENTCRON_RELAY_ALLOW_PRIVATE="1")
         self.proc = Proc(
             [BIN, "relay", "serve", "--home", str(self.home), "--port", str(self.port),
              "--log-level", "warning"],
@@ -144,6 +145,8 @@ class Agent:
     def start(self) -> Agent:
         env = clean_env(AGENTCRON_HOME=str(self.tmp / "agent"), AGENTCRON_OFFLINE_WPS="0")
         if self.relay is not None:
+            # the relay calls this agent back only on an origin allowed for it
+            AgentRegistry(self.relay.home).allow_origins("e2e", [self.base])
             env.update(
                 AGENTCRON_WAKE_RELAY_URL=self.relay.base,
                 AGENTCRON_WAKE_RELAY_TOKEN=self.relay.token,

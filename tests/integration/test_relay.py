@@ -1,4 +1,6 @@
-"""The relay in one process: its API per agent, its keys, and the delivery runner."""
+"""The relay in one process: its API per agent, its keys, the delivery runner, and where it
+calls back (allowed origins, no private address unless the operator allows it).
+"""
 
 from __future__ import annotations
 
@@ -22,7 +24,13 @@ FAR = "2030-01-01T00:00:00+00:00"
 
 @pytest.fixture
 async def relay(tmp_path: Path) -> AsyncIterator[RelayServer]:
-    server = build(RelayOptions(home=tmp_path / "relay", issuer="http://relay.test", deadline=2))
+    # The agents of these tests are fake hosts (*.test): private callbacks are allowed, so
+    # nothing is resolved; the address rule has its own tests below.
+    server = build(
+        RelayOptions(
+            home=tmp_path / "relay", issuer="http://relay.test", deadline=2, allow_private=True
+        )
+    )
     async with server.app.router.lifespan_context(server.app):
         yield server
 
@@ -34,8 +42,8 @@ def client(server: RelayServer, token: str | None) -> httpx.AsyncClient:
 
 
 async def test_each_agent_sees_and_cancels_only_its_own_arms(relay: RelayServer) -> None:
-    one = relay.agents.add("one", "agent:one")
-    two = relay.agents.add("two", "agent:two")
+    one = relay.agents.add("one", "agent:one", ["http://a.test"])
+    two = relay.agents.add("two", "agent:two", ["http://b.test"])
     arm = {
         "job_id": "j1",
         "fire_at": FAR,
@@ -103,6 +111,7 @@ def trigger(**payload: Any) -> Trigger:
 
 
 async def test_delivery_retries_until_a_2xx_and_records_each_attempt(relay: RelayServer) -> None:
+    relay.agents.add("one", "agent:one", ["http://agent.test"])
     seen: list[httpx.Request] = []
     answers = iter([503, 500, 202])
 
@@ -126,6 +135,7 @@ async def test_delivery_retries_until_a_2xx_and_records_each_attempt(relay: Rela
 
 
 async def test_delivery_gives_up_at_the_deadline(relay: RelayServer) -> None:
+    relay.agents.add("one", "agent:one", ["http://agent.test"])
     relay.relay._transport = httpx.MockTransport(lambda request: httpx.Response(500))
     relay.relay.deadline = 1.2
     started = time.monotonic()
@@ -145,7 +155,7 @@ async def test_a_past_arm_is_delivered_at_once_and_ends(relay: RelayServer, tmp_
         return httpx.Response(202, json={"status": "accepted"})
 
     relay.relay._transport = httpx.MockTransport(agent)
-    token = relay.agents.add("one", "agent:one")
+    token = relay.agents.add("one", "agent:one", ["http://agent.test"])
     past = (datetime.now(UTC) - timedelta(seconds=5)).isoformat(timespec="seconds")
     async with client(relay, token) as a:
         await a.post(

@@ -171,7 +171,7 @@ def test_the_example_file_names_every_setting_and_reads_back(tmp_path: Path) -> 
         ([], {}, 9001, "postgresql+psycopg://u@db/file"),  # the file
         ([], {"AGENTCRON_PORT": "9002"}, 9002, "postgresql+psycopg://u@db/file"),  # env > file
         (["--port", "9003"], {"AGENTCRON_PORT": "9002"}, 9003, "postgresql+psycopg://u@db/file"),
-        (["--db", "x.db"], {}, 9001, None),  # the --db flag wins over the file's database URL
+        (["--db", "x.db"], {}, 9001, "sqlite:///x.db"),  # the --db flag wins over the file's URL
     ],
 )
 def test_serve_takes_its_settings_flag_over_env_over_file(
@@ -219,3 +219,25 @@ def test_every_environment_variable_the_code_reads_is_a_setting_of_the_file() ->
     covered = {s.env for s in SETTINGS} | {"AGENTCRON_CONFIG"}  # the file names itself
     assert sorted(found - covered) == []
     assert len(found) >= 25
+
+
+def test_config_show_names_the_database_in_use_and_where_it_came_from(tmp_path: Path) -> None:
+    home = CLEAN | {"AGENTCRON_HOME": str(tmp_path)}
+    default = CliRunner().invoke(app, ["config", "show"], env=home)
+    assert f"database: SQLite file {tmp_path / 'agentcron.db'}  (default)\n" in default.stdout
+    path = write(tmp_path, '[server]\ndb = "postgres://cron:hunter2-pw@db.example/cron"\n')
+    from_file = CliRunner().invoke(app, ["--config", str(path), "config", "show"], env=home)
+    assert from_file.exit_code == 0, from_file.output
+    assert (
+        "database: PostgreSQL postgresql+psycopg://cron:***@db.example/cron  "
+        "(file: server.db, $AGENTCRON_DB)\n"
+    ) in from_file.stdout
+    rows = {line.split()[0]: line.split()[1:] for line in from_file.stdout.splitlines()[2:]}
+    assert rows["server.db"] == ["file", "postgres://cron:***@db.example/cron"]
+    assert "hunter2-pw" not in from_file.output
+    older = home | {"AGENTCRON_DATABASE_URL": "postgresql://u@other/cron"}
+    shown = CliRunner().invoke(app, ["--config", str(path), "config", "show"], env=older)
+    assert (  # the older variable wins, as it does for `serve`
+        "database: PostgreSQL postgresql+psycopg://u@other/cron  "
+        "(env: server.database_url, $AGENTCRON_DATABASE_URL)\n"
+    ) in shown.stdout

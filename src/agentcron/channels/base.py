@@ -8,8 +8,8 @@ import hashlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, get_args, runtime_checkable
 
 from agentcron import views
@@ -26,6 +26,7 @@ from agentcron.events import (
     StreamEnd,
 )
 from agentcron.keys import check_session_key
+from agentcron.store.deliveries import Delivery
 from agentcron.store.errors import SessionNotFoundError
 from agentcron.store.interface import DeliveryLedger
 from agentcron.store.models import Turn
@@ -202,6 +203,9 @@ class ChannelStatus:
 _Outbound = StreamEnd | MessagePosted | ApprovalRequested | ApprovalDecided
 _OUTBOUND = (StreamEnd, MessagePosted, ApprovalRequested, ApprovalDecided)
 _STOP = object()  # queue sentinel: drain what came before, then end
+# How far back a start looks for approval requests whose decision no process sent (an
+# approval waits minutes; a week covers a long outage without reading every old record).
+CATCH_UP = timedelta(days=7)
 
 
 class ChannelManager:
@@ -212,7 +216,9 @@ class ChannelManager:
     and one task per channel sends, so a slow channel delays no other.
     A gated tool call's approval request and its decision go the same way, to the session's
     channel among those that carry approvals; `approval_links` makes the webhook's decision
-    URLs (`agentcron.approval_links`).
+    URLs (`agentcron.approval_links`). Every replica's manager handles the decisions
+    published in its process; the decision's delivery id makes one of them send it. At
+    start the manager also sends the decisions nobody sent (`catch_up`).
     Stop the manager before closing AgentCron: it needs the store to drain its queues.
     """
 
@@ -274,6 +280,62 @@ class ChannelManager:
             for c in self.channels
         ]
         log.info("channels started", extra={"channels": [c.name for c in self.channels]})
+        await self.catch_up()
+
+    async def catch_up(self) -> int:
+        """Send the decisions of approvals whose request a channel sent (or still has to)
+        but whose decision no process recorded for it: decided while no process with that
+        channel listened (a stop cut the waiting turn, a restart expired it, a replica
+        without the channel decided it). Any process may do it, once (the delivery id is
+        unique). Returns how many it handed over; a failure is logged, never raised.
+        """
+        handed = 0
+        kept = [c for c in self._started if isinstance(c, StoreBound) and _carries_approvals(c)]
+        if not kept:  # nothing keeps requests: nothing to catch up on
+            return 0
+        since = self.cron.clock.now() - CATCH_UP
+        for channel in kept:
+            try:
+                requests = await self.cron.store.deliveries.unanswered(
+                    channel.name, prefix=_REQUESTED, answer_prefix=_DECIDED, since=since
+                )
+                for request in requests:
+                    message = await self._decided_since(request)
+                    if message is not None and channel.wants(message):
+                        await channel.send(message)
+                        handed += 1
+            except Exception:
+                log.exception(
+                    "channels: could not catch up on approval decisions",
+                    extra={"channel": channel.name},
+                )
+        if handed:
+            log.info("channels: sent approval decisions nobody had sent", extra={"count": handed})
+        return handed
+
+    async def _decided_since(self, request: Delivery) -> OutboundMessage | None:
+        """The decision of a request's approval, to where the request went; None while it
+        is pending or once its record is gone.
+        """
+        asked = OutboundMessage.from_payload(request.payload)
+        approval_id = str((asked.approval or {}).get("id") or "")
+        if not approval_id:
+            return None
+        try:
+            approval = await self.cron.approvals.get(approval_id)
+        except ApprovalNotFoundError:
+            return None
+        if approval.pending:
+            return None
+        return replace(
+            asked,
+            kind="approval_decided",
+            text=_decided_text(approval.state.value, approval.tool, approval.decided_by),
+            message_id=approval_delivery_id(approval_id, requested=False),
+            status=approval.state.value,
+            created_at=self.cron.clock.now(),
+            approval=views.approval_view(approval),
+        )
 
     async def stop(self, grace: float = 10.0) -> None:
         """Stop listening, hand queued messages to their channels (for at most `grace`
@@ -459,9 +521,7 @@ class ChannelManager:
         else:
             view.update(state=event.state, decided_by=event.decided_by)
             kind = "approval_decided"
-            text = f"Approval {event.state}: {event.tool}" + (
-                f" (by {event.decided_by})" if event.decided_by else ""
-            )
+            text = _decided_text(event.state, event.tool, event.decided_by)
         return OutboundMessage(
             session_key=key,
             channel=chat.channel,
@@ -495,7 +555,7 @@ class ChannelManager:
 
     def _route(self, message: OutboundMessage) -> None:
         for channel in self.channels:
-            if message.is_approval and getattr(channel, "carries_approvals", False) is not True:
+            if message.is_approval and not _carries_approvals(channel):
                 continue
             try:
                 wanted = channel.wants(message)
@@ -538,14 +598,24 @@ def _message_id(event: _Outbound) -> str | None:
     return event.message_id if isinstance(event, StreamEnd) else event.message.id
 
 
+def _carries_approvals(channel: Channel) -> bool:
+    return getattr(channel, "carries_approvals", False) is True
+
+
+def _decided_text(state: str, tool: str, decided_by: str | None) -> str:
+    return f"Approval {state}: {tool}" + (f" (by {decided_by})" if decided_by else "")
+
+
 _DELIVERY_ID_MAX = 32  # the deliveries table's message_id
+# A request's and its decision's ids differ only in the prefix (same length: same rest).
+_REQUESTED, _DECIDED = "apr.", "apd."
 
 
 def approval_delivery_id(approval_id: str, *, requested: bool) -> str:
     """The delivery record id of an approval's request or decision: `apr.<id>` / `apd.<id>`,
     or a digest of the id when that would not fit the record's 32 characters.
     """
-    prefix = "apr." if requested else "apd."
+    prefix = _REQUESTED if requested else _DECIDED
     if len(prefix) + len(approval_id) <= _DELIVERY_ID_MAX:
         return prefix + approval_id
     digest = hashlib.sha256(approval_id.encode("utf-8")).hexdigest()

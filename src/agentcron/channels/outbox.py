@@ -7,6 +7,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from agentcron.channels.base import OutboundMessage
 from agentcron.engine.clock import Clock
@@ -20,9 +21,11 @@ log = logging.getLogger(__name__)
 Sleep = Callable[[float], Awaitable[None]]
 """Waits between attempts (real seconds); tests pass a fast one."""
 
-Attempt = Callable[[OutboundMessage, int], Awaitable[None]]
-"""(message, attempt number from 1) -> None once the far end accepted it; raises
-DeliveryAttemptError (or any exception, taken as retryable) otherwise."""
+Attempt = Callable[[OutboundMessage, int], Awaitable[dict[str, Any] | None]]
+"""(message, attempt number from 1, counted across processes) -> once the far end accepted
+it, what it answered that a follow-up needs (kept in the delivery record's `result`; None:
+nothing, or what `Outbox.save_progress` left); raises DeliveryAttemptError (or any
+exception, taken as retryable) otherwise."""
 
 
 Report = Callable[[Event], Awaitable[None]]
@@ -88,10 +91,13 @@ class Outbox:
 
     `submit` records the message as pending before it returns; a worker task attempts it,
     retries retryable failures with backoff and settles the record as delivered or failed.
-    A message already recorded on this channel is never sent again; pending records (an
-    outage, a restart mid-retry) are resumed by `start`. Attempts go on counting across
-    restarts. A process that dies during an attempt sends that message again on its next
-    start (at least once): receivers deduplicate by message id.
+    A message already recorded on this channel is never sent again, nor attempted by a
+    second submitter: only the `submit` that created the record queues it, so replicas that
+    all see the same event (an approval's decision) send it once. Pending records (an outage,
+    a restart mid-retry) are resumed by `start`. Attempts go on counting across restarts. A
+    process that dies during an attempt sends that message again on its next start (at least
+    once): receivers deduplicate by message id. What an attempt got back (`Attempt`) is kept
+    in the record, so a follow-up made by any process can read it (`record`).
     """
 
     def __init__(
@@ -162,7 +168,9 @@ class Outbox:
             await asyncio.gather(worker, return_exceptions=True)
 
     async def submit(self, message: OutboundMessage) -> Delivery:
-        """Record `message` as pending (durably, before returning) and queue it."""
+        """Record `message` as pending (durably, before returning) and queue it; a message
+        already recorded (here or by another process) is left to whoever recorded it.
+        """
         deliveries, clock = self._store
         record, created = await deliveries.enqueue(
             self.channel,
@@ -172,6 +180,8 @@ class Outbox:
             clock.now(),
         )
         if not created:
+            # Another submitter (a replica that saw the same event, or an earlier submit here)
+            # owns the attempts; a record it left pending is resumed by a start.
             log.info(
                 "outbox: message already recorded on this channel; not sent again",
                 extra={
@@ -181,9 +191,23 @@ class Outbox:
                     "state": record.state.value,
                 },
             )
-        if record.state is DeliveryState.PENDING:
+        else:
             self._put(record.message_id)
         return record
+
+    async def record(self, message_id: str) -> Delivery:
+        """This channel's record of `message_id` (DeliveryNotFoundError: none): what a
+        follow-up reads, such as the message an approval's decision edits.
+        """
+        deliveries, _ = self._store
+        return await deliveries.get(self.channel, message_id)
+
+    async def save_progress(self, message_id: str, result: dict[str, Any]) -> bool:
+        """Keep what the attempt in flight achieved so far in the record's `result`, so a
+        later attempt (in any process) goes on from there; False if it is not pending.
+        """
+        deliveries, clock = self._store
+        return await deliveries.save_progress(self.channel, message_id, result, clock.now())
 
     async def idle(self) -> None:
         """Wait until every queued delivery is settled or waiting for a later start."""
@@ -229,7 +253,9 @@ class Outbox:
                 "attempt": claimed.attempts,
             }
             try:
-                await self._attempt(OutboundMessage.from_payload(claimed.payload), claimed.attempts)
+                result = await self._attempt(
+                    OutboundMessage.from_payload(claimed.payload), claimed.attempts
+                )
             except DeliveryAttemptError as exc:
                 error, retryable, retry_after = exc.reason, exc.retryable, exc.retry_after
             except Exception as exc:  # an unexpected failure may pass: retry it
@@ -237,7 +263,7 @@ class Outbox:
                 error, retryable, retry_after = f"{type(exc).__name__}: {exc}", True, None
             else:
                 now = clock.now()
-                await deliveries.mark_delivered(self.channel, message_id, now)
+                await deliveries.mark_delivered(self.channel, message_id, now, result=result)
                 log.info("outbox: delivered", extra=ctx)
                 self.health.last_success_at, self.health.healthy = now, True
                 await self._publish(

@@ -22,9 +22,11 @@ from agentcron.channels.base import (
     ChannelError,
     Inbound,
     OutboundMessage,
+    approval_delivery_id,
 )
 from agentcron.channels.outbox import DeliveryAttemptError, Outbox, Report, RetryPolicy, Sleep
 from agentcron.engine.clock import Clock
+from agentcron.store.deliveries import DeliveryNotFoundError, DeliveryState
 from agentcron.store.interface import DeliveryLedger
 
 log = logging.getLogger(__name__)
@@ -36,7 +38,6 @@ CALLBACK_DATA_LIMIT = 64  # bytes of an inline button's callback_data
 ARGS_SHOWN = 1500  # characters of a gated call's arguments shown (escaped after cutting)
 _CALLBACK_PREFIX = "ap"
 _DECISION_CODES: dict[str, Decision] = {"a": "approve", "d": "deny"}
-_KEEP_MESSAGES = 1000  # approval id -> its request message, for the edit when it is decided
 
 
 def callback_data(approval_id: str, decision: Decision) -> str | None:
@@ -212,7 +213,11 @@ class TelegramChannel:
     buttons; a press (a `callback_query`) from that chat, if it is on the allow-list, decides
     it (`by="telegram:<username or user id>"`); any other chat's press is refused and logged.
     Once decided (here, in the web UI, through the API, or by the timeout) the message is
-    edited to show the outcome, without buttons.
+    edited to show the outcome, without buttons. The edit is a delivery of its own, and the
+    request's chat and message id are kept in the request's delivery record (its `result`),
+    so any process on the same database that handles the decision makes the edit, once,
+    also after a restart. A long reply's parts already sent are kept there too, so a retry
+    in any process goes on after them.
     """
 
     carries_approvals = True
@@ -252,10 +257,7 @@ class TelegramChannel:
         self._inbound: Inbound | None = None
         self._offset: int | None = None  # the next update id to ask for
         self._confirmed: int | None = None  # the offset Telegram last saw from us
-        self._progress: dict[str, int] = {}  # message id -> parts already sent (retries)
         self._desk: ApprovalDesk | None = None
-        # approval id -> (chat, message id) of its request message, to edit once decided
-        self._approval_messages: dict[str, tuple[int | str, int]] = {}
         self._log_filter = _RedactToken(token)
         # Whether the last getUpdates reached Telegram (None: not polled yet), and its error.
         self.connected: bool | None = None
@@ -457,26 +459,32 @@ class TelegramChannel:
     async def send(self, message: OutboundMessage) -> None:
         await self.outbox.submit(message)
 
-    async def _attempt(self, message: OutboundMessage, attempt: int) -> None:
+    async def _attempt(self, message: OutboundMessage, attempt: int) -> dict[str, Any] | None:
+        """One attempt; what it answers is kept in the delivery record (`result`): the chat
+        and the ids of the messages sent.
+        """
         if message.kind == "approval_requested":
-            await self._send_approval(message)
-            return
+            return await self._send_approval(message)
         if message.kind == "approval_decided":
-            await self._edit_approval(message)
-            return
+            return await self._edit_approval(message)
         parts = split_text(message.text)
-        numeric = message.chat_id.lstrip("-").isdigit()
-        chat: int | str = int(message.chat_id) if numeric else message.chat_id
-        # A retry continues after the parts that already went out (within this process).
-        for index in range(self._progress.get(message.message_id, 0), len(parts)):
-            try:
-                await self._delivery_call("sendMessage", {"chat_id": chat, "text": parts[index]})
-            except DeliveryAttemptError as exc:
-                if not exc.retryable:  # no retry follows: the next delivery starts afresh
-                    self._progress.pop(message.message_id, None)
-                raise
-            self._progress[message.message_id] = index + 1
-        self._progress.pop(message.message_id, None)
+        chat = _chat(message.chat_id)
+        sent: list[int | None] = []
+        if attempt > 1 and len(parts) > 1:
+            # A retry (here or in another process) goes on after the parts already sent.
+            done = (await self.outbox.record(message.message_id)).result or {}
+            if done.get("chat_id") == chat and isinstance(done.get("message_ids"), list):
+                sent = list(done["message_ids"])[: len(parts)]
+        for index in range(len(sent), len(parts)):
+            answer = await self._delivery_call(
+                "sendMessage", {"chat_id": chat, "text": parts[index]}
+            )
+            sent.append(_message_id(answer))
+            if index + 1 < len(parts):  # the last part's ids go with the delivered state
+                await self.outbox.save_progress(
+                    message.message_id, {"chat_id": chat, "message_ids": sent}
+                )
+        return {"chat_id": chat, "message_ids": sent}
 
     async def _delivery_call(self, method: str, params: dict[str, Any]) -> Any:
         """One Bot API call of a delivery attempt: its failure as a DeliveryAttemptError."""
@@ -493,17 +501,11 @@ class TelegramChannel:
 
     # -- approvals ---------------------------------------------------------------------------
 
-    def _remember(self, approval_id: str, chat: int | str, message_id: int) -> None:
-        self._approval_messages.pop(approval_id, None)
-        self._approval_messages[approval_id] = (chat, message_id)
-        while len(self._approval_messages) > _KEEP_MESSAGES:
-            del self._approval_messages[next(iter(self._approval_messages))]
-
-    async def _send_approval(self, message: OutboundMessage) -> None:
+    async def _send_approval(self, message: OutboundMessage) -> dict[str, Any]:
+        """The request with its buttons; answers where it went, for the edit once decided."""
         approval = message.approval or {}
         approval_id = str(approval.get("id") or "")
-        numeric = message.chat_id.lstrip("-").isdigit()
-        chat: int | str = int(message.chat_id) if numeric else message.chat_id
+        chat = _chat(message.chat_id)
         params: dict[str, Any] = {
             "chat_id": chat,
             "text": approval_text(approval),
@@ -515,21 +517,35 @@ class TelegramChannel:
         else:  # an id too long for a button's 64 bytes: decide it elsewhere
             params["text"] += "\n<i>Decide it in the web UI or through the API.</i>"
         sent = await self._delivery_call("sendMessage", params)
-        message_id = sent.get("message_id") if isinstance(sent, dict) else None
-        if isinstance(message_id, int):
-            self._remember(approval_id, chat, message_id)
+        return {"chat_id": chat, "message_id": _message_id(sent)}
 
-    async def _edit_approval(self, message: OutboundMessage) -> None:
+    async def _request_message(self, approval_id: str) -> tuple[int | str, int] | None:
+        """The chat and message id of an approval's request, from its delivery record (sent
+        by any process); None when there is nothing to edit. Raises a retryable attempt error
+        while the request is still on its way (the edit waits for it).
+        """
+        ctx = {"channel": self.name, "approval_id": approval_id}
+        try:
+            request = await self.outbox.record(approval_delivery_id(approval_id, requested=True))
+        except DeliveryNotFoundError:
+            log.info("telegram: this approval's request was never sent here", extra=ctx)
+            return None
+        if request.state is DeliveryState.PENDING:
+            raise DeliveryAttemptError("the approval's request is not sent yet", retryable=True)
+        where = request.result or {}
+        chat, message_id = where.get("chat_id"), where.get("message_id")
+        if not isinstance(chat, int | str) or not isinstance(message_id, int):
+            # failed, or sent without an answer to keep (before this was kept)
+            log.info("telegram: no request message of this approval to edit", extra=ctx)
+            return None
+        return chat, message_id
+
+    async def _edit_approval(self, message: OutboundMessage) -> dict[str, Any] | None:
         """The request's message shows the outcome and loses its buttons."""
         approval = message.approval or {}
-        approval_id = str(approval.get("id") or "")
-        where = self._approval_messages.pop(approval_id, None)
+        where = await self._request_message(str(approval.get("id") or ""))
         if where is None:
-            log.info(
-                "telegram: no request message of this approval to edit",
-                extra={"channel": self.name, "approval_id": approval_id},
-            )
-            return
+            return None
         chat, message_id = where
         params: dict[str, Any] = {
             "chat_id": chat,
@@ -541,11 +557,9 @@ class TelegramChannel:
         try:
             await self._delivery_call("editMessageText", params)
         except DeliveryAttemptError as exc:
-            if "not modified" in exc.reason:  # it already shows this: done
-                return
-            if exc.retryable:
-                self._remember(approval_id, chat, message_id)  # the retry edits it again
-            raise
+            if "not modified" not in exc.reason:  # else it already shows this: done
+                raise
+        return {"chat_id": chat, "message_id": message_id}
 
     async def _answer(self, query_id: str, text: str, *, alert: bool = False) -> None:
         """answerCallbackQuery (best effort: the button stops spinning either way)."""
@@ -628,8 +642,6 @@ class TelegramChannel:
             await self._answer(query_id, f"Already decided: {_outcome(approval)}.")
             await self._drop_buttons(int(chat_id), message.get("message_id"))
             return
-        if isinstance(message.get("message_id"), int):  # the decision edits this message
-            self._remember(approval_id, int(chat_id), message["message_id"])
         who = sender.get("username") or sender.get("id") or "unknown"
         try:
             decided = await self._desk.decide(approval_id, decision, by=f"telegram:{who}")
@@ -642,6 +654,17 @@ class TelegramChannel:
             extra={**ctx, "decision": decision, "state": decided.state.value},
         )
         await self._answer(query_id, f"{_outcome(decided)}.")
+
+
+def _chat(chat_id: str) -> int | str:
+    """A chat id as the Bot API takes it: an integer, or a channel's @username."""
+    return int(chat_id) if chat_id.lstrip("-").isdigit() else chat_id
+
+
+def _message_id(answer: object) -> int | None:
+    """The id of the message a sendMessage answered with (None: none given)."""
+    found = answer.get("message_id") if isinstance(answer, dict) else None
+    return found if isinstance(found, int) else None
 
 
 def _dict(value: object) -> dict[str, Any]:

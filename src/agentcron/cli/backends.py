@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 import httpx
 from pydantic import TypeAdapter, ValidationError
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from agentcron import views
@@ -23,10 +21,12 @@ from agentcron.agent.approvals import Decision
 from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
 from agentcron.config import ConfigError, settings_from_env
+from agentcron.db_target import sqlite_file, where
 from agentcron.errors import AgentcronError
 from agentcron.limits import NameText
 from agentcron.service.job_requests import JobCreate
 from agentcron.service.sessions import SessionCreate
+from agentcron.store.errors import StoreUnavailableError
 from agentcron.store.models import JobKind
 
 _T = TypeVar("_T")
@@ -49,14 +49,6 @@ def _first_line(exc: BaseException) -> str:
     """The driver's own message of a database error, without SQLAlchemy's background link."""
     inner = getattr(exc, "orig", None) or exc
     return (str(inner).strip().splitlines() or [type(inner).__name__])[0]
-
-
-def _safe_url(url: str) -> str:
-    """A database URL fit for a message: its password masked."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url.split("@")[-1] if "@" in url else url
 
 
 def _path(prefix: str, *parts: str) -> str:
@@ -215,9 +207,10 @@ class DbBackend:
     (within 5 minutes).
     """
 
-    def __init__(self, db: Path | None, url: str | None, *, create: bool = False) -> None:
-        self._db, self._url, self._create = db, url, create
-        self._where = str(db) if url is None else _safe_url(url)
+    def __init__(self, url: str, *, create: bool = False) -> None:
+        """`url`: a SQLAlchemy URL from `db_target.db_url`."""
+        self._url, self._create = url, create
+        self._where = where(url)
         self._opened: AgentCron | None = None
 
     @property
@@ -227,10 +220,11 @@ class DbBackend:
         return self._opened
 
     async def __aenter__(self) -> DbBackend:
-        if self._db is not None and not self._create and not self._db.expanduser().exists():
+        path = sqlite_file(self._url)
+        if path is not None and not self._create and not path.exists():
             raise CliError(
-                f"no database at {self._db}: check the path (`agentcron sessions add KEY --db "
-                f"{self._db}` or `agentcron db upgrade --db {self._db}` creates one)"
+                f"no database at {path}: check the path (`agentcron sessions add KEY --db "
+                f"{path}` or `agentcron db upgrade --db {path}` creates one)"
             )
         try:
             settings = settings_from_env()
@@ -238,9 +232,9 @@ class DbBackend:
             raise CliError(str(exc)) from exc
         cron: AgentCron | None = None
         try:
-            cron = AgentCron(db=self._db, url=self._url, runner=_no_turns, settings=settings)
+            cron = AgentCron(url=self._url, runner=_no_turns, settings=settings)
             await cron.store.open()
-        except (SQLAlchemyError, ArgumentError, ValueError, OSError) as exc:
+        except (SQLAlchemyError, StoreUnavailableError, ArgumentError, ValueError, OSError) as exc:
             if cron is not None:
                 with contextlib.suppress(Exception):
                     await cron.store.close()
@@ -292,7 +286,7 @@ class DbBackend:
     async def send_out(self, key: str, text: str) -> dict[str, Any]:
         raise CliError(
             "sending through a session's channel needs the running server, where the channels "
-            "run: use --api (or no --db/--url) with `agentcron serve` running"
+            "run: use --api (or no --db) with `agentcron serve` running"
         )
 
     async def add_job(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,8 @@ import typer
 from rich.console import Console
 
 from agentcron.cli.backends import ApiBackend, Backend, CliError, DbBackend
-from agentcron.config import data_dir
+from agentcron.config import ConfigError, data_dir
+from agentcron.db_target import db_url
 
 URL_ENV = "AGENTCRON_URL"
 DEFAULT_API = "http://127.0.0.1:8321"
@@ -53,14 +54,13 @@ _DIRECT = (
     "instead of a server's API (a server running on it sees changes made this way at its next "
     "wake-up, within 5 minutes)"
 )
+DB_HELP = "A SQLite file or a database URL (sqlite:///path, postgresql://user@host/db)"
+DB_METAVAR = "FILE|URL"
 DbOpt = Annotated[
-    Path | None,
-    typer.Option("--db", help=f"Use this SQLite file directly, {_DIRECT}.", dir_okay=False),
-]
-UrlOpt = Annotated[
     str | None,
-    typer.Option("--url", help=f"Use this database URL (postgresql://...) directly, {_DIRECT}."),
+    typer.Option("--db", metavar=DB_METAVAR, help=f"{DB_HELP}: use it directly, {_DIRECT}."),
 ]
+UrlOpt = Annotated[str | None, typer.Option("--url", help="Deprecated: --db takes URLs too.")]
 ApiOpt = Annotated[
     str | None,
     typer.Option("--api", help=f"The server's URL (default: ${URL_ENV}, else {DEFAULT_API})."),
@@ -93,16 +93,33 @@ def tools_file(ctx: typer.Context, flag: Path | None) -> Path | None:
     return config if isinstance(config, Path) else None
 
 
-def backend_for(
-    db: Path | None, url: str | None, api: str | None, token: str | None, *, create: bool = False
-) -> Backend:
-    """The database when --db/--url is given, else the API of a running server. Only `create`
-    commands make a new SQLite file; the others say there is none (a typo, usually).
+def database_flag(db: str | None, url: str | None) -> str | None:
+    """The database `--db` (or the deprecated `--url`) names, as a SQLAlchemy URL; None when
+    neither is given. A value that is neither a file path nor an accepted URL, or both flags,
+    is a usage error (exit 2).
     """
-    if db is not None or url is not None:
-        if db is not None and url is not None:
+    if url is not None:
+        err.print("warning: --url is deprecated: --db takes URLs too", markup=False)
+        if db is not None:
             raise fail("give --db or --url, not both", 2)
-        return DbBackend(db, url, create=create)
+    flag, value = ("--url", url) if url is not None else ("--db", db)
+    if value is None:
+        return None
+    try:
+        return db_url(value, flag)
+    except ConfigError as exc:
+        raise fail(str(exc), 2) from None
+
+
+def backend_for(
+    db: str | None, url: str | None, api: str | None, token: str | None, *, create: bool = False
+) -> Backend:
+    """The database when --db (or --url) is given, else the API of a running server. Only
+    `create` commands make a new SQLite file; the others say there is none (a typo, usually).
+    """
+    target = database_flag(db, url)
+    if target is not None:
+        return DbBackend(target, create=create)
     from agentcron.tokens import read_token
 
     return ApiBackend(

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from agentcron.cli.common import echo, fail
+from agentcron.cli.common import DB_HELP, DB_METAVAR, database_flag, echo, fail
 from agentcron.config import ConfigError
+from agentcron.db_target import db_url
 
+RELAY_DATABASE_URL_ENV = "AGENTCRON_RELAY_DATABASE_URL"  # older than URLs in $AGENTCRON_RELAY_DB
 app = typer.Typer(help="The relay: arms fires for sleeping agents and wakes them with a webhook.")
 
 Home = Annotated[
@@ -30,14 +33,14 @@ def serve(
     port: Annotated[int, typer.Option(help="Port.", envvar="AGENTCRON_RELAY_PORT")] = 8330,
     home: Home = None,
     db: Annotated[
-        Path | None, typer.Option(help="SQLite file of the arms.", dir_okay=False)
-    ] = None,
-    url: Annotated[
         str | None,
         typer.Option(
-            help="A database URL (postgresql://...).", envvar="AGENTCRON_RELAY_DATABASE_URL"
+            metavar=DB_METAVAR,
+            help=f"{DB_HELP} for the arms (default: ${RELAY_DATABASE_URL_ENV}, else "
+            "$AGENTCRON_RELAY_DB, else relay.db in the relay's directory).",
         ),
     ] = None,
+    url: Annotated[str | None, typer.Option(help="Deprecated: --db takes URLs too.")] = None,
     issuer: Annotated[
         str | None, typer.Option(help="The fire tokens' iss (default: http://HOST:PORT).")
     ] = None,
@@ -46,15 +49,27 @@ def serve(
         typer.Option(help="Seconds a fire is retried before the relay gives up (3600)."),
     ] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    allow_private_callbacks: Annotated[
+        bool,
+        typer.Option(
+            "--allow-private-callbacks",
+            help="Call agents back on loopback, link-local and private addresses too "
+            "(refused by default).",
+            envvar="AGENTCRON_RELAY_ALLOW_PRIVATE",
+        ),
+    ] = False,
 ) -> None:
     """Run the relay: provision/cancel/list for agents, the JWKS, and fire deliveries."""
     from agentcron.relay.server import RelayOptions, run
 
-    options = RelayOptions(
-        host=host, port=port, home=home, db=db, url=url, issuer=issuer, deadline=deadline,
-        log_level=log_level,
-    )  # fmt: skip
+    target = database_flag(db, url)
     try:
+        if target is None and os.environ.get(RELAY_DATABASE_URL_ENV, "").strip():
+            target = db_url(os.environ[RELAY_DATABASE_URL_ENV], RELAY_DATABASE_URL_ENV)
+        options = RelayOptions(
+            host=host, port=port, home=home, url=target, issuer=issuer, deadline=deadline,
+            log_level=log_level, allow_private=allow_private_callbacks,
+        )  # fmt: skip
         run(options, echo)
     except ConfigError as exc:
         raise fail(str(exc), 2) from None
@@ -64,17 +79,30 @@ def serve(
 def add_agent(
     name: Annotated[str, typer.Argument(help="The agent's name (its arms are its own).")],
     audience: Annotated[str, typer.Option(help="The `aud` of its fire tokens, e.g. agent:NAME.")],
+    allow_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="An origin (scheme://host[:port]) the relay may call this agent back on; "
+            "repeat for more. Re-keying without it keeps the agent's origins.",
+        ),
+    ] = None,
     home: Home = None,
 ) -> None:
     """Add an agent (or give it a new credential); prints the credential once."""
     from agentcron.relay.agents import AgentRegistry
     from agentcron.relay.server import relay_home
 
+    registry = AgentRegistry(relay_home(home))
     try:
-        token = AgentRegistry(relay_home(home)).add(name, audience)
+        token = registry.add(name, audience, allow_origin or None)
     except ConfigError as exc:
         raise fail(str(exc), 2) from None
-    echo(f"agent {name} (audience {audience}); its relay credential, shown once:")
+    agent = registry.get(name)
+    origins = ", ".join(sorted(agent.origins)) if agent else ""
+    echo(f"agent {name} (audience {audience}); callback origins: {origins or 'none'}")
+    if not origins:
+        echo(f"its provisions are refused until: agentcron relay allow-origin {name} URL")
+    echo("its relay credential, shown once:")
     echo(token)
     echo(f"set on the agent: AGENTCRON_WAKE_RELAY_TOKEN={token} AGENTCRON_WAKE_AUDIENCE={audience}")
 
@@ -90,14 +118,36 @@ def remove_agent(name: Annotated[str, typer.Argument()], home: Home = None) -> N
     echo(f"removed agent {name}")
 
 
+@app.command("allow-origin")
+def allow_origin(
+    name: Annotated[str, typer.Argument(help="The agent.")],
+    urls: Annotated[list[str], typer.Argument(help="Origins: scheme://host[:port].")],
+    revoke: Annotated[
+        bool, typer.Option("--revoke", help="Take these origins out of the agent's set.")
+    ] = False,
+    home: Home = None,
+) -> None:
+    """Allow (or with --revoke, stop) callbacks to these origins for an agent; a running
+    relay applies it to provisions and deliveries at once.
+    """
+    from agentcron.relay.agents import AgentRegistry
+    from agentcron.relay.server import relay_home
+
+    try:
+        agent = AgentRegistry(relay_home(home)).allow_origins(name, urls, revoke=revoke)
+    except ConfigError as exc:
+        raise fail(str(exc), 2) from None
+    echo(f"agent {name}: callback origins: {', '.join(sorted(agent.origins)) or 'none'}")
+
+
 @app.command()
 def agents(home: Home = None) -> None:
-    """List the agents (name and audience)."""
+    """List the agents (name, audience and allowed callback origins)."""
     from agentcron.relay.agents import AgentRegistry
     from agentcron.relay.server import relay_home
 
     for agent in AgentRegistry(relay_home(home)).all():
-        echo(f"{agent.name}\t{agent.audience}")
+        echo(f"{agent.name}\t{agent.audience}\t{' '.join(sorted(agent.origins)) or '-'}")
 
 
 @app.command("rotate-key")

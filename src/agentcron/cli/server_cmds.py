@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from agentcron.cli.common import ToolsFileOpt, echo, fail, tools_file
-from agentcron.config import DB_ENV, ConfigError, data_dir, default_db_path
+from agentcron.cli.common import (
+    DB_HELP,
+    DB_METAVAR,
+    ToolsFileOpt,
+    database_flag,
+    echo,
+    fail,
+    tools_file,
+)
+from agentcron.config import DB_ENV, ConfigError, data_dir
+from agentcron.db_target import DATABASE_URL_ENV, configured_db, default_db_url
 
 app = typer.Typer()  # its commands join the top level
 
@@ -20,8 +28,10 @@ def demo(
         str, typer.Option("--say", help="What you tell the offline agent.")
     ] = "remind me in 10 seconds to stretch",
     db: Annotated[
-        Path | None,
-        typer.Option(help=f"SQLite file (default: ${DB_ENV}, else the data dir).", dir_okay=False),
+        str | None,
+        typer.Option(
+            metavar=DB_METAVAR, help=f"{DB_HELP} (default: ${DB_ENV}, else the data dir)."
+        ),
     ] = None,
     wps: Annotated[
         float | None,
@@ -31,7 +41,12 @@ def demo(
     """Chat with the offline agent in the terminal: it schedules a reminder that comes back."""
     from agentcron.demo import run_demo
 
-    code = asyncio.run(run_demo(db or default_db_path(), sentence, echo, wps))
+    url = database_flag(db, None)
+    try:
+        url = url or default_db_url()
+    except ConfigError as exc:
+        raise fail(str(exc), 2) from None
+    code = asyncio.run(run_demo(url, sentence, echo, wps))
     if code:
         raise typer.Exit(code)
 
@@ -44,13 +59,13 @@ def serve(
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.", envvar="AGENTCRON_PORT")] = 8321,
     db: Annotated[
-        Path | None,
-        typer.Option(help=f"SQLite file (default: ${DB_ENV}, else the data dir).", dir_okay=False),
-    ] = None,
-    url: Annotated[
         str | None,
-        typer.Option(help="A database URL (postgresql://...).", envvar="AGENTCRON_DATABASE_URL"),
+        typer.Option(
+            metavar=DB_METAVAR,
+            help=f"{DB_HELP} (default: ${DATABASE_URL_ENV}, else ${DB_ENV}, else the data dir).",
+        ),
     ] = None,
+    url: Annotated[str | None, typer.Option(help="Deprecated: --db takes URLs too.")] = None,
     model: Annotated[
         str | None,
         typer.Option(help="Model, e.g. openai:gpt-4.1-mini (default: $AGENTCRON_MODEL, offline)."),
@@ -77,17 +92,16 @@ def serve(
     """Run the engine, the agent, the channels, the API, the live stream and the web UI."""
     from agentcron.server.serve import ServeOptions, run
 
-    if db is not None and url is not None:
-        source = ctx.get_parameter_source("url")  # typer's own click: compare by name
-        if source is None or source.name != "COMMANDLINE":
-            url = None  # the --db flag wins over a database URL from the environment or file
-        else:
-            raise fail("give --db or --url, not both", 2)
+    # A flag wins over $AGENTCRON_DATABASE_URL, which wins over $AGENTCRON_DB (env or file).
+    target = database_flag(db, url)
+    try:
+        target = target or configured_db()[0]
+    except ConfigError as exc:
+        raise fail(str(exc), 2) from None
     options = ServeOptions(
         host=host,
         port=port,
-        db=db,
-        url=url,
+        url=target,
         model=model,
         unified_session=unified,
         demo=demo,

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from agentcron.store.errors import StoreError
+from agentcron.store.errors import StoreError, StoreUnavailableError
 from agentcron.store.interface import Finisher, GroupCommit
 from agentcron.store.writes import Write, WriteResult
 
@@ -19,6 +20,9 @@ Listener = Callable[[Sequence[Write], Sequence[WriteResult]], None]
 
 _RETRY_S = 1.0
 _DETACHED_RETRIES = 5
+# While the database is unreachable a batch is tried again after these pauses (doubling).
+BACKOFF_S = (0.1, 5.0)
+STOP_RETRY_S = 5.0  # once a stop began, how long writes still wait for the database
 
 
 @dataclass(eq=False)
@@ -37,6 +41,13 @@ class Journal:
 
     `write()` waits until its write is committed (a turn starts only once its start is
     durable); `post()` does not wait.
+
+    An outage (`StoreUnavailableError`: the database unreachable or locked, nothing committed)
+    never drops a write nor turns it into a failure: the batch goes back to the head of the
+    queue and is tried again, whole, after a pause (0.1 s doubling to 5 s), until it lands.
+    Only a stop ends the waiting (`begin_stop`: after `STOP_RETRY_S` the writes still
+    unwritten fail with `StoreUnavailableError`; the next start's recovery settles them). A
+    refusal (`StoreError`) is still the caller's answer.
     """
 
     store: GroupCommit
@@ -47,13 +58,26 @@ class Journal:
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _busy: bool = False
     _task: asyncio.Task[None] | None = None
+    _pause: float = BACKOFF_S[0]
+    _outage: bool = False  # the last try failed: said once in the log, and once when it ends
+    _stop_by: float | None = None  # loop time after which a stop gives up on the database
+    _stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="agentcron-journal")
 
+    def begin_stop(self, wait: float = STOP_RETRY_S) -> None:
+        """A stop is coming: while the database is unreachable, writes wait for it at most
+        `wait` more seconds, then fail (the next start recovers what they would have written).
+        """
+        if self._stop_by is None:
+            self._stop_by = time.monotonic() + wait
+            self._stopping.set()
+
     async def close(self) -> None:
         """Commit what is pending, then stop."""
+        self.begin_stop()
         await self.drain()
         task, self._task = self._task, None
         if task is not None:
@@ -115,6 +139,9 @@ class Journal:
         try:
             try:
                 results = await self.store.apply([i.write for i in batch], self.finisher)
+            except StoreUnavailableError as exc:
+                await self._unavailable(batch, exc)
+                return
             except Exception as exc:
                 if len(batch) == 1:
                     raise
@@ -132,16 +159,59 @@ class Journal:
             return
         finally:
             self._busy = False
+        self._landed()
         self._settle(batch, results)
 
     async def _one_by_one(self, batch: list[_Item]) -> None:
-        for item in batch:
+        for n, item in enumerate(batch):
             try:
                 (result,) = await self.store.apply([item.write], self.finisher)
+            except StoreUnavailableError as exc:
+                await self._unavailable(batch[n:], exc)
+                return
             except Exception as exc:
                 await self._failed(item, exc)
                 continue
+            self._landed()
             self._settle([item], [result])
+
+    async def _unavailable(self, batch: list[_Item], exc: StoreUnavailableError) -> None:
+        """Nothing of `batch` was written (the store says so: a lost COMMIT answer is settled
+        below, in the store): put it back first in line and try it again after a pause.
+        """
+        if self._stop_by is not None and time.monotonic() >= self._stop_by:
+            log.warning(
+                "stopping with the database unreachable: %d writes not recorded; the next "
+                "start recovers their turns and runs",
+                len(batch),
+            )
+            for item in batch:
+                if not item.future.done():
+                    if item.detached:
+                        item.future.set_result(None)
+                    else:
+                        item.future.set_exception(StoreUnavailableError())
+            return
+        if not self._outage:
+            self._outage = True
+            log.warning(
+                "the database is unreachable (%s); %d writes wait and are tried again",
+                exc.reason,
+                len(batch),
+            )
+        self._queue[:0] = batch
+        pause, self._pause = self._pause, min(self._pause * 2, BACKOFF_S[1])
+        if self._stop_by is not None:
+            pause = min(pause, max(0.0, self._stop_by - time.monotonic()))
+        with contextlib.suppress(TimeoutError):  # a stop cuts the pause short
+            async with asyncio.timeout(pause):
+                await (self._stopping.wait() if self._stop_by is None else asyncio.sleep(pause))
+
+    def _landed(self) -> None:
+        self._pause = BACKOFF_S[0]
+        if self._outage:
+            self._outage = False
+            log.warning("the database answers again; the writes that waited are recorded")
 
     async def _failed(self, item: _Item, exc: Exception) -> None:
         if item.detached and item.tries < _DETACHED_RETRIES:

@@ -7,7 +7,8 @@
     GET  /healthz, /readyz, /metrics
 
 An agent authenticates with its credential (`agentcron relay add-agent`) and sees only its
-own arms.
+own arms. A provision whose callback_url is not of an origin allowed for the agent, or whose
+host resolves to a private address (unless `--allow-private-callbacks`), is a 403.
 """
 
 from __future__ import annotations
@@ -32,7 +33,14 @@ from pydantic import AwareDatetime, BaseModel, Field
 from agentcron import __version__
 from agentcron.app import AgentCron
 from agentcron.config import ConfigError, EngineSettings, data_dir
+from agentcron.db_target import db_url, describe, store_url
 from agentcron.relay.agents import Agent, AgentRegistry
+from agentcron.relay.callbacks import (
+    ALLOW_PRIVATE_ENV,
+    CallbackGuard,
+    CallbackRefusedError,
+    allow_private_from_env,
+)
 from agentcron.relay.keys import SigningKeys
 from agentcron.relay.service import DEFAULT_DEADLINE, Relay
 from agentcron.server import errors
@@ -107,6 +115,7 @@ class RelayOptions:
     issuer: str | None = None
     deadline: float | None = None
     log_level: str = "info"
+    allow_private: bool | None = None  # None: $AGENTCRON_RELAY_ALLOW_PRIVATE
 
 
 @dataclass
@@ -154,9 +163,15 @@ def build(
         or f"http://{options.host}:{options.port}"
     )
     deadline = options.deadline if options.deadline is not None else deadline_from_env()
-    relay = Relay(keys, issuer=issuer, deadline=deadline)
-    db_env = os.environ.get(DB_ENV, "").strip()
-    db = None if options.url else (options.db or (Path(db_env) if db_env else home / "relay.db"))
+    allow_private = (
+        options.allow_private if options.allow_private is not None else allow_private_from_env()
+    )
+    guard = CallbackGuard(allow_private=allow_private)
+    relay = Relay(keys, issuer=issuer, deadline=deadline, guard=guard, agent_of=agents.get)
+    if options.url or options.db:
+        url = store_url(options.db, options.url)
+    else:  # $AGENTCRON_RELAY_DB is a path or a URL, as --db is (db_target)
+        url = db_url(os.environ.get(DB_ENV, "").strip() or home / "relay.db", DB_ENV)
     settings = EngineSettings(
         max_jobs=None,  # one arm per job of every agent
         max_concurrent_runs=256,  # deliveries wait on the network, not the CPU
@@ -164,9 +179,7 @@ def build(
         history_window=0,
         stop_timeout=5.0,  # a delivery cut by a stop is recorded interrupted (never re-sent)
     )
-    if db is not None:
-        db.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    cron = AgentCron(db=db, url=options.url, runner=relay.deliver, settings=settings)
+    cron = AgentCron(url=url, runner=relay.deliver, settings=settings)  # its file made 0600/0700
     relay.cron = cron
     arm_count = {"n": 0}
 
@@ -194,7 +207,13 @@ def build(
         wire = body.fire_at.isoformat(timespec="seconds")
         if body.dedup_key is not None and body.dedup_key.split(":", 1)[0] != body.job_id:
             raise HTTPException(422, detail="dedup_key must be '{job_id}:{fire_at}'")
-        schedule_id = await relay.provision(caller, body.job_id, body.fire_at, body.callback_url)
+        try:
+            schedule_id = await relay.provision(
+                caller, body.job_id, body.fire_at, body.callback_url
+            )
+        except CallbackRefusedError as exc:
+            log.warning("provision refused for %s: %s", caller.name, exc)
+            raise HTTPException(403, detail=str(exc)) from None
         log.debug("provisioned %s:%s at %s", caller.name, body.job_id, wire)
         return {"schedule_id": schedule_id}
 
@@ -227,7 +246,7 @@ def build(
         arm_count["n"] = await cron.store.count_jobs()
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
-    where = options.url or str(db)
+    where = describe(url)
     return RelayServer(app, relay, cron, keys, agents, issuer, where)
 
 
@@ -239,7 +258,16 @@ def run(options: RelayOptions, echo: Callable[[str], None]) -> None:
         echo(f"agentcron relay serving at {base}/  (issuer {server.issuer})")
         echo(f"jwks: {base}/jwks.json; database: {server.where}")
         names = ", ".join(a.name for a in server.agents.all()) or "none yet"
-        echo(f"agents: {names}  (add one: agentcron relay add-agent NAME --audience AUD)")
+        echo(
+            f"agents: {names}  (add one: agentcron relay add-agent NAME --audience AUD "
+            "--allow-origin URL)"
+        )
+        if server.relay.guard.allow_private:
+            echo(
+                "private callbacks allowed (--allow-private-callbacks or "
+                f"{ALLOW_PRIVATE_ENV}): agents may be called back on loopback and private "
+                "addresses"
+            )
         echo("relay ready")
 
     server = build(options, announce)

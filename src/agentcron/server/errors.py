@@ -24,6 +24,7 @@ from agentcron.store.errors import (
     RecallNotFoundError,
     RunNotFoundError,
     SessionNotFoundError,
+    StoreUnavailableError,
     TurnNotFoundError,
     VersionConflictError,
 )
@@ -48,6 +49,8 @@ _STATUS: list[tuple[type[Exception], int, str]] = [
     (InvalidInputError, 422, "invalid_value"),
     (ValidationError, 422, "invalid_value"),  # a model validated inside the domain
     (PromptError, 500, "prompt_error"),
+    # An outage, not a fault of the request nor a bug: one warning line, Retry-After.
+    (StoreUnavailableError, 503, "unavailable"),
     (AgentcronError, 500, "internal_error"),  # raised on purpose but not for a request
 ]
 
@@ -91,8 +94,26 @@ def _validation_detail(exc: RequestValidationError, request: Request) -> list[st
     return lines
 
 
+UNAVAILABLE_DETAIL = "the database is unreachable; try again"
+
+
+def _unavailable(request: Request, exc: StoreUnavailableError) -> JSONResponse:
+    log.warning(
+        "request refused, the database is unavailable: %s",
+        exc.reason,
+        extra={"path": request.url.path},
+    )
+    return JSONResponse(
+        error_body("unavailable", UNAVAILABLE_DETAIL),
+        status_code=503,
+        headers={"Retry-After": str(exc.retry_after_s)},
+    )
+
+
 def install(app: FastAPI) -> None:
     async def on_store_error(request: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, StoreUnavailableError):
+            return _unavailable(request, exc)
         for kind, code, name in _STATUS:
             if isinstance(exc, kind):
                 if code >= 500:

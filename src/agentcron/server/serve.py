@@ -18,7 +18,8 @@ from pydantic_ai.models import Model
 from agentcron import tools_config
 from agentcron.app import AgentCron
 from agentcron.approval_links import ApprovalLinks, RedactApprovalTokens, public_url_from_env
-from agentcron.config import agent_settings_from_env, data_dir, default_db_path, settings_from_env
+from agentcron.config import agent_settings_from_env, data_dir, settings_from_env
+from agentcron.db_target import configured_db, describe, store_url
 from agentcron.engine.clock import Clock
 from agentcron.limits import MAX_BODY_BYTES
 from agentcron.server.app import Hook, create_app
@@ -69,13 +70,13 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
     home = options.home or data_dir()
     token = load_or_create_token(home)
     hook_token = load_or_create_token(home, HOOK_TOKEN_FILE, HOOK_TOKEN_ENV)
-    db = None if options.url else (options.db or default_db_path())
+    # Neither: $AGENTCRON_DATABASE_URL, else $AGENTCRON_DB (a path or a URL), else the file.
+    url = store_url(options.db, options.url) if options.db or options.url else configured_db()[0]
     # Read and imported here (a bad file or entry point stops `serve` before it binds); the
     # MCP servers start with the app (a server that does not start stops it: ToolConfigError).
     tool_config = tools_config.load(options.tools) if options.tools is not None else None
     cron = AgentCron(
-        db=db,
-        url=options.url,
+        url=url,
         clock=clock,
         model=options.model,
         unified_session=options.unified_session,
@@ -142,7 +143,7 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
         wake=wake,
         relay_events=True,  # PostgreSQL: every replica's clients see every replica's turns
     )
-    where = options.url or str(db)
+    where = describe(url)  # the backend, and the URL without its password
     return Server(app, cron, token, hook_token, where, start_errors)
 
 

@@ -43,6 +43,7 @@ from agentcron.sessions.prompts import PromptError
 from agentcron.sessions.transcript import interrupted_entry
 from agentcron.sessions.turn_end import TurnEnds
 from agentcron.sessions.turn_records import log_context, start_record
+from agentcron.store.errors import StoreUnavailableError
 from agentcron.store.interface import LaneStore
 from agentcron.store.models import (
     Catchup,
@@ -62,6 +63,7 @@ log = logging.getLogger(__name__)
 # A start refused because another process holds the session waits for that process's notice
 # (`sessions_freed`); this bounds the wait should every notice be lost.
 _BUSY_RECHECK = timedelta(seconds=30)
+_OUTAGE_FIRST, _OUTAGE_MAX = 0.1, 5.0  # seconds between reads while the database is down
 
 
 @dataclass(eq=False)
@@ -317,6 +319,13 @@ class Lanes:
                 lane.call = TurnCall(self.settings.turn_timeout)
                 try:
                     await self._turn(lane, pending)
+                except StoreUnavailableError as exc:  # a stop gave up waiting for the database
+                    log.warning(
+                        "turn left to the next start's recovery: %s",
+                        exc.reason,
+                        extra=log_context(lane.key, pending),
+                    )
+                    await self.ends.after_error(lane.key, pending, exc)
                 except Exception as exc:  # a store failure around the turn: this turn only
                     ctx = log_context(lane.key, pending)
                     log.exception("turn failed outside the runner", extra=ctx)
@@ -419,9 +428,7 @@ class Lanes:
             async def turn() -> Outcome:
                 # Inside the call: a stop or the turn's timeout also covers the history read
                 # and a compaction's model call.
-                history = await self.memory.for_turn(
-                    lane.key, message.seq, pending.turn_id, written
-                )
+                history = await self._history(lane.key, message.seq, pending.turn_id, written)
                 turn_input = TurnInput(
                     turn_id=pending.turn_id,
                     source=pending.source,
@@ -452,6 +459,22 @@ class Lanes:
         finally:
             if slot is not None:
                 slot.release()  # only what it holds: a pause may have given it back
+
+    async def _history(
+        self, key: str, seq: int, turn_id: str, written: list[Entry]
+    ) -> list[HistoryEntry]:
+        """The turn's history; a database outage is waited out (with backoff, inside the
+        turn's call: a stop or the turn's timeout still ends it), not made a failed turn.
+        """
+        delay = _OUTAGE_FIRST
+        while True:
+            try:
+                return await self.memory.for_turn(key, seq, turn_id, written)
+            except StoreUnavailableError:
+                if self._closing:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _OUTAGE_MAX)
 
     def _late(self, fire: ClaimedFire) -> bool:
         """A fire that waited past the grace period, of a job that skips late fires."""

@@ -28,6 +28,7 @@ from agentcron.sessions.turn_records import (
     log_context,
     unstarted_record,
 )
+from agentcron.store.errors import StoreUnavailableError
 from agentcron.store.models import (
     STOPPED_MID_TURN,
     ClaimedFire,
@@ -146,6 +147,12 @@ class TurnEnds:
         entry = closing_entry(pending, outcome) if pending.started else None
         try:
             await self.write(key, pending, TurnState.FAILED, entry, outcome)
+        except StoreUnavailableError as unavailable:  # a stop gave up on the database
+            log.warning(
+                "could not record a failed turn (%s); the next start settles it",
+                unavailable,
+                extra=log_context(key, pending),
+            )
         except Exception:
             log.exception("could not record a failed turn", extra=log_context(key, pending))
 
@@ -162,6 +169,13 @@ class TurnEnds:
                 Entry(Role.ASSISTANT, text, meta),
                 Outcome.failed(STOPPED_MID_TURN),
             )
+        except StoreUnavailableError as unavailable:  # a stop gave up on the database
+            log.warning(
+                "could not record an interrupted turn (%s); the next start settles it",
+                unavailable,
+                extra=log_context(key, pending),
+            )
+            return
         except Exception:
             log.exception("could not record an interrupted turn", extra=log_context(key, pending))
             return

@@ -38,6 +38,9 @@ class Delivery:
     created_at: datetime
     updated_at: datetime
     delivered_at: datetime | None
+    # what the far end answered (a channel's own shape; Telegram: chat and message ids), kept
+    # with the record so that a follow-up (an edit, a retry's resume) works in any process
+    result: dict[str, Any] | None = None
 
 
 class DeliveryNotFoundError(StoreError, LookupError):
@@ -60,6 +63,7 @@ def _delivery(row: Row[Any] | Mapping[str, Any]) -> Delivery:
         created_at=m["created_at"],
         updated_at=m["updated_at"],
         delivered_at=m["delivered_at"],
+        result=m["result"],
     )
 
 
@@ -111,6 +115,7 @@ class DeliveryStore:
             "created_at": now,
             "updated_at": now,
             "delivered_at": None,
+            "result": None,
         }
         # RETURNING, not rowcount: drivers disagree on rowcount for ON CONFLICT DO NOTHING.
         stmt = (
@@ -161,8 +166,18 @@ class DeliveryStore:
 
         return await self._db.write(op)
 
-    async def mark_delivered(self, channel: str, message_id: str, now: datetime) -> bool:
-        """Pending -> delivered. False if the record was not pending."""
+    async def mark_delivered(
+        self,
+        channel: str,
+        message_id: str,
+        now: datetime,
+        *,
+        result: dict[str, Any] | None = None,
+    ) -> bool:
+        """Pending -> delivered, with what the far end answered (`result`; None keeps what
+        `save_progress` left). False if the record was not pending.
+        """
+        values: dict[str, Any] = {"result": result} if result is not None else {}
         return await self._settle(
             channel,
             message_id,
@@ -171,7 +186,17 @@ class DeliveryStore:
             next_attempt_at=None,
             last_error=None,
             updated_at=now,
+            **values,
         )
+
+    async def save_progress(
+        self, channel: str, message_id: str, result: dict[str, Any], now: datetime
+    ) -> bool:
+        """Keep what an attempt in flight achieved so far (say, the parts of a long message
+        already sent), so a later attempt, in any process, goes on from there. False if the
+        record is no longer pending.
+        """
+        return await self._settle(channel, message_id, result=result, updated_at=now)
 
     async def mark_retry(
         self, channel: str, message_id: str, *, error: str, next_attempt_at: datetime, now: datetime
@@ -212,6 +237,40 @@ class DeliveryStore:
             return False
 
         return await self._db.write(op)
+
+    async def unanswered(
+        self,
+        channel: str,
+        *,
+        prefix: str,
+        answer_prefix: str,
+        since: datetime,
+        limit: int = 200,
+    ) -> list[Delivery]:
+        """Records of `channel` created at or after `since` whose id starts with `prefix`,
+        not failed, for which the channel has no record `answer_prefix` + the rest of the id:
+        a follow-up nobody recorded (an approval request whose decision no process sent).
+        Oldest first, at most `limit`.
+        """
+        d, answer = deliveries, deliveries.alias("answer")
+        answer_id = sa.literal(answer_prefix, sa.Text).concat(
+            sa.func.substr(d.c.message_id, len(prefix) + 1)
+        )
+        query = (
+            sa.select(d)
+            .where(
+                d.c.channel == channel,
+                d.c.message_id.startswith(prefix, autoescape=True),
+                d.c.state != DeliveryState.FAILED.value,
+                d.c.created_at >= sa.bindparam("since", since, type_=d.c.created_at.type),
+                ~sa.exists().where(
+                    answer.c.channel == d.c.channel, answer.c.message_id == answer_id
+                ),
+            )
+            .order_by(d.c.created_at, d.c.message_id)
+            .limit(limit)
+        )
+        return await self._db.read(lambda conn: [_delivery(r) for r in conn.execute(query)])
 
     async def pending(self, channel: str, *, limit: int | None = None) -> list[Delivery]:
         """The channel's pending deliveries, oldest first (what a restart resumes)."""

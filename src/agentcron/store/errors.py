@@ -66,3 +66,20 @@ class JobLimitError(StoreError):
             f"the job limit is reached: {stored} jobs stored, {adding} more would pass the "
             f"limit of {limit}; delete jobs first, or raise the limit (EngineSettings.max_jobs)"
         )
+
+
+class StoreUnavailableError(AgentcronError):
+    """The database cannot be reached now (connection refused or lost, a lock held past the
+    wait): a transient fault, so the write did not commit and trying again later is safe.
+
+    Not a `StoreError`: a `StoreError` is the store's answer to the request (not found, a
+    conflict, the job limit); this one says nothing about the request.
+    """
+
+    retry_after_s = 5  # what the API tells a client (Retry-After)
+
+    def __init__(
+        self, message: str = "the database is unreachable; try again", *, reason: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason or message  # the driver's own words, one line, for the log

@@ -32,6 +32,7 @@ from agentcron.store.models import (
     Turn,
     TurnState,
 )
+from agentcron.store.relay_arms import ArmChange
 from agentcron.store.turn_store import TurnRecovery
 from agentcron.store.writes import ArmedJob, JobFinish, JobOutcome, Write, WriteResult
 
@@ -45,6 +46,7 @@ __all__ = [
     "JobCatalog",
     "LaneStore",
     "Planner",
+    "RelayArmLedger",
     "RunRecords",
     "SessionRecords",
     "Transcripts",
@@ -382,8 +384,25 @@ class DeliveryLedger(DeliveryRecords, Protocol):
         """
         ...
 
-    async def mark_delivered(self, channel: str, message_id: str, now: datetime) -> bool:
-        """Pending -> delivered; False if it was not pending."""
+    async def mark_delivered(
+        self,
+        channel: str,
+        message_id: str,
+        now: datetime,
+        *,
+        result: dict[str, Any] | None = None,
+    ) -> bool:
+        """Pending -> delivered, keeping what the far end answered (`result`; None keeps what
+        `save_progress` left); False if it was not pending.
+        """
+        ...
+
+    async def save_progress(
+        self, channel: str, message_id: str, result: dict[str, Any], now: datetime
+    ) -> bool:
+        """Keep what an attempt in flight achieved so far (the record's `result`), so a later
+        attempt in any process goes on from there; False if it is no longer pending.
+        """
         ...
 
     async def mark_retry(
@@ -400,6 +419,20 @@ class DeliveryLedger(DeliveryRecords, Protocol):
 
     async def pending(self, channel: str, *, limit: int | None = None) -> list[Delivery]:
         """The channel's pending deliveries, oldest first (what a restart resumes)."""
+        ...
+
+    async def unanswered(
+        self,
+        channel: str,
+        *,
+        prefix: str,
+        answer_prefix: str,
+        since: datetime,
+        limit: int = 200,
+    ) -> list[Delivery]:
+        """The channel's records since `since` with ids `prefix` + rest, not failed, that have
+        no record `answer_prefix` + rest: follow-ups nobody recorded. Oldest first.
+        """
         ...
 
 
@@ -456,4 +489,40 @@ class ApprovalRecords(Protocol):
 
     async def prune(self, before: datetime) -> int:
         """Delete approvals decided before `before` (pending ones are kept); how many."""
+        ...
+
+
+class RelayArmLedger(Protocol):
+    """The relay's part: the arms of its agents (unbound one-shot jobs `arm:{agent}:{job_id}`),
+    each change one transaction under the agent's database lock, so relay processes (on any
+    host) sharing the database never interleave the read and the write of one agent's arms.
+    """
+
+    async def arms(self, agent: str, job_id: str | None = None) -> builtins.list[Job]:
+        """The arms of `agent` (of its `job_id` only, when given), oldest first."""
+        ...
+
+    async def all_arms(self) -> builtins.list[Job]:
+        """Every agent's arms."""
+        ...
+
+    async def replace(
+        self,
+        agent: str,
+        job_id: str,
+        armed: ArmedJob | None,
+        now: datetime,
+        *,
+        same: Callable[[Job], bool] = ...,
+    ) -> ArmChange:
+        """Under the agent's lock: when an arm of `job_id` is `same` (the same fire again),
+        keep it and change nothing; else remove every arm of `job_id` and insert `armed`
+        (None: a cancel). Freed with the transaction, also when the holder dies.
+        """
+        ...
+
+    async def rearm_cut(self, agent: str, arm_id: str, armed: ArmedJob, now: datetime) -> bool:
+        """Under the agent's lock: replace the arm `arm_id` by `armed` when it has fired and no
+        run of it is active (its delivery was cut by a stop); False when it changed meanwhile.
+        """
         ...

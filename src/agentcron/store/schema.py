@@ -253,6 +253,10 @@ deliveries = sa.Table(
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=False),
     sa.Column("delivered_at", UTCDateTime),
+    # what the far end answered, kept for a follow-up any process can make (Telegram: the chat
+    # and message id of a sent message, which the edit after an approval's decision needs;
+    # the parts of a long reply already sent, so a retry elsewhere does not send them again)
+    sa.Column("result", JSONValue),
 )
 # Resuming on start reads the pending records of one channel.
 sa.Index("ix_deliveries_state", deliveries.c.state, deliveries.c.channel)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -10,9 +11,12 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from agentcron.server.deps import Cron
+from agentcron.store.errors import StoreUnavailableError
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["health"])
+
+READY_TIMEOUT_S = 2.0  # a database that takes longer to answer one count is not ready
 
 
 @router.get("/healthz")
@@ -24,8 +28,16 @@ async def healthz() -> dict[str, Any]:
 async def readyz(cron: Cron, request: Request) -> JSONResponse:
     """Ready when the database answers and the engine runs."""
     problems = []
+    timeout = READY_TIMEOUT_S
     try:
-        await cron.store.count_jobs()
+        async with asyncio.timeout(timeout):
+            await cron.store.count_jobs()
+    except TimeoutError:
+        log.warning("readiness: the database did not answer within %g s", timeout)
+        problems.append(f"database: no answer within {timeout:g} s")
+    except StoreUnavailableError as exc:
+        log.warning("readiness: the database does not answer: %s", exc.reason)
+        problems.append(f"database: {exc.reason}")
     except Exception as exc:
         log.warning("readiness: the database does not answer: %s", exc)
         problems.append(f"database: {type(exc).__name__}: {exc}")
