@@ -41,9 +41,14 @@ def create_app(
     on_stop: Sequence[Hook] = (),
     channels: ChannelManager | None = None,
     wake: WakeProvider | None = None,
+    relay_events: bool = False,
 ) -> FastAPI:
     """The server for `cron`. The hooks run in the app's lifespan (`agentcron serve` starts and
     stops AgentCron and the channels there); without them the caller owns AgentCron's life.
+
+    `relay_events` (`serve`): on PostgreSQL, the WebSocket clients of every replica on the
+    database see the events of all of them (`server/relay_events.py`; its sender stops with
+    the lifespan). Create the app before AgentCron starts: the relay is then heard at once.
     """
     hub: Hub | None = None
     metrics = Metrics(cron)
@@ -55,11 +60,18 @@ def create_app(
         try:
             yield
         finally:
-            if hub is not None:
-                hub.close()
-            metrics.close()
-            for stop in on_stop:
-                await stop()
+            try:
+                if hub is not None and hub.relay is None:
+                    hub.close()
+                metrics.close()
+                for stop in on_stop:
+                    await stop()
+            finally:
+                # With a relay the hub listens through the stop hooks: the ends of the turns
+                # a graceful stop waits for reach the other replicas (until the signals stop).
+                if hub is not None and hub.relay is not None:
+                    hub.close()
+                    await hub.relay.close()
 
     app = FastAPI(
         title="agentcron",
@@ -79,6 +91,8 @@ def create_app(
     app.state.wake = wake = wake or LocalWake()  # what wakes the engine (README: Managed wake)
     metrics.registry.register(fire.WakeCollector(wake))
     hub = Hub(cron, token)
+    if relay_events and cron.store.signals.dialect == "postgresql":
+        hub.relay_through(cron.store.signals)  # NOTIFY: SQLite replicas share no channel
     app.state.hub = hub
     errors.install(app)
     app.add_middleware(SessionKeyPath)

@@ -141,6 +141,7 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
         on_stop=[*options.extra_stop, stop],
         channels=manager,
         wake=wake,
+        relay_events=True,  # PostgreSQL: every replica's clients see every replica's turns
     )
     where = describe(url)  # the backend, and the URL without its password
     return Server(app, cron, token, hook_token, where, start_errors)

@@ -26,6 +26,17 @@ such as a delivered legacy result), `session_deleted`, and `delivery_succeeded` 
 the shapes are in `agentcron.server.events_json`. Errors come back as
 `{"type": "error", "detail": ...}`; a binary frame, or a text frame that is not a JSON object, is
 answered with one too (the connection stays open). A frame is at most 1 MiB.
+
+Replicas (several `agentcron serve` on one PostgreSQL database): a client sees the events of
+every replica, not only of the one it is connected to, in the same frames (`relay_events.py`).
+A turn that runs on another replica streams here a few milliseconds later, in order. The
+`subscribed` frame of a session whose turn runs on another replica names that turn and
+replays its events as relayed here (from its `stream_start`, if this replica heard it: one
+that started before this replica did replays nothing; the rest of the turn streams live all
+the same). The relay is best effort: an event lost in a database fault is not sent again,
+and an event too big to relay comes as a `session_sync` (a delta comes in pieces); the
+transcript, re-read at `stream_end` and `session_sync`, is always whole. On SQLite there is
+no relay: a client sees the turns of its own process.
 """
 
 from __future__ import annotations
@@ -63,6 +74,7 @@ from agentcron.events import (
 from agentcron.keys import check_session_key
 from agentcron.server.auth import bearer, token_matches
 from agentcron.server.events_json import event_json
+from agentcron.server.relay_events import EventRelay, Seam
 
 log = logging.getLogger(__name__)
 
@@ -112,17 +124,28 @@ class _Client:
 
 
 class Hub:
-    """Fans the bus's events out to WebSocket clients."""
+    """Fans the bus's events out to WebSocket clients (and, with a relay, the other replicas'
+    events too, and this process's events to them: `relay_events`).
+    """
 
     def __init__(self, cron: AgentCron, token: str) -> None:
         self._cron = cron
         self._token = token
         self._clients: set[_Client] = set()
+        self.relay: EventRelay | None = None
         self._unsubscribe = cron.subscribe(self._on_event, types=(*_TURN_EVENTS, *_GLOBAL_EVENTS))
 
     @property
     def clients(self) -> int:
         return len(self._clients)
+
+    def relay_through(self, signals: Seam) -> EventRelay:
+        """Relay this process's events to the other replicas and theirs to these clients
+        (`serve` on PostgreSQL; subscribe before the signals start listening).
+        """
+        if self.relay is None:
+            self.relay = EventRelay(signals, self.deliver)
+        return self.relay
 
     def close(self) -> None:
         self._unsubscribe()
@@ -130,11 +153,25 @@ class Hub:
     def _on_event(self, event: Event) -> None:
         # Called inside the publisher (often a turn): convert once, queue only.
         everyone = isinstance(event, _GLOBAL_EVENTS)
-        payload: dict[str, Any] | None = None
+        relay = self.relay
+        if relay is None:
+            payload: dict[str, Any] | None = None
+            for client in list(self._clients):
+                if everyone or event.session_key in client.sessions:
+                    if payload is None:
+                        payload = event_json(event)
+                    client.offer(payload)
+            return
+        wire = event_json(event)
+        relay.send(wire, everyone)
+        if relay.fresh(wire):
+            self.deliver(wire, everyone)
+
+    def deliver(self, payload: dict[str, Any], everyone: bool) -> None:
+        """Queue one event (its wire dict) for every client, or for its session's subscribers."""
+        key = payload.get("session_key")
         for client in list(self._clients):
-            if everyone or event.session_key in client.sessions:
-                if payload is None:
-                    payload = event_json(event)
+            if everyone or key in client.sessions:
                 client.offer(payload)
 
     async def serve(self, socket: WebSocket) -> None:
@@ -223,6 +260,8 @@ class Hub:
             sessions = self._cron.sessions
             replay = [event_json(e) for e in sessions.replay(key)]
             running = sessions.running_turn(key)
+            if running is None and self.relay is not None:
+                running, replay = self.relay.turn_in_progress(key)  # a turn of another replica
             client.offer(
                 {
                     "type": "subscribed",

@@ -47,6 +47,8 @@ class Topic(StrEnum):
     EVENTS = "events"  # live turn events relayed between replicas (payload: JSON lines)
 
 
+_RAW_TOPICS = frozenset({Topic.EVENTS})  # payload topics (`publish`), not notices
+
 Listener = Callable[[Topic, Sequence[str] | None], None]
 """Called on the event loop with a topic and its keys: a notice (an empty list: the whole
 topic changed); or None: something may have changed unannounced (a reconnect, the fallback
@@ -143,6 +145,7 @@ class SignalHub:
         self._task: asyncio.Task[None] | None = None
         self._publisher: Any = None  # psycopg.AsyncConnection, opened on first publish
         self._publish_lock = asyncio.Lock()
+        self._stopped = False  # after stop(): publish sends nothing (no connection reopened)
         self.connected = asyncio.Event()  # PostgreSQL: LISTENing now (tests wait on it)
         self.heard = 0  # notices heard from other processes (metrics, tests)
 
@@ -153,11 +156,22 @@ class SignalHub:
         self._listeners.setdefault(topic, []).append(listener)
         return lambda: self._listeners.get(topic, []).remove(listener)
 
-    def subscribe_raw(self, topic: Topic, listener: Callable[[str, str], None]) -> None:
+    def subscribe_raw(
+        self, topic: Topic, listener: Callable[[str, str], None]
+    ) -> Callable[[], None]:
         """Call `listener(origin, payload)` for every payload `publish`ed on `topic` by
-        another process (the live-event relay; no re-read ticks).
+        another process (the live-event relay; no re-read ticks); returns unsubscribe.
+
+        A raw topic is LISTENed only by a process that has a raw listener for it (a process
+        without one, such as the library, is not sent the relay's traffic): subscribe before
+        `start()`; a later subscription is LISTENed from the next fallback tick.
         """
         self._raw.setdefault(topic, []).append(listener)
+        return lambda: self._raw.get(topic, []).remove(listener)
+
+    def _wanted(self) -> set[Topic]:
+        """The topics to LISTEN on: every notice topic; a raw topic only with a listener."""
+        return {t for t in Topic if t not in _RAW_TOPICS or self._raw.get(t)}
 
     def _tell(self, topic: Topic, keys: Sequence[str] | None) -> None:
         for listener in list(self._listeners.get(topic, ())):
@@ -203,6 +217,7 @@ class SignalHub:
         """
         if self._task is not None:
             return
+        self._stopped = False
         if self.dialect == "postgresql":
             self._task = asyncio.create_task(self._listen(), name="agentcron-signals")
             try:
@@ -215,6 +230,7 @@ class SignalHub:
             self._task = asyncio.create_task(self._watch(first), name="agentcron-signals")
 
     async def stop(self) -> None:
+        self._stopped = True
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -253,8 +269,10 @@ class SignalHub:
             conn = None
             try:
                 conn = await self._connect()
-                for topic in Topic:
+                listening: set[Topic] = set()
+                for topic in self._wanted():
                     await conn.execute(f"LISTEN {_CHANNEL}{topic.value}")
+                    listening.add(topic)
                 self.connected.set()
                 backoff = 0.1
                 if not first:
@@ -267,6 +285,9 @@ class SignalHub:
                     # The fallback tick: prove the connection lives, and re-read anyway.
                     async with asyncio.timeout(self._connect_timeout):
                         await conn.execute("SELECT 1")
+                        for topic in self._wanted() - listening:  # subscribed since
+                            await conn.execute(f"LISTEN {_CHANNEL}{topic.value}")
+                            listening.add(topic)
                     self.resync()
             except asyncio.CancelledError:
                 raise
@@ -286,13 +307,16 @@ class SignalHub:
 
     async def publish(self, topic: Topic, payload: str) -> bool:
         """Send `payload` (under 7,000 bytes) to the other processes' `subscribe_raw`
-        listeners of `topic`. PostgreSQL only; False when it could not be sent.
+        listeners of `topic`. PostgreSQL only; False when it could not be sent (or the hub
+        was stopped).
         """
-        if self.dialect != "postgresql":
+        if self.dialect != "postgresql" or self._stopped:
             return False
         message = f"{self.origin}\n{payload}"
         async with self._publish_lock:
             for attempt in range(2):
+                if self._stopped:  # stopped while this waited for the lock
+                    return False
                 try:
                     if self._publisher is None:
                         self._publisher = await self._connect()
