@@ -25,6 +25,7 @@ from agentcron.limits import MAX_BODY_BYTES
 from agentcron.server.app import Hook, create_app
 from agentcron.server.auth import HOOK_TOKEN_ENV, HOOK_TOKEN_FILE, load_or_create_token
 from agentcron.store.ids import new_id
+from agentcron.store.signals import Topic
 from agentcron.wake.provider import ManagedWake, resolve
 from agentcron.wake.settings import wake_settings_from_env
 
@@ -104,6 +105,10 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
         subscribe=cron.subscribe,
         clock=cron.clock,
     )
+
+    if isinstance(wake, ManagedWake):
+        # A job changed by another process (the CLI, another replica) moves its arm too.
+        cron.store.signals.subscribe(Topic.JOBS, lambda _topic, _keys: wake.poke())
 
     async def start() -> None:
         if isinstance(wake, ManagedWake):

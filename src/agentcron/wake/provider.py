@@ -210,7 +210,9 @@ class ManagedWake:
         self._dirty.set()
 
     def poke(self) -> None:
-        """Reconcile soon (tests, and after a dropped fire)."""
+        """Reconcile soon: a job changed in another process (the store's signals), a fire
+        was dropped.
+        """
         self._dirty.set()
 
     async def _reconciler(self) -> None:
