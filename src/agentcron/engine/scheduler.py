@@ -638,6 +638,7 @@ class Engine:
                     )
                 except Exception:
                     log.exception("lease renewal failed")
+            self.stats["heartbeats"] += 1
 
     async def _look_for_dead(self, before: datetime) -> None:
         try:
