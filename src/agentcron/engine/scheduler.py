@@ -32,6 +32,7 @@ from agentcron.engine.waiters import Waiters
 from agentcron.events import (
     EventBus,
 )
+from agentcron.store.errors import StoreUnavailableError
 from agentcron.store.interface import EngineLedger
 from agentcron.store.models import ClaimedFire, FirePlan, Job, RunState
 from agentcron.store.owners import LiveWork, OwnerRecord
@@ -610,14 +611,23 @@ class Engine:
         renew_every = min(self.settings.lease, self.settings.turn_lease) / 3
         next_renew = self.clock.now() + renew_every
         never = asyncio.Event()
+        failing = False  # an outage is logged when it starts and when it ends, not each beat
         while True:
             await self.clock.sleep_until(self.clock.now() + beat, never)
             now = self.clock.now()
             try:
                 alive = await self.store.heartbeat_owner(self.owner, now)
+            except StoreUnavailableError as exc:
+                if not failing:
+                    log.warning("owner heartbeat failed, the database is unreachable: %s", exc)
+                failing = True
+                continue
             except Exception:
                 log.exception("owner heartbeat failed; trying again at the next beat")
                 continue
+            if failing:
+                log.warning("owner heartbeat back after a database outage")
+                failing = False
             if not alive:
                 self._fence()
                 return
