@@ -49,6 +49,12 @@ class EngineSettings:
     batch_size: int = 500  # due jobs claimed per transaction
     lease: timedelta = timedelta(seconds=60)  # renewed every lease/3 while a fire is active
     reap_interval: timedelta = timedelta(seconds=60)  # look for other engines' dead fires
+    # Every engine heartbeats its owner row this often (one UPDATE, then one indexed read for
+    # owners that stopped); an owner silent for `takeover` is dead wherever it ran, and its
+    # fires, turns and session leases are taken over at once (several heartbeats: a slow beat
+    # must not look like a death).
+    owner_heartbeat: timedelta = timedelta(seconds=1)
+    takeover: timedelta = timedelta(seconds=10)
     max_concurrent_runs: int = 16  # turns running at once
     # Claim fires this much before they are due and start each at its exact time, so the
     # claim transaction is not part of a fire's lateness.

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from ulid import ULID
 
 from agentcron.agent.runner import Runner
-from agentcron.config import EngineSettings
+from agentcron.config import ConfigError, EngineSettings
 from agentcron.engine.clock import Clock, SystemClock
 from agentcron.engine.isolated import (
     Deliver,
@@ -32,8 +32,10 @@ from agentcron.engine.waiters import Waiters
 from agentcron.events import (
     EventBus,
 )
-from agentcron.store.interface import FireLedger
+from agentcron.store.errors import StoreUnavailableError
+from agentcron.store.interface import EngineLedger
 from agentcron.store.models import ClaimedFire, FirePlan, Job, RunState
+from agentcron.store.owners import LiveWork, OwnerRecord
 from agentcron.store.writes import (
     InsertJobs,
     RunEnd,
@@ -85,6 +87,11 @@ class TurnSink(Protocol):
     @property
     def holds_leases(self) -> bool: ...
 
+    @property
+    def live_work(self) -> LiveWork: ...
+
+    def sessions_freed(self, keys: Sequence[str] | None) -> None: ...
+
     def quiet(self, *, busy_ok: bool = False) -> bool: ...
 
 
@@ -96,11 +103,20 @@ class Engine:
     claim already opened its turn. Any other fire (a system job, a delivery job) runs
     isolated (`engine/isolated.py`). Time comes only from `clock`; every run change goes
     through the journal.
+
+    Liveness (`_heartbeat`): the engine registers its owner row at start and heartbeats it
+    every `owner_heartbeat`; each beat also reads the owners silent for `takeover`, and when
+    it finds one the loop takes its work over at once (`_recover`). Leases are renewed only
+    for the work this process really holds (`LiveWork`); its own open work without a task
+    here is settled at each periodic reap. When its own row is gone (another replica declared
+    it dead and took its work over), the engine is fenced: it logs an error, stops claiming,
+    cuts its turns and runs at once (they were closed elsewhere) and hands back what waits;
+    `running` is then False, and only a restart (a new owner) brings it back.
     """
 
     def __init__(
         self,
-        store: FireLedger,
+        store: EngineLedger,
         runner: Runner,
         *,
         journal: Journal,
@@ -123,14 +139,28 @@ class Engine:
         self.system_handlers: dict[str, SystemHandler] = {}
         self.clock: Clock = clock or SystemClock()
         self.settings = settings or EngineSettings()
+        if self.settings.takeover < 3 * self.settings.owner_heartbeat:
+            raise ConfigError(
+                "takeover must be at least three owner heartbeats: "
+                f"{self.settings.takeover} < 3 x {self.settings.owner_heartbeat}"
+            )
         self.owner = owner or make_owner()
         self.stats: Counter[str] = Counter()
         self._wake = asyncio.Event()
-        self._hb_wake = asyncio.Event()
         self._slots = slots
         self.run_waiters = Waiters()  # callers waiting for a run to reach a terminal state
         self._job_queues: dict[str, deque[ClaimedFire]] = {}
         self._waiting: dict[str, ClaimedFire] = {}  # isolated fires claimed, not started
+        # Isolated fires from dispatch until their task ends (its outcome committed): the
+        # runs whose leases the heartbeat renews (with the lanes' `live_work`).
+        self._live_runs: set[str] = set()
+        # Owners the heartbeat found silent for `takeover`: the loop takes their work over.
+        self._dead: dict[str, OwnerRecord] = {}
+        self._takeover_due = False
+        self._last_beat: datetime | None = None
+        self._suspects: frozenset[str] = frozenset()  # see `settle_orphans`
+        self.fenced = False  # this owner was declared dead elsewhere: it takes no work
+        self._halting: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._awaiting_slot = 0
         self._touched: set[str] = set()
@@ -175,12 +205,18 @@ class Engine:
     # -- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Reap fires abandoned by dead processes, adopt released ones, then start the loop."""
+        """Register this owner, reap fires abandoned by dead processes, adopt released ones,
+        then start the loop and the heartbeat.
+        """
         now = self.clock.now()
+        await self.store.register_owner(self.owner, "engine", now)
+        self._last_beat = now
         self.journal.start()
+        # Owners silent for `takeover` are found by the first heartbeat (its check is guarded
+        # against a jump of the clock; see `_heartbeat`), not here.
         await self._reap(now)
         self._next_reap = await self._reap_deadline(now)
-        await self.turns.recover(owner_is_dead)
+        await self.turns.recover(self._is_dead)
         await self._adopt(now)
         await self.store.prune_runs(
             now,
@@ -193,14 +229,35 @@ class Engine:
         self._loop_task = asyncio.create_task(self._loop(), name="agentcron-engine")
 
     async def stop(self, grace: float | None = None) -> None:
-        """Stop claiming, let running turns finish (up to `grace` s), release the rest."""
+        """Stop claiming, let running turns finish (up to `grace` s), release the rest, then
+        unregister this owner.
+        """
         if self._loop_task is None or self._closed:
             return
         self._closed = True
+        wait = self.settings.stop_timeout if grace is None else grace
+        if self._halting is None:
+            self._halting = asyncio.create_task(self._halt(wait))
+        await self._halting  # a fenced engine halted already (or is halting)
+        await self.journal.close()
+        for task in self._service_tasks:
+            task.cancel()
+        await asyncio.gather(*self._service_tasks, return_exceptions=True)
+        if not self.fenced:
+            try:
+                await self.store.unregister_owner(self.owner)
+            except Exception:  # its row then goes stale: settled as dead, nothing is left
+                log.exception("could not unregister this owner")
+
+    async def _halt(self, wait: float) -> None:
+        """Stop the loop, let running turns and runs finish for `wait` s, then cut them, and
+        hand back every fire that never started. The heartbeat goes on meanwhile (the
+        leases of turns still finishing stay renewed).
+        """
         self._stopping = True
         self._wake.set()
-        await self._loop_task
-        wait = self.settings.stop_timeout if grace is None else grace
+        if self._loop_task is not None:
+            await self._loop_task
         self.isolated.cut_paused()  # a person's answer gets no grace (as in the lanes)
         tasks = list(self._tasks)
         lanes = asyncio.create_task(self.turns.shutdown(wait))
@@ -215,15 +272,16 @@ class Engine:
             log.info("released %d fires that had not started", released)
         self._waiting.clear()
         self._job_queues.clear()
-        await self.journal.close()
-        for task in self._service_tasks:
-            task.cancel()
-        await asyncio.gather(*self._service_tasks, return_exceptions=True)
 
     @property
     def running(self) -> bool:
-        """The loop is up (started, not stopped, not crashed)."""
-        return self._loop_task is not None and not self._loop_task.done() and not self._closed
+        """The loop is up (started, not stopped, not crashed, not fenced)."""
+        return (
+            self._loop_task is not None
+            and not self._loop_task.done()
+            and not self._closed
+            and not self.fenced
+        )
 
     def wake(self) -> None:
         """Re-read the schedule now (a job was created, changed or removed)."""
@@ -262,8 +320,9 @@ class Engine:
         self._wake.set()
 
     def leases_held(self) -> None:
-        """Something now holds leases (a turn waits or runs): keep them renewed."""
-        self._hb_wake.set()
+        """Something now holds leases (a turn waits or runs). Nothing to do: the heartbeat
+        runs all the time and renews what `live_work` names (the lanes' `on_busy` hook).
+        """
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -272,17 +331,15 @@ class Engine:
             self._wake.clear()
             now = self.clock.now()
             try:
-                if self._next_reap is not None and self._next_reap <= now:
-                    await self._reap(now)
-                    await self.turns.recover(owner_is_dead)
-                    await self._adopt(now)
-                    await self._run_reapers()
-                    self._next_reap = await self._reap_deadline(now)
+                sweep = self._next_reap is not None and self._next_reap <= now
+                if sweep or self._takeover_due:
+                    self._adopt_now = self._recover_now = False  # the pass adopts too
+                    await self._recover(now, sweep=sweep)
                 elif self._adopt_now:
                     self._adopt_now = False
                     if self._recover_now:
                         self._recover_now = False
-                        await self.turns.recover(owner_is_dead)
+                        await self.turns.recover(self._is_dead)
                     await self._adopt(now)
                 if self.timer:
                     await self._claim_due(now)
@@ -358,8 +415,73 @@ class Engine:
         sweep = now + self.settings.reap_interval
         return sweep if expiry is None else min(expiry, sweep)
 
+    def _is_dead(self, owner: str) -> bool:
+        """Certainly gone: silent for `takeover` (found by the heartbeat), or a process of
+        this host that no longer exists. An owner without a row (an older version) is only
+        reaped when its leases expire.
+        """
+        return owner in self._dead or owner_is_dead(owner)
+
+    async def _recover(self, now: datetime, *, sweep: bool) -> None:
+        """Take over the work of owners that are gone: a dead owner's runs reaped (unstarted
+        ones released and adopted, started ones interrupted), its turns settled (cut ones
+        closed with the visible notice), its session leases freed, then its row deleted.
+        Every piece is a compare-and-set, so replicas doing this at once settle each thing
+        once. With `sweep` (every `reap_interval`) this process's own orphans are settled
+        first, and expired leases of anyone are reaped too.
+        """
+        dead = dict(self._dead)
+        if sweep:
+            await self._settle_orphans(now)
+        await self._reap(now)
+        await self.turns.recover(self._is_dead)
+        # A turn here waiting for a session the recovery let go starts now (this process
+        # does not hear its own notices).
+        self.turns.sessions_freed(None)
+        await self._adopt(now)
+        await self._run_reapers()
+        for owner, record in dead.items():
+            # Only now, with its work settled: a replica that dies halfway leaves the row
+            # (still silent) for the next one to finish the takeover.
+            await self.store.unregister_owner(owner)
+            self._dead.pop(owner, None)
+            log.warning(
+                "owner taken over: its process stopped (no heartbeat for %.1fs)",
+                (now - record.heartbeat_at).total_seconds(),
+                extra={"owner": owner, "host": record.host, "pid": record.pid},
+            )
+        self._takeover_due = bool(self._dead)
+        self._next_reap = await self._reap_deadline(now)
+
+    async def _settle_orphans(self, now: datetime) -> None:
+        """Settle this process's own open work that no task here holds (`settle_orphans`):
+        never-started runs released for adoption, started ones interrupted, running turns
+        handed to turn recovery (closed with the visible notice), stray session leases freed.
+        """
+        settled = await self.store.settle_orphans(self.owner, now, self.live_work, self._suspects)
+        self._suspects = settled.suspects
+        for run in settled.interrupted:
+            self.stats["interrupted"] += 1
+            log.warning(
+                "own fire interrupted: no task of this process ran it any more; not re-run",
+                extra={"job_id": run.job_id, "run_id": run.id, "session_key": run.session_key},
+            )
+        if settled.released or settled.disowned or settled.freed:
+            log.warning(
+                "settled own orphans: %d unstarted fires released, %d turns handed to "
+                "recovery, %d session leases freed",
+                settled.released,
+                settled.disowned,
+                settled.freed,
+            )
+
+    @property
+    def live_work(self) -> LiveWork:
+        """The runs, turns and sessions this process has a task for now."""
+        return LiveWork(runs=frozenset(self._live_runs)) | self.turns.live_work
+
     async def _reap(self, now: datetime) -> None:
-        for run in await self.store.reap(now, self.owner, owner_is_dead):
+        for run in await self.store.reap(now, self.owner, self._is_dead):
             self.stats["interrupted"] += 1
             log.warning(
                 "fire interrupted: its process stopped mid-way; not re-run",
@@ -404,7 +526,6 @@ class Engine:
         fires of its job and start it when it is first.
         """
         self._touched.add(fire.job.id)
-        self._hb_wake.set()
         if fire.turn_id is not None:
             await self.turns.submit_fire(fire)
             return
@@ -413,6 +534,7 @@ class Engine:
             # It has to wait (for its job's earlier fire or for a free slot): say so.
             self.journal.post(RunEnd(Transition(fire.run_id, RunState.QUEUED, self.clock.now())))
         self._waiting[fire.run_id] = fire
+        self._live_runs.add(fire.run_id)
         if queue is None:
             self._job_queues[fire.job.id] = deque([fire])
             self._spawn(self._execute(fire))
@@ -454,6 +576,7 @@ class Engine:
             finally:
                 slot.release()  # only what it holds: a pause may have given it back
         finally:
+            self._live_runs.discard(fire.run_id)
             if started:
                 self._next_of_job(fire.job.id)
 
@@ -476,28 +599,95 @@ class Engine:
             self._wake.set()
 
     async def _heartbeat(self) -> None:
-        """Renew this engine's leases (its active fires', its sessions' turn leases) every
-        lease/3 while it holds any.
+        """Every `owner_heartbeat`: say this owner is alive (one UPDATE), look for owners
+        silent for `takeover` (one indexed read) and wake the loop to take them over; every
+        lease/3, renew the leases of the work this process really holds.
+
+        The silence is measured from this engine's own previous beat too, not from its clock
+        alone: after a jump of the clock (a suspended host, a test's fake clock) every owner
+        looks silent until it beats again, and none is taken for dead on that.
         """
-        interval = min(self.settings.lease, self.settings.turn_lease) / 3
+        beat = self.settings.owner_heartbeat
+        renew_every = min(self.settings.lease, self.settings.turn_lease) / 3
+        next_renew = self.clock.now() + renew_every
+        never = asyncio.Event()
+        failing = False  # an outage is logged when it starts and when it ends, not each beat
         while True:
-            if not self._holding():
-                await self._hb_wake.wait()
-                self._hb_wake.clear()
+            await self.clock.sleep_until(self.clock.now() + beat, never)
+            now = self.clock.now()
+            try:
+                alive = await self.store.heartbeat_owner(self.owner, now)
+            except StoreUnavailableError as exc:
+                if not failing:
+                    log.warning("owner heartbeat failed, the database is unreachable: %s", exc)
+                failing = True
                 continue
-            never = asyncio.Event()
-            await self.clock.sleep_until(self.clock.now() + interval, never)
-            if self._holding():
-                now = self.clock.now()
+            except Exception:
+                log.exception("owner heartbeat failed; trying again at the next beat")
+                continue
+            if failing:
+                log.warning("owner heartbeat back after a database outage")
+                failing = False
+            if not alive:
+                self._fence()
+                return
+            last = self._last_beat or now
+            self._last_beat = now
+            if not self._stopping:
+                await self._look_for_dead(min(now, last + 2 * beat) - self.settings.takeover)
+            if not self._holding():
+                next_renew = now + renew_every  # leases taken from now on are fresh
+            elif now >= next_renew:
+                next_renew = now + renew_every
                 try:
-                    await self.store.renew_leases(
-                        self.owner, now + self.settings.lease, now + self.settings.turn_lease
+                    await self.store.renew_held(
+                        self.owner,
+                        self.live_work,
+                        now + self.settings.lease,
+                        now + self.settings.turn_lease,
                     )
                 except Exception:
                     log.exception("lease renewal failed")
+            self.stats["heartbeats"] += 1
+
+    async def _look_for_dead(self, before: datetime) -> None:
+        try:
+            found = await self.store.dead_owners(before, exclude=self.owner)
+        except Exception:
+            log.exception("could not read the owners' heartbeats")
+            return
+        fresh = [o for o in found if o.owner not in self._dead]
+        if not fresh:
+            return
+        for record in fresh:
+            self._dead[record.owner] = record
+            log.warning(
+                "owner silent since %s (takeover %s): taking its work over",
+                record.heartbeat_at.isoformat(),
+                self.settings.takeover,
+                extra={"owner": record.owner, "host": record.host, "pid": record.pid},
+            )
+        self._takeover_due = True
+        self._wake.set()
+
+    def _fence(self) -> None:
+        """This owner's row is gone: another replica found it silent for `takeover`, declared
+        it dead and took its fires, turns and session leases over. Stop taking work at once.
+        """
+        log.error(
+            "this process was declared dead by another replica (its owner row is gone: no "
+            "heartbeat reached the database for %s) and its work was taken over; it takes no "
+            "new work, cuts what it still runs and stops. Restart it to rejoin",
+            self.settings.takeover,
+            extra={"owner": self.owner},
+        )
+        self.fenced = True
+        if self._halting is None and not self._closed:
+            # No grace: every turn and run it still has was closed (or adopted) elsewhere.
+            self._halting = asyncio.create_task(self._halt(0.0))
 
     def _holding(self) -> bool:
-        return bool(self._waiting or self.isolated.running or self.turns.holds_leases)
+        return bool(self._live_runs or self.turns.holds_leases)
 
     # -- observation -----------------------------------------------------------------------
 

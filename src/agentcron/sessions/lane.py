@@ -56,6 +56,7 @@ from agentcron.store.models import (
     Session,
     Turn,
 )
+from agentcron.store.owners import LiveWork
 from agentcron.store.writes import TurnStarted
 
 log = logging.getLogger(__name__)
@@ -241,6 +242,19 @@ class Lanes:
     def holds_leases(self) -> bool:
         """Some turn waits or runs here (its session lease or run lease needs renewing)."""
         return bool(self._lanes)
+
+    @property
+    def live_work(self) -> LiveWork:
+        """The sessions with a lane here, and the turns and fires (runs) queued or running in
+        them: what the engine's heartbeat renews; any other open work of this owner is an
+        orphan it settles (read-only).
+        """
+        held = [p for lane in self._lanes.values() for p in (*lane.queue, lane.current) if p]
+        return LiveWork(
+            runs=frozenset(p.fire.run_id for p in held if p.fire is not None),
+            turns=frozenset(p.turn_id for p in held),
+            sessions=frozenset(self._lanes),
+        )
 
     @property
     def parked(self) -> int:

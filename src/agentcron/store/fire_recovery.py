@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -11,10 +12,11 @@ from sqlalchemy.engine import Connection, Row
 
 from agentcron.store.fire_store import FireClaimsMixin
 from agentcron.store.models import DIED_MID_TURN, ClaimedFire, Job, Run, RunState, TurnState
-from agentcron.store.rows import _ACTIVE_INLINE, ACTIVE, WAITING, _chunks, _job, _run
+from agentcron.store.owners import LiveWork, OrphanSettlement
+from agentcron.store.rows import ACTIVE, WAITING, _chunks, _job, _run
 from agentcron.store.schema import jobs, runs, sessions, turns
 from agentcron.store.signals import Topic, announce
-from agentcron.store.turn_store import WAITING_TURN
+from agentcron.store.turn_store import OPEN_TURN, WAITING_TURN
 
 
 class FireLedgerMixin(FireClaimsMixin):
@@ -53,46 +55,161 @@ class FireLedgerMixin(FireClaimsMixin):
             # back, like a graceful stop does, for an engine to adopt and run once.
             conn.execute(
                 runs.update()
-                .where(runs.c.id == sa.bindparam("b_id"), runs.c.owner == sa.bindparam("b_owner"))
+                .where(
+                    runs.c.id == sa.bindparam("b_id"),
+                    runs.c.owner == sa.bindparam("b_owner"),
+                    runs.c.state.in_([sa.literal_column(f"'{s}'") for s in WAITING]),
+                )
                 .values(owner=None, lease_expires_at=None),
                 [{"b_id": r.id, "b_owner": r.owner} for r in unstarted],
             )
-        if not started:
-            return []
-        error = DIED_MID_TURN
-        conn.execute(
-            runs.update()
-            .where(runs.c.id == sa.bindparam("b_id"), _ACTIVE_INLINE)
-            .values(
-                state=RunState.INTERRUPTED.value,
-                finished_at=now,
-                owner=None,
-                lease_expires_at=None,
-                error=error,
-                error_details=sa.bindparam("details", type_=runs.c.error_details.type),
-            ),
-            [{"b_id": r.id, "details": {"owner": r.owner, "was": r.state.value}} for r in started],
-        )
-        conn.execute(
-            jobs.update()
-            .where(jobs.c.id == sa.bindparam("b_id"))
-            .values(
-                last_status=RunState.INTERRUPTED.value,
-                last_run_at=now,
-                lease_owner=None,
-                lease_expires_at=None,
-            ),
-            [{"b_id": job_id} for job_id in {r.job_id for r in started}],
-        )
-        return [
-            Run(
-                **{
-                    **{f: getattr(r, f) for f in r.__dataclass_fields__},
-                    "state": RunState.INTERRUPTED,
-                }
+            announce(conn, Topic.RUNS)  # another process may adopt them now
+        return self._interrupt_runs_op(conn, now, started)
+
+    def _interrupt_runs_op(self, conn: Connection, now: datetime, started: list[Run]) -> list[Run]:
+        """Close runs whose process is gone mid-way as `interrupted` (never re-run). Each
+        update is a compare-and-set on (running, owner): when two replicas reap at once, each
+        run is closed by one of them, and only that one returns it.
+        """
+        done: list[Run] = []
+        for r in started:
+            result = conn.execute(
+                runs.update()
+                .where(
+                    runs.c.id == r.id,
+                    runs.c.state == RunState.RUNNING.value,
+                    runs.c.owner == r.owner,
+                )
+                .values(
+                    state=RunState.INTERRUPTED.value,
+                    finished_at=now,
+                    owner=None,
+                    lease_expires_at=None,
+                    error=DIED_MID_TURN,
+                    error_details={"owner": r.owner, "was": r.state.value},
+                )
             )
-            for r in started
-        ]
+            if result.rowcount:
+                done.append(replace(r, state=RunState.INTERRUPTED))
+        if done:
+            conn.execute(
+                jobs.update()
+                .where(jobs.c.id == sa.bindparam("b_id"))
+                .values(
+                    last_status=RunState.INTERRUPTED.value,
+                    last_run_at=now,
+                    lease_owner=None,
+                    lease_expires_at=None,
+                ),
+                [{"b_id": job_id} for job_id in sorted({r.job_id for r in done})],
+            )
+        return done
+
+    async def renew_held(
+        self, owner: str, live: LiveWork, until: datetime, turn_until: datetime
+    ) -> int:
+        """Extend the leases of the work `owner` really holds: the active runs in `live.runs`
+        to `until`, the session turn leases of `live.sessions` to `turn_until`. Runs and
+        leases of `owner` outside `live` are orphans: left to expire (and to be settled).
+        Returns how many runs it renewed.
+        """
+        return await self._db.write(
+            lambda conn: self._renew_held_op(conn, owner, live, until, turn_until)
+        )
+
+    def _renew_held_op(
+        self, conn: Connection, owner: str, live: LiveWork, until: datetime, turn_until: datetime
+    ) -> int:
+        renewed = 0
+        for chunk in _chunks(sorted(live.runs)):
+            result = conn.execute(
+                runs.update()
+                .where(runs.c.id.in_(chunk), runs.c.owner == owner, runs.c.state.in_(ACTIVE))
+                .values(lease_expires_at=until)
+            )
+            renewed += int(result.rowcount)
+        for chunk in _chunks(sorted(live.sessions)):
+            conn.execute(
+                sessions.update()
+                .where(sessions.c.session_key.in_(chunk), sessions.c.turn_owner == owner)
+                .values(turn_lease_expires_at=turn_until)
+            )
+        return renewed
+
+    async def settle_orphans(
+        self, owner: str, now: datetime, live: LiveWork, suspects: frozenset[str] = frozenset()
+    ) -> OrphanSettlement:
+        """Settle `owner`'s own open work that no task of it holds (`live` says what does):
+
+        - a run that never started is released (owner NULL, with its waiting turn) for
+          `adopt_released`; one that started is `interrupted` (never re-run);
+        - a running turn is handed back (owner NULL): `recover_turns` closes it interrupted,
+          and its caller posts the visible notice;
+        - a waiting turn is handed back (for `recover_turns` to adopt) only when it was
+          already in `suspects`, i.e. seen without a task by the previous call too (one that
+          is being opened right now is not in `live` yet); the others are returned as the
+          next `suspects`;
+        - a session turn lease held outside `live.sessions` is let go.
+        """
+        return await self._db.write(
+            lambda conn: self._settle_orphans_op(conn, owner, now, live, suspects)
+        )
+
+    def _settle_orphans_op(
+        self,
+        conn: Connection,
+        owner: str,
+        now: datetime,
+        live: LiveWork,
+        suspects: frozenset[str],
+    ) -> OrphanSettlement:
+        rows = conn.execute(
+            sa.select(runs).where(runs.c.owner == owner, runs.c.state.in_(ACTIVE))
+        ).all()
+        orphans = [_run(r) for r in rows if r.id not in live.runs]
+        unstarted = [r.id for r in orphans if r.state is not RunState.RUNNING]
+        released = self._release_op(conn, owner, unstarted) if unstarted else 0
+        interrupted = self._interrupt_runs_op(
+            conn, now, [r for r in orphans if r.state is RunState.RUNNING]
+        )
+        open_turns = conn.execute(
+            sa.select(turns.c.id, turns.c.state).where(
+                turns.c.owner == owner, turns.c.state.in_(OPEN_TURN)
+            )
+        ).all()
+        loose = [t for t in open_turns if t.id not in live.turns]
+        waiting = {t.id for t in loose if t.state != TurnState.RUNNING.value}
+        disown = [t.id for t in loose if t.state == TurnState.RUNNING.value]
+        disown += sorted(waiting & suspects)
+        disowned = 0
+        for chunk in _chunks(disown):
+            result = conn.execute(
+                turns.update()
+                .where(turns.c.id.in_(chunk), turns.c.owner == owner, turns.c.state.in_(OPEN_TURN))
+                .values(owner=None)
+            )
+            disowned += int(result.rowcount)
+        held = conn.execute(
+            sa.select(sessions.c.session_key).where(sessions.c.turn_owner == owner)
+        ).scalars()
+        freed: list[str] = []
+        for chunk in _chunks(sorted(k for k in held if k not in live.sessions)):
+            result = conn.execute(
+                sessions.update()
+                .where(sessions.c.session_key.in_(chunk), sessions.c.turn_owner == owner)
+                .values(turn_owner=None, turn_id=None, turn_lease_expires_at=None)
+                .returning(sessions.c.session_key)
+            )
+            freed.extend(result.scalars())
+        if freed:
+            announce(conn, Topic.SESSIONS, freed)
+        return OrphanSettlement(
+            released=released,
+            interrupted=interrupted,
+            disowned=disowned,
+            freed=len(freed),
+            suspects=frozenset(waiting - suspects),
+        )
 
     async def earliest_foreign_lease(self, owner: str) -> datetime | None:
         """When the next lease of another owner's active run expires (to reap it then)."""

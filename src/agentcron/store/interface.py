@@ -32,6 +32,7 @@ from agentcron.store.models import (
     Turn,
     TurnState,
 )
+from agentcron.store.owners import LiveWork, OrphanSettlement, OwnerRecord
 from agentcron.store.relay_arms import ArmChange
 from agentcron.store.turn_store import TurnRecovery
 from agentcron.store.writes import ArmedJob, JobFinish, JobOutcome, Write, WriteResult
@@ -40,11 +41,13 @@ __all__ = [
     "ApprovalRecords",
     "DeliveryLedger",
     "DeliveryRecords",
+    "EngineLedger",
     "Finisher",
     "FireLedger",
     "GroupCommit",
     "JobCatalog",
     "LaneStore",
+    "OwnerRegistry",
     "Planner",
     "RelayArmLedger",
     "RunRecords",
@@ -524,5 +527,71 @@ class RelayArmLedger(Protocol):
     async def rearm_cut(self, agent: str, arm_id: str, armed: ArmedJob, now: datetime) -> bool:
         """Under the agent's lock: replace the arm `arm_id` by `armed` when it has fired and no
         run of it is active (its delivery was cut by a stop); False when it changed meanwhile.
+        """
+        ...
+
+
+class OwnerRegistry(Protocol):
+    """Owner liveness: every process that takes leases keeps one heartbeat row. An owner whose
+    heartbeat is older than the takeover time is dead wherever it ran; a live replica settles
+    its work and then deletes its row. A process whose own row is gone was declared dead: it
+    must stop taking work (see `Engine`).
+    """
+
+    async def register_owner(self, owner: str, role: str, now: datetime) -> None:
+        """Record `owner` (`host:pid:ulid`; host and pid are parsed from it) with `role`
+        (`engine` | `relay`) alive at `now`. Registering again renews the heartbeat.
+        """
+        ...
+
+    async def heartbeat_owner(self, owner: str, now: datetime) -> bool:
+        """Set `owner`'s heartbeat to `now` (one UPDATE). False when its row is gone: another
+        process declared it dead (or it unregistered); the row is not recreated.
+        """
+        ...
+
+    async def unregister_owner(self, owner: str) -> bool:
+        """Delete `owner`'s row (a graceful stop, or a dead owner whose work is settled);
+        False when there was none.
+        """
+        ...
+
+    async def dead_owners(
+        self, before: datetime, *, exclude: str | None = None
+    ) -> list[OwnerRecord]:
+        """Owners whose last heartbeat is strictly older than `before` (the caller passes its
+        now minus the takeover time), `exclude` left out; oldest heartbeat first. One read
+        on the heartbeat index: cheap enough for every heartbeat.
+        """
+        ...
+
+    async def list_owners(self) -> list[OwnerRecord]:
+        """Every registered owner, oldest heartbeat first."""
+        ...
+
+
+class EngineLedger(FireLedger, OwnerRegistry, Protocol):
+    """What the engine uses: the fire ledger, owner liveness, and the leases and orphans of
+    the work this process really holds.
+    """
+
+    async def renew_held(
+        self, owner: str, live: LiveWork, until: datetime, turn_until: datetime
+    ) -> int:
+        """Extend only the leases of live work: `owner`'s active runs in `live.runs` to
+        `until`, its session turn leases in `live.sessions` to `turn_until`; how many runs.
+        Anything else `owner` holds is not renewed (an orphan: its lease runs out).
+        """
+        ...
+
+    async def settle_orphans(
+        self, owner: str, now: datetime, live: LiveWork, suspects: frozenset[str] = frozenset()
+    ) -> OrphanSettlement:
+        """Settle `owner`'s own open work that is not in `live`: never-started runs released
+        (with their waiting turns) for `adopt_released`; started runs `interrupted`; running
+        turns handed back (owner NULL) so that `recover_turns` closes them with the visible
+        notice; waiting turns handed back only when also in `suspects` (seen without a task
+        by the previous call: one being opened now is not live yet); session leases outside
+        `live.sessions` let go. Every change is a compare-and-set on the owner.
         """
         ...

@@ -35,6 +35,33 @@ def _run_is_open(conn: Connection, run_id: str) -> bool:
     return state is not None and RunState(state) in ACTIVE_STATES
 
 
+def _adopt_where(gone_owners: set[str]) -> sa.ColumnElement[bool]:
+    """A waiting turn still as recovery found it: not started, and not taken by anyone else."""
+    owner_gone: sa.ColumnElement[bool] = turns.c.owner.is_(None)
+    if gone_owners:
+        owner_gone = sa.or_(owner_gone, turns.c.owner.in_(sorted(gone_owners)))
+    return sa.and_(turns.c.state.in_(WAITING_TURN), owner_gone)
+
+
+def _claimed(
+    conn: Connection, found: list[Turn], where: sa.ColumnElement[bool], **values: Any
+) -> list[Turn]:
+    """Apply `values` to the turns of `found` that still match `where`; those it changed."""
+    if not found:
+        return []
+    done: set[str] = set()
+    ids = [t.id for t in found]
+    for start in range(0, len(ids), 500):
+        result = conn.execute(
+            turns.update()
+            .where(turns.c.id.in_(ids[start : start + 500]), where)
+            .values(**values)
+            .returning(turns.c.id)
+        )
+        done.update(result.scalars())
+    return [t for t in found if t.id in done]
+
+
 # -- operations inside one transaction (composed by the store methods) -------------------
 
 
@@ -200,9 +227,12 @@ class TurnStore:
             ).all()
             adopted: list[Turn] = []
             interrupted: list[Turn] = []
+            gone_owners: set[str] = set()
             for row in rows:
                 turn = _turn(row)
                 gone = turn.owner is None or is_dead(turn.owner)
+                if gone and turn.owner is not None:
+                    gone_owners.add(turn.owner)
                 if turn.state is TurnState.RUNNING:
                     lease_lost = row.lease_turn != turn.id or (
                         row.lease_until is not None and row.lease_until <= now
@@ -217,7 +247,7 @@ class TurnStore:
                 elif not _run_is_open(conn, turn.run_id):
                     conn.execute(
                         turns.update()
-                        .where(turns.c.id == turn.id)
+                        .where(turns.c.id == turn.id, turns.c.state.in_(WAITING_TURN))
                         .values(
                             state=TurnState.CANCELLED.value,
                             finished_at=now,
@@ -225,43 +255,64 @@ class TurnStore:
                         )
                     )
                 elif turn.owner is not None:
-                    conn.execute(turns.update().where(turns.c.id == turn.id).values(owner=None))
-            if adopted:
-                conn.execute(
-                    turns.update()
-                    .where(turns.c.id.in_([t.id for t in adopted]))
-                    .values(owner=owner)
-                )
+                    conn.execute(
+                        turns.update()
+                        .where(turns.c.id == turn.id, turns.c.owner == turn.owner)
+                        .values(owner=None)
+                    )
+            # Every change below is a compare-and-set: when two replicas recover at once, each
+            # turn is adopted or interrupted by one of them, and only that one returns it (and
+            # so posts its notice, or runs it).
+            adopted = _claimed(conn, adopted, _adopt_where(gone_owners), owner=owner)
             # Leases of owners that are gone are free at once: a lease taken just before its
             # process died would otherwise hold the session until it expires.
+            freed: list[str] = []
             held = conn.execute(
                 sa.select(
-                    sessions.c.session_key, sessions.c.turn_owner, sessions.c.turn_lease_expires_at
+                    sessions.c.session_key,
+                    sessions.c.turn_owner,
+                    sessions.c.turn_id,
+                    sessions.c.turn_lease_expires_at,
                 ).where(sessions.c.turn_owner.is_not(None), sessions.c.turn_owner != owner)
             ).all()
-            stale = [
-                key
-                for key, holder, until in held
-                if is_dead(holder) or (until is not None and until <= now)
-            ]
-            for start in range(0, len(stale), 500):
-                conn.execute(
+            for key, holder, turn_id, until in held:
+                if not (is_dead(holder) or (until is not None and until <= now)):
+                    continue
+                # Only the lease as it was read: not one renewed or taken since.
+                same = [sessions.c.turn_owner == holder]
+                same.append(
+                    sessions.c.turn_id.is_(None)
+                    if turn_id is None
+                    else sessions.c.turn_id == turn_id
+                )
+                if until is not None:
+                    same.append(sessions.c.turn_lease_expires_at == until)
+                result = conn.execute(
                     sessions.update()
-                    .where(sessions.c.session_key.in_(stale[start : start + 500]))
+                    .where(sessions.c.session_key == key, *same)
                     .values(turn_owner=None, turn_id=None, turn_lease_expires_at=None)
                 )
+                if result.rowcount:
+                    freed.append(key)
+            interrupted = _claimed(
+                conn,
+                interrupted,
+                turns.c.state == TurnState.RUNNING.value,
+                state=TurnState.INTERRUPTED.value,
+                finished_at=now,
+                error=DIED_MID_TURN,
+            )
             if interrupted:
-                conn.execute(
-                    turns.update()
-                    .where(turns.c.id.in_([t.id for t in interrupted]))
-                    .values(state=TurnState.INTERRUPTED.value, finished_at=now, error=DIED_MID_TURN)
-                )
                 # A cut-off turn's session lease is free at once, not when it would expire.
-                conn.execute(
+                result = conn.execute(
                     sessions.update()
                     .where(sessions.c.turn_id.in_([t.id for t in interrupted]))
                     .values(turn_owner=None, turn_id=None, turn_lease_expires_at=None)
+                    .returning(sessions.c.session_key)
                 )
+                freed.extend(result.scalars())
+            if freed:  # turns waiting elsewhere for these sessions may start now
+                announce(conn, Topic.SESSIONS, freed)
             return TurnRecovery(adopted, interrupted)
 
         return await self._db.write(op)
