@@ -43,7 +43,7 @@ from agentcron.store import (
 from agentcron.store.interface import FireLedger
 from agentcron.store.migrate import alembic_config
 from agentcron.store.models import Entry, Role, TurnState
-from agentcron.store.writes import JobFinish, TurnFinish, TurnStart, TurnStarted
+from agentcron.store.writes import JobFinish, TurnFinish, TurnFinished, TurnStart, TurnStarted
 from tests.conftest import T0
 
 MIN = timedelta(minutes=1)
@@ -530,3 +530,29 @@ async def test_a_turn_never_starts_before_the_previous_turn_of_its_session_ended
     assert two.started_at is not None
     assert two.started_at >= ended_at  # no overlap on the stored records
     assert began.message.created_at >= ended_at  # nor in the transcript's times
+
+
+async def test_a_late_finish_of_a_turn_closed_by_recovery_writes_no_second_closure(
+    store: SqlStore,
+) -> None:
+    """A process declared dead (fenced) may still finish a turn that a live replica already
+    closed as interrupted, with its own notice: the late finish closes nothing twice.
+    """
+    key = "api:fenced"
+    turn = await store.sessions.open_turn(key, "user", "one", T0, owner="replica-a")
+
+    def finish(job: Job, outcome: JobOutcome) -> JobFinish:
+        raise AssertionError("no job outcome in this test")
+
+    start = TurnStart(key, turn.id, "replica-a", T0, T0 + MIN, Entry(Role.USER, "go", {}))
+    await store.apply([start], finish)
+    found = await store.sessions.recover_turns(T0 + MIN, "replica-b", lambda o: o == "replica-a")
+    assert [t.id for t in found.interrupted] == [turn.id]
+    late = TurnFinish(
+        key, turn.id, "replica-a", T0 + MIN, TurnState.SUCCEEDED, Entry(Role.ASSISTANT, "ok", {})
+    )
+    (result,) = await store.apply([late], finish)
+    assert isinstance(result, TurnFinished)
+    assert result.message is None
+    assert [m.role for m in await store.sessions.list_messages(key)] == [Role.USER]
+    assert (await store.sessions.get_turn(turn.id)).state is TurnState.INTERRUPTED

@@ -350,6 +350,9 @@ class Engine:
                         self._claim_by = None
                 await self._maybe_prune(now)
                 deadline = self._next_deadline()
+            except StoreUnavailableError as exc:  # an outage: one line, no traceback
+                log.warning("engine tick: %s; retrying in %s", exc.reason, _RETRY_AFTER_ERROR)
+                deadline = now + _RETRY_AFTER_ERROR
             except Exception:
                 log.exception("engine tick failed; retrying in %s", _RETRY_AFTER_ERROR)
                 deadline = now + _RETRY_AFTER_ERROR
@@ -492,6 +495,8 @@ class Engine:
         for reaper in self.reapers:
             try:
                 await reaper()
+            except StoreUnavailableError as exc:
+                log.warning("a periodic reap: %s; trying again at the next one", exc.reason)
             except Exception:
                 log.exception("a periodic reap failed; trying again at the next one")
 
@@ -646,6 +651,8 @@ class Engine:
                         now + self.settings.lease,
                         now + self.settings.turn_lease,
                     )
+                except StoreUnavailableError as exc:
+                    log.warning("lease renewal: %s", exc.reason)
                 except Exception:
                     log.exception("lease renewal failed")
             self.stats["heartbeats"] += 1
@@ -653,6 +660,9 @@ class Engine:
     async def _look_for_dead(self, before: datetime) -> None:
         try:
             found = await self.store.dead_owners(before, exclude=self.owner)
+        except StoreUnavailableError as exc:
+            log.warning("could not read the owners' heartbeats: %s", exc.reason)
+            return
         except Exception:
             log.exception("could not read the owners' heartbeats")
             return

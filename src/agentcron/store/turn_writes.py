@@ -140,11 +140,12 @@ class TurnWrites:
         row = self._sessions.get(w.session_key)
         message = None
         if row is not None:
-            if w.entry is not None:
+            holds = row["turn_owner"] == w.owner and row["turn_id"] == w.turn_id
+            if w.entry is not None and (holds or self._open(w.turn_id)):
                 for entry in w.before:
                     self._append(row, w.session_key, entry, w.at)
                 message = self._append(row, w.session_key, w.entry, w.at)
-            if row["turn_owner"] == w.owner and row["turn_id"] == w.turn_id:
+            if holds:
                 row.update(turn_owner=None, turn_id=None, turn_lease_expires_at=None)
                 self._touched.add(w.session_key)
                 self._freed.append(w.session_key)
@@ -162,6 +163,15 @@ class TurnWrites:
             }
         )
         return message
+
+    def _open(self, turn_id: str) -> bool:
+        """The turn is not closed yet (read only for a turn that no longer holds its session:
+        another process's recovery may have closed it, with its own notice, meanwhile).
+        """
+        state = self._conn.execute(
+            sa.select(turns.c.state).where(turns.c.id == turn_id)
+        ).scalar_one_or_none()
+        return state in OPEN_TURN
 
     def flush(self) -> None:
         conn = self._conn
