@@ -284,32 +284,6 @@ class FireClaimsMixin(SqlBase):
                 won.add(update["b_id"])
         return won
 
-    async def renew_leases(
-        self, owner: str, until: datetime, turn_until: datetime | None = None
-    ) -> int:
-        """Extend every lease `owner` holds: its active runs' to `until`, and (with
-        `turn_until`) its sessions' turn leases. Returns how many runs it renewed.
-        """
-        return await self._db.write(
-            lambda conn: self._renew_leases_op(conn, owner, until, turn_until)
-        )
-
-    def _renew_leases_op(
-        self, conn: Connection, owner: str, until: datetime, turn_until: datetime | None
-    ) -> int:
-        result = conn.execute(
-            runs.update()
-            .where(runs.c.owner == owner, runs.c.state.in_(ACTIVE))
-            .values(lease_expires_at=until)
-        )
-        if turn_until is not None:
-            conn.execute(
-                sessions.update()
-                .where(sessions.c.turn_owner == owner)
-                .values(turn_lease_expires_at=turn_until)
-            )
-        return int(result.rowcount)
-
     async def prune_runs(
         self, now: datetime, *, keep_per_job: int, max_age: timedelta, job_ids: Iterable[str] = ()
     ) -> int:

@@ -83,12 +83,6 @@ class FireLedger(Protocol):
         """
         ...
 
-    async def renew_leases(
-        self, owner: str, until: datetime, turn_until: datetime | None = None
-    ) -> int:
-        """Extend `owner`'s active run leases (and its session turn leases); how many."""
-        ...
-
     async def release(self, owner: str, run_ids: Sequence[str]) -> int:
         """Give back runs that never started (graceful stop), with their waiting turns, for
         the next engine to adopt.
