@@ -78,12 +78,18 @@ class Proc:
             self.proc = subprocess.Popen(
                 args, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
             )
-        poll(lambda: ready in self.output() or self._dead(), f"{ready!r} in {log.name}", START_S)
+        poll(lambda: self._ready(ready) or self._dead(), f"{ready!r} in {log.name}", START_S)
         if self.proc.poll() is not None:
             raise AssertionError(f"{args[1]} exited {self.proc.returncode}:\n{self.output()}")
 
     def _dead(self) -> bool:
         return self.proc.poll() is not None
+
+    def _ready(self, ready: str) -> bool:
+        """The ready line is there whole (its value, such as the token, may be read next)."""
+        out = self.output()
+        at = out.find(ready)
+        return at >= 0 and "\n" in out[at:]
 
     def output(self) -> str:
         return self.log.read_bytes()[self.offset :].decode(errors="replace")
