@@ -20,6 +20,8 @@ UNIFIED_ENV = "AGENTCRON_UNIFIED_SESSION"
 MAX_JOBS_ENV = "AGENTCRON_MAX_JOBS"
 DEFAULT_MAX_JOBS = 500  # seed 004
 HISTORY_BUDGET_ENV = "AGENTCRON_HISTORY_BUDGET"
+TAKEOVER_ENV = "AGENTCRON_TAKEOVER"  # seconds a silent replica has before it is taken over
+OWNER_HEARTBEAT_ENV = "AGENTCRON_OWNER_HEARTBEAT"  # seconds between a process's heartbeats
 MODEL_ENV = "AGENTCRON_MODEL"
 # Tokens of history a turn's runner gets (estimated at 4 characters a token): well inside the
 # context of any current chat model, with room for instructions, tools and the reply.
@@ -217,11 +219,42 @@ def agent_settings_from_env(env: Mapping[str, str] | None = None) -> AgentSettin
         raise ConfigError(str(exc)) from None
 
 
+def _seconds_from_env(
+    env: Mapping[str, str] | None, name: str, default: timedelta, low: float, high: float
+) -> timedelta:
+    raw = (os.environ if env is None else env).get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not low <= value <= high:  # also refuses nan and inf
+        raise ConfigError(
+            f"{name} must be a number of seconds from {low:g} to {high:g}, got {raw!r}"
+        )
+    return timedelta(seconds=value)
+
+
 def settings_from_env(env: Mapping[str, str] | None = None) -> EngineSettings:
-    """The engine settings the environment sets (the job limit, the history budget)."""
-    return EngineSettings(
-        max_jobs=max_jobs_from_env(env), history_budget=history_budget_from_env(env)
+    """The engine settings the environment sets (the job limit, the history budget, the
+    replicas' heartbeat and takeover time; `ConfigError` for a bad value).
+    """
+    defaults = EngineSettings()
+    settings = EngineSettings(
+        max_jobs=max_jobs_from_env(env),
+        history_budget=history_budget_from_env(env),
+        owner_heartbeat=_seconds_from_env(
+            env, OWNER_HEARTBEAT_ENV, defaults.owner_heartbeat, 0.05, 60
+        ),
+        takeover=_seconds_from_env(env, TAKEOVER_ENV, defaults.takeover, 0.2, 3600),
     )
+    if settings.takeover < 3 * settings.owner_heartbeat:
+        raise ConfigError(
+            f"{TAKEOVER_ENV} must be at least three heartbeats ({OWNER_HEARTBEAT_ENV}): "
+            "a slow beat must not look like a death"
+        )
+    return settings
 
 
 def load_price_table(

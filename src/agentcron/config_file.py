@@ -135,6 +135,20 @@ SETTINGS: tuple[Setting, ...] = (
         "tokens of history a turn gets",
         str(DEFAULT_HISTORY_BUDGET),
     ),
+    Setting(
+        "engine.owner_heartbeat",
+        "AGENTCRON_OWNER_HEARTBEAT",
+        "float",
+        "seconds between a process's heartbeats (replicas)",
+        "1",
+    ),
+    Setting(
+        "engine.takeover",
+        "AGENTCRON_TAKEOVER",
+        "float",
+        "seconds a silent replica has before it is taken over",
+        "10",
+    ),
     Setting("agent.model", "AGENTCRON_MODEL", "text", "model, e.g. openai:gpt-4.1-mini", "offline"),
     Setting(
         "agent.base_url", "AGENTCRON_BASE_URL", "text", "an OpenAI-compatible server (Ollama, vLLM)"

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agentcron.cli import app
-from agentcron.config import ConfigError
+from agentcron.config import ConfigError, settings_from_env
 from agentcron.config_file import SETTINGS, apply_config, dump_example, mask, read_config
 
 # Every setting's variable unset for the CLI runs (and restored after them: the file's values
@@ -241,3 +241,33 @@ def test_config_show_names_the_database_in_use_and_where_it_came_from(tmp_path: 
         "database: PostgreSQL postgresql+psycopg://u@other/cron  "
         "(env: server.database_url, $AGENTCRON_DATABASE_URL)\n"
     ) in shown.stdout
+
+
+@pytest.mark.parametrize(
+    ("env", "heartbeat", "takeover"),
+    [
+        ({}, 1.0, 10.0),
+        ({"AGENTCRON_TAKEOVER": "30"}, 1.0, 30.0),
+        ({"AGENTCRON_OWNER_HEARTBEAT": "0.5", "AGENTCRON_TAKEOVER": "2"}, 0.5, 2.0),
+    ],
+)
+def test_the_replicas_heartbeat_and_takeover_come_from_the_environment(
+    env: dict[str, str], heartbeat: float, takeover: float
+) -> None:
+    settings = settings_from_env(env)
+    assert settings.owner_heartbeat.total_seconds() == heartbeat
+    assert settings.takeover.total_seconds() == takeover
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"AGENTCRON_TAKEOVER": "soon"}, "AGENTCRON_TAKEOVER must be a number of seconds"),
+        ({"AGENTCRON_TAKEOVER": "nan"}, "AGENTCRON_TAKEOVER must be a number of seconds"),
+        ({"AGENTCRON_OWNER_HEARTBEAT": "0"}, "AGENTCRON_OWNER_HEARTBEAT must be a number"),
+        ({"AGENTCRON_TAKEOVER": "2"}, "at least three heartbeats"),
+    ],
+)
+def test_a_bad_takeover_or_heartbeat_is_refused_clearly(env: dict[str, str], says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        settings_from_env(env)
