@@ -39,6 +39,7 @@ import random
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,9 @@ from agentcron.config import EngineSettings
 from agentcron.events import Event, StreamEnd, StreamStart
 
 
-class Journal:
+class JournalFile:
+    """The replica's journal (writing)."""
+
     def __init__(self, path: str) -> None:
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
@@ -63,7 +66,9 @@ class Journal:
 class JournalingRunner:
     """Journals each call with the wall time around it, sleeps a little, answers with text."""
 
-    def __init__(self, journal: Journal, rng: random.Random, turn_ms: tuple[float, float]) -> None:
+    def __init__(
+        self, journal: JournalFile, rng: random.Random, turn_ms: tuple[float, float]
+    ) -> None:
         self.journal, self.rng, self.turn_ms = journal, rng, turn_ms
         self.pid = os.getpid()
 
@@ -82,7 +87,7 @@ class JournalingRunner:
 
 
 async def send(
-    cron: AgentCron, journal: Journal, key: str, tag: str, at: float | None = None
+    cron: AgentCron, journal: JournalFile, key: str, tag: str, at: float | None = None
 ) -> None:
     if at is not None:
         await asyncio.sleep(max(0.0, at - time.time()))
@@ -94,7 +99,7 @@ async def send(
     journal.write("sent", turn.id, key, tag, os.getpid(), f"{time.time():.6f}")
 
 
-async def scheduled_sends(cron: AgentCron, journal: Journal, sends: list[list[Any]]) -> None:
+async def scheduled_sends(cron: AgentCron, journal: JournalFile, sends: list[list[Any]]) -> None:
     tasks = []
     for at, key, tag in sorted(sends):
         await asyncio.sleep(max(0.0, float(at) - time.time()))
@@ -112,7 +117,7 @@ def read_from(path: Path, offset: int) -> bytes:
         return b""
 
 
-async def tail_control(cron: AgentCron, journal: Journal, path: Path) -> None:
+async def tail_control(cron: AgentCron, journal: JournalFile, path: Path) -> None:
     offset = 0
     tasks: set[asyncio.Task[None]] = set()
     while True:
@@ -130,7 +135,7 @@ async def tail_control(cron: AgentCron, journal: Journal, path: Path) -> None:
 
 
 async def main(plan: dict[str, Any]) -> None:
-    journal = Journal(plan["journal"])
+    journal = JournalFile(plan["journal"])
     low, high = plan.get("turn_ms", [5, 40])
     runner = JournalingRunner(journal, random.Random(plan.get("seed", 0)), (low, high))
     settings = EngineSettings(
@@ -167,6 +172,91 @@ async def main(plan: dict[str, Any]) -> None:
         await cron.close()
         journal.close()
     print(f"stopped in {time.monotonic() - t0:.2f}s {dict(cron.engine.stats)}", flush=True)
+
+
+# -- reading the journals back (the parents: test_replicas.py, bench/bench_replicas.py) --
+
+
+@dataclass(frozen=True)
+class Call:
+    turn_id: str
+    key: str
+    run_id: str | None
+    fire_at: float | None
+    pid: int
+    t0: float
+    t1: float | None  # None: no `done` (killed inside the call)
+    began: float | None = None  # its start write was committed (StreamStart seen)
+    ended: float | None = None  # its end write was committed (StreamEnd seen)
+
+
+@dataclass
+class Journal:
+    """The replicas' journals, read back."""
+
+    calls: list[Call]
+    sent: dict[str, tuple[str, str, int]]  # turn id -> (session, tag, pid)
+
+    def started(self, pid: int) -> int:
+        return sum(1 for c in self.calls if c.pid == pid)
+
+
+def read_journals(paths: list[Path]) -> Journal:
+    starts: list[list[str]] = []
+    done: dict[str, float] = {}
+    began: dict[str, float] = {}
+    ended: dict[str, float] = {}
+    sent: dict[str, tuple[str, str, int]] = {}
+    for path in paths:
+        for line in path.read_text().splitlines():
+            kind, *f = line.split()
+            if kind == "start":
+                starts.append(f)
+            elif kind == "done":
+                done[f[0]] = float(f[2])
+            elif kind == "began":
+                began[f[0]] = float(f[2])
+            elif kind == "ended":
+                ended[f[0]] = float(f[2])
+            elif kind == "sent":
+                sent[f[0]] = (f[1], f[2], int(f[3]))
+    calls = [
+        Call(
+            turn_id=f[0],
+            key=f[1],
+            run_id=None if f[2] == "-" else f[2],
+            fire_at=None if f[4] == "-" else float(f[4]),
+            pid=int(f[5]),
+            t0=float(f[6]),
+            t1=done.get(f[0]),
+            began=began.get(f[0]),
+            ended=ended.get(f[0]),
+        )
+        for f in starts
+    ]
+    return Journal(calls, sent)
+
+
+def overlaps(intervals: list[tuple[float, float | None, str]]) -> list[tuple[int, int]]:
+    """Index pairs (i, j) of one session's intervals (start, end, label) where j began before
+    i ended: i is the interval, among those begun before j, that ends last (an open end
+    counts as never ending).
+    """
+    order = sorted(range(len(intervals)), key=lambda i: intervals[i][0])
+    found = []
+    last: int | None = None  # the interval begun so far that ends last
+    for j in order:
+        if last is not None:
+            end = intervals[last][1]
+            if end is None or intervals[j][0] < end:
+                found.append((last, j))
+        if last is None or _ends_after(intervals[j][1], intervals[last][1]):
+            last = j
+    return found
+
+
+def _ends_after(a: float | None, b: float | None) -> bool:
+    return b is not None and (a is None or a > b)
 
 
 if __name__ == "__main__":

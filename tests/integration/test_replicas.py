@@ -59,6 +59,7 @@ from agentcron.store import (
 )
 from tests.conftest import _scratch_pg_database
 from tests.integration.child_process import ChildProcess
+from tests.integration.replica_child import Call, Journal, overlaps, read_journals
 
 SEED = int(os.environ.get("AGENTCRON_REPLICA_SEED", "20261126"))
 CHILD = Path(__file__).with_name("replica_child.py")
@@ -248,67 +249,6 @@ def send_during(
         replicas.send(rng.randrange(size.replicas), rng.choice(keys), f"m{r}.{n}", at)
 
 
-# -- the journals ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Call:
-    turn_id: str
-    key: str
-    run_id: str | None
-    fire_at: float | None
-    pid: int
-    t0: float
-    t1: float | None  # None: no `done` (killed inside the call)
-    began: float | None = None  # its start write was committed (StreamStart seen)
-    ended: float | None = None  # its end write was committed (StreamEnd seen)
-
-
-@dataclass
-class Journal:
-    calls: list[Call]
-    sent: dict[str, tuple[str, str, int]]  # turn id -> (session, tag, pid)
-
-    def started(self, pid: int) -> int:
-        return sum(1 for c in self.calls if c.pid == pid)
-
-
-def read_journals(paths: list[Path]) -> Journal:
-    starts: list[list[str]] = []
-    done: dict[str, float] = {}
-    began: dict[str, float] = {}
-    ended: dict[str, float] = {}
-    sent: dict[str, tuple[str, str, int]] = {}
-    for path in paths:
-        for line in path.read_text().splitlines():
-            kind, *f = line.split()
-            if kind == "start":
-                starts.append(f)
-            elif kind == "done":
-                done[f[0]] = float(f[2])
-            elif kind == "began":
-                began[f[0]] = float(f[2])
-            elif kind == "ended":
-                ended[f[0]] = float(f[2])
-            elif kind == "sent":
-                sent[f[0]] = (f[1], f[2], int(f[3]))
-    calls = [
-        Call(
-            turn_id=f[0],
-            key=f[1],
-            run_id=None if f[2] == "-" else f[2],
-            fire_at=None if f[4] == "-" else float(f[4]),
-            pid=int(f[5]),
-            t0=float(f[6]),
-            t1=done.get(f[0]),
-            began=began.get(f[0]),
-            ended=ended.get(f[0]),
-        )
-        for f in starts
-    ]
-    return Journal(calls, sent)
-
-
 # -- the database --------------------------------------------------------------------------
 
 
@@ -363,28 +303,6 @@ async def wait_settled(url: str, fires: int, turn_ids: set[str], within: float) 
 
 def ts(d: datetime | None) -> float | None:
     return None if d is None else d.timestamp()
-
-
-def overlaps(intervals: list[tuple[float, float | None, str]]) -> list[tuple[int, int]]:
-    """Index pairs (i, j) of one session's intervals (start, end, label) where j began before
-    i ended: i is the interval, among those begun before j, that ends last (an open end
-    counts as never ending).
-    """
-    order = sorted(range(len(intervals)), key=lambda i: intervals[i][0])
-    found = []
-    last: int | None = None  # the interval begun so far that ends last
-    for j in order:
-        if last is not None:
-            end = intervals[last][1]
-            if end is None or intervals[j][0] < end:
-                found.append((last, j))
-        if last is None or _ends_after(intervals[j][1], intervals[last][1]):
-            last = j
-    return found
-
-
-def _ends_after(a: float | None, b: float | None) -> bool:
-    return b is not None and (a is None or a > b)
 
 
 def check(
