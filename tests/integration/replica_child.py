@@ -182,6 +182,7 @@ class Call:
     turn_id: str
     key: str
     run_id: str | None
+    job_id: str | None
     fire_at: float | None
     pid: int
     t0: float
@@ -225,6 +226,7 @@ def read_journals(paths: list[Path]) -> Journal:
             turn_id=f[0],
             key=f[1],
             run_id=None if f[2] == "-" else f[2],
+            job_id=None if f[3] == "-" else f[3],
             fire_at=None if f[4] == "-" else float(f[4]),
             pid=int(f[5]),
             t0=float(f[6]),
