@@ -64,7 +64,9 @@ from agentcron.store import (
     Turn,
     TurnState,
 )
+from agentcron.store.models import Entry, Role
 from agentcron.store.sql import SqlStore
+from agentcron.store.writes import TurnFinish, TurnStart, TurnStarted
 from tests.conftest import _scratch_pg_database
 from tests.integration.child_process import ChildProcess
 from tests.integration.replica_child import Call, Journal, overlaps, read_journals
@@ -820,3 +822,54 @@ async def test_two_survivors_adopt_a_released_fire_once(pg_url: str) -> None:
         await cron.store.close()
         for s in stores:
             await s.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known on main: a turn's started_at is the stamp its start write was built with "
+    "(Lanes._start, before the group commit that takes the lease), so it can precede the "
+    "previous turn's finished_at although the lease serialised the two",
+)
+async def test_a_turn_taking_a_released_lease_starts_after_the_last_finish(pg_url: str) -> None:
+    """Replica B builds its start write at t1 while replica A's turn still holds the session;
+    A's finish (stamped t2 > t1) commits first, then B's start commits and takes the free
+    lease. The stored turns must not overlap: B's started_at >= A's finished_at.
+    """
+    store = SqlStore(pg_url)
+    await store.open()
+
+    def no_finisher(job: Any, outcome: Any) -> Any:  # pragma: no cover - user turns only
+        raise AssertionError("user turns have no job outcome")
+
+    try:
+        t0 = datetime.now(UTC)
+        t1, t2 = t0 + timedelta(milliseconds=100), t0 + timedelta(milliseconds=300)
+        lease = timedelta(minutes=5)
+        a = await store.sessions.open_turn("api:stamp", "user", "a", t0, owner="replica-a")
+        b = await store.sessions.open_turn("api:stamp", "user", "b", t0, owner="replica-b")
+
+        def start(turn: Turn, owner: str, at: datetime) -> TurnStart:
+            entry = Entry(Role.USER, turn.content, {"turn_id": turn.id})
+            return TurnStart("api:stamp", turn.id, owner, at, at + lease, entry)
+
+        (began,) = await store.apply([start(a, "replica-a", t0)], no_finisher)
+        assert isinstance(began, TurnStarted)
+        assert began.message is not None
+        b_start = start(b, "replica-b", t1)  # built while A runs; queued behind a busy commit
+        finish = TurnFinish(
+            "api:stamp", a.id, "replica-a", t2, TurnState.SUCCEEDED,
+            Entry(Role.ASSISTANT, "done", {"turn_id": a.id}),
+        )  # fmt: skip
+        await store.apply([finish], no_finisher)
+        (began,) = await store.apply([b_start], no_finisher)
+        assert isinstance(began, TurnStarted)
+        assert began.message is not None, "the lease was not free after A's finish"
+        ta, tb = await store.sessions.get_turn(a.id), await store.sessions.get_turn(b.id)
+        assert ta.finished_at is not None
+        assert tb.started_at is not None
+        assert tb.started_at >= ta.finished_at, (
+            f"B stored as started at {tb.started_at.time()}, before A finished at "
+            f"{ta.finished_at.time()}"
+        )
+    finally:
+        await store.close()
