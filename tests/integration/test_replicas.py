@@ -1,13 +1,13 @@
 """Several replicas on one PostgreSQL database behave as one scheduler.
 
-REPLICAS real processes (replica_child.py) each run `AgentCron(url=<one scratch database>)`
-with a runner that journals every call (wall time before and after) and sleeps 5-40 ms. The
-parent stores SESSIONS sessions and FIRES one-shot bound jobs (`at`, spread evenly over the
-sessions) due at one instant per round, before the replicas start, so that every replica's
-engine wakes for the burst at the same instant and they compete for it. During each burst the
-replicas submit MESSAGES user messages (`cron.sessions.send`, random replica, random session,
-at instants the parent drew). After everything settled, read from the database (the public
-facade) and the journals:
+3 real processes (replica_child.py) each run `AgentCron(url=<one scratch database>)` with a
+runner that journals every call (wall time before and after) and sleeps 5-40 ms. Once they
+are ready, the parent (which runs no engine) stores FIRES one-shot bound jobs over SESSIONS
+sessions, all due LEAD_S ahead: every replica wakes at least once a reap interval (1 s here),
+learns the instant, and all of them claim at that very instant and compete for the burst.
+During the burst the replicas submit MESSAGES user messages (`cron.sessions.send`, a random
+replica and session, at instants the parent drew, passed through each replica's control
+file). After everything settled, read from the database (the public facade) and the journals:
 
 - every fire exactly once: one run per (job_id, fire_at), terminal, `succeeded`;
 - the runner was called once per fire and once per turn: no turn id, no run id started twice;
@@ -20,6 +20,10 @@ then: nothing ran twice, every fire is terminal (`succeeded`, or `interrupted` b
 replica with its visible notice), and each session the victim touched answers a message sent
 through a survivor afterwards. Today a dead same-host process is found by pid at the next reap,
 so the replicas run with `reap_interval` = 1 s.
+
+Defects these tests found on main are pinned by the small deterministic tests at the end
+(two survivors taking over one dead replica's work; a stored start stamped before the previous
+finish) and by KNOWN_STORED_OVERLAP / KNOWN_DOUBLE_TAKEOVER: xfail with the evidence until fixed.
 
 Replay with AGENTCRON_REPLICA_SEED=<seed printed in a failure message>.
 """
