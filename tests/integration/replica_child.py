@@ -204,9 +204,10 @@ class Journal:
 
 def read_journals(paths: list[Path]) -> Journal:
     starts: list[list[str]] = []
-    done: dict[str, float] = {}
-    began: dict[str, float] = {}
-    ended: dict[str, float] = {}
+    # by (turn id, pid): a turn that two replicas both ran has a call in each
+    done: dict[tuple[str, str], float] = {}
+    began: dict[tuple[str, str], float] = {}
+    ended: dict[tuple[str, str], float] = {}
     sent: dict[str, tuple[str, str, int]] = {}
     for path in paths:
         for line in path.read_text().splitlines():
@@ -214,11 +215,11 @@ def read_journals(paths: list[Path]) -> Journal:
             if kind == "start":
                 starts.append(f)
             elif kind == "done":
-                done[f[0]] = float(f[2])
+                done[f[0], f[1]] = float(f[2])
             elif kind == "began":
-                began[f[0]] = float(f[2])
+                began[f[0], f[1]] = float(f[2])
             elif kind == "ended":
-                ended[f[0]] = float(f[2])
+                ended[f[0], f[1]] = float(f[2])
             elif kind == "sent":
                 sent[f[0]] = (f[1], f[2], int(f[3]))
     calls = [
@@ -230,9 +231,9 @@ def read_journals(paths: list[Path]) -> Journal:
             fire_at=None if f[4] == "-" else float(f[4]),
             pid=int(f[5]),
             t0=float(f[6]),
-            t1=done.get(f[0]),
-            began=began.get(f[0]),
-            ended=ended.get(f[0]),
+            t1=done.get((f[0], f[5])),
+            began=began.get((f[0], f[5])),
+            ended=ended.get((f[0], f[5])),
         )
         for f in starts
     ]
