@@ -21,9 +21,9 @@ replica with its visible notice), and each session the victim touched answers a 
 through a survivor afterwards. Today a dead same-host process is found by pid at the next reap,
 so the replicas run with `reap_interval` = 1 s.
 
-Defects these tests found on main are pinned by the small deterministic tests at the end
-(two survivors taking over one dead replica's work; a stored start stamped before the previous
-finish) and by KNOWN_STORED_OVERLAP / KNOWN_DOUBLE_TAKEOVER: xfail with the evidence until fixed.
+The defects these tests found are pinned by the small deterministic tests at the end (two
+survivors taking over one dead replica's work; a stored start stamped before the previous
+finish) and by KNOWN_STORED_OVERLAP / KNOWN_DOUBLE_TAKEOVER below.
 
 Replay with AGENTCRON_REPLICA_SEED=<seed printed in a failure message>.
 """
@@ -81,17 +81,18 @@ READY_TIMEOUT = 20.0
 SETTLE_TIMEOUT = 40.0
 LEAD_S = 2.0  # a round is due this long after its jobs begin to be stored
 KILL_AFTER_TURNS = 40
-# Known defect on main (found by this test): a turn's stored `started_at` is stamped when its
-# start write is queued in the lane (`Lanes._start` -> `start_record(now=...)`), before the
-# group commit that takes the session lease, so under load it lies up to seconds before the
-# previous turn's `finished_at` although the runner calls never overlap. While True, stored
-# overlaps alone make the test xfail (with the evidence); set False once started_at is
-# stamped at the commit, and they fail it.
-KNOWN_STORED_OVERLAP = True
-# Known defect on main (found by the kill test, reproduced by the test_two_survivors_* tests
-# below): two survivors take over the same work of a dead replica at the same reap, so its
-# adopted fires and user turns run twice. The kill test xfails (not strictly: it is a race)
-# while True; set False once the takeover is a compare-and-set.
+# A defect this test found on main 61aadf9: a turn's stored `started_at` was stamped when its
+# start write was queued in the lane, before the group commit that takes the session lease, so
+# under load it lay up to seconds before the previous turn's `finished_at` although the runner
+# calls never overlapped. Fixed on main by fff7761 (a stored start is never before the previous
+# turn of its session ended). True would make stored overlaps alone an xfail again.
+KNOWN_STORED_OVERLAP = False
+# A defect the kill test found on main 61aadf9: two survivors take over the same work of a
+# dead replica at the same moment, so its adopted fires and user turns ran twice. On main
+# 902fd1f recovery's turn updates are compare-and-set (user turns fixed, see
+# test_two_survivors_settle_a_dead_owners_turn_once), but `adopt_released` still hands every
+# released run it read to its caller (test_two_survivors_adopt_a_released_fire_once, strict
+# xfail). The kill test xfails, not strictly (a race), while True; set False once that is fixed.
 KNOWN_DOUBLE_TAKEOVER = True
 
 
@@ -602,7 +603,7 @@ async def test_replicas_burst_issue_size(pg_url: str, tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.xfail(
     KNOWN_DOUBLE_TAKEOVER,
-    reason="known on main: two survivors adopt the same released fires / waiting turns",
+    reason="known on main: two survivors adopt the same released fires (adopt_released)",
     strict=False,
 )
 async def test_replicas_kill9_mid_burst(pg_url: str, tmp_path: Path) -> None:
@@ -763,12 +764,6 @@ async def _race(pg_url: str, table: str, ids: list[str], *takeovers: Any) -> lis
         return await asyncio.gather(*tasks)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known on main: recover_turns settles a dead owner's turn without checking that it "
-    "is still the dead owner's: two survivors both adopt a waiting turn (and run it), both "
-    "interrupt a running one (and each posts the notice)",
-)
 @pytest.mark.parametrize("state", [TurnState.QUEUED, TurnState.RUNNING])
 async def test_two_survivors_settle_a_dead_owners_turn_once(pg_url: str, state: TurnState) -> None:
     """Two replicas recover the same dead replica's turn at the same moment: exactly one may
@@ -845,12 +840,6 @@ async def test_two_survivors_adopt_a_released_fire_once(pg_url: str) -> None:
             await s.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known on main: a turn's started_at is the stamp its start write was built with "
-    "(Lanes._start, before the group commit that takes the lease), so it can precede the "
-    "previous turn's finished_at although the lease serialised the two",
-)
 async def test_a_turn_taking_a_released_lease_starts_after_the_last_finish(pg_url: str) -> None:
     """Replica B builds its start write at t1 while replica A's turn still holds the session;
     A's finish (stamped t2 > t1) commits first, then B's start commits and takes the free
