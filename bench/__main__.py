@@ -1,8 +1,14 @@
 """`python -m bench`: the peer benchmark (bench/peers/run.py); `--engine` runs
-bench/bench_engine.py with the remaining arguments.
+bench/bench_engine.py with the remaining arguments; `replicas` runs bench/bench_replicas.py
+(1 vs 3 replicas on PostgreSQL) with the remaining arguments.
 """
 
 import sys
+
+if sys.argv[1:2] == ["replicas"]:
+    from bench.bench_replicas import main as replicas_main
+
+    sys.exit(replicas_main(sys.argv[2:]))
 
 from bench.peers.run import main
 
