@@ -18,12 +18,11 @@ file). After everything settled, read from the database (the public facade) and 
 The kill variant SIGKILLs one replica once it has run KILL_AFTER_TURNS turns of the burst,
 then: nothing ran twice, every fire is terminal (`succeeded`, or `interrupted` by the dead
 replica with its visible notice), and each session the victim touched answers a message sent
-through a survivor afterwards. Today a dead same-host process is found by pid at the next reap,
-so the replicas run with `reap_interval` = 1 s.
+through a survivor afterwards.
 
-The defects these tests found are pinned by the small deterministic tests at the end (two
-survivors taking over one dead replica's work; a stored start stamped before the previous
-finish) and by KNOWN_STORED_OVERLAP / KNOWN_DOUBLE_TAKEOVER below.
+The defects these tests found are pinned by the small deterministic tests at the end: two
+survivors taking over one dead replica's work at the same moment (a fire adopted, a turn
+settled, each by one of them only), and a stored start stamped before the previous finish.
 
 Replay with AGENTCRON_REPLICA_SEED=<seed printed in a failure message>.
 """
@@ -81,19 +80,6 @@ READY_TIMEOUT = 20.0
 SETTLE_TIMEOUT = 40.0
 LEAD_S = 2.0  # a round is due this long after its jobs begin to be stored
 KILL_AFTER_TURNS = 40
-# A defect this test found on main 61aadf9: a turn's stored `started_at` was stamped when its
-# start write was queued in the lane, before the group commit that takes the session lease, so
-# under load it lay up to seconds before the previous turn's `finished_at` although the runner
-# calls never overlapped. Fixed on main by fff7761 (a stored start is never before the previous
-# turn of its session ended). True would make stored overlaps alone an xfail again.
-KNOWN_STORED_OVERLAP = False
-# A defect the kill test found on main 61aadf9: two survivors take over the same work of a
-# dead replica at the same moment, so its adopted fires and user turns ran twice. On main
-# 902fd1f recovery's turn updates are compare-and-set (user turns fixed, see
-# test_two_survivors_settle_a_dead_owners_turn_once), but `adopt_released` still hands every
-# released run it read to its caller (test_two_survivors_adopt_a_released_fire_once, strict
-# xfail). The kill test xfails, not strictly (a race), while True; set False once that is fixed.
-KNOWN_DOUBLE_TAKEOVER = True
 
 
 @dataclass(frozen=True)
@@ -347,7 +333,7 @@ def check(
     killed: frozenset[int] = frozenset(),
     killed_at: float | None = None,
 ) -> tuple[list[str], list[str]]:
-    """Every problem found, and the stored-time overlaps apart (see KNOWN_STORED_OVERLAP);
+    """Every problem found, and the stored-time overlaps apart (each list reported apart);
     both empty: the replicas behaved as one scheduler. A call the kill cut off (no `done`)
     ended at `killed_at`, when its process died.
     """
@@ -457,15 +443,10 @@ def check(
 
 
 def verdict(problems: list[str], stored: list[str], text: str, outs: list[str]) -> None:
-    """Fail on any problem; stored-time overlaps alone xfail while KNOWN_STORED_OVERLAP."""
-    if problems or (stored and not KNOWN_STORED_OVERLAP):
+    """Fail on any problem: in the runner calls or in the stored turn times."""
+    if problems or stored:
         raise AssertionError("\n\n".join([*problems, *stored, text, *outs]))
     print(text)
-    if stored:
-        pytest.xfail(
-            "known: stored started_at stamped before the start commit\n"
-            + "\n".join([*stored, text])
-        )
 
 
 def describe_overlap(key: str, a: Turn, b: Turn, calls: dict[str, list[Call]]) -> str:
@@ -601,11 +582,6 @@ async def test_replicas_burst_issue_size(pg_url: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    KNOWN_DOUBLE_TAKEOVER,
-    reason="known on main: two survivors adopt the same released fires (adopt_released)",
-    strict=False,
-)
 async def test_replicas_kill9_mid_burst(pg_url: str, tmp_path: Path) -> None:
     """kill -9 one replica in the middle of the burst: nothing runs twice, every claimed fire
     ends (taken over, or interrupted with its notice), its sessions answer afterwards.
@@ -792,11 +768,6 @@ async def test_two_survivors_settle_a_dead_owners_turn_once(pg_url: str, state: 
             await s.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known on main: adopt_released returns every released run it read, whether or not "
-    "its own UPDATE ... WHERE owner IS NULL took it (two survivors both run the fire)",
-)
 async def test_two_survivors_adopt_a_released_fire_once(pg_url: str) -> None:
     """A fire released by a dead (or stopping) replica, adopted by two replicas at the same
     moment: exactly one may get it.
@@ -825,10 +796,20 @@ async def test_two_survivors_adopt_a_released_fire_once(pg_url: str) -> None:
         assert len(run_ids) == 1
         await stores[0].release(gone, run_ids)  # as a graceful stop or a reap does
         lease = now + timedelta(minutes=1)
-        found = await _race(
-            pg_url,
-            "runs",
-            run_ids,
+        # While a third replica holds the released run (in its own adoption), both pass it by
+        # (SKIP LOCKED): neither takes a row another replica is taking.
+        dsn = pg_url.replace("postgresql+psycopg://", "postgresql://")
+        async with await psycopg.AsyncConnection.connect(dsn) as blocker:
+            await blocker.execute("SELECT 1 FROM runs WHERE id = ANY(%s) FOR UPDATE", [run_ids])
+            async with asyncio.timeout(10):  # waiting for the lock would be the defect
+                passed = await asyncio.gather(
+                    stores[0].adopt_released("replica-a", lease, now),
+                    stores[1].adopt_released("replica-b", lease, now),
+                )
+            assert passed == [[], []]
+            await blocker.rollback()
+        # Then both at the same moment: exactly one gets it (its UPDATE ... RETURNING took it).
+        found = await asyncio.gather(
             stores[0].adopt_released("replica-a", lease, now),
             stores[1].adopt_released("replica-b", lease, now),
         )

@@ -264,31 +264,40 @@ class FireLedgerMixin(FireClaimsMixin):
     def _adopt_released_op(
         self, conn: Connection, owner: str, lease_until: datetime, now: datetime
     ) -> list[ClaimedFire]:
-        rows = (
-            conn.execute(sa.select(runs).where(runs.c.owner.is_(None), runs.c.state.in_(WAITING)))
-        ).all()
+        released = sa.select(runs).where(runs.c.owner.is_(None), runs.c.state.in_(WAITING))
+        if self.skip_locked:  # a replica adopting them at this moment keeps its rows
+            released = released.with_for_update(skip_locked=True)
+        rows = conn.execute(released).all()
         if not rows:
             return []
         job_rows: dict[str, Job] = {}
         for chunk in _chunks(list({r.job_id for r in rows})):
             for jr in conn.execute(sa.select(jobs).where(jobs.c.id.in_(chunk))):
                 job_rows[jr.id] = _job(jr)
+        # Compare-and-set: only the runs this update took are ours. Another replica adopting
+        # at the same moment gets the others, never the same ones (a fire runs once).
+        won: set[str] = set()
+        for chunk in _chunks([r.id for r in rows]):
+            won.update(
+                conn.execute(
+                    runs.update()
+                    .where(runs.c.id.in_(chunk), runs.c.owner.is_(None), runs.c.state.in_(WAITING))
+                    .values(owner=owner, lease_expires_at=lease_until)
+                    .returning(runs.c.id)
+                ).scalars()
+            )
+        rows = [r for r in rows if r.id in won]
         adopted = [r for r in rows if r.job_id in job_rows]
         orphaned = [r for r in rows if r.job_id not in job_rows]
-        if adopted:
-            conn.execute(
-                runs.update()
-                .where(runs.c.id == sa.bindparam("b_id"), runs.c.owner.is_(None))
-                .values(owner=owner, lease_expires_at=lease_until),
-                [{"b_id": r.id} for r in adopted],
-            )
         if orphaned:
             conn.execute(
                 runs.update()
-                .where(runs.c.id == sa.bindparam("b_id"))
+                .where(runs.c.id == sa.bindparam("b_id"), runs.c.owner == owner)
                 .values(
                     state=RunState.CANCELLED.value,
                     finished_at=now,
+                    owner=None,
+                    lease_expires_at=None,
                     error="cancelled: the job was deleted before this fire ran",
                 ),
                 [{"b_id": r.id} for r in orphaned],
