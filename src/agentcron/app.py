@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
@@ -21,6 +21,7 @@ from agentcron.agent.runner import (
 )
 from agentcron.agent.tool_deps import ToolDeps, ToolLimits
 from agentcron.config import (
+    PG_CLAIM_AHEAD,
     UNIFIED_ENV,
     UNIFIED_SESSION_KEY,
     AgentSettings,
@@ -72,6 +73,7 @@ __all__ = [
 ]
 
 WEB_PREFIX = "websocket:"  # the web UI's chats (threads)
+_DEFAULT_CLAIM_AHEAD = EngineSettings().claim_ahead
 # Unified mode: the shared automations' session and every web thread are one memory.
 UNIFIED_MEMORY = MemoryScope(keys=(UNIFIED_SESSION_KEY,), prefixes=(WEB_PREFIX,))
 
@@ -171,7 +173,10 @@ class AgentCron:
                 prices=load_price_table(prices),
             )
         self.runner = as_runner(runner)
-        self.settings = settings = settings or EngineSettings()
+        settings = settings or EngineSettings()
+        if self.store.dialect == "postgresql" and settings.claim_ahead == _DEFAULT_CLAIM_AHEAD:
+            settings = replace(settings, claim_ahead=PG_CLAIM_AHEAD)
+        self.settings = settings
         # One group commit for every write of the fire -> turn path, one pool of turn slots.
         self.journal = Journal(
             self.store,
