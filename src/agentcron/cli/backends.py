@@ -203,8 +203,8 @@ async def _no_turns(trigger: Trigger) -> None:
 class DbBackend:
     """The database itself, through the same services the server's routes call, on an
     AgentCron whose store is open but whose engine is not started. A server running on the
-    same database does not hear of these changes at once: it sees them at its next wake-up
-    (within 5 minutes).
+    same database hears of these changes at once: each write announces itself
+    (`store/signals.py`).
     """
 
     def __init__(self, url: str, *, create: bool = False) -> None:

@@ -51,8 +51,7 @@ def run_async(coro: Awaitable[_T]) -> _T:
 # -- options shared by the resource commands -------------------------------------------------
 
 _DIRECT = (
-    "instead of a server's API (a server running on it sees changes made this way at its next "
-    "wake-up, within 5 minutes)"
+    "instead of a server's API (a server running on it hears of changes made this way at once)"
 )
 DB_HELP = "A SQLite file or a database URL (sqlite:///path, postgresql://user@host/db)"
 DB_METAVAR = "FILE|URL"
