@@ -617,9 +617,14 @@ class Engine:
         next_renew = self.clock.now() + renew_every
         never = asyncio.Event()
         failing = False  # an outage is logged when it starts and when it ends, not each beat
+        next_beat = self.clock.now() + beat
         while True:
-            await self.clock.sleep_until(self.clock.now() + beat, never)
+            await self.clock.sleep_until(next_beat, never)
             now = self.clock.now()
+            # Counted from when this beat began, not from when its writes ended: time that
+            # passed meanwhile (a slow database, a jump of the clock) is seen at the next beat
+            # at once, not one more interval later.
+            next_beat = now + beat
             try:
                 alive = await self.store.heartbeat_owner(self.owner, now)
             except StoreUnavailableError as exc:

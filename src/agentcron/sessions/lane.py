@@ -397,9 +397,6 @@ class Lanes:
                     lane.key, pending, RunState.FAILED, f"the prompt could not be rendered: {exc}"
                 )
                 return
-        if fire is not None and fire.fire_at > self.clock.now():
-            # Claimed a few ms ahead (claim_ahead): the turn starts on the dot, not early.
-            await self.clock.sleep_until(fire.fire_at, asyncio.Event())
         call = lane.call or TurnCall(self.settings.turn_timeout)
         slot: _TurnSlot | None = None
         try:
@@ -413,6 +410,15 @@ class Lanes:
                 return
             slot = pause = _TurnSlot(self, lane, call)  # holding the slot _start took
             message, session = started
+            if fire is not None and fire.fire_at > self.clock.now():
+                # Claimed ahead (claim_ahead), its start is already durable, stamped at the
+                # fire's time: the runner is called on the dot, with the claim and the start
+                # write off the fire's lateness.
+                try:
+                    await self.clock.sleep_until(fire.fire_at, asyncio.Event())
+                except asyncio.CancelledError:
+                    await asyncio.shield(self.ends.interrupted(lane.key, pending, session))
+                    raise
             if fire is not None and self.bus.active:
                 await self._job_event(fire, JobAction.FIRED)
                 await self.bus.publish(
@@ -519,6 +525,8 @@ class Lanes:
             # written is not lost (the wait below then returns at once).
             freed.clear()
             now = self.clock.now()
+            if pending.fire is not None and pending.fire.fire_at > now:
+                now = pending.fire.fire_at  # claimed ahead: it starts at its time (see _turn)
             start = start_record(
                 lane.key, pending, prepared, owner=self.owner, now=now, lease=self._lease
             )
