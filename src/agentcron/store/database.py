@@ -110,8 +110,14 @@ class Database:
             # no BEGIN / ROLLBACK round trips.
             self._read_engine = self._sqlite_engine(pool_size=self._readers, begin=None)
         else:
+            # One connection per database thread (the writer and each reader) stays open:
+            # a smaller pool made a busy reader open and close a connection per query.
             self._write_engine = sa.create_engine(
-                self.url, pool_size=2, pool_pre_ping=True, connect_args=dict(PG_CONNECT_ARGS)
+                self.url,
+                pool_size=1 + self._readers,
+                max_overflow=2,
+                pool_pre_ping=True,
+                connect_args=dict(PG_CONNECT_ARGS),
             )
             self._read_engine = self._write_engine
         self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="agentcron-db-write")
