@@ -112,9 +112,9 @@ def approvals_approve(
 ) -> None:
     """Approve a pending call: its tool runs and its turn goes on.
 
-    With --db/--url on a database a running server uses, the decision lands on the durable
-    record (compare-and-set: only while it is pending) and the waiting turn in the server
-    picks it up at its next re-read (within about a second).
+    With --db on a database a running server uses, the decision lands on the durable record
+    (compare-and-set: only while it is pending) and is announced: the waiting turn in the
+    server goes on at once.
     """
     _decide("approve", approval_id, by, db, url, api, token, as_json)
 
@@ -131,8 +131,8 @@ def approvals_deny(
 ) -> None:
     """Deny a pending call: the model is told "Denied by <by>." and its turn goes on.
 
-    With --db/--url on a database a running server uses, the decision lands on the durable
-    record (compare-and-set: only while it is pending) and the waiting turn in the server
-    picks it up at its next re-read (within about a second).
+    With --db on a database a running server uses, the decision lands on the durable record
+    (compare-and-set: only while it is pending) and is announced: the waiting turn in the
+    server goes on at once.
     """
     _decide("deny", approval_id, by, db, url, api, token, as_json)
