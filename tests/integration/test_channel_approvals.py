@@ -302,6 +302,29 @@ async def test_a_deleted_sessions_request_is_shown_cancelled(
     assert calls == []
 
 
+async def test_a_decision_whose_session_is_already_gone_still_edits_the_request(
+    make_cron: CronFactory,
+    bot: tuple[FakeBotApi, HttpStub],
+    managers: list[ChannelManager],
+) -> None:
+    """The order a session's deletion can leave behind: the session row is gone by the time
+    the manager handles the decision's event. The edit needs only the request's record, and
+    the session key names the chat: the request still loses its buttons.
+    """
+    api, server = bot
+    cron = await gated_cron(make_cron)
+    await telegram_on(cron, server.url, managers)
+    api.push(CHAT, "call delete_file with path=/tmp/g", username="ada")
+    approval = await pending(cron, KEY)
+    message_id, _ = await request_message(api)
+    await cron.store.sessions.delete_session(KEY)  # gone before the decision is announced
+    await cron.approvals.decide(approval.id, "deny", by="ana")
+    await api.wait_for(lambda: len(api.called("editMessageText")) == 1)
+    edited = api.messages[message_id]
+    assert "Denied" in edited["text"]
+    assert edited["reply_markup"] == {"inline_keyboard": []}
+
+
 async def test_an_approval_that_times_out_is_shown_expired_without_buttons(
     make_cron: CronFactory,
     clock: FakeClock,

@@ -157,3 +157,78 @@ async def test_message_reads_one_transcript_entry(store: SqlStore) -> None:
     entry = await store.sessions.append_message("web:1", "assistant", "hi", T0, {"status": "ok"})
     assert await store.sessions.get_message(entry.id) == entry
     assert await store.sessions.get_message("missing") is None
+
+
+async def test_stalled_lists_pending_records_nobody_works_on(store: SqlStore) -> None:
+    deliveries = store.deliveries
+    for m in ("idle", "backing-off", "fresh", "done"):
+        await deliveries.enqueue("webhook", m, "web:1", PAYLOAD, T0)
+    await deliveries.begin_attempt("webhook", "backing-off", attempts=0, now=T0)
+    await deliveries.mark_retry(
+        "webhook", "backing-off", error="HTTP 503", next_attempt_at=T0 + 10 * SEC, now=T0
+    )
+    await deliveries.begin_attempt("webhook", "fresh", attempts=0, now=T0 + 5 * SEC)
+    await deliveries.begin_attempt("webhook", "done", attempts=0, now=T0)
+    await deliveries.mark_delivered("webhook", "done", T0)
+    found = await deliveries.stalled("webhook", now=T0 + 6 * SEC, idle_for=2 * SEC)
+    assert [d.message_id for d in found] == ["idle"]  # its retry is not due; one in flight
+    found = await deliveries.stalled("webhook", now=T0 + 13 * SEC, idle_for=2 * SEC)
+    assert sorted(d.message_id for d in found) == ["backing-off", "fresh", "idle"]
+
+
+@pytest.mark.parametrize("store_url", ["sqlite", "postgresql"], indirect=True)
+async def test_a_delivery_left_by_a_process_that_died_is_taken_over_once(
+    store_url: str,
+) -> None:
+    """Process A records a reply, its first attempt fails (retry planned), and A dies: the
+    outbox of process B on the same database finds the record stalled and delivers it, once.
+    """
+    from agentcron.channels.base import OutboundMessage
+    from agentcron.channels.outbox import DeliveryAttemptError, Outbox
+    from agentcron.engine.clock import SystemClock
+
+    a, b = SqlStore(store_url), SqlStore(store_url)
+    for s in (a, b):
+        await s.open()
+    sent: list[tuple[str, int]] = []
+    delivered = asyncio.Event()
+
+    async def failing(message: OutboundMessage, attempt: int) -> None:
+        sent.append(("a", attempt))
+        raise DeliveryAttemptError("HTTP 503", retryable=True, retry_after=0.1)
+
+    async def working(message: OutboundMessage, attempt: int) -> None:
+        sent.append(("b", attempt))
+        delivered.set()
+
+    async def forever(_delay: float) -> None:
+        await asyncio.Event().wait()  # A "dies" in its backoff: it never tries again
+
+    clock = SystemClock()
+    first = Outbox("webhook", failing, sleep=forever, deliveries=a.deliveries, clock=clock)
+    second = Outbox("webhook", working, deliveries=b.deliveries, clock=clock)
+    for outbox in (first, second):
+        outbox.stalled_after = timedelta(milliseconds=300)
+        outbox.sweep_every = timedelta(milliseconds=50)
+    message = OutboundMessage(
+        session_key="web:1", channel="web", chat_id="1", text="hi", message_id="m1",
+        status="succeeded",
+    )  # fmt: skip
+    try:
+        await first.start()
+        await second.start()
+        await first.submit(message)
+        async with asyncio.timeout(10):
+            await delivered.wait()
+            await second.idle()  # its attempt is settled in the store
+        await first.stop()  # the dead process's worker is gone
+        record = await b.deliveries.get("webhook", "m1")
+        assert record.state is DeliveryState.DELIVERED
+        assert sent == [("a", 1), ("b", 2)]  # attempts count on across processes
+        await asyncio.sleep(0.3)  # further sweeps find nothing to send
+        assert sent == [("a", 1), ("b", 2)]
+    finally:
+        await first.stop()
+        await second.stop()
+        for s in (a, b):
+            await s.close()

@@ -504,6 +504,12 @@ class ChannelManager:
         if not key:  # a call outside any session: no channel to ask
             return None
         chat = await self._chat(key, event.approval_id)
+        if chat is None and isinstance(event, ApprovalDecided):
+            # The session went first (its deletion expires its approvals, then deletes it,
+            # while this event waits in the queue): the decision still edits the request sent
+            # to its chat, which the key names (`channel:chat_id`).
+            channel, _, chat_id = key.partition(":")
+            chat = ChatContext(channel=channel, chat_id=chat_id)
         if chat is None:
             return None
         try:

@@ -18,6 +18,9 @@ from agentcron.store.interface import DeliveryLedger
 
 log = logging.getLogger(__name__)
 
+_STALLED_AFTER = timedelta(minutes=2)  # longer than any attempt (HTTP timeouts are ~30 s)
+_SWEEP_EVERY = timedelta(seconds=30)
+
 Sleep = Callable[[float], Awaitable[None]]
 """Waits between attempts (real seconds); tests pass a fast one."""
 
@@ -112,6 +115,10 @@ class Outbox:
     ) -> None:
         self.channel = channel
         self.retry = retry or RetryPolicy()
+        # A pending record another process left is taken over after this long untouched
+        # (longer than any attempt takes); looked for this often.
+        self.stalled_after = _STALLED_AFTER
+        self.sweep_every = _SWEEP_EVERY
         self._attempt = attempt
         self._sleep = sleep
         self._deliveries = deliveries
@@ -120,6 +127,7 @@ class Outbox:
         self._queued: set[str] = set()
         self._worker: asyncio.Task[None] | None = None
         self._report: Report | None = None
+        self._sweeper: asyncio.Task[None] | None = None
         self.health = Health()
 
     def bind(self, deliveries: DeliveryLedger, clock: Clock, report: Report | None = None) -> None:
@@ -159,13 +167,40 @@ class Outbox:
                 "outbox: resuming pending deliveries",
                 extra={"channel": self.channel, "count": len(resumed)},
             )
+        self._sweeper = asyncio.create_task(self._sweep(), name=f"outbox-sweep:{self.channel}")
+
+    async def _sweep(self) -> None:
+        """Take over, every `sweep_every`, the pending records another process left (it
+        stopped or died mid-retry): untouched for `stalled_after`, their next attempt that long
+        overdue. An attempt is taken with a compare-and-set on its count (`begin_attempt`), so
+        a record still worked on elsewhere is never sent twice by one attempt.
+        """
+        deliveries, clock = self._store
+        while True:
+            await asyncio.sleep(self.sweep_every.total_seconds())
+            try:
+                found = await deliveries.stalled(
+                    self.channel, now=clock.now(), idle_for=self.stalled_after
+                )
+            except Exception as exc:
+                log.warning("outbox: looking for stalled deliveries failed: %s", exc)
+                continue
+            for record in found:
+                if record.message_id not in self._queued:
+                    log.info(
+                        "outbox: taking over a stalled delivery",
+                        extra={"channel": self.channel, "message_id": record.message_id},
+                    )
+                    self._put(record.message_id)
 
     async def stop(self) -> None:
         """Stop at once; what is not delivered stays pending for the next start."""
         worker, self._worker = self._worker, None
-        if worker is not None:
-            worker.cancel()
-            await asyncio.gather(worker, return_exceptions=True)
+        sweeper, self._sweeper = self._sweeper, None
+        tasks = [t for t in (worker, sweeper) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def submit(self, message: OutboundMessage) -> Delivery:
         """Record `message` as pending (durably, before returning) and queue it; a message

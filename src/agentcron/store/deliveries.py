@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -265,6 +265,32 @@ class DeliveryStore:
                 d.c.created_at >= sa.bindparam("since", since, type_=d.c.created_at.type),
                 ~sa.exists().where(
                     answer.c.channel == d.c.channel, answer.c.message_id == answer_id
+                ),
+            )
+            .order_by(d.c.created_at, d.c.message_id)
+            .limit(limit)
+        )
+        return await self._db.read(lambda conn: [_delivery(r) for r in conn.execute(query)])
+
+    async def stalled(
+        self, channel: str, *, now: datetime, idle_for: timedelta, limit: int = 100
+    ) -> list[Delivery]:
+        """Pending records of `channel` nobody has touched for `idle_for`, and whose next
+        attempt (if one is planned) was due that long ago: the process that recorded them
+        stopped or died. Oldest first, at most `limit`.
+        """
+        d = deliveries
+        before = now - idle_for
+        query = (
+            sa.select(d)
+            .where(
+                d.c.channel == channel,
+                d.c.state == DeliveryState.PENDING.value,
+                d.c.updated_at <= sa.bindparam("before", before, type_=d.c.updated_at.type),
+                sa.or_(
+                    d.c.next_attempt_at.is_(None),
+                    d.c.next_attempt_at
+                    <= sa.bindparam("due", before, type_=d.c.next_attempt_at.type),
                 ),
             )
             .order_by(d.c.created_at, d.c.message_id)

@@ -356,6 +356,14 @@ class DeliveryRecords(Protocol):
 class DeliveryLedger(DeliveryRecords, Protocol):
     """The channels' part: one delivery record per (channel, message), sent at least once."""
 
+    async def stalled(
+        self, channel: str, *, now: datetime, idle_for: timedelta, limit: int = 100
+    ) -> list[Delivery]:
+        """Pending records of `channel` untouched for `idle_for` whose planned attempt (if
+        any) was due that long ago: left by a process that stopped or died. Oldest first.
+        """
+        ...
+
     async def enqueue(
         self,
         channel: str,
