@@ -35,9 +35,10 @@ import agentcron
 from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
 from agentcron.config import EngineSettings
+from agentcron.domain.jobs import NewJob
+from agentcron.domain.states import RunState
 from agentcron.schedule import AtSpec
 from agentcron.store.ids import new_id
-from agentcron.store.models import NewJob, RunState
 from agentcron.store.schema import messages
 from agentcron.store.schema import sessions as sessions_table
 from agentcron.store.sql import SqlStore, sqlite_url

@@ -32,8 +32,10 @@ from tests.integration.replica_child import Journal, overlaps, read_journals
 from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
 from agentcron.config import EngineSettings
+from agentcron.domain.jobs import NewJob
+from agentcron.domain.runs import Run
+from agentcron.domain.states import ACTIVE_STATES, TERMINAL_STATES
 from agentcron.schedule import AtSpec
-from agentcron.store import ACTIVE_STATES, TERMINAL_STATES, NewJob, Run
 
 REPO = Path(__file__).resolve().parent.parent
 CHILD = REPO / "tests" / "integration" / "replica_child.py"

@@ -20,8 +20,8 @@ import sqlalchemy as sa
 import agentcron
 from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
+from agentcron.domain.jobs import NewJob
 from agentcron.schedule import AtSpec
-from agentcron.store.models import NewJob
 from agentcron.testing import wait_settled
 from bench.bench_engine import DEFAULT_PG_URL, PG_ENV, UNLIMITED
 from bench.peers.harness import BaseAdapter, Body

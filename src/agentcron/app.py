@@ -10,7 +10,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from agentcron.agent.approvals import DEFAULT_APPROVAL_TIMEOUT, Policy
 from agentcron.agent.runner import (
     Runner,
     SessionInfo,
@@ -30,27 +29,25 @@ from agentcron.config import (
     load_price_table,
 )
 from agentcron.db_target import store_url
-from agentcron.engine.clock import Clock, SystemClock
+from agentcron.domain.approvals import DEFAULT_APPROVAL_TIMEOUT, Policy
+from agentcron.domain.events import Callback, Event, EventBus, JobAction, JobEvent
+from agentcron.domain.jobs import Job
+from agentcron.domain.sessions import MemoryScope
+from agentcron.domain.states import TERMINAL_STATES, RunState
 from agentcron.engine.isolated import Evaluator, evaluate_response
-from agentcron.engine.journal import Journal
 from agentcron.engine.policies import finish_job
 from agentcron.engine.scheduler import Engine, make_owner
-from agentcron.events import Callback, Event, EventBus, JobAction, JobEvent
+from agentcron.runtime.clock import Clock, SystemClock
+from agentcron.runtime.journal import Journal
 from agentcron.service.approvals import Approvals
 from agentcron.service.deliveries import Deliveries
 from agentcron.service.jobs import KEEP, Jobs, Keep
 from agentcron.service.runs import Runs
 from agentcron.service.sessions import Sessions
 from agentcron.service.system_jobs import SystemJobs
-from agentcron.sessions.lane import Lanes
-from agentcron.store.models import (
-    TERMINAL_STATES,
-    Job,
-    MemoryScope,
-    RunState,
-)
 from agentcron.store.signals import SignalHub, Topic
 from agentcron.store.sql import SqlStore
+from agentcron.turns.lanes import Lanes
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
@@ -261,7 +258,7 @@ class AgentCron:
         self, callback: Callback, types: Iterable[type[Event]] | None = None
     ) -> Callable[[], None]:
         """Call `callback(event)` for every event (or those of `types`, classes from
-        `agentcron.events`); returns a function that unsubscribes.
+        `agentcron.domain.events`); returns a function that unsubscribes.
         """
         return self.events.subscribe(callback, types)
 

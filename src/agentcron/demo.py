@@ -10,7 +10,7 @@ from pathlib import Path
 from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
 from agentcron.db_target import where
-from agentcron.events import Event, StreamEnd, StreamStart, TextDelta, ToolStarted
+from agentcron.domain.events import Event, StreamEnd, StreamStart, TextDelta, ToolStarted
 from agentcron.store.ids import new_id
 
 Echo = Callable[..., None]

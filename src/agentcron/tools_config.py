@@ -56,11 +56,11 @@ from pydantic import (
 )
 from pydantic_ai import Tool
 
-from agentcron.agent.approvals import DEFAULT_APPROVAL_TIMEOUT, Policy
 from agentcron.agent.gate import ToolLike, UserTool
 from agentcron.agent.tool_rules import GlobTable, ToolRules
 from agentcron.config import ConfigError
 from agentcron.config_file import SETTINGS, read_toml
+from agentcron.domain.approvals import DEFAULT_APPROVAL_TIMEOUT, Policy
 
 if TYPE_CHECKING:
     from fastmcp.client.transports import StdioTransport

@@ -11,12 +11,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from agentcron.agent.approvals import Approval
+from agentcron.domain.approvals import Approval
+from agentcron.domain.deliveries import Delivery
+from agentcron.domain.jobs import Job, Recall
+from agentcron.domain.runs import Run
+from agentcron.domain.sessions import Message, Session, Turn
 from agentcron.schedule import describe
 from agentcron.service.jobs import JobDetail, JobState
 from agentcron.service.sessions import Deletion, SessionDetail, SessionRow, TurnDetail
-from agentcron.store.deliveries import Delivery
-from agentcron.store.models import Job, Message, Recall, Run, Session, Turn
 
 
 def iso(value: datetime | None) -> str | None:

@@ -22,7 +22,7 @@ import time
 
 from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
-from agentcron.store.models import ACTIVE_STATES
+from agentcron.domain.states import ACTIVE_STATES
 
 TURN_MAX_S = 0.2  # each turn sleeps up to this long: the window a kill lands inside a turn
 

@@ -42,8 +42,8 @@ import time
 from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput
 from agentcron.app import AgentCron
 from agentcron.config import EngineSettings
-from agentcron.events import Event, FireStarted, JobAction, JobEvent, StreamEnd, StreamStart
-from agentcron.store import ACTIVE_STATES
+from agentcron.domain.events import Event, FireStarted, JobAction, JobEvent, StreamEnd, StreamStart
+from agentcron.domain.states import ACTIVE_STATES
 
 TURN_S = (0.05, 0.3)  # each turn sleeps this long: the window a kill lands inside a turn
 POST_EVERY_S = (0.05, 0.3)  # a user message into a random session this often

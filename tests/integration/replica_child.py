@@ -47,7 +47,7 @@ from typing import Any
 from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput
 from agentcron.app import AgentCron
 from agentcron.config import EngineSettings
-from agentcron.events import Event, StreamEnd, StreamStart
+from agentcron.domain.events import Event, StreamEnd, StreamStart
 
 
 class JournalFile:

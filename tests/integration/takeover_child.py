@@ -35,7 +35,7 @@ from pathlib import Path
 from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput
 from agentcron.app import AgentCron
 from agentcron.config import EngineSettings
-from agentcron.store import RunState, TurnState
+from agentcron.domain.states import RunState, TurnState
 
 SETTINGS = EngineSettings(
     owner_heartbeat=timedelta(seconds=0.2),

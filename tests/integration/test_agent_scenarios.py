@@ -13,19 +13,13 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
-from agentcron.events import (
-    Event,
-    FireStarted,
-    JobEvent,
-    TextDelta,
-    ToolCalled,
-    ToolStarted,
-)
+from agentcron.domain.events import Event, FireStarted, JobEvent, TextDelta, ToolCalled, ToolStarted
+from agentcron.domain.jobs import CreatedBy, JobKind
+from agentcron.domain.states import RunState, TurnState
 from agentcron.schedule import AtSpec, CronSpec, EverySpec
 from agentcron.service.sessions import Deletion
-from agentcron.sessions.prompts import get_prompt
-from agentcron.store import CreatedBy, JobKind, RunState, TurnState
 from agentcron.testing import FakeClock, wait_settled
+from agentcron.turns.prompts import get_prompt
 from tests.conftest import T0, CronFactory
 
 MIN = timedelta(minutes=1)

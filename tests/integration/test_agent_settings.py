@@ -23,7 +23,7 @@ from agentcron.config import (
     ConfigError,
     agent_settings_from_env,
 )
-from agentcron.events import TextDelta, ThinkingDelta, runner_event
+from agentcron.domain.events import TextDelta, ThinkingDelta, runner_event
 from agentcron.server.events_json import event_json
 from tests.integration.test_builtin_runner import SESSION, Events
 

@@ -11,8 +11,8 @@ import pytest
 
 from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
+from agentcron.domain.jobs import JobKind, NewJob
 from agentcron.server import create_app
-from agentcron.store import JobKind, NewJob
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import T0, CronFactory
 

@@ -12,7 +12,12 @@ from datetime import timedelta
 
 import pytest
 
-from agentcron.agent.approvals import (
+from agentcron.agent.gate import UserTool
+from agentcron.agent.offline import OfflineModel
+from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput, paused
+from agentcron.app import AgentCron
+from agentcron.config import EngineSettings
+from agentcron.domain.approvals import (
     CANCELLED_DECIDER,
     RESTART_DECIDER,
     SESSION_DELETED_DECIDER,
@@ -21,15 +26,10 @@ from agentcron.agent.approvals import (
     ApprovalState,
     new_approval,
 )
-from agentcron.agent.gate import UserTool
-from agentcron.agent.offline import OfflineModel
-from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput, paused
-from agentcron.app import AgentCron
-from agentcron.config import EngineSettings
-from agentcron.events import ApprovalDecided
-from agentcron.store import TurnState
+from agentcron.domain.events import ApprovalDecided
+from agentcron.domain.sessions import Role
+from agentcron.domain.states import TurnState
 from agentcron.store.errors import SessionNotFoundError
-from agentcron.store.models import Role
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, CronFactory
 

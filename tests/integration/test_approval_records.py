@@ -13,17 +13,19 @@ from typing import Any
 
 import pytest
 
-from agentcron.agent.approvals import (
+from agentcron.domain.approvals import (
+    Approval,
     ApprovalError,
     ApprovalNotFoundError,
+    ApprovalState,
     decide,
     expire,
     new_approval,
 )
+from agentcron.domain.states import RunState, TurnState
 from agentcron.service.approvals import ApprovalBroker
-from agentcron.store import RunState, SqlStore, TurnState
+from agentcron.store import SqlStore
 from agentcron.store.interface import ApprovalRecords
-from agentcron.store.models import Approval, ApprovalState
 from agentcron.store.writes import Transition
 from agentcron.testing import FakeClock
 from tests.conftest import T0

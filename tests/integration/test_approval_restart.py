@@ -19,10 +19,11 @@ import pytest
 from agentcron.agent.gate import UserTool
 from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
-from agentcron.engine.clock import SystemClock
+from agentcron.domain.approvals import Approval, ApprovalState
+from agentcron.domain.sessions import Role
+from agentcron.domain.states import RunState, TurnState
+from agentcron.runtime.clock import SystemClock
 from agentcron.server import create_app
-from agentcron.store import RunState, TurnState
-from agentcron.store.models import Approval, ApprovalState, Role
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import CronFactory
 from tests.integration.approval_restart_child import CHAT, SCHEDULED, touch

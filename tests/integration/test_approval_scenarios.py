@@ -18,10 +18,12 @@ from agentcron.agent.gate import UserTool
 from agentcron.agent.offline import OfflineModel
 from agentcron.agent.runner import TurnSource
 from agentcron.app import AgentCron
-from agentcron.events import ApprovalDecided, ApprovalRequested, Event, ToolCalled
+from agentcron.domain.events import ApprovalDecided, ApprovalRequested, Event, ToolCalled
+from agentcron.domain.runs import Run
+from agentcron.domain.sessions import Message
+from agentcron.domain.states import RunState
 from agentcron.server import create_app
 from agentcron.server.events_json import event_json
-from agentcron.store import Message, Run, RunState
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import T0, CronFactory
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from agentcron.agent.approvals import CANCELLED_DECIDER, Approval, ApprovalState
 from agentcron.agent.gate import UserTool
 from agentcron.agent.offline import OfflineModel
 from agentcron.agent.runner import (
@@ -26,7 +25,8 @@ from agentcron.agent.runner import (
 )
 from agentcron.app import AgentCron
 from agentcron.config import EngineSettings
-from agentcron.store import RunState, TurnState
+from agentcron.domain.approvals import CANCELLED_DECIDER, Approval, ApprovalState
+from agentcron.domain.states import RunState, TurnState
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import CronFactory
 

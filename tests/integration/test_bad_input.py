@@ -14,9 +14,9 @@ import pytest
 from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
 from agentcron.errors import InvalidInputError
-from agentcron.keys import check_session_key
 from agentcron.limits import MAX_BODY_BYTES, MAX_MESSAGE_CHARS, MAX_RUNS
 from agentcron.server import create_app
+from agentcron.session_keys import check_session_key
 from agentcron.store.errors import ConflictError
 from tests.conftest import BACKENDS, T0, CronFactory
 

@@ -40,8 +40,8 @@ from agentcron.agent.runner import (
 )
 from agentcron.agent.tools import ToolDeps, scheduling_tools
 from agentcron.app import AgentCron
+from agentcron.domain.jobs import CreatedBy, JobKind
 from agentcron.schedule import AtSpec
-from agentcron.store import CreatedBy, JobKind
 from agentcron.testing import FakeClock
 from tests.conftest import T0, CronFactory
 

@@ -18,7 +18,6 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
-from agentcron.agent.approvals import Approval, ApprovalState
 from agentcron.agent.gate import UserTool
 from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
@@ -30,11 +29,12 @@ from agentcron.channels import (
     TelegramChannel,
     WebhookChannel,
 )
-from agentcron.channels.base import approval_delivery_id
+from agentcron.channels.manager import approval_delivery_id
 from agentcron.channels.telegram import CALLBACK_DATA_LIMIT
+from agentcron.domain.approvals import Approval, ApprovalState
+from agentcron.domain.deliveries import DeliveryState
+from agentcron.domain.states import RunState, TurnState
 from agentcron.server import create_app
-from agentcron.store import RunState, TurnState
-from agentcron.store.deliveries import DeliveryState
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import CronFactory
 from tests.integration.test_channels_telegram import FAST, TOKEN, FakeBotApi

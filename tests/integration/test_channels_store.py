@@ -7,7 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from agentcron.store.deliveries import DeliveryNotFoundError, DeliveryState
+from agentcron.domain.deliveries import DeliveryState
+from agentcron.store.delivery_store import DeliveryNotFoundError
 from agentcron.store.sql import SqlStore
 from tests.conftest import T0
 
@@ -183,9 +184,9 @@ async def test_a_delivery_left_by_a_process_that_died_is_taken_over_once(
     """Process A records a reply, its first attempt fails (retry planned), and A dies: the
     outbox of process B on the same database finds the record stalled and delivers it, once.
     """
-    from agentcron.channels.base import OutboundMessage
+    from agentcron.channels.manager import OutboundMessage
     from agentcron.channels.outbox import DeliveryAttemptError, Outbox
-    from agentcron.engine.clock import SystemClock
+    from agentcron.runtime.clock import SystemClock
 
     a, b = SqlStore(store_url), SqlStore(store_url)
     for s in (a, b):

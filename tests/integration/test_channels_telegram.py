@@ -13,8 +13,9 @@ import pytest
 from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
 from agentcron.channels import ChannelManager, OutboundMessage, RetryPolicy, TelegramChannel
-from agentcron.store import JobKind, SessionNotFoundError
-from agentcron.store.deliveries import DeliveryState
+from agentcron.domain.deliveries import DeliveryState
+from agentcron.domain.jobs import JobKind
+from agentcron.store import SessionNotFoundError
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import CronFactory
 from tests.integration.test_channels_webhook import Echo, HttpStub, Received, Reply, Sleeps

@@ -28,7 +28,7 @@ from agentcron.channels import (
     WebhookChannel,
     verify_signature,
 )
-from agentcron.store.deliveries import DeliveryState
+from agentcron.domain.deliveries import DeliveryState
 from agentcron.testing import wait_settled
 from tests.conftest import CronFactory
 

@@ -25,18 +25,11 @@ import pytest
 
 from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
+from agentcron.domain.jobs import Job, JobPolicy, NewJob, Overlap
+from agentcron.domain.runs import Run
+from agentcron.domain.states import ACTIVE_STATES, RunState
 from agentcron.schedule import AtSpec, EverySpec
-from agentcron.store import (
-    ACTIVE_STATES,
-    Job,
-    JobPolicy,
-    NewJob,
-    Overlap,
-    Run,
-    RunState,
-    SqlStore,
-    sqlite_url,
-)
+from agentcron.store import SqlStore, sqlite_url
 from tests.integration.child_process import ChildProcess
 
 SEED = int(os.environ.get("AGENTCRON_CRASH_SEED", "20261122"))

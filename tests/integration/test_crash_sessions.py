@@ -53,8 +53,11 @@ import pytest
 
 from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
+from agentcron.domain.jobs import Job
+from agentcron.domain.runs import Run
+from agentcron.domain.sessions import Message, Session, Turn
+from agentcron.domain.states import ACTIVE_STATES, RunState, TurnState
 from agentcron.schedule import EverySpec, next_fire
-from agentcron.store import ACTIVE_STATES, Job, Message, Run, RunState, Session, Turn, TurnState
 from tests.integration.child_process import ChildProcess
 
 SEED = int(os.environ.get("AGENTCRON_CRASH_SEED", "20261123"))

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from agentcron.store import ACTIVE_STATES, RunState, SqlStore, TurnState
+from agentcron.domain.states import ACTIVE_STATES, RunState, TurnState
+from agentcron.store import SqlStore
 from tests.conftest import _scratch_pg_database
 from tests.integration.child_process import ChildProcess
 from tests.integration.takeover_child import SETTINGS, VICTIM_HOST

@@ -13,10 +13,10 @@ import pytest
 from agentcron.app import AgentCron
 from agentcron.channels import ChannelManager, WebhookChannel
 from agentcron.channels.config import ChannelConfigError, channels_from_env
-from agentcron.events import DeliveryFailed, DeliverySucceeded, Event, SystemEventFired
+from agentcron.domain.events import DeliveryFailed, DeliverySucceeded, Event, SystemEventFired
+from agentcron.domain.jobs import JobKind
 from agentcron.server import create_app
 from agentcron.server.events_json import event_json
-from agentcron.store import JobKind
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import CronFactory
 from tests.integration.test_channels_webhook import (

@@ -12,19 +12,11 @@ import pytest
 
 from agentcron.agent.runner import Outcome, Trigger
 from agentcron.config import EngineSettings
+from agentcron.domain.jobs import Catchup, JobKind, Overlap
+from agentcron.domain.states import ACTIVE_STATES, STOPPED_MID_TURN, RunState
 from agentcron.engine.policies import plan_fires
 from agentcron.schedule import AtSpec, CronSpec, EverySpec
-from agentcron.store import (
-    ACTIVE_STATES,
-    Catchup,
-    JobKind,
-    Overlap,
-    ProtectedJobError,
-    RunState,
-    Transition,
-    VersionConflictError,
-)
-from agentcron.store.models import STOPPED_MID_TURN
+from agentcron.store import ProtectedJobError, Transition, VersionConflictError
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import T0, CronFactory, Recorder
 

@@ -8,7 +8,8 @@ from datetime import timedelta
 import pytest
 
 from agentcron.config import EngineSettings
-from agentcron.store import Catchup, JobPolicy, Overlap, RunState, TurnState
+from agentcron.domain.jobs import Catchup, JobPolicy, Overlap
+from agentcron.domain.states import RunState, TurnState
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, CronFactory
 from tests.integration.test_session_turns import KEY, ScriptedAgent
@@ -140,9 +141,9 @@ async def test_two_engines_on_one_database_never_run_two_turns_in_one_session(
     time in each, and no fire runs twice.
     """
     from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput
-    from agentcron.engine.clock import SystemClock
+    from agentcron.domain.jobs import NewJob
+    from agentcron.runtime.clock import SystemClock
     from agentcron.schedule import EverySpec
-    from agentcron.store import NewJob
 
     in_turn: set[str] = set()
     overlaps: list[str] = []
@@ -197,9 +198,9 @@ async def test_a_bound_fire_claimed_ahead_starts_on_the_dot_never_early(
     from datetime import UTC, datetime
 
     from agentcron.agent.runner import Trigger
-    from agentcron.engine.clock import SystemClock
+    from agentcron.domain.jobs import NewJob
+    from agentcron.runtime.clock import SystemClock
     from agentcron.schedule import AtSpec
-    from agentcron.store import NewJob
 
     early: list[float] = []
 

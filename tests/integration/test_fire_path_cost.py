@@ -18,8 +18,9 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from agentcron.app import AgentCron
+from agentcron.domain.jobs import NewJob
+from agentcron.domain.states import RunState, TurnState
 from agentcron.schedule import AtSpec
-from agentcron.store import NewJob, RunState, TurnState
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import T0
 

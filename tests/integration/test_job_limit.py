@@ -15,9 +15,10 @@ from agentcron.agent.tools import ToolDeps, cron, schedule_recall
 from agentcron.app import AgentCron
 from agentcron.cli import app as cli_app
 from agentcron.config import EngineSettings, max_jobs_from_env
+from agentcron.domain.jobs import JobKind, NewJob
 from agentcron.schedule import EverySpec
 from agentcron.server import create_app
-from agentcron.store import JobKind, JobLimitError, NewJob
+from agentcron.store import JobLimitError
 from agentcron.testing import FakeClock
 from tests.conftest import T0, CronFactory
 

@@ -11,8 +11,8 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agentcron.app import AgentCron
+from agentcron.domain.states import RunState
 from agentcron.server import create_app
-from agentcron.store import RunState
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import CronFactory
 

@@ -9,10 +9,11 @@ import pytest
 
 from agentcron.agent.runner import Outcome, SessionInfo, Trigger, TurnEvents, TurnInput
 from agentcron.app import AgentCron
+from agentcron.domain.jobs import Job, JobKind, NewJob
+from agentcron.domain.states import RunState
 from agentcron.engine.isolated import Evaluation, evaluate_response
 from agentcron.schedule import EverySpec, parse_when
-from agentcron.store import JobKind, NewJob, ProtectedJobError, RunState
-from agentcron.store.models import Job
+from agentcron.store import ProtectedJobError
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import T0, CronFactory
 

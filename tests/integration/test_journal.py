@@ -12,12 +12,13 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-import agentcron.engine.journal as journal_module
+import agentcron.runtime.journal as journal_module
 from agentcron.config import EngineSettings
-from agentcron.engine.journal import Journal
+from agentcron.domain.jobs import JobKind, NewJob
 from agentcron.engine.policies import arm, finish_job
+from agentcron.runtime.journal import Journal
 from agentcron.schedule import AtSpec
-from agentcron.store import ArmedJob, ConflictError, JobKind, NewJob, SqlStore
+from agentcron.store import ArmedJob, ConflictError, SqlStore
 from agentcron.store.errors import StoreUnavailableError
 from agentcron.store.ids import new_id
 from agentcron.store.writes import InsertJobs, JobsInserted

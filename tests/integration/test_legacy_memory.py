@@ -19,8 +19,10 @@ from agentcron.agent.builtin import BuiltinRunner
 from agentcron.agent.offline import OfflineModel
 from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput
 from agentcron.app import AgentCron
+from agentcron.domain.jobs import NewJob
+from agentcron.domain.states import RunState
 from agentcron.schedule import AtSpec, parse_when
-from agentcron.store import NewJob, RunState, SessionNotFoundError
+from agentcron.store import SessionNotFoundError
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, T0, CronFactory, Recorder
 

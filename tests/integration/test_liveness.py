@@ -15,7 +15,9 @@ import pytest
 
 from agentcron.app import AgentCron
 from agentcron.config import ConfigError, EngineSettings
-from agentcron.store import JobPolicy, Overlap, RunState, Transition, TurnState
+from agentcron.domain.jobs import JobPolicy, Overlap
+from agentcron.domain.states import RunState, TurnState
+from agentcron.store import Transition
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, CronFactory, Recorder
 from tests.integration.test_session_turns import KEY, ScriptedAgent

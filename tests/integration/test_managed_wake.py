@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from agentcron.app import AgentCron
-from agentcron.relay.keys import SigningKeys
-from agentcron.server.app import create_app
-from agentcron.store import RunState
+from agentcron.domain.states import RunState
+from agentcron.relay.signing_keys import SigningKeys
+from agentcron.server.asgi import create_app
 from agentcron.testing import FakeClock, wait_settled
 from agentcron.wake.arms import Arm, wire_text, wire_time
 from agentcron.wake.provider import LocalWake, ManagedWake, resolve
@@ -260,7 +260,7 @@ async def test_a_failed_reconcile_heals(world: World) -> None:
 
 def test_managed_without_its_settings_runs_local_and_says_why(make_cron: CronFactory) -> None:
     settings = WakeSettings(provider="managed", relay_url="http://relay.test")
-    from agentcron.engine.clock import SystemClock
+    from agentcron.runtime.clock import SystemClock
 
     cron = AgentCron(db=":memory:")
     found = resolve(

@@ -28,7 +28,7 @@ import httpx
 import pytest
 
 from agentcron.relay.agents import AgentRegistry
-from agentcron.relay.keys import SigningKeys
+from agentcron.relay.signing_keys import SigningKeys
 from agentcron.wake.arms import wire_text
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]

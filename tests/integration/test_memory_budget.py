@@ -22,9 +22,9 @@ from agentcron.agent.offline import SUMMARY_HEADER, OfflineModel, Reply
 from agentcron.agent.runner import HistoryEntry, Outcome, SessionInfo, TurnEvents, TurnInput
 from agentcron.app import AgentCron
 from agentcron.config import EngineSettings
-from agentcron.sessions.memory import estimate_tokens
-from agentcron.store import TurnState
+from agentcron.domain.states import TurnState
 from agentcron.testing import FakeClock, wait_settled
+from agentcron.turns.memory import estimate_tokens
 from tests.conftest import T0, CronFactory, Recorder
 
 KEY = "api:memory"

@@ -25,10 +25,10 @@ import pytest
 from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput, TurnSource
 from agentcron.app import AgentCron
 from agentcron.config import EngineSettings
+from agentcron.domain.sessions import Role
 from agentcron.server import create_app
 from agentcron.server.routes import health
 from agentcron.store.errors import StoreUnavailableError
-from agentcron.store.models import Role
 from agentcron.store.sql import SqlStore, sqlite_url
 from tests.conftest import PG_ADMIN_URL, _scratch_pg_database
 from tests.faultproxy import FaultProxy

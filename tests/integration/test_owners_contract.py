@@ -12,7 +12,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from agentcron.store import Run, RunState, SqlStore, Transition, TurnState
+from agentcron.domain.runs import Run
+from agentcron.domain.states import RunState, TurnState
+from agentcron.store import SqlStore, Transition
 from agentcron.store.interface import EngineLedger
 from agentcron.store.owners import LiveWork, owner_host_pid
 from agentcron.store.turn_store import TurnRecovery

@@ -11,9 +11,9 @@ import pytest
 
 from agentcron.agent.tools import ToolDeps, manage_recall, schedule_recall
 from agentcron.app import AgentCron
+from agentcron.domain.jobs import RecallState
+from agentcron.domain.states import RunState
 from agentcron.server import create_app
-from agentcron.store import RunState
-from agentcron.store.models import RecallState
 from agentcron.testing import FakeClock, wait_settled
 from agentcron.views import iso
 from tests.conftest import BACKENDS, T0, CronFactory

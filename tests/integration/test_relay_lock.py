@@ -15,11 +15,11 @@ import pytest
 
 from agentcron.app import AgentCron
 from agentcron.config import EngineSettings
+from agentcron.domain.jobs import JobKind
 from agentcron.relay.agents import Agent
 from agentcron.relay.callbacks import CallbackGuard
-from agentcron.relay.keys import SigningKeys
 from agentcron.relay.service import Relay
-from agentcron.store.models import JobKind
+from agentcron.relay.signing_keys import SigningKeys
 
 AGENT = Agent("one", "agent:one", frozenset({"http://agent.test"}))
 CALLBACK = "http://agent.test"

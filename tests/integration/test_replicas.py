@@ -53,23 +53,16 @@ import pytest
 from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
 from agentcron.config import EngineSettings
+from agentcron.domain.jobs import NewJob
+from agentcron.domain.runs import Run
+from agentcron.domain.sessions import Entry, Message, Role, Turn
+from agentcron.domain.states import ACTIVE_STATES, TERMINAL_STATES, RunState, TurnState
 from agentcron.engine.policies import plan_fires
 from agentcron.engine.scheduler import owner_is_dead
 from agentcron.schedule import AtSpec
-from agentcron.sessions.transcript import INTERRUPTED_NOTICE
-from agentcron.store import (
-    ACTIVE_STATES,
-    TERMINAL_STATES,
-    Message,
-    NewJob,
-    Run,
-    RunState,
-    Turn,
-    TurnState,
-)
-from agentcron.store.models import Entry, Role
 from agentcron.store.sql import SqlStore
 from agentcron.store.writes import TurnFinish, TurnStart, TurnStarted
+from agentcron.turns.transcript import INTERRUPTED_NOTICE
 from tests.conftest import _scratch_pg_database
 from tests.integration.child_process import ChildProcess
 from tests.integration.replica_child import Call, Journal, overlaps, read_journals

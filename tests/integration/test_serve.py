@@ -10,8 +10,9 @@ import pytest
 
 from agentcron.approval_links import ApprovalLinks
 from agentcron.config import ConfigError
+from agentcron.domain.jobs import JobKind
+from agentcron.domain.states import RunState
 from agentcron.server.serve import DEMO_SENTENCE, ServeOptions, build
-from agentcron.store import JobKind, RunState
 from agentcron.testing import FakeClock, wait_settled
 
 

@@ -34,7 +34,8 @@ import pytest
 from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput
 from agentcron.app import AgentCron
 from agentcron.config import EngineSettings
-from agentcron.store import Turn, TurnState
+from agentcron.domain.sessions import Turn
+from agentcron.domain.states import TurnState
 
 SESSIONS = 2
 MESSAGES_PER_SESSION = 6

@@ -10,11 +10,13 @@ import pytest
 
 from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput, TurnSource
 from agentcron.config import EngineSettings
+from agentcron.domain.jobs import Overlap
+from agentcron.domain.states import RunState, TurnState
 from agentcron.service.sessions import Deletion
-from agentcron.sessions.prompts import get_prompt
-from agentcron.store import Overlap, RunState, SqlStore, TurnState
+from agentcron.store import SqlStore
 from agentcron.store.writes import TurnStart
 from agentcron.testing import FakeClock, wait_settled
+from agentcron.turns.prompts import get_prompt
 from tests.conftest import BACKENDS, CronFactory
 
 MIN = timedelta(minutes=1)
@@ -278,7 +280,7 @@ async def test_session_delete_is_two_step_with_bound_automations(
     cron = await make_cron(runner=agent)
     await cron.sessions.create(KEY)
     bound = await cron.jobs.create(name="monitor", when="every 1h", session_key=KEY)
-    from agentcron.store import JobKind
+    from agentcron.domain.jobs import JobKind
 
     system = await cron.jobs.create(
         name="heartbeat", when="every 30m", session_key=KEY, kind=JobKind.SYSTEM_EVENT

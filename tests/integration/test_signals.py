@@ -21,10 +21,11 @@ from sqlalchemy.engine import Connection
 
 from agentcron.app import AgentCron
 from agentcron.config import EngineSettings
-from agentcron.engine.clock import SystemClock
-from agentcron.events import Event, FireStarted
+from agentcron.domain.approvals import Approval, ApprovalState
+from agentcron.domain.events import Event, FireStarted
+from agentcron.domain.states import TurnState
+from agentcron.runtime.clock import SystemClock
 from agentcron.service.approvals import ApprovalBroker
-from agentcron.store.models import Approval, ApprovalState, TurnState
 from agentcron.store.schema import owners
 from agentcron.store.signals import SignalHub, Topic, _payloads, announce
 from agentcron.store.sql import SqlStore

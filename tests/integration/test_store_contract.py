@@ -16,25 +16,19 @@ import sqlalchemy as sa
 from alembic.script import ScriptDirectory
 
 from agentcron.config import EngineSettings
+from agentcron.domain.jobs import Catchup, CreatedBy, Job, JobKind, JobPolicy, NewJob, Overlap
+from agentcron.domain.runs import ClaimedFire, FirePlan
+from agentcron.domain.sessions import Entry, Role
+from agentcron.domain.states import RunState, TurnState
 from agentcron.engine.policies import arm, finish_job, plan_fires
 from agentcron.schedule import AtSpec, CronSpec, EverySpec
 from agentcron.store import (
     ArmedJob,
-    Catchup,
-    ClaimedFire,
-    CreatedBy,
-    FirePlan,
-    Job,
-    JobKind,
     JobLimitError,
     JobNotFoundError,
     JobOutcome,
-    JobPolicy,
-    NewJob,
-    Overlap,
     ProtectedJobError,
     RunNotFoundError,
-    RunState,
     SqlStore,
     Transition,
     VersionConflictError,
@@ -42,7 +36,6 @@ from agentcron.store import (
 )
 from agentcron.store.interface import FireLedger
 from agentcron.store.migrate import alembic_config
-from agentcron.store.models import Entry, Role, TurnState
 from agentcron.store.writes import JobFinish, TurnFinish, TurnFinished, TurnStart, TurnStarted
 from tests.conftest import T0
 

@@ -16,8 +16,9 @@ from agentcron.agent.tools import (
     schedule_recall,
     scheduling_tools,
 )
+from agentcron.domain.jobs import CreatedBy, JobKind
+from agentcron.domain.states import RunState
 from agentcron.schedule import AtSpec, EverySpec, describe
-from agentcron.store import CreatedBy, JobKind, RunState
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import T0, CronFactory
 

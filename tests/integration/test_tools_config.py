@@ -17,11 +17,11 @@ import psutil
 import pydantic_ai.mcp  # noqa: F401  (its ~1.5 s import is paid at collection, not by a test)
 import pytest
 
-from agentcron.agent.approvals import ApprovalState
 from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
+from agentcron.domain.approvals import ApprovalState
+from agentcron.domain.states import RunState, TurnState
 from agentcron.server.serve import ServeOptions, build
-from agentcron.store import RunState, TurnState
 from agentcron.testing import FakeClock, wait_settled
 from agentcron.tools_config import ToolConfig, ToolConfigError, load
 from tests.conftest import CronFactory

@@ -8,8 +8,8 @@ from datetime import timedelta
 
 import pytest
 
-from agentcron.events import MessagePosted
-from agentcron.store import RunState, TurnState
+from agentcron.domain.events import MessagePosted
+from agentcron.domain.states import RunState, TurnState
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, CronFactory
 from tests.integration.test_session_turns import KEY, ScriptedAgent, close_as_the_turn_ends

@@ -14,8 +14,8 @@ import pytest
 from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput
 from agentcron.app import UNIFIED_MEMORY, AgentCron
 from agentcron.config import UNIFIED_SESSION_KEY
+from agentcron.domain.sessions import MemoryScope
 from agentcron.store import SqlStore
-from agentcron.store.models import MemoryScope
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, T0, CronFactory
 

@@ -14,18 +14,18 @@ import pytest
 from pydantic_ai import Tool
 from typer.testing import CliRunner
 
-from agentcron.agent.approvals import DEFAULT_APPROVAL_TIMEOUT, ApprovalState
 from agentcron.agent.gate import UserTool, build_toolset
 from agentcron.agent.offline import OfflineModel
 from agentcron.agent.runner import ToolRecord
 from agentcron.app import AgentCron
 from agentcron.cli import app as cli_app
-from agentcron.events import ApprovalDecided, ApprovalRequested, Event, ToolCalled
+from agentcron.domain.approvals import DEFAULT_APPROVAL_TIMEOUT, ApprovalState
+from agentcron.domain.events import ApprovalDecided, ApprovalRequested, Event, ToolCalled
+from agentcron.domain.states import RunState, TurnState
 from agentcron.server import create_app
 from agentcron.server.events_json import event_json
-from agentcron.sessions.memory import tool_entry
-from agentcron.store import RunState, TurnState
 from agentcron.testing import FakeClock, wait_settled
+from agentcron.turns.memory import tool_entry
 from tests.conftest import CronFactory
 
 KEY = "websocket:chat-1"

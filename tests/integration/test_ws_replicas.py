@@ -26,9 +26,9 @@ from websockets.asyncio.client import ClientConnection
 from agentcron.agent.gate import UserTool
 from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
-from agentcron.channels.base import ChannelManager, Inbound, OutboundMessage
-from agentcron.engine.clock import SystemClock
-from agentcron.events import Event
+from agentcron.channels.manager import ChannelManager, Inbound, OutboundMessage
+from agentcron.domain.events import Event
+from agentcron.runtime.clock import SystemClock
 from agentcron.server import create_app
 from agentcron.server.relay_events import LIMIT, MAX_WAITING_BYTES, EventRelay
 from agentcron.server.serve import ServeOptions, build

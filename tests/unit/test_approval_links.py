@@ -12,7 +12,7 @@ from agentcron.approval_links import (
     check_public_url,
     public_url_from_env,
 )
-from agentcron.channels.base import OutboundMessage, approval_delivery_id
+from agentcron.channels.manager import OutboundMessage, approval_delivery_id
 from agentcron.channels.telegram import (
     CALLBACK_DATA_LIMIT,
     approval_keyboard,

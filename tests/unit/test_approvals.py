@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agentcron.agent.approvals import (
+from agentcron.agent.offline_parse import ToolIntent, parse_tool_call
+from agentcron.domain.approvals import (
     DEFAULT_APPROVAL_TIMEOUT,
     MAX_ARGS_CHARS,
     Approval,
@@ -20,7 +21,6 @@ from agentcron.agent.approvals import (
     new_approval,
     resolve_policy,
 )
-from agentcron.agent.offline_parse import ToolIntent, parse_tool_call
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 

@@ -11,10 +11,10 @@ import pytest
 
 from agentcron.app import AgentCron
 from agentcron.channels import ChannelManager, OutboundMessage
-from agentcron.channels.base import Inbound
-from agentcron.events import ChatContext, EventBus, MessagePosted, StreamEnd
+from agentcron.channels.manager import Inbound
+from agentcron.domain.events import ChatContext, EventBus, MessagePosted, StreamEnd
+from agentcron.domain.sessions import Message
 from agentcron.store.errors import SessionNotFoundError
-from agentcron.store.models import Message
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 KEY = "telegram:7"

@@ -98,7 +98,8 @@ def test_no_concrete_store_class_outside_the_store_and_the_wiring() -> None:
 
 
 def test_the_store_class_check_sees_a_store_class() -> None:
-    from agentcron.store.deliveries import Delivery, DeliveryStore
+    from agentcron.domain.deliveries import Delivery
+    from agentcron.store.delivery_store import DeliveryStore
     from agentcron.store.interface import Transcripts
     from agentcron.store.sql import SqlStore
 

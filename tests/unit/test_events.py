@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentcron.events import (
+from agentcron.domain.events import (
     ChatContext,
     Event,
     EventBus,
@@ -26,9 +26,10 @@ from agentcron.events import (
     ToolStarted,
     runner_event,
 )
+from agentcron.domain.jobs import CreatedBy, Job, JobKind, JobPolicy
+from agentcron.domain.sessions import Message
 from agentcron.schedule import AtSpec
 from agentcron.server.events_json import event_json
-from agentcron.store.models import CreatedBy, Job, JobKind, JobPolicy, Message
 from agentcron.views import job_view
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -137,7 +138,7 @@ async def test_a_failing_subscriber_is_logged_and_does_not_stop_the_others(
     bus.subscribe(broken_async)
     bus.subscribe(seen.append)
     event = SessionSync(session_key=KEY)
-    with caplog.at_level(logging.ERROR, logger="agentcron.events"):
+    with caplog.at_level(logging.ERROR, logger="agentcron.domain.events"):
         await bus.publish(event)  # does not raise
     assert seen == [event]
     failures = [r for r in caplog.records if r.getMessage() == "event subscriber failed"]

@@ -7,16 +7,11 @@ from datetime import UTC, datetime
 import pytest
 
 from agentcron.agent.runner import TurnSource
+from agentcron.domain.jobs import CreatedBy, Job, JobKind, JobPolicy
+from agentcron.domain.runs import ClaimedFire
 from agentcron.schedule import AtSpec
-from agentcron.sessions.fire_turn import fire_turn
-from agentcron.sessions.prompts import get_prompt
-from agentcron.store.models import (
-    ClaimedFire,
-    CreatedBy,
-    Job,
-    JobKind,
-    JobPolicy,
-)
+from agentcron.turns.fire_turn import fire_turn
+from agentcron.turns.prompts import get_prompt
 
 T0 = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
 

@@ -19,7 +19,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.rsa import generate_private_key
 from jwt.algorithms import RSAAlgorithm
 
-from agentcron.relay.keys import SigningKeys
+from agentcron.relay.signing_keys import SigningKeys
 from agentcron.wake.verify import (
     MAX_TOKEN_BYTES,
     FireTokenError,

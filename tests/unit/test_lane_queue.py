@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from agentcron.agent.runner import TurnSource
+from agentcron.domain.jobs import CreatedBy, Job, JobKind, JobPolicy
+from agentcron.domain.runs import ClaimedFire
 from agentcron.schedule import EverySpec
-from agentcron.sessions.lane_queue import LaneQueue, Pending
-from agentcron.store.models import ClaimedFire, CreatedBy, Job, JobKind, JobPolicy
+from agentcron.turns.lane_queue import LaneQueue, Pending
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

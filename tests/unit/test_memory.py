@@ -19,7 +19,8 @@ from pydantic_ai.messages import (
 from agentcron.agent.builtin import history_to_messages, summary_prompt, tool_records
 from agentcron.agent.offline import SUMMARY_HEADER, offline_summary
 from agentcron.agent.runner import HistoryEntry, ToolRecord
-from agentcron.sessions.memory import (
+from agentcron.domain.sessions import Message
+from agentcron.turns.memory import (
     MAX_TOOL_ARGS_CHARS,
     MAX_TOOL_RESULT_CHARS,
     estimate_tokens,
@@ -27,7 +28,6 @@ from agentcron.sessions.memory import (
     summary_entry,
     tool_entry,
 )
-from agentcron.store.models import Message
 
 T = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 

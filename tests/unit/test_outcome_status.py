@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentcron.agent.runner import OutcomeStatus
-from agentcron.store.models import RunState, TurnState
+from agentcron.domain.states import RunState, TurnState
 
 # Written out by hand (not read from the module): a changed mapping fails here.
 EXPECTED = {

@@ -13,18 +13,10 @@ from typing import Any
 import pytest
 
 from agentcron.config import EngineSettings
+from agentcron.domain.jobs import AnySpec, Catchup, CreatedBy, Job, JobKind, JobPolicy, Overlap
+from agentcron.domain.states import RunState
 from agentcron.engine.policies import arm, backoff_for, due_time, finish_job, plan_fires
 from agentcron.schedule import AtSpec, CronSpec, EverySpec, jittered
-from agentcron.store.models import (
-    AnySpec,
-    Catchup,
-    CreatedBy,
-    Job,
-    JobKind,
-    JobPolicy,
-    Overlap,
-    RunState,
-)
 from agentcron.store.writes import JobOutcome
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)

@@ -7,25 +7,19 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from agentcron.agent.runner import Outcome, TurnSource
+from agentcron.domain.jobs import CreatedBy, Job, JobKind, JobPolicy
+from agentcron.domain.runs import ClaimedFire
+from agentcron.domain.states import RunState, TurnState
 from agentcron.schedule import AtSpec
-from agentcron.sessions.fire_turn import fire_turn
-from agentcron.sessions.lane_queue import Pending
-from agentcron.sessions.turn_records import (
+from agentcron.turns.fire_turn import fire_turn
+from agentcron.turns.lane_queue import Pending
+from agentcron.turns.turn_records import (
     closing_entry,
     end_record,
     log_context,
     opening_entry,
     start_record,
     unstarted_record,
-)
-from agentcron.store.models import (
-    ClaimedFire,
-    CreatedBy,
-    Job,
-    JobKind,
-    JobPolicy,
-    RunState,
-    TurnState,
 )
 
 T0 = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)

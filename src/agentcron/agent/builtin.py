@@ -39,7 +39,6 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.usage import RunUsage, UsageLimits
 
-from agentcron.agent.approvals import Approver, Policy
 from agentcron.agent.gate import AllowedFn, CallLog, ToolLike, build_toolset, call_log
 from agentcron.agent.offline import (
     OFFLINE_MODEL_NAME,
@@ -58,6 +57,7 @@ from agentcron.agent.runner import (
     TurnInput,
 )
 from agentcron.config import AgentSettings
+from agentcron.domain.approvals import Approver, Policy
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",

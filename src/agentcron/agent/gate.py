@@ -24,7 +24,9 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, CombinedToolset, FunctionToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
-from agentcron.agent.approvals import (
+from agentcron.agent.runner import paused
+from agentcron.agent.tool_rules import Layered
+from agentcron.domain.approvals import (
     DENIED_BY_POLICY,
     Approver,
     Policy,
@@ -32,8 +34,6 @@ from agentcron.agent.approvals import (
     denial_text,
     resolve_policy,
 )
-from agentcron.agent.runner import paused
-from agentcron.agent.tool_rules import Layered
 
 __all__ = [
     "NO_APPROVER",

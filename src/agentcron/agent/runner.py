@@ -29,11 +29,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentcron.store.models import JobKind, RunState, TurnState
-from agentcron.store.models import TurnSource as TurnSource  # runners' part of the protocol
+from agentcron.domain.jobs import JobKind
+from agentcron.domain.sessions import TurnSource as TurnSource
+from agentcron.domain.states import RunState, TurnState
 
 if TYPE_CHECKING:
-    from agentcron.store.models import ClaimedFire, Job
+    from agentcron.domain.jobs import Job
+    from agentcron.domain.runs import ClaimedFire
 
 
 @dataclass(frozen=True, slots=True)

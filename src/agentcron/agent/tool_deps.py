@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from agentcron.domain.jobs import CreatedBy, Job, JobKind, Recall
 from agentcron.schedule import AtSpec, CronSpec, EverySpec
-from agentcron.store.models import CreatedBy, Job, JobKind, Recall
 
 
 class JobsAPI(Protocol):

@@ -13,7 +13,7 @@ from datetime import timedelta
 from fnmatch import fnmatchcase
 from typing import TypeVar
 
-from agentcron.agent.approvals import Policy
+from agentcron.domain.approvals import Policy
 
 __all__ = ["GlobTable", "Layered", "ToolRules", "is_glob"]
 

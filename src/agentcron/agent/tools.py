@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic_ai import RunContext, Tool
 
 from agentcron.agent.tool_deps import JobsAPI, ToolDeps, ToolLimits
+from agentcron.domain.jobs import CreatedBy, Job, JobKind, Recall, RecallState
 from agentcron.errors import AgentcronError
 from agentcron.schedule import (
     AtSpec,
@@ -27,7 +28,6 @@ from agentcron.schedule import (
 )
 from agentcron.schedule.zones import get_zone
 from agentcron.store.errors import ConflictError, StoreError
-from agentcron.store.models import CreatedBy, Job, JobKind, Recall, RecallState
 
 __all__ = [
     "JobsAPI",

@@ -1,6 +1,7 @@
 """Channels: the edges that carry session messages in and out (webhook, Telegram, ...)."""
 
-from agentcron.channels.base import (
+from agentcron.channels.config import ChannelConfigError, channels_from_env
+from agentcron.channels.manager import (
     Channel,
     ChannelError,
     ChannelManager,
@@ -9,7 +10,6 @@ from agentcron.channels.base import (
     OutboundMessage,
     StoreBound,
 )
-from agentcron.channels.config import ChannelConfigError, channels_from_env
 from agentcron.channels.outbox import DeliveryAttemptError, Outbox, RetryPolicy
 from agentcron.channels.telegram import TelegramApiError, TelegramChannel, split_text
 from agentcron.channels.webhook import WebhookChannel, sign, verify_signature

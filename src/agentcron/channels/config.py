@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from agentcron.channels.base import Channel, ChannelError
+from agentcron.channels.manager import Channel, ChannelError
 from agentcron.channels.telegram import DEFAULT_API_BASE, TelegramChannel
 from agentcron.channels.webhook import WebhookChannel, check_headers
 

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from agentcron.channels.base import OutboundMessage
-from agentcron.engine.clock import Clock
+from agentcron.channels.manager import OutboundMessage
+from agentcron.domain.deliveries import Delivery, DeliveryState
+from agentcron.domain.events import DeliveryFailed, DeliverySucceeded, Event
 from agentcron.errors import AgentcronError
-from agentcron.events import DeliveryFailed, DeliverySucceeded, Event
-from agentcron.store.deliveries import Delivery, DeliveryState
+from agentcron.runtime.clock import Clock
 from agentcron.store.interface import DeliveryLedger
 
 log = logging.getLogger(__name__)

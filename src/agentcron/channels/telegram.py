@@ -15,9 +15,8 @@ from typing import Any
 
 import httpx
 
-from agentcron.agent.approvals import Approval, ApprovalError, ApprovalNotFoundError, Decision
 from agentcron.approval_links import ApprovalLinks
-from agentcron.channels.base import (
+from agentcron.channels.manager import (
     ApprovalDesk,
     ChannelError,
     Inbound,
@@ -25,8 +24,10 @@ from agentcron.channels.base import (
     approval_delivery_id,
 )
 from agentcron.channels.outbox import DeliveryAttemptError, Outbox, Report, RetryPolicy, Sleep
-from agentcron.engine.clock import Clock
-from agentcron.store.deliveries import DeliveryNotFoundError, DeliveryState
+from agentcron.domain.approvals import Approval, ApprovalError, ApprovalNotFoundError, Decision
+from agentcron.domain.deliveries import DeliveryState
+from agentcron.runtime.clock import Clock
+from agentcron.store.delivery_store import DeliveryNotFoundError
 from agentcron.store.interface import DeliveryLedger
 
 log = logging.getLogger(__name__)

@@ -52,9 +52,9 @@ from typing import Any
 import httpx
 
 from agentcron.approval_links import ApprovalLinks
-from agentcron.channels.base import ApprovalDesk, Inbound, OutboundMessage
+from agentcron.channels.manager import ApprovalDesk, Inbound, OutboundMessage
 from agentcron.channels.outbox import DeliveryAttemptError, Outbox, Report, RetryPolicy, Sleep
-from agentcron.engine.clock import Clock
+from agentcron.runtime.clock import Clock
 from agentcron.store.interface import DeliveryLedger
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from agentcron.agent.approvals import Decision
 from agentcron.cli import render
 from agentcron.cli.common import (
     ApiOpt,
@@ -21,6 +20,7 @@ from agentcron.cli.common import (
     out,
     print_json,
 )
+from agentcron.domain.approvals import Decision
 
 app = typer.Typer(
     help="Approvals of gated tool calls: list them, approve or deny one.", no_args_is_help=True

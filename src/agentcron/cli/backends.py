@@ -17,17 +17,17 @@ from pydantic import TypeAdapter, ValidationError
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from agentcron import views
-from agentcron.agent.approvals import Decision
 from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
 from agentcron.config import ConfigError, settings_from_env
 from agentcron.db_target import sqlite_file, where
+from agentcron.domain.approvals import Decision
+from agentcron.domain.jobs import JobKind
 from agentcron.errors import AgentcronError
 from agentcron.limits import NameText
 from agentcron.service.job_requests import JobCreate
 from agentcron.service.sessions import SessionCreate
 from agentcron.store.errors import StoreUnavailableError
-from agentcron.store.models import JobKind
 
 _T = TypeVar("_T")
 _DECIDER: TypeAdapter[str] = TypeAdapter(NameText)  # `by` of a decision, as the API checks it

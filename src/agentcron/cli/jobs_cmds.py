@@ -20,7 +20,7 @@ from agentcron.cli.common import (
     out,
     print_json,
 )
-from agentcron.store.models import Catchup, JobKind, Overlap
+from agentcron.domain.jobs import Catchup, JobKind, Overlap
 
 app = typer.Typer(help="Automations: add, list, show, pause, resume, remove.", no_args_is_help=True)
 

@@ -153,8 +153,8 @@ def agents(home: Home = None) -> None:
 @app.command("rotate-key")
 def rotate_key(home: Home = None) -> None:
     """A new signing key; the current one stays in the JWKS until the next rotation."""
-    from agentcron.relay.keys import SigningKeys
     from agentcron.relay.server import relay_home
+    from agentcron.relay.signing_keys import SigningKeys
 
     keys = SigningKeys(relay_home(home) / "keys")
     try:

@@ -19,7 +19,6 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from agentcron.agent.guard import TurnCall
 from agentcron.agent.runner import (
     HistoryEntry,
     NullEvents,
@@ -35,26 +34,21 @@ from agentcron.agent.runner import (
     turn_pause,
 )
 from agentcron.config import EngineSettings
-from agentcron.engine.clock import Clock
-from agentcron.engine.journal import Journal
-from agentcron.engine.slot_hold import SlotHold
-from agentcron.events import (
+from agentcron.domain.events import (
     EventBus,
     FireStarted,
     SessionSync,
     SystemEventFired,
     publish_fire_settled,
 )
-from agentcron.sessions.memory import run_tool_call, tool_entry
-from agentcron.store.models import (
-    STOPPED_MID_TURN,
-    ClaimedFire,
-    Entry,
-    Job,
-    JobKind,
-    Role,
-    RunState,
-)
+from agentcron.domain.jobs import Job, JobKind
+from agentcron.domain.runs import ClaimedFire
+from agentcron.domain.sessions import Entry, Role
+from agentcron.domain.states import STOPPED_MID_TURN, RunState
+from agentcron.runtime.clock import Clock
+from agentcron.runtime.journal import Journal
+from agentcron.runtime.slot_hold import SlotHold
+from agentcron.runtime.turn_call import TurnCall
 from agentcron.store.writes import (
     Remember,
     RunEnd,
@@ -63,6 +57,7 @@ from agentcron.store.writes import (
     WriteResult,
     fire_end,
 )
+from agentcron.turns.memory import run_tool_call, tool_entry
 
 log = logging.getLogger(__name__)
 

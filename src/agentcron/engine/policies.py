@@ -6,8 +6,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agentcron.config import EngineSettings
+from agentcron.domain.jobs import AnySpec, Catchup, Job, JobPolicy, Overlap
+from agentcron.domain.runs import FirePlan
+from agentcron.domain.states import RunState
 from agentcron.schedule import AtSpec, jittered, next_fire
-from agentcron.store.models import AnySpec, Catchup, FirePlan, Job, JobPolicy, Overlap, RunState
 from agentcron.store.writes import JobFinish, JobOutcome
 
 _TICK = timedelta(microseconds=1)

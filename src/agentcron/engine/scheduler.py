@@ -15,7 +15,10 @@ from ulid import ULID
 
 from agentcron.agent.runner import Runner
 from agentcron.config import ConfigError, EngineSettings
-from agentcron.engine.clock import Clock, SystemClock
+from agentcron.domain.events import EventBus
+from agentcron.domain.jobs import Job
+from agentcron.domain.runs import ClaimedFire, FirePlan
+from agentcron.domain.states import RunState
 from agentcron.engine.isolated import (
     Deliver,
     Evaluator,
@@ -26,15 +29,12 @@ from agentcron.engine.isolated import (
     evaluate_response,
     log_context,
 )
-from agentcron.engine.journal import Journal
 from agentcron.engine.policies import plan_fires
-from agentcron.engine.waiters import Waiters
-from agentcron.events import (
-    EventBus,
-)
+from agentcron.runtime.clock import Clock, SystemClock
+from agentcron.runtime.journal import Journal
+from agentcron.runtime.waiters import Waiters
 from agentcron.store.errors import StoreUnavailableError
 from agentcron.store.interface import EngineLedger
-from agentcron.store.models import ClaimedFire, FirePlan, Job, RunState
 from agentcron.store.owners import LiveWork, OwnerRecord
 from agentcron.store.writes import (
     InsertJobs,

@@ -24,7 +24,7 @@ from typing import Any
 from agentcron.config import ConfigError
 from agentcron.errors import InvalidInputError
 from agentcron.relay.callbacks import allowed_origin
-from agentcron.relay.keys import _private_dir, _write_private
+from agentcron.relay.signing_keys import _private_dir, _write_private
 
 AGENTS_FILE = "agents.json"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")

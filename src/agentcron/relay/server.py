@@ -41,8 +41,8 @@ from agentcron.relay.callbacks import (
     CallbackRefusedError,
     allow_private_from_env,
 )
-from agentcron.relay.keys import SigningKeys
 from agentcron.relay.service import DEFAULT_DEADLINE, Relay
+from agentcron.relay.signing_keys import SigningKeys
 from agentcron.server import errors
 from agentcron.server.auth import bearer
 

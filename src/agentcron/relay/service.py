@@ -33,8 +33,9 @@ import httpx
 
 from agentcron.agent.runner import Outcome, Trigger
 from agentcron.app import AgentCron
+from agentcron.domain.events import JobAction
+from agentcron.domain.jobs import Catchup, CreatedBy, Job, JobKind, JobPolicy, NewJob
 from agentcron.engine.policies import arm
-from agentcron.events import JobAction
 from agentcron.limits import check_text
 from agentcron.relay.agents import Agent
 from agentcron.relay.callbacks import (
@@ -44,11 +45,10 @@ from agentcron.relay.callbacks import (
     check_origin,
     guarded_transport,
 )
-from agentcron.relay.keys import SigningKeys
+from agentcron.relay.signing_keys import SigningKeys
 from agentcron.schedule import AtSpec
 from agentcron.store.ids import new_id
 from agentcron.store.interface import RelayArmLedger
-from agentcron.store.models import Catchup, CreatedBy, Job, JobKind, JobPolicy, NewJob
 from agentcron.store.relay_arms import ARM_PREFIX, arm_name, relay_arm_ledger
 from agentcron.store.writes import ArmedJob
 

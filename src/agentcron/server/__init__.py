@@ -1,5 +1,5 @@
 """The HTTP / WebSocket edge: FastAPI routes, the live event stream, auth and metrics."""
 
-from agentcron.server.app import create_app
+from agentcron.server.asgi import create_app
 
 __all__ = ["create_app"]

@@ -10,12 +10,11 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from agentcron.agent.approvals import ApprovalError, ApprovalNotFoundError
 from agentcron.config import ConfigError
+from agentcron.domain.approvals import ApprovalError, ApprovalNotFoundError
 from agentcron.errors import AgentcronError, InvalidInputError
 from agentcron.schedule import ScheduleError
-from agentcron.sessions.prompts import PromptError
-from agentcron.store.deliveries import DeliveryNotFoundError
+from agentcron.store.delivery_store import DeliveryNotFoundError
 from agentcron.store.errors import (
     ConflictError,
     JobLimitError,
@@ -28,6 +27,7 @@ from agentcron.store.errors import (
     TurnNotFoundError,
     VersionConflictError,
 )
+from agentcron.turns.prompts import PromptError
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentcron.events import (
+from agentcron.domain.events import (
     ApprovalDecided,
     ApprovalRequested,
     DeliveryFailed,

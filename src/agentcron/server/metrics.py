@@ -9,7 +9,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from agentcron.app import AgentCron
-from agentcron.events import Event, FireStarted
+from agentcron.domain.events import Event, FireStarted
 
 # Lateness of a fire's start against its nominal time: sub-millisecond to minutes.
 _LATENESS_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 60.0, 300.0)

@@ -10,17 +10,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agentcron.store.deliveries import DeliveryState
-from agentcron.store.models import (
-    Catchup,
-    CreatedBy,
-    JobKind,
-    Overlap,
-    RecallState,
-    RunState,
-    TurnSource,
-    TurnState,
-)
+from agentcron.domain.deliveries import DeliveryState
+from agentcron.domain.jobs import Catchup, CreatedBy, JobKind, Overlap, RecallState
+from agentcron.domain.sessions import TurnSource
+from agentcron.domain.states import RunState, TurnState
 
 Stamp = str | None  # an ISO 8601 instant ("...Z"), or null
 Dict = dict[str, Any]

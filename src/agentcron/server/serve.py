@@ -20,9 +20,9 @@ from agentcron.app import AgentCron
 from agentcron.approval_links import ApprovalLinks, RedactApprovalTokens, public_url_from_env
 from agentcron.config import agent_settings_from_env, data_dir, settings_from_env
 from agentcron.db_target import configured_db, describe, store_url
-from agentcron.engine.clock import Clock
 from agentcron.limits import MAX_BODY_BYTES
-from agentcron.server.app import Hook, create_app
+from agentcron.runtime.clock import Clock
+from agentcron.server.asgi import Hook, create_app
 from agentcron.server.auth import HOOK_TOKEN_ENV, HOOK_TOKEN_FILE, load_or_create_token
 from agentcron.store.ids import new_id
 from agentcron.store.signals import Topic

@@ -51,8 +51,7 @@ from fastapi import WebSocket, WebSocketDisconnect
 from starlette.websockets import WebSocketDisconnected
 
 from agentcron.app import AgentCron
-from agentcron.errors import AgentcronError
-from agentcron.events import (
+from agentcron.domain.events import (
     ApprovalDecided,
     ApprovalRequested,
     DeliveryFailed,
@@ -71,10 +70,11 @@ from agentcron.events import (
     ToolCalled,
     ToolStarted,
 )
-from agentcron.keys import check_session_key
+from agentcron.errors import AgentcronError
 from agentcron.server.auth import bearer, token_matches
 from agentcron.server.events_json import event_json
 from agentcron.server.relay_events import EventRelay, Seam
+from agentcron.session_keys import check_session_key
 
 log = logging.getLogger(__name__)
 

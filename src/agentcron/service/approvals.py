@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from agentcron.agent.approvals import (
+from agentcron.domain.approvals import (
     CANCELLED_DECIDER,
     DEFAULT_APPROVAL_TIMEOUT,
     RESTART_DECIDER,
@@ -36,8 +36,8 @@ from agentcron.agent.approvals import (
     expire,
     new_approval,
 )
-from agentcron.engine.clock import Clock
-from agentcron.events import ApprovalDecided, ApprovalRequested, EventBus
+from agentcron.domain.events import ApprovalDecided, ApprovalRequested, EventBus
+from agentcron.runtime.clock import Clock
 from agentcron.store.interface import ApprovalRecords
 
 log = logging.getLogger(__name__)

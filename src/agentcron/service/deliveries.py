@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from agentcron.store.deliveries import Delivery, DeliveryCursor, DeliveryState
+from agentcron.domain.deliveries import Delivery, DeliveryState
+from agentcron.store.delivery_store import DeliveryCursor
 from agentcron.store.interface import DeliveryRecords
 
 

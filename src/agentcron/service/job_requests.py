@@ -7,9 +7,9 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agentcron.keys import SessionKey
+from agentcron.domain.jobs import Catchup, Overlap
 from agentcron.limits import MAX_RUNS, MessageText, NameText, ShortText, ZoneText
-from agentcron.store.models import Catchup, Overlap
+from agentcron.session_keys import SessionKey
 
 WHEN_HELP = (
     'anything parse_when reads: "in 30m", "tomorrow at 9", "every weekday at 9", '

@@ -12,20 +12,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agentcron.config import check_model_name
-from agentcron.engine.clock import Clock
-from agentcron.engine.policies import arm
-from agentcron.errors import InvalidInputError
-from agentcron.events import JobAction
-from agentcron.limits import MAX_RUNS, check_text
-from agentcron.schedule import parse_when, upcoming
-from agentcron.schedule.zones import get_zone
-from agentcron.service.job_requests import JobCreate, JobPatch
-from agentcron.service.runs import Runs
-from agentcron.store.errors import SessionNotFoundError, VersionConflictError
-from agentcron.store.ids import new_id
-from agentcron.store.interface import JobCatalog, RunRecords, Transcripts, WriteQueue
-from agentcron.store.models import (
-    ACTIVE_STATES,
+from agentcron.domain.events import JobAction
+from agentcron.domain.jobs import (
     AnySpec,
     Catchup,
     CreatedBy,
@@ -36,8 +24,20 @@ from agentcron.store.models import (
     Overlap,
     Recall,
     RecallState,
-    Run,
 )
+from agentcron.domain.runs import Run
+from agentcron.domain.states import ACTIVE_STATES
+from agentcron.engine.policies import arm
+from agentcron.errors import InvalidInputError
+from agentcron.limits import MAX_RUNS, check_text
+from agentcron.runtime.clock import Clock
+from agentcron.schedule import parse_when, upcoming
+from agentcron.schedule.zones import get_zone
+from agentcron.service.job_requests import JobCreate, JobPatch
+from agentcron.service.runs import Runs
+from agentcron.store.errors import SessionNotFoundError, VersionConflictError
+from agentcron.store.ids import new_id
+from agentcron.store.interface import JobCatalog, RunRecords, Transcripts, WriteQueue
 from agentcron.store.writes import ArmedJob, InsertJobs, JobsInserted
 
 _CAS_RETRIES = 5

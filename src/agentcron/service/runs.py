@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from agentcron.engine.waiters import Waiters
+from agentcron.domain.runs import Run
+from agentcron.domain.states import RunState
+from agentcron.runtime.waiters import Waiters
 from agentcron.service.waiting import wait_for
 from agentcron.store.interface import RunRecords
-from agentcron.store.models import Run, RunState
 
 
 class Runs:

@@ -13,11 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentcron.agent.runner import TurnSource
 from agentcron.config import UNIFIED_SESSION_KEY
-from agentcron.engine.clock import Clock
-from agentcron.engine.waiters import Waiters
+from agentcron.domain.events import Event, SessionDeleted
+from agentcron.domain.jobs import Job, JobKind, Recall, RecallState
+from agentcron.domain.sessions import Message, Role, Session, Turn
 from agentcron.errors import InvalidInputError
-from agentcron.events import Event, SessionDeleted
-from agentcron.keys import SessionKey, check_session_key
 from agentcron.limits import (
     MAX_MESSAGE_CHARS,
     MessageText,
@@ -27,22 +26,15 @@ from agentcron.limits import (
     check_meta,
     check_text,
 )
+from agentcron.runtime.clock import Clock
+from agentcron.runtime.waiters import Waiters
 from agentcron.schedule import EverySpec, parse_when
 from agentcron.service.jobs import Jobs, JobState
 from agentcron.service.waiting import wait_for
+from agentcron.session_keys import SessionKey, check_session_key
 from agentcron.store.errors import ConflictError, RecallNotFoundError
 from agentcron.store.ids import new_id
 from agentcron.store.interface import RunRecords, SessionRecords
-from agentcron.store.models import (
-    Job,
-    JobKind,
-    Message,
-    Recall,
-    RecallState,
-    Role,
-    Session,
-    Turn,
-)
 
 
 class SessionCreate(BaseModel):

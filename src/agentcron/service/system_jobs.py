@@ -5,11 +5,11 @@ from __future__ import annotations
 import builtins
 from collections.abc import MutableMapping
 
-from agentcron.engine.clock import Clock
+from agentcron.domain.jobs import AnySpec, Catchup, CreatedBy, Job, JobKind
 from agentcron.engine.isolated import SystemHandler
+from agentcron.runtime.clock import Clock
 from agentcron.schedule import EverySpec, parse_when
 from agentcron.service.jobs import Jobs
-from agentcron.store.models import AnySpec, Catchup, CreatedBy, Job, JobKind
 
 
 class SystemJobs:

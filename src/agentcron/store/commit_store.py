@@ -11,10 +11,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from agentcron.domain.jobs import Job, JobKind, RecallState
+from agentcron.domain.states import TERMINAL_STATES
 from agentcron.store.bulk import executemany
 from agentcron.store.interface import Finisher
 from agentcron.store.job_store import JobsMixin
-from agentcron.store.models import TERMINAL_STATES, Job, JobKind, RecallState
 from agentcron.store.rows import (
     _RUN_FIELDS,
     _STAMP_STMT,
@@ -27,9 +28,7 @@ from agentcron.store.rows import (
     usage_numbers,
 )
 from agentcron.store.schema import jobs
-from agentcron.store.sessions import (
-    session_values,
-)
+from agentcron.store.session_store import session_values
 from agentcron.store.turn_writes import TurnWrites
 from agentcron.store.writes import (
     InsertJobs,

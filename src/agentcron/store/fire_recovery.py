@@ -10,8 +10,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
+from agentcron.domain.jobs import Job
+from agentcron.domain.runs import ClaimedFire, Run
+from agentcron.domain.states import DIED_MID_TURN, RunState, TurnState
 from agentcron.store.fire_store import FireClaimsMixin
-from agentcron.store.models import DIED_MID_TURN, ClaimedFire, Job, Run, RunState, TurnState
 from agentcron.store.owners import LiveWork, OrphanSettlement
 from agentcron.store.rows import ACTIVE, WAITING, _chunks, _job, _run
 from agentcron.store.schema import jobs, runs, sessions, turns

@@ -10,17 +10,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from agentcron.domain.jobs import Job, JobKind, Overlap
+from agentcron.domain.runs import ClaimedFire, ClaimResult
+from agentcron.domain.states import RunState, TurnState
 from agentcron.store.bulk import executemany
 from agentcron.store.interface import Planner
-from agentcron.store.models import (
-    ClaimedFire,
-    ClaimResult,
-    Job,
-    JobKind,
-    Overlap,
-    RunState,
-    TurnState,
-)
 from agentcron.store.rows import (
     _CLAIM_UPDATE,
     _DUE,
@@ -36,7 +30,7 @@ from agentcron.store.rows import (
     job_after_claim,
 )
 from agentcron.store.schema import jobs, recall_history, runs, sessions, turns
-from agentcron.store.sessions import session_values
+from agentcron.store.session_store import session_values
 from agentcron.store.sql_base import SqlBase
 from agentcron.store.turn_store import OPEN_TURN, turn_values
 

@@ -13,25 +13,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from agentcron.store.deliveries import Delivery, DeliveryCursor, DeliveryState
-from agentcron.store.models import (
-    Approval,
-    ClaimedFire,
-    ClaimResult,
-    FirePlan,
-    Job,
-    JobKind,
-    MemoryScope,
-    Message,
-    Recall,
-    RecallState,
-    Role,
-    Run,
-    RunState,
-    Session,
-    Turn,
-    TurnState,
-)
+from agentcron.domain.approvals import Approval
+from agentcron.domain.deliveries import Delivery, DeliveryState
+from agentcron.domain.jobs import Job, JobKind, Recall, RecallState
+from agentcron.domain.runs import ClaimedFire, ClaimResult, FirePlan, Run
+from agentcron.domain.sessions import MemoryScope, Message, Role, Session, Turn
+from agentcron.domain.states import RunState, TurnState
+from agentcron.store.delivery_store import DeliveryCursor
 from agentcron.store.owners import LiveWork, OrphanSettlement, OwnerRecord
 from agentcron.store.relay_arms import ArmChange
 from agentcron.store.turn_store import TurnRecovery

@@ -10,6 +10,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from agentcron.domain.jobs import Job, JobKind, Recall, RecallState
+from agentcron.domain.states import RunState
 from agentcron.schedule import spec_to_data
 from agentcron.store.bulk import executemany
 from agentcron.store.errors import (
@@ -19,7 +21,6 @@ from agentcron.store.errors import (
     ProtectedJobError,
     VersionConflictError,
 )
-from agentcron.store.models import Job, JobKind, Recall, RecallState, RunState
 from agentcron.store.rows import _chunks, _job, _job_values, _policy_values, _spec, _stored_job
 from agentcron.store.schema import jobs, recall_history
 from agentcron.store.signals import Topic, announce

@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
-from agentcron.store.models import Run
+from agentcron.domain.runs import Run
 from agentcron.store.schema import owners
 from agentcron.store.sql_base import SqlBase
 

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from agentcron.store.models import ACTIVE_STATES, Job, JobKind
+from agentcron.domain.jobs import Job, JobKind
+from agentcron.domain.states import ACTIVE_STATES
 from agentcron.store.rows import _job, _job_values, _stored_job
 from agentcron.store.schema import jobs, runs
 from agentcron.store.writes import ArmedJob

@@ -12,30 +12,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Row, RowMapping
 
+from agentcron.domain.approvals import Approval, ApprovalState
+from agentcron.domain.jobs import AnySpec, Catchup, CreatedBy, Job, JobKind, JobPolicy, Overlap
+from agentcron.domain.runs import FirePlan, Run
+from agentcron.domain.sessions import Message, Role, Session, Turn, TurnSource
+from agentcron.domain.states import ACTIVE_STATES, TERMINAL_STATES, RunState, TurnState
 from agentcron.schedule import spec_from_data, spec_to_data
 from agentcron.store.ids import new_id
-from agentcron.store.models import (
-    ACTIVE_STATES,
-    TERMINAL_STATES,
-    AnySpec,
-    Approval,
-    ApprovalState,
-    Catchup,
-    CreatedBy,
-    FirePlan,
-    Job,
-    JobKind,
-    JobPolicy,
-    Message,
-    Overlap,
-    Role,
-    Run,
-    RunState,
-    Session,
-    Turn,
-    TurnSource,
-    TurnState,
-)
 from agentcron.store.schema import jobs, runs, turns
 from agentcron.store.writes import ArmedJob
 

@@ -9,12 +9,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from agentcron.domain.runs import Run
+from agentcron.domain.states import RunState
 from agentcron.store.errors import (
     RunNotFoundError,
-)
-from agentcron.store.models import (
-    Run,
-    RunState,
 )
 from agentcron.store.rows import USAGE_COLUMNS, _run
 from agentcron.store.schema import runs, turns

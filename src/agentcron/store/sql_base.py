@@ -9,14 +9,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from agentcron.store.approvals import ApprovalStore
+from agentcron.store.approval_store import ApprovalStore
 from agentcron.store.database import Database
-from agentcron.store.deliveries import DeliveryStore
+from agentcron.store.delivery_store import DeliveryStore
 from agentcron.store.migrate import current_revision, upgrade_connection
 from agentcron.store.schema import jobs, runs, sessions
-from agentcron.store.sessions import (
-    SessionStore,
-)
+from agentcron.store.session_store import SessionStore
 from agentcron.store.signals import SignalHub
 
 log = logging.getLogger(__name__)

@@ -10,10 +10,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from agentcron.domain.sessions import Turn
+from agentcron.domain.states import ACTIVE_STATES, DIED_MID_TURN, RunState, TurnState
 from agentcron.store.database import Database
 from agentcron.store.errors import SessionNotFoundError, TurnNotFoundError
 from agentcron.store.ids import new_id
-from agentcron.store.models import ACTIVE_STATES, DIED_MID_TURN, RunState, Turn, TurnState
 from agentcron.store.rows import _turn
 from agentcron.store.schema import runs, sessions, turns
 from agentcron.store.signals import Topic, announce

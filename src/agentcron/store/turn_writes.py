@@ -10,11 +10,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from agentcron.domain.sessions import Entry, Message, Session
+from agentcron.domain.states import TurnState
 from agentcron.store.bulk import executemany
-from agentcron.store.models import Entry, Message, Session, TurnState
 from agentcron.store.rows import _message, _session
 from agentcron.store.schema import messages, sessions, turns
-from agentcron.store.sessions import _message_values
+from agentcron.store.session_store import _message_values
 from agentcron.store.signals import Topic, announce
 from agentcron.store.turn_store import OPEN_TURN, WAITING_TURN
 from agentcron.store.writes import Remember, TurnFinish, TurnStart

@@ -8,16 +8,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from agentcron.store.models import (
-    ClaimedFire,
-    Entry,
-    Job,
-    Message,
-    NewJob,
-    RunState,
-    Session,
-    TurnState,
-)
+from agentcron.domain.jobs import Job, NewJob
+from agentcron.domain.runs import ClaimedFire
+from agentcron.domain.sessions import Entry, Message, Session
+from agentcron.domain.states import RunState, TurnState
 
 
 @dataclass(frozen=True, slots=True)

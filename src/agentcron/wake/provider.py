@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, Protocol
 
-from agentcron.engine.clock import Clock
+from agentcron.domain.events import Callback, Event, FireStarted, JobAction, JobEvent
 from agentcron.engine.scheduler import Engine
-from agentcron.events import Callback, Event, FireStarted, JobAction, JobEvent
+from agentcron.runtime.clock import Clock
 from agentcron.store.errors import JobNotFoundError
 from agentcron.store.interface import JobCatalog, RunRecords
 from agentcron.wake.arms import ArmClient, RelayArms, wire_time

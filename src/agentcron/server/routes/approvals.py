@@ -14,9 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentcron import views
 from agentcron.approval_links import MAX_TOKEN, ApprovalLinks
-from agentcron.keys import MAX_SESSION_KEY
 from agentcron.limits import NameText
 from agentcron.server.deps import Cron, Id
+from agentcron.session_keys import MAX_SESSION_KEY
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/approvals", tags=["approvals"])

@@ -8,10 +8,10 @@ from fastapi import APIRouter, Depends, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentcron.agent.runner import TurnSource
-from agentcron.keys import SessionKey
 from agentcron.limits import MessageText
 from agentcron.server.auth import require_hook_token
 from agentcron.server.deps import Cron
+from agentcron.session_keys import SessionKey
 
 router = APIRouter(tags=["hooks"], dependencies=[Depends(require_hook_token)])
 

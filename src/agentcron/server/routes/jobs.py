@@ -7,10 +7,10 @@ from typing import Any
 from fastapi import APIRouter, Query, status
 
 from agentcron import views
-from agentcron.keys import MAX_SESSION_KEY
+from agentcron.domain.jobs import JobKind
 from agentcron.server.deps import Cron, Id
 from agentcron.service.job_requests import JobCreate, JobPatch
-from agentcron.store.models import JobKind
+from agentcron.session_keys import MAX_SESSION_KEY
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 

@@ -8,13 +8,13 @@ from fastapi import APIRouter, Depends, Path, Query, status
 from fastapi.responses import JSONResponse
 
 from agentcron import views
+from agentcron.domain.jobs import RecallState
 from agentcron.errors import InvalidInputError
-from agentcron.keys import MAX_SESSION_KEY, SESSION_KEY_HELP
 from agentcron.limits import check_text
 from agentcron.server.deps import Cron
 from agentcron.server.middleware import key_from_path
 from agentcron.service.sessions import MessageCreate, MessageOut, SessionCreate
-from agentcron.store.models import RecallState
+from agentcron.session_keys import MAX_SESSION_KEY, SESSION_KEY_HELP
 
 router = APIRouter(prefix="/api/sessions", tags=["sessions"])
 

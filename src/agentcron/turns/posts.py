@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentcron.engine.clock import Clock
-from agentcron.events import ChatContext, EventBus, MessagePosted, SessionSync
+from agentcron.domain.events import ChatContext, EventBus, MessagePosted, SessionSync
+from agentcron.domain.sessions import Message, Role, Session
+from agentcron.runtime.clock import Clock
 from agentcron.store.interface import Transcripts
-from agentcron.store.models import Message, Role, Session
 
 
 def chat_of(session: Session) -> ChatContext:

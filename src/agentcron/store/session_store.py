@@ -8,9 +8,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
+from agentcron.domain.sessions import Entry, MemoryScope, Message, Role, Session, Turn
+from agentcron.domain.states import TurnState
 from agentcron.store.errors import SessionNotFoundError
 from agentcron.store.ids import new_id
-from agentcron.store.models import Entry, MemoryScope, Message, Role, Session, Turn, TurnState
 from agentcron.store.rows import _message, _session, _turn
 from agentcron.store.schema import messages, recall_history, sessions, turns
 from agentcron.store.turn_store import TurnStore, _take_fire_turn_op, turn_values

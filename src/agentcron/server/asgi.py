@@ -13,7 +13,7 @@ from fastapi.staticfiles import StaticFiles
 from agentcron import __version__
 from agentcron.app import AgentCron
 from agentcron.approval_links import ApprovalLinks
-from agentcron.channels.base import ChannelManager
+from agentcron.channels.manager import ChannelManager
 from agentcron.server import errors, fire
 from agentcron.server.auth import require_token
 from agentcron.server.deps import clean_url

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentcron.agent.runner import HistoryEntry, ToolRecord
-from agentcron.store.models import Entry, Message, Role
+from agentcron.domain.sessions import Entry, Message, Role
 
 __all__ = [
     "MAX_TOOL_ARGS_CHARS",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -12,35 +11,10 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 
+from agentcron.domain.deliveries import Delivery, DeliveryState
 from agentcron.store.database import Database
 from agentcron.store.errors import StoreError
 from agentcron.store.schema import deliveries
-
-
-class DeliveryState(enum.StrEnum):
-    PENDING = "pending"  # not sent yet, or a retry is due
-    DELIVERED = "delivered"  # the channel accepted it: never sent again
-    FAILED = "failed"  # gave up (a permanent error, or out of attempts)
-
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """What one channel did with one transcript message."""
-
-    channel: str
-    message_id: str
-    session_key: str
-    state: DeliveryState
-    payload: dict[str, Any]
-    attempts: int
-    last_error: str | None
-    next_attempt_at: datetime | None
-    created_at: datetime
-    updated_at: datetime
-    delivered_at: datetime | None
-    # what the far end answered (a channel's own shape; Telegram: chat and message ids), kept
-    # with the record so that a follow-up (an edit, a retry's resume) works in any process
-    result: dict[str, Any] | None = None
 
 
 class DeliveryNotFoundError(StoreError, LookupError):

@@ -9,7 +9,9 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from agentcron.store.models import ClaimedFire, Job, JobKind, Message
+from agentcron.domain.jobs import Job, JobKind
+from agentcron.domain.runs import ClaimedFire
+from agentcron.domain.sessions import Message
 
 log = logging.getLogger(__name__)
 

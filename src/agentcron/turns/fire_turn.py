@@ -7,9 +7,10 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from agentcron.agent.runner import Trigger, TurnSource, fire_source, fire_trigger
-from agentcron.sessions.prompts import get_prompt
-from agentcron.sessions.transcript import trigger_entry
-from agentcron.store.models import ClaimedFire, Entry, Role
+from agentcron.domain.runs import ClaimedFire
+from agentcron.domain.sessions import Entry, Role
+from agentcron.turns.prompts import get_prompt
+from agentcron.turns.transcript import trigger_entry
 
 
 @dataclass(frozen=True, slots=True)

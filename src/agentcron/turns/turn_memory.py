@@ -9,15 +9,15 @@ from collections.abc import Callable
 
 from agentcron.agent.runner import HistoryEntry, Runner
 from agentcron.config import EngineSettings
-from agentcron.sessions.memory import (
+from agentcron.domain.sessions import Entry, MemoryScope, Message
+from agentcron.store.interface import Transcripts
+from agentcron.turns.memory import (
     SUMMARY_ROLE,
     estimate_tokens,
     history_entry,
     plan_memory,
     summary_entry,
 )
-from agentcron.store.interface import Transcripts
-from agentcron.store.models import Entry, MemoryScope, Message
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, MutableSet
 from contextlib import asynccontextmanager
 
-from agentcron.agent.guard import TurnCall
+from agentcron.runtime.turn_call import TurnCall
 
 __all__ = ["SlotHold"]
 

@@ -6,7 +6,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from agentcron.agent.runner import TurnSource
-from agentcron.store.models import ClaimedFire
+from agentcron.domain.runs import ClaimedFire
 
 
 @dataclass(eq=False)

@@ -44,7 +44,7 @@ class PromptTemplate:
 @cache
 def _all() -> dict[str, list[PromptTemplate]]:
     found: dict[str, list[PromptTemplate]] = {}
-    for entry in resources.files("agentcron.sessions").joinpath("templates").iterdir():
+    for entry in resources.files("agentcron.turns").joinpath("templates").iterdir():
         match = _NAME.match(entry.name)
         if match:
             template = PromptTemplate(match["id"], int(match["version"]), entry.read_text("utf-8"))

@@ -3,22 +3,22 @@
 A tool call's policy is `allow` (run it), `deny` (the model is told "denied by policy") or
 `approve` (a person decides). An approval goes pending -> approved | denied | expired; an
 expired one counts as a denial ("timed out"). The model always gets an answer and the turn
-goes on. The record (`Approval`) is the store's (`agentcron.store.models`); the broker that
+goes on. The record is `Approval` (below); the broker that
 writes it through the store and lets a gated call wait is `agentcron.service.approvals`; a gate
 sees it as an `Approver`.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
 from agentcron.errors import AgentcronError
-from agentcron.store.models import Approval, ApprovalState, Decision
 
 __all__ = [
     "CANCELLED_DECIDER",
@@ -43,6 +43,39 @@ __all__ = [
     "new_approval",
     "resolve_policy",
 ]
+
+Decision = Literal["approve", "deny"]
+
+
+class ApprovalState(enum.StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """One tool call waiting for (or past) a person's decision (its transitions are
+    `agentcron.domain.approvals`).
+    """
+
+    id: str
+    session_key: str | None
+    turn_id: str | None
+    tool: str
+    args: dict[str, Any]
+    requested_at: datetime
+    expires_at: datetime
+    state: ApprovalState = ApprovalState.PENDING
+    decision: Decision | None = None
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self.state is ApprovalState.PENDING
+
 
 DEFAULT_APPROVAL_TIMEOUT = timedelta(minutes=5)
 DENIED_BY_POLICY = "Denied by policy: this tool may not be called here."

@@ -6,11 +6,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agentcron.agent.runner import Outcome
-from agentcron.sessions.fire_turn import FireTurn
-from agentcron.sessions.lane_queue import Pending
-from agentcron.sessions.transcript import closure
-from agentcron.store.models import Entry, Role, RunState, TurnState, unstarted_turn_end
+from agentcron.domain.sessions import Entry, Role
+from agentcron.domain.states import RunState, TurnState, unstarted_turn_end
 from agentcron.store.writes import Transition, TurnFinish, TurnStart, fire_end
+from agentcron.turns.fire_turn import FireTurn
+from agentcron.turns.lane_queue import Pending
+from agentcron.turns.transcript import closure
 
 
 def opening_entry(pending: Pending, prepared: FireTurn | None) -> Entry:

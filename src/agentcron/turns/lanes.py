@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from agentcron.agent.guard import TurnCall
 from agentcron.agent.runner import (
     HistoryEntry,
     Outcome,
@@ -21,11 +20,7 @@ from agentcron.agent.runner import (
     turn_pause,
 )
 from agentcron.config import EngineSettings
-from agentcron.engine.clock import Clock
-from agentcron.engine.journal import Journal
-from agentcron.engine.slot_hold import SlotHold
-from agentcron.engine.waiters import Waiters
-from agentcron.events import (
+from agentcron.domain.events import (
     Event,
     EventBus,
     FireStarted,
@@ -35,29 +30,27 @@ from agentcron.events import (
     fire_event,
     runner_event,
 )
-from agentcron.sessions.fire_turn import FireTurn, fire_turn
-from agentcron.sessions.history import TurnMemory
-from agentcron.sessions.lane_queue import LaneQueue, Pending
-from agentcron.sessions.posts import Posts, chat_of
-from agentcron.sessions.prompts import PromptError
-from agentcron.sessions.transcript import interrupted_entry
-from agentcron.sessions.turn_end import TurnEnds
-from agentcron.sessions.turn_records import log_context, start_record
+from agentcron.domain.jobs import Catchup
+from agentcron.domain.runs import ClaimedFire
+from agentcron.domain.sessions import Entry, MemoryScope, Message, Role, Session, Turn
+from agentcron.domain.states import RunState
+from agentcron.runtime.clock import Clock
+from agentcron.runtime.journal import Journal
+from agentcron.runtime.slot_hold import SlotHold
+from agentcron.runtime.turn_call import TurnCall
+from agentcron.runtime.waiters import Waiters
 from agentcron.store.errors import StoreUnavailableError
 from agentcron.store.interface import LaneStore
-from agentcron.store.models import (
-    Catchup,
-    ClaimedFire,
-    Entry,
-    MemoryScope,
-    Message,
-    Role,
-    RunState,
-    Session,
-    Turn,
-)
 from agentcron.store.owners import LiveWork
 from agentcron.store.writes import TurnStarted
+from agentcron.turns.fire_turn import FireTurn, fire_turn
+from agentcron.turns.lane_queue import LaneQueue, Pending
+from agentcron.turns.posts import Posts, chat_of
+from agentcron.turns.prompts import PromptError
+from agentcron.turns.transcript import interrupted_entry
+from agentcron.turns.turn_end import TurnEnds
+from agentcron.turns.turn_memory import TurnMemory
+from agentcron.turns.turn_records import log_context, start_record
 
 log = logging.getLogger(__name__)
 

@@ -13,11 +13,10 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, get_args, runtime_checkable
 
 from agentcron import views
-from agentcron.agent.approvals import Approval, ApprovalNotFoundError, Decision
 from agentcron.approval_links import ApprovalLinks
-from agentcron.engine.clock import Clock
-from agentcron.errors import AgentcronError
-from agentcron.events import (
+from agentcron.domain.approvals import Approval, ApprovalNotFoundError, Decision
+from agentcron.domain.deliveries import Delivery
+from agentcron.domain.events import (
     ApprovalDecided,
     ApprovalRequested,
     ChatContext,
@@ -25,11 +24,12 @@ from agentcron.events import (
     MessagePosted,
     StreamEnd,
 )
-from agentcron.keys import check_session_key
-from agentcron.store.deliveries import Delivery
+from agentcron.domain.sessions import Turn
+from agentcron.errors import AgentcronError
+from agentcron.runtime.clock import Clock
+from agentcron.session_keys import check_session_key
 from agentcron.store.errors import SessionNotFoundError
 from agentcron.store.interface import DeliveryLedger
-from agentcron.store.models import Turn
 
 if TYPE_CHECKING:  # the facade will wire channels: no import cycle at run time
     from agentcron.app import AgentCron

@@ -12,8 +12,9 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from agentcron.domain.approvals import Approval, ApprovalState
+from agentcron.domain.states import RunState, TurnState
 from agentcron.store.database import Database
-from agentcron.store.models import Approval, ApprovalState, RunState, TurnState
 from agentcron.store.rows import _approval, _approval_values
 from agentcron.store.schema import approvals, runs, turns
 from agentcron.store.signals import Topic, announce

@@ -7,10 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentcron.agent.runner import Outcome
-from agentcron.engine.clock import Clock
-from agentcron.engine.journal import Journal
-from agentcron.engine.waiters import Waiters
-from agentcron.events import (
+from agentcron.domain.events import (
     Event,
     EventBus,
     JobAction,
@@ -18,27 +15,19 @@ from agentcron.events import (
     fire_event,
     publish_fire_settled,
 )
-from agentcron.sessions.lane_queue import Pending
-from agentcron.sessions.memory import run_tool_call, tool_entry
-from agentcron.sessions.posts import chat_of
-from agentcron.sessions.transcript import interrupted_entry
-from agentcron.sessions.turn_records import (
-    closing_entry,
-    end_record,
-    log_context,
-    unstarted_record,
-)
+from agentcron.domain.runs import ClaimedFire
+from agentcron.domain.sessions import Entry, Role, Session
+from agentcron.domain.states import STOPPED_MID_TURN, RunState, TurnState
+from agentcron.runtime.clock import Clock
+from agentcron.runtime.journal import Journal
+from agentcron.runtime.waiters import Waiters
 from agentcron.store.errors import StoreUnavailableError
-from agentcron.store.models import (
-    STOPPED_MID_TURN,
-    ClaimedFire,
-    Entry,
-    Role,
-    RunState,
-    Session,
-    TurnState,
-)
 from agentcron.store.writes import TurnFinished
+from agentcron.turns.lane_queue import Pending
+from agentcron.turns.memory import run_tool_call, tool_entry
+from agentcron.turns.posts import chat_of
+from agentcron.turns.transcript import interrupted_entry
+from agentcron.turns.turn_records import closing_entry, end_record, log_context, unstarted_record
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,34 @@
+"""Deliveries: what one outbound channel did with one transcript message."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+
+class DeliveryState(enum.StrEnum):
+    PENDING = "pending"  # not sent yet, or a retry is due
+    DELIVERED = "delivered"  # the channel accepted it: never sent again
+    FAILED = "failed"  # gave up (a permanent error, or out of attempts)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """What one channel did with one transcript message."""
+
+    channel: str
+    message_id: str
+    session_key: str
+    state: DeliveryState
+    payload: dict[str, Any]
+    attempts: int
+    last_error: str | None
+    next_attempt_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    delivered_at: datetime | None
+    # what the far end answered (a channel's own shape; Telegram: chat and message ids), kept
+    # with the record so that a follow-up (an edit, a retry's resume) works in any process
+    result: dict[str, Any] | None = None

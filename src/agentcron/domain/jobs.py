@@ -1,0 +1,178 @@
+"""Jobs: kinds, policies, the job record and a recall's view of it."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from agentcron.domain.states import RunState
+from agentcron.schedule import AtSpec, CronSpec, EverySpec
+
+AnySpec = CronSpec | EverySpec | AtSpec
+
+
+class JobKind(enum.StrEnum):
+    AGENT_TURN = "agent_turn"
+    RECALL = "recall"
+    SYSTEM_EVENT = "system_event"
+
+
+class CreatedBy(enum.StrEnum):
+    USER = "user"
+    AGENT = "agent"
+    API = "api"
+    SYSTEM = "system"
+
+
+class Overlap(enum.StrEnum):
+    """What a fire does while the previous fire of the same job is still queued or running."""
+
+    DEFER = "defer"  # wait for it, then run every fire in turn
+    SKIP = "skip"  # record `skipped`
+    # the default: at most one fire waits; further ones are `skipped`, so a busy or blocked
+    # session never turns into a burst of stale turns
+    BUFFER_ONE = "buffer_one"
+
+
+class Catchup(enum.StrEnum):
+    """What happens to fires that came due while no engine was running."""
+
+    SKIP = "skip"  # record them `missed`
+    LATEST = "latest"  # run the most recent one, record the rest `missed`
+    ALL = "all"  # run every one inside the catch-up window
+
+
+@dataclass(frozen=True, slots=True)
+class JobPolicy:
+    """Per-job policies; defaults are the documented ones (README "Jobs and runs")."""
+
+    overlap: Overlap = Overlap.BUFFER_ONE
+    catchup: Catchup = Catchup.LATEST
+    catchup_window: timedelta = timedelta(hours=24)
+    max_failures: int = 5  # consecutive failures before auto-pause; 0 = never
+    max_runs: int | None = None
+    end_at: datetime | None = None
+    delete_after_run: bool = False
+    jitter: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """What a caller gives to create a job."""
+
+    name: str
+    spec: AnySpec
+    message: str = ""
+    session_key: str | None = None
+    kind: JobKind = JobKind.AGENT_TURN
+    created_by: CreatedBy = CreatedBy.API
+    policy: JobPolicy = field(default_factory=JobPolicy)
+    idempotency_key: str | None = None
+    enabled: bool = True
+    model: str | None = None  # the model its turns run on; None = the runner's default
+    # delivery jobs only (their result goes to `channel`/`to`)
+    deliver: bool | None = None
+    channel: str | None = None
+    to: str | None = None
+    channel_meta: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A stored job."""
+
+    id: str
+    name: str
+    kind: JobKind
+    session_key: str | None
+    spec: AnySpec
+    message: str
+    enabled: bool
+    paused_reason: str | None
+    paused_at: datetime | None
+    created_by: CreatedBy
+    policy: JobPolicy
+    next_fire_at: datetime | None  # nominal time of the next fire (the fire's identity)
+    next_run_at: datetime | None  # when it is due: nominal + jitter / backoff; None = not armed
+    last_run_at: datetime | None
+    last_status: RunState | None
+    consecutive_failures: int
+    run_count: int
+    remaining_runs: int | None
+    idempotency_key: str | None
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    version: int
+    created_at: datetime
+    updated_at: datetime
+    deliver: bool | None = None
+    channel: str | None = None
+    to: str | None = None
+    channel_meta: dict[str, Any] | None = None
+    model: str | None = None  # the model its turns run on; None = the runner's default
+
+    @property
+    def bound(self) -> bool:
+        return self.session_key is not None
+
+    @property
+    def has_target_fields(self) -> bool:
+        """Has delivery fields (`deliver`/`channel`/`to`): such a job runs isolated and its
+        result goes to that target, even with a session (engine/isolated.py).
+        """
+        return bool(self.deliver or self.channel or self.to or self.channel_meta)
+
+    @property
+    def session_turn(self) -> bool:
+        """A bound user job or a recall: its fire is a turn of its session (seed 001)."""
+        return (
+            self.session_key is not None
+            and not self.has_target_fields
+            and self.kind in (JobKind.AGENT_TURN, JobKind.RECALL)
+        )
+
+
+class RecallState(enum.StrEnum):
+    """Where a recall stands (seed 003): pending (its job is armed), fired or cancelled."""
+
+    PENDING = "pending"
+    FIRED = "fired"  # a one-time recall ran (whatever its outcome)
+    CANCELLED = "cancelled"  # cancelled by the agent, a person, or its session's deletion
+
+
+@dataclass(frozen=True, slots=True)
+class Recall:
+    """A session's recall as the agent and the API read it: the pending one or one that ended."""
+
+    id: str
+    session_key: str
+    name: str
+    message: str
+    spec: AnySpec
+    state: RecallState
+    created_at: datetime
+    run_count: int = 0
+    last_run_at: datetime | None = None
+    last_status: RunState | None = None
+    next_fire_at: datetime | None = None  # pending only
+    ended_at: datetime | None = None  # fired / cancelled only
+
+    @classmethod
+    def of_job(cls, job: Job, state: RecallState, ended_at: datetime | None = None) -> Recall:
+        """The recall a `recall` job is (pending), or was when it ended at `ended_at`."""
+        return cls(
+            id=job.id,
+            session_key=job.session_key or "",
+            name=job.name,
+            message=job.message,
+            spec=job.spec,
+            state=state,
+            created_at=job.created_at,
+            run_count=job.run_count,
+            last_run_at=job.last_run_at,
+            last_status=job.last_status,
+            next_fire_at=job.next_fire_at if state is RecallState.PENDING else None,
+            ended_at=ended_at,
+        )

@@ -1,0 +1,77 @@
+"""Runs: the durable record of one fire, its states, and what a claim hands the engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from agentcron.domain.jobs import Job
+from agentcron.domain.states import RunState
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """The durable record of one fire."""
+
+    id: str
+    job_id: str
+    session_key: str | None
+    fire_at: datetime
+    state: RunState
+    owner: str | None
+    lease_expires_at: datetime | None
+    claimed_at: datetime | None
+    queued_at: datetime | None
+    deferred_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    prompt_ref: dict[str, Any] | None = None
+    prompt: str | None = None
+    prompt_vars: dict[str, Any] | None = None
+    output: str | None = None
+    error: str | None = None
+    error_details: dict[str, Any] | None = None
+    message_id: str | None = None
+    usage: dict[str, Any] | None = None
+    delivery: dict[str, Any] | None = None  # delivery jobs' runs: evaluation verdict, target
+    # the turn's tool calls, in order: {name, args, result, ok, duration_ms} (truncated)
+    tool_calls: list[dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FirePlan:
+    """What the engine decided for one due job inside a claim transaction."""
+
+    run: list[datetime]  # fires to claim and run, oldest first
+    missed: list[datetime]  # fires recorded `missed`
+    skipped: list[datetime]  # fires recorded `skipped` (overlap policy)
+    next_fire_at: datetime | None
+    next_run_at: datetime | None
+    # after a long downtime: missed fires not listed one by one (noted on the newest missed run)
+    unrecorded_missed: int = 0
+    uncounted_missed: bool = False  # a stretch of missed fires was skipped without counting
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedFire:
+    """A fire this process claimed and must carry to a terminal state.
+
+    A session-turn fire (`job.session_turn`) comes with the turn record the claim opened for
+    it (`turn_id`), `deferred` when its session already had a turn open, and the session's zone.
+    """
+
+    run_id: str
+    job: Job  # the job as of the claim (after its state was advanced)
+    fire_at: datetime
+    turn_id: str | None = None
+    deferred: bool = False
+    session_tz: str = "UTC"
+
+
+class ClaimResult(NamedTuple):
+    """What one claim transaction did."""
+
+    fires: list[ClaimedFire]
+    examined: int  # due jobs looked at (== limit means: claim again)
+    next_due_at: datetime | None  # earliest armed job after this claim
