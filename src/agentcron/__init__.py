@@ -1,7 +1,6 @@
 """agentcron: cron for AI agent sessions."""
 
 from agentcron.app import AgentCron
-
-__version__ = "0.1.0.dev0"
+from agentcron.version import __version__
 
 __all__ = ["AgentCron", "__version__"]

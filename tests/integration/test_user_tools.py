@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from agentcron.agent.gate import UserTool, build_toolset
 from agentcron.agent.offline import OfflineModel
 from agentcron.agent.runner import ToolRecord
+from agentcron.agent.tool_entries import tool_entry
 from agentcron.app import AgentCron
 from agentcron.cli import app as cli_app
 from agentcron.domain.approvals import DEFAULT_APPROVAL_TIMEOUT, ApprovalState
@@ -25,7 +26,6 @@ from agentcron.domain.states import RunState, TurnState
 from agentcron.server import create_app
 from agentcron.server.events_json import event_json
 from agentcron.testing import FakeClock, wait_settled
-from agentcron.turns.memory import tool_entry
 from tests.conftest import CronFactory
 
 KEY = "websocket:chat-1"

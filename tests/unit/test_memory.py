@@ -19,15 +19,9 @@ from pydantic_ai.messages import (
 from agentcron.agent.builtin import history_to_messages, summary_prompt, tool_records
 from agentcron.agent.offline import SUMMARY_HEADER, offline_summary
 from agentcron.agent.runner import HistoryEntry, ToolRecord
+from agentcron.agent.tool_entries import MAX_TOOL_ARGS_CHARS, MAX_TOOL_RESULT_CHARS, tool_entry
 from agentcron.domain.sessions import Message
-from agentcron.turns.memory import (
-    MAX_TOOL_ARGS_CHARS,
-    MAX_TOOL_RESULT_CHARS,
-    estimate_tokens,
-    plan_memory,
-    summary_entry,
-    tool_entry,
-)
+from agentcron.turns.memory import estimate_tokens, plan_memory, summary_entry
 
 T = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 

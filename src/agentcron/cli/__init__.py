@@ -11,7 +11,6 @@ from typing import Annotated
 
 import typer
 
-from agentcron import __version__
 from agentcron.cli import (
     approvals_cmds,
     config_cmds,
@@ -27,6 +26,7 @@ from agentcron.cli import (
 from agentcron.cli.common import echo, fail
 from agentcron.config import ConfigError
 from agentcron.config_file import CONFIG_ENV, apply_config, config_path
+from agentcron.version import __version__
 
 app = typer.Typer(
     help="agentcron: cron for AI agent sessions.",

@@ -33,6 +33,7 @@ from agentcron.agent.runner import (
     fire_trigger,
     turn_pause,
 )
+from agentcron.agent.tool_entries import run_tool_call, tool_entry
 from agentcron.config import EngineSettings
 from agentcron.domain.events import (
     EventBus,
@@ -57,7 +58,6 @@ from agentcron.store.writes import (
     WriteResult,
     fire_end,
 )
-from agentcron.turns.memory import run_tool_call, tool_entry
 
 log = logging.getLogger(__name__)
 

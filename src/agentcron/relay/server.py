@@ -30,7 +30,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from pydantic import AwareDatetime, BaseModel, Field
 
-from agentcron import __version__
 from agentcron.app import AgentCron
 from agentcron.config import ConfigError, EngineSettings, data_dir
 from agentcron.db_target import db_url, describe, store_url
@@ -45,6 +44,7 @@ from agentcron.relay.service import DEFAULT_DEADLINE, Relay
 from agentcron.relay.signing_keys import SigningKeys
 from agentcron.server import errors
 from agentcron.server.auth import bearer
+from agentcron.version import __version__
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,6 @@ from pathlib import Path
 from fastapi import Depends, FastAPI, HTTPException, WebSocket, status
 from fastapi.staticfiles import StaticFiles
 
-from agentcron import __version__
 from agentcron.app import AgentCron
 from agentcron.approval_links import ApprovalLinks
 from agentcron.channels.manager import ChannelManager
@@ -22,6 +21,7 @@ from agentcron.server.middleware import BodyLimit, SessionKeyPath
 from agentcron.server.openapi import document_responses
 from agentcron.server.routes import approvals, deliveries, health, hooks, jobs, runs, sessions
 from agentcron.server.ws import Hub
+from agentcron.version import __version__
 from agentcron.wake.provider import LocalWake, WakeProvider
 
 

@@ -8,27 +8,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentcron.agent.runner import HistoryEntry, ToolRecord
+from agentcron.agent.runner import HistoryEntry
 from agentcron.domain.sessions import Entry, Message, Role
 
 __all__ = [
-    "MAX_TOOL_ARGS_CHARS",
-    "MAX_TOOL_RESULT_CHARS",
     "SUMMARY_ROLE",
-    "TOOL_ROLE",
     "MemoryPlan",
     "estimate_tokens",
     "history_entry",
     "plan_memory",
-    "run_tool_call",
     "summary_entry",
-    "tool_entry",
 ]
 
 SUMMARY_ROLE = Role.SUMMARY
-TOOL_ROLE = Role.TOOL
-MAX_TOOL_ARGS_CHARS = 2_000
-MAX_TOOL_RESULT_CHARS = 4_000
 _CHARS_PER_TOKEN = 4  # the usual rough estimate for English text; no tokenizer per model needed
 _ENTRY_OVERHEAD_TOKENS = 4  # role and framing of one message
 
@@ -36,7 +28,7 @@ _ENTRY_OVERHEAD_TOKENS = 4  # role and framing of one message
 def estimate_tokens(role: str, content: str, meta: Mapping[str, Any] | None = None) -> int:
     """A rough token count of one entry as the model sees it (chars / 4, plus framing)."""
     chars = len(content)
-    if role == TOOL_ROLE and meta:
+    if role == Role.TOOL and meta:
         chars += len(str(meta.get("name", ""))) + len(json.dumps(meta.get("args", {})))
     return math.ceil(chars / _CHARS_PER_TOKEN) + _ENTRY_OVERHEAD_TOKENS
 
@@ -125,49 +117,3 @@ def summary_entry(
         text = text[: limit - 1].rstrip() + "…"
     meta = {"through_id": through_id, "entries": covered, "turn_id": turn_id}
     return Entry(SUMMARY_ROLE, text, meta)
-
-
-def _clip(text: str, limit: int) -> tuple[str, bool]:
-    if len(text) <= limit:
-        return text, False
-    return text[: limit - 1] + "…", True
-
-
-def tool_entry(record: ToolRecord, turn_id: str) -> Entry:
-    """A tool call and its result as a transcript entry, arguments and result truncated."""
-    args: Any = record.args
-    args_text = json.dumps(args, default=str)
-    clipped_args = len(args_text) > MAX_TOOL_ARGS_CHARS
-    if clipped_args:
-        args = {"_truncated": _clip(args_text, MAX_TOOL_ARGS_CHARS)[0]}
-    result, clipped_result = _clip(record.result, MAX_TOOL_RESULT_CHARS)
-    meta: dict[str, Any] = {
-        "turn_id": turn_id,
-        "call_id": record.call_id,
-        "name": record.name,
-        "args": args,
-        "ok": record.ok,
-    }
-    if record.duration_ms is not None:
-        meta["duration_ms"] = record.duration_ms
-    if clipped_args or clipped_result:
-        meta["truncated"] = True
-    return Entry(TOOL_ROLE, result, meta)
-
-
-def run_tool_call(entry: Entry) -> dict[str, Any]:
-    """A tool entry (`tool_entry`: arguments and result already truncated) as a run record
-    keeps it: name, args, result (the error text when `ok` is False), ok, duration_ms.
-    """
-    meta = entry.meta
-    call: dict[str, Any] = {
-        "call_id": meta["call_id"],
-        "name": meta["name"],
-        "args": meta["args"],
-        "result": entry.content,
-        "ok": meta["ok"],
-        "duration_ms": meta.get("duration_ms"),
-    }
-    if meta.get("truncated"):
-        call["truncated"] = True
-    return call

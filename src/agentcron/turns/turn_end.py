@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentcron.agent.runner import Outcome
+from agentcron.agent.tool_entries import run_tool_call, tool_entry
 from agentcron.domain.events import (
     Event,
     EventBus,
@@ -24,7 +25,6 @@ from agentcron.runtime.waiters import Waiters
 from agentcron.store.errors import StoreUnavailableError
 from agentcron.store.writes import TurnFinished
 from agentcron.turns.lane_queue import Pending
-from agentcron.turns.memory import run_tool_call, tool_entry
 from agentcron.turns.posts import chat_of
 from agentcron.turns.transcript import interrupted_entry
 from agentcron.turns.turn_records import closing_entry, end_record, log_context, unstarted_record
