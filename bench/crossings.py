@@ -806,6 +806,8 @@ def log(message: str) -> None:
 
 
 def git_commit(path: Path) -> str:
+    """The commit checked out at `path`, and the last one that changed the code there."""
+
     def git(*args: str) -> str:
         done = subprocess.run(
             ["git", "-C", str(path), *args], capture_output=True, text=True, check=True
@@ -814,9 +816,12 @@ def git_commit(path: Path) -> str:
 
     try:
         head, dirty = git("rev-parse", "--short", "HEAD"), git("status", "--porcelain", "--", ".")
+        changed = git("log", "-1", "--format=%h", "--", ".")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-    return head + (" (with uncommitted changes)" if dirty else "")
+    if dirty:
+        return f"{head} with uncommitted changes"
+    return head if changed == head else f"{head} (its source last changed in {changed})"
 
 
 def render(
