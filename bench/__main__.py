@@ -1,6 +1,7 @@
 """`python -m bench`: the peer benchmark (bench/peers/run.py); `--engine` runs
 bench/bench_engine.py with the remaining arguments; `replicas` runs bench/bench_replicas.py
-(1 vs 3 replicas on PostgreSQL) with the remaining arguments.
+(1 vs 3 replicas on PostgreSQL) with the remaining arguments; `crossings` runs bench/crossings.py
+(package crossings of three flows, package cycles) with the remaining arguments.
 """
 
 import sys
@@ -9,6 +10,11 @@ if sys.argv[1:2] == ["replicas"]:
     from bench.bench_replicas import main as replicas_main
 
     sys.exit(replicas_main(sys.argv[2:]))
+
+if sys.argv[1:2] == ["crossings"]:
+    from bench.crossings import main as crossings_main
+
+    sys.exit(crossings_main(sys.argv[2:]))
 
 from bench.peers.run import main
 
