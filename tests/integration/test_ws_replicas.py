@@ -43,7 +43,9 @@ KEY = "chat:1"  # a session of the "chat" channel, which both replicas have
 
 @pytest.fixture
 def cron_backend(request: pytest.FixtureRequest) -> str:
-    """PostgreSQL, unless a test asks for another backend (indirect parametrization)."""
+    """PostgreSQL, unless a test asks for another backend (indirect parametrization); the tests
+    on this default carry the `postgres` marker themselves.
+    """
     return str(getattr(request, "param", "postgresql"))
 
 
@@ -119,6 +121,7 @@ async def nothing_more(ws: ClientConnection) -> list[dict[str, Any]]:
     return (await until(ws, lambda f: f["type"] == "pong"))[:-1]
 
 
+@pytest.mark.postgres
 async def test_a_turn_on_b_streams_to_a_client_on_a_in_order_and_once(
     make_cron: CronFactory,
 ) -> None:
@@ -154,6 +157,7 @@ async def test_a_turn_on_b_streams_to_a_client_on_a_in_order_and_once(
         await on_b.close()
 
 
+@pytest.mark.postgres
 async def test_a_client_that_subscribes_on_a_mid_turn_of_b_gets_the_turn_so_far(
     make_cron: CronFactory,
 ) -> None:
@@ -187,6 +191,7 @@ async def test_a_client_that_subscribes_on_a_mid_turn_of_b_gets_the_turn_so_far(
         await late.close()
 
 
+@pytest.mark.postgres
 async def test_a_decision_made_on_a_for_a_call_waiting_on_b_is_shown_once(
     make_cron: CronFactory,
 ) -> None:
@@ -218,6 +223,7 @@ async def test_a_decision_made_on_a_for_a_call_waiting_on_b_is_shown_once(
         await on_b.close()
 
 
+@pytest.mark.postgres
 async def test_events_too_big_for_one_payload(cron_url: str) -> None:
     """A delta is split into pieces that join to it; a job update loses its job; anything
     else too big comes as a session_sync; and small events share a payload.
@@ -268,6 +274,7 @@ async def test_events_too_big_for_one_payload(cron_url: str) -> None:
             await store.close()
 
 
+@pytest.mark.postgres
 async def test_a_backlog_the_database_cannot_take_ends_in_a_session_sync(cron_url: str) -> None:
     """A burst bigger than the backlog bound, queued before the sender can run: the events
     past the bound are not relayed, and their session gets a session_sync after the rest.
