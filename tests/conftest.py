@@ -1,8 +1,10 @@
-"""Shared fixtures: a fake clock, store backends for the contract tests, and AgentCron factories."""
+"""Shared fixtures: a fake clock, store backends for the contract tests, and AgentCron factories;
+the `postgres` marker and its gate (without a server: skip, or fail when the run requires it).
+"""
 
 from __future__ import annotations
 
-import os
+import functools
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
@@ -15,13 +17,57 @@ from agentcron.app import AgentCron
 from agentcron.config import EngineSettings
 from agentcron.store.sql import SqlStore, sqlite_url
 from agentcron.testing import FakeClock
+from tests.helpers.postgres import (
+    Verdict,
+    pg_address,
+    pg_admin_url,
+    pg_answers,
+    pg_required,
+    postgres_verdict,
+)
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
 # Every store contract test runs on each backend. PostgreSQL is used for real: a server on
 # 127.0.0.1:5432 (trust auth, user postgres; override with AGENTCRON_TEST_PG).
 BACKENDS = ["sqlite", "postgresql"]
-PG_ADMIN_URL = os.environ.get("AGENTCRON_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+PG_ADMIN_URL = pg_admin_url()
+
+# The test being set up or run (pytest runs one at a time here): `_scratch_pg_database` checks
+# that it carries the `postgres` marker, so a PostgreSQL test cannot miss the gate unnoticed.
+_current_test: pytest.Item | None = None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `postgres` every test parametrized with the backend "postgresql" (`store_url`,
+    `cron_backend` and the like); tests that make a PostgreSQL database otherwise say so
+    themselves with `@pytest.mark.postgres`.
+    """
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and "postgresql" in callspec.params.values():
+            item.add_marker(pytest.mark.postgres)
+
+
+@functools.cache
+def _postgres_gate() -> tuple[Verdict, str]:
+    """Asked once per session, at the first PostgreSQL test (a run without one never asks)."""
+    host, port = pg_address(PG_ADMIN_URL)
+    return postgres_verdict(pg_answers(host, port), pg_required(), f"{host}:{port}")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A `postgres` test without a server skips with one line, or fails when it is required."""
+    global _current_test
+    _current_test = item
+    if item.get_closest_marker("postgres") is None:
+        return
+    verdict, reason = _postgres_gate()
+    if verdict == "skip":
+        pytest.skip(reason)
+    if verdict == "fail":
+        pytest.fail(reason, pytrace=False)
 
 
 @pytest.fixture
@@ -45,6 +91,13 @@ def store_url(request: pytest.FixtureRequest, db_path: Path) -> Iterator[str]:
 def _scratch_pg_database() -> Iterator[str]:
     """A fresh PostgreSQL database for one test, dropped afterwards."""
     import psycopg
+
+    if _current_test is not None and _current_test.get_closest_marker("postgres") is None:
+        pytest.fail(
+            f"{_current_test.nodeid} makes a PostgreSQL database but is not marked "
+            "@pytest.mark.postgres (without a server it would fail instead of skipping)",
+            pytrace=False,
+        )
 
     name = f"agentcron_test_{uuid.uuid4().hex[:12]}"
     try:

@@ -24,8 +24,6 @@ from agentcron.app import AgentCron
 from agentcron.approval_links import ApprovalLinks
 from agentcron.channels import (
     ChannelManager,
-    Inbound,
-    OutboundMessage,
     TelegramChannel,
     WebhookChannel,
 )
@@ -37,6 +35,7 @@ from agentcron.domain.states import RunState, TurnState
 from agentcron.server import create_app
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import CronFactory
+from tests.helpers.channels import RecordingChannel
 from tests.integration.test_channels_telegram import FAST, TOKEN, FakeBotApi
 from tests.integration.test_channels_webhook import (
     SECRET,
@@ -495,32 +494,11 @@ async def test_without_a_public_url_the_decision_url_is_null(
         )
 
 
-class OwnChannel:
-    """A channel of one's own that knows nothing of approvals: it wants every message."""
-
-    name = "mine"
-
-    def __init__(self) -> None:
-        self.got: list[OutboundMessage] = []
-
-    async def start(self, inbound: Inbound) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
-
-    async def send(self, message: OutboundMessage) -> None:
-        self.got.append(message)
-
-    def wants(self, message: OutboundMessage) -> bool:
-        return True
-
-
 async def test_approvals_go_only_to_channels_that_carry_them(
     make_cron: CronFactory, clock: FakeClock, managers: list[ChannelManager]
 ) -> None:
     cron = await gated_cron(make_cron)
-    own = OwnChannel()
+    own = RecordingChannel()  # knows nothing of approvals: it wants every message
     async with HttpStub(scripted()) as receiver:
         webhook = WebhookChannel(receiver.url, SECRET, retry=FAST, sleep=Sleeps())
         manager = ChannelManager(cron, [own, webhook])

@@ -45,7 +45,7 @@ READY_TIMEOUT = 30.0
 POLL_S = 0.01
 NOTICE = "This turn was interrupted because agentcron stopped."
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 
 @pytest.fixture

@@ -81,6 +81,7 @@ def tables(url: str) -> set[str]:
     return {name for (name,) in found}
 
 
+@pytest.mark.postgres
 def test_db_upgrade_with_a_postgresql_url_upgrades_postgresql(pg: str, cwd: Path) -> None:
     assert tables(pg) == set()
     legacy = pg.replace("postgresql://", "postgres://", 1)  # Heroku's spelling, normalised
@@ -94,6 +95,7 @@ def test_db_upgrade_with_a_postgresql_url_upgrades_postgresql(pg: str, cwd: Path
     assert list(cwd.iterdir()) == []  # no `postgres:` directory, no SQLite file
 
 
+@pytest.mark.postgres
 def test_agentcron_db_with_a_url_is_the_database_of_db_upgrade_serve_and_config_show(
     pg: str, cwd: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -121,6 +123,7 @@ def test_agentcron_db_with_a_url_is_the_database_of_db_upgrade_serve_and_config_
     assert list(cwd.iterdir()) == []
 
 
+@pytest.mark.postgres
 def test_the_cli_database_backend_on_postgresql_and_the_deprecated_url(pg: str, cwd: Path) -> None:
     added = cli("sessions", "add", "api:ops", "--tz", "Europe/Berlin", "--db", pg)
     assert added.exit_code == 0, added.output
@@ -148,6 +151,7 @@ def test_a_database_that_does_not_answer_is_one_line_without_the_password(cwd: P
         assert PASSWORD not in result.output
 
 
+@pytest.mark.postgres
 async def test_the_library_takes_a_postgresql_url_as_db(pg: str) -> None:
     async def runner(trigger: object) -> str:
         return "ok"
@@ -158,6 +162,7 @@ async def test_the_library_takes_a_postgresql_url_as_db(pg: str) -> None:
     assert rows(pg, "select session_key from sessions") == [("api:lib",)]
 
 
+@pytest.mark.postgres
 def test_relay_serve_takes_a_postgresql_url_in_db_and_its_environment(
     pg: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -175,6 +180,7 @@ def test_relay_serve_takes_a_postgresql_url_in_db_and_its_environment(
     assert relay.where == f"PostgreSQL {shown(pg)}"
 
 
+@pytest.mark.postgres
 def test_serve_with_a_postgresql_url_runs_on_postgresql(pg: str, cwd: Path, tmp_path: Path) -> None:
     """`agentcron serve --db postgresql://...` as a real process: its start-up line names
     PostgreSQL (no password), /readyz is ready, and what the API writes is in PostgreSQL.

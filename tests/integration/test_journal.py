@@ -116,6 +116,7 @@ def cut_store_url() -> Iterator[tuple[str, FaultProxy]]:
             yield proxy.url_for(url), proxy
 
 
+@pytest.mark.postgres
 async def test_writes_wait_out_an_outage_and_land_together(
     cut_store_url: tuple[str, FaultProxy], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -166,6 +167,7 @@ async def test_writes_wait_out_an_outage_and_land_together(
         await store.close()
 
 
+@pytest.mark.postgres
 async def test_a_stop_gives_up_on_an_unreachable_database(
     cut_store_url: tuple[str, FaultProxy], caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -186,6 +186,7 @@ def no_traceback_since(records: list[logging.LogRecord], since: float) -> list[s
     ]
 
 
+@pytest.mark.postgres
 async def test_a_cut_of_the_database_leaves_nothing_open_and_loses_no_message(
     served: tuple[AgentCron, httpx.AsyncClient, Counting],
     pg_url: str,
@@ -253,6 +254,7 @@ async def ready_again(api: httpx.AsyncClient) -> bool:
     return (await api.get("/readyz")).status_code == 200
 
 
+@pytest.mark.postgres
 async def test_a_stalled_database_is_not_ready_within_the_timeout_and_work_recovers(
     served: tuple[AgentCron, httpx.AsyncClient, Counting],
     pg_url: str,
@@ -280,6 +282,7 @@ async def test_a_stalled_database_is_not_ready_within_the_timeout_and_work_recov
     await settle_and_check(cron, api, pg_url, job_ids, runner)
 
 
+@pytest.mark.postgres
 async def test_a_commit_whose_answer_is_lost_is_applied_once(
     pg_url: str, proxy: FaultProxy, log_records: pytest.LogCaptureFixture
 ) -> None:

@@ -74,6 +74,8 @@ SETTLE_TIMEOUT = 40.0
 LEAD_S = 2.0  # a round is due this long after its jobs begin to be stored
 KILL_AFTER_TURNS = 40
 
+pytestmark = pytest.mark.postgres  # every test here shares one PostgreSQL database
+
 
 @dataclass(frozen=True)
 class Size:

@@ -139,6 +139,7 @@ def pg_url() -> Iterator[str]:
     yield from _scratch_pg_database()
 
 
+@pytest.mark.postgres
 async def test_postgresql_listener_reconnects_and_re_reads(pg_url: str) -> None:
     import psycopg
 

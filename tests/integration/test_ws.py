@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
-from typing import Any
 
 import pytest
-import uvicorn
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from agentcron.agent.gate import UserTool
@@ -21,56 +18,16 @@ from agentcron.app import AgentCron
 from agentcron.server import create_app
 from agentcron.testing import FakeClock
 from tests.conftest import CronFactory
+from tests.helpers.ws import TOKEN, listening, login, until
 
-TOKEN = "ws-token"
 KEY = "websocket:live"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @asynccontextmanager
 async def serving(cron: AgentCron) -> AsyncIterator[str]:
     """The API on a real localhost socket in this event loop; yields the ws URL."""
-    port = free_port()
-    app = create_app(cron, token=TOKEN)
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
-    )
-    task = asyncio.create_task(server.serve())
-    for _ in range(500):
-        if server.started:
-            break
-        await asyncio.sleep(0.01)
-    assert server.started, "the test server did not start"
-    try:
+    async with listening(create_app(cron, token=TOKEN)) as port:
         yield f"ws://127.0.0.1:{port}/api/ws"
-    finally:
-        server.should_exit = True
-        await task
-
-
-async def login(url: str) -> ClientConnection:
-    ws = await connect(url)
-    await ws.send(json.dumps({"type": "auth", "token": TOKEN}))
-    assert json.loads(await ws.recv()) == {"type": "ready"}
-    return ws
-
-
-async def until(
-    ws: ClientConnection, stop: Callable[[dict[str, Any]], bool], limit: float = 5
-) -> list[dict[str, Any]]:
-    """Frames up to and including the first for which `stop` holds."""
-    seen: list[dict[str, Any]] = []
-    async with asyncio.timeout(limit):
-        while True:
-            frame = json.loads(await ws.recv())
-            seen.append(frame)
-            if stop(frame):
-                return seen
 
 
 @pytest.fixture

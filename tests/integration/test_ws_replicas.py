@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,14 +19,13 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import FastAPI
 from websockets.asyncio.client import ClientConnection
 
 from agentcron.agent.gate import UserTool
 from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
-from agentcron.channels.manager import ChannelManager, Inbound, OutboundMessage
+from agentcron.channels.manager import ChannelManager
 from agentcron.domain.events import Event
 from agentcron.runtime.clock import SystemClock
 from agentcron.server import create_app
@@ -35,7 +34,8 @@ from agentcron.server.serve import ServeOptions, build
 from agentcron.store.signals import Topic
 from agentcron.store.sql import SqlStore
 from tests.conftest import CronFactory
-from tests.integration.test_ws import TOKEN, free_port, login, until
+from tests.helpers.channels import RecordingChannel
+from tests.helpers.ws import TOKEN, listening, login, until, wait_for
 
 pytestmark = pytest.mark.slow
 KEY = "chat:1"  # a session of the "chat" channel, which both replicas have
@@ -43,36 +43,22 @@ KEY = "chat:1"  # a session of the "chat" channel, which both replicas have
 
 @pytest.fixture
 def cron_backend(request: pytest.FixtureRequest) -> str:
-    """PostgreSQL, unless a test asks for another backend (indirect parametrization)."""
+    """PostgreSQL, unless a test asks for another backend (indirect parametrization); the tests
+    on this default carry the `postgres` marker themselves.
+    """
     return str(getattr(request, "param", "postgresql"))
 
 
-class ChatChannel:
-    """A channel of one's own: records what it is asked to deliver."""
-
-    name = "chat"
-
-    def __init__(self) -> None:
-        self.got: list[OutboundMessage] = []
-
-    async def start(self, inbound: Inbound) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
-
-    async def send(self, message: OutboundMessage) -> None:
-        self.got.append(message)
-
-    def wants(self, message: OutboundMessage) -> bool:
-        return message.session_key.startswith("chat:")
+def chat_channel() -> RecordingChannel:
+    """A channel of one's own that carries the "chat" sessions."""
+    return RecordingChannel("chat", wants=lambda m: m.session_key.startswith("chat:"))
 
 
 @dataclass
 class Replica:
     cron: AgentCron
     app: FastAPI
-    channel: ChatChannel
+    channel: RecordingChannel
     manager: ChannelManager
     seen: list[Event]  # what this replica's own bus published
     ws_url: str = ""
@@ -88,7 +74,7 @@ class Replica:
 async def replica(make_cron: CronFactory, **kw: Any) -> Replica:
     """An app with the relay, created before its AgentCron starts (as `serve` does)."""
     cron = await make_cron(start=False, runner=None, clock=SystemClock(), **kw)
-    channel = ChatChannel()
+    channel = chat_channel()
     manager = ChannelManager(cron, [channel])
     app = create_app(cron, token=TOKEN, channels=manager, relay_events=True)
     seen: list[Event] = []
@@ -107,31 +93,10 @@ async def serving(*replicas: Replica) -> AsyncIterator[None]:
     async with AsyncExitStack() as stack:
         for r in replicas:
             stack.push_async_callback(r.manager.stop)
-            port = await stack.enter_async_context(listening(r.app))
+            port = await stack.enter_async_context(listening(r.app, lifespan="on"))
             r.ws_url = f"ws://127.0.0.1:{port}/api/ws"
             r.http_url = f"http://127.0.0.1:{port}"
         yield
-
-
-@asynccontextmanager
-async def listening(app: FastAPI) -> AsyncIterator[int]:
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    )
-    task = asyncio.create_task(server.serve())
-    try:
-        await wait_for(lambda: server.started)
-        yield port
-    finally:
-        server.should_exit = True
-        await task
-
-
-async def wait_for(condition: Callable[[], object], limit: float = 5.0) -> None:
-    async with asyncio.timeout(limit):
-        while not condition():  # noqa: ASYNC110 (no event marks these instants)
-            await asyncio.sleep(0.01)
 
 
 async def subscribe(url: str, key: str = KEY) -> tuple[ClientConnection, dict[str, Any]]:
@@ -156,6 +121,7 @@ async def nothing_more(ws: ClientConnection) -> list[dict[str, Any]]:
     return (await until(ws, lambda f: f["type"] == "pong"))[:-1]
 
 
+@pytest.mark.postgres
 async def test_a_turn_on_b_streams_to_a_client_on_a_in_order_and_once(
     make_cron: CronFactory,
 ) -> None:
@@ -191,6 +157,7 @@ async def test_a_turn_on_b_streams_to_a_client_on_a_in_order_and_once(
         await on_b.close()
 
 
+@pytest.mark.postgres
 async def test_a_client_that_subscribes_on_a_mid_turn_of_b_gets_the_turn_so_far(
     make_cron: CronFactory,
 ) -> None:
@@ -224,6 +191,7 @@ async def test_a_client_that_subscribes_on_a_mid_turn_of_b_gets_the_turn_so_far(
         await late.close()
 
 
+@pytest.mark.postgres
 async def test_a_decision_made_on_a_for_a_call_waiting_on_b_is_shown_once(
     make_cron: CronFactory,
 ) -> None:
@@ -255,6 +223,7 @@ async def test_a_decision_made_on_a_for_a_call_waiting_on_b_is_shown_once(
         await on_b.close()
 
 
+@pytest.mark.postgres
 async def test_events_too_big_for_one_payload(cron_url: str) -> None:
     """A delta is split into pieces that join to it; a job update loses its job; anything
     else too big comes as a session_sync; and small events share a payload.
@@ -305,6 +274,7 @@ async def test_events_too_big_for_one_payload(cron_url: str) -> None:
             await store.close()
 
 
+@pytest.mark.postgres
 async def test_a_backlog_the_database_cannot_take_ends_in_a_session_sync(cron_url: str) -> None:
     """A burst bigger than the backlog bound, queued before the sender can run: the events
     past the bound are not relayed, and their session gets a session_sync after the rest.
@@ -348,7 +318,7 @@ async def test_on_sqlite_the_relay_is_off_and_the_stream_works(make_cron: CronFa
     app = create_app(cron, token=TOKEN, relay_events=True)
     assert app.state.hub.relay is None
     await cron.start()
-    r = Replica(cron, app, ChatChannel(), ChannelManager(cron, []), [])
+    r = Replica(cron, app, chat_channel(), ChannelManager(cron, []), [])
     async with serving(r):
         await cron.sessions.create("websocket:x")
         ws, _ = await subscribe(r.ws_url, "websocket:x")

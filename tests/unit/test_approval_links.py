@@ -1,4 +1,4 @@
-"""Decision links of approvals (capability tokens) and the Telegram approval message parts."""
+"""Decision links of approvals (capability tokens), the public URL, the redacted access log."""
 
 from __future__ import annotations
 
@@ -11,14 +11,6 @@ from agentcron.approval_links import (
     RedactApprovalTokens,
     check_public_url,
     public_url_from_env,
-)
-from agentcron.channels.manager import OutboundMessage, approval_delivery_id
-from agentcron.channels.telegram import (
-    CALLBACK_DATA_LIMIT,
-    approval_keyboard,
-    approval_text,
-    callback_data,
-    parse_callback,
 )
 from agentcron.config import ConfigError
 
@@ -75,52 +67,3 @@ def test_the_access_log_never_shows_a_decision_token() -> None:
     line = record.getMessage()
     assert "SECRETVALUE" not in line
     assert f"/api/approvals/{ID}/decide?token=<redacted>&x=1" in line
-
-
-def test_callback_data_carries_the_id_and_decision_within_64_bytes() -> None:
-    for decision in ("approve", "deny"):
-        data = callback_data(ID, decision)
-        assert data is not None
-        assert len(data.encode()) <= CALLBACK_DATA_LIMIT
-        assert parse_callback(data) == (ID, decision)
-    assert callback_data("x" * 60, "approve") is None
-    assert approval_keyboard("x" * 60) is None
-    for foreign in (None, 5, "", "ap:", "ap:x:z", "zz:x:a", "ap::a", "hello"):
-        assert parse_callback(foreign) is None
-
-
-def test_the_approval_message_escapes_and_cuts_the_arguments() -> None:
-    approval = {"id": ID, "tool": "run<sh>", "args": {"cmd": "rm -rf </b> & " + "x" * 5000},
-                "state": "pending", "expires_at": "2026-11-22T12:05:00Z"}  # fmt: skip
-    text = approval_text(approval)
-    assert "<code>run&lt;sh&gt;</code>" in text
-    assert "rm -rf &lt;/b&gt; &amp; " in text
-    assert "</b> &" not in text
-    assert "…</pre>" in text
-    assert len(text) < 2500
-    assert "Expires 2026-11-22 12:05 UTC." in text
-    decided = approval_text({**approval, "state": "denied", "decided_by": "telegram:<b>"})
-    assert "❌ Denied by telegram:&lt;b&gt;" in decided
-    assert "Expires" not in decided
-    expired = approval_text({**approval, "state": "expired", "decided_by": "timeout"})
-    assert "Expired: nobody decided in time" in expired
-
-
-def test_approval_messages_fit_the_delivery_records_and_survive_a_restart() -> None:
-    assert approval_delivery_id("01JABCDEFGHJKMNPQRSTVWXYZ0", requested=True) == (
-        "apr.01JABCDEFGHJKMNPQRSTVWXYZ0"
-    )
-    long_ids = {approval_delivery_id(ID, requested=r) for r in (True, False)}
-    assert len(long_ids) == 2
-    assert all(len(i) == 32 for i in long_ids)
-    message = OutboundMessage(session_key="telegram:1", channel="telegram", chat_id="1",
-                              text="t", message_id="apr.x", status="pending",
-                              kind="approval_requested", approval={"id": "x", "tool": "t"})  # fmt: skip
-    again = OutboundMessage.from_payload(message.to_payload())
-    assert again == message
-    assert (
-        "approval"
-        not in OutboundMessage.from_payload(
-            {**message.to_payload(), "kind": "turn", "approval": None}
-        ).to_payload()
-    )

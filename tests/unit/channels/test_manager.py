@@ -1,4 +1,5 @@
-"""The channel manager builds outbound messages from the events themselves (no store reads)."""
+"""The channel manager builds outbound messages from the events themselves (no store reads);
+approval messages fit the delivery records and survive a restart."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from agentcron.app import AgentCron
 from agentcron.channels import ChannelManager, OutboundMessage
-from agentcron.channels.manager import Inbound
+from agentcron.channels.manager import Inbound, approval_delivery_id
 from agentcron.domain.events import ChatContext, EventBus, MessagePosted, StreamEnd
 from agentcron.domain.sessions import Message
 from agentcron.store.errors import SessionNotFoundError
@@ -19,6 +20,7 @@ from agentcron.store.errors import SessionNotFoundError
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 KEY = "telegram:7"
 CHAT = ChatContext(channel="telegram", chat_id="7", channel_meta={"username": "bob"})
+ID = "0b9d7c7e-3f0e-4a53-9a55-2f4a1c1e8f00"  # a uuid4, as approvals have
 
 
 class Collect:
@@ -114,3 +116,23 @@ async def test_nothing_goes_out_without_an_assistant_reply_or_a_session(
     await manager.idle()
     assert channel.sent == []
     assert sessions.reads == ["telegram:gone"]
+
+
+def test_approval_messages_fit_the_delivery_records_and_survive_a_restart() -> None:
+    assert approval_delivery_id("01JABCDEFGHJKMNPQRSTVWXYZ0", requested=True) == (
+        "apr.01JABCDEFGHJKMNPQRSTVWXYZ0"
+    )
+    long_ids = {approval_delivery_id(ID, requested=r) for r in (True, False)}
+    assert len(long_ids) == 2
+    assert all(len(i) == 32 for i in long_ids)
+    message = OutboundMessage(session_key="telegram:1", channel="telegram", chat_id="1",
+                              text="t", message_id="apr.x", status="pending",
+                              kind="approval_requested", approval={"id": "x", "tool": "t"})  # fmt: skip
+    again = OutboundMessage.from_payload(message.to_payload())
+    assert again == message
+    assert (
+        "approval"
+        not in OutboundMessage.from_payload(
+            {**message.to_payload(), "kind": "turn", "approval": None}
+        ).to_payload()
+    )

@@ -1,5 +1,5 @@
-"""Tool policy, the approval state machine, argument bounds and direct tool calls (pure; the
-durable broker is tested with a real store in tests/integration/test_approval_records.py)."""
+"""Tool policy, the approval state machine and argument bounds (pure; the durable broker is
+tested with a real store in tests/integration/test_approval_records.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agentcron.agent.offline_parse import ToolIntent, parse_tool_call
 from agentcron.domain.approvals import (
     DEFAULT_APPROVAL_TIMEOUT,
     MAX_ARGS_CHARS,
@@ -100,23 +99,6 @@ def test_expiry_is_a_denial_by_the_timeout_and_leaves_decided_ones_alone() -> No
     assert denial_text(gone) == "Denied: timed out waiting for a person's approval."
     approved = decide(pending(), "approve", by="ana", at=T0)
     assert expire(approved, at=T0 + timedelta(hours=1)) is approved
-
-
-def test_direct_tool_call_sentences() -> None:
-    names = ["lookup", "delete_file"]
-    assert parse_tool_call("use lookup", names) == ToolIntent("lookup")
-    assert parse_tool_call('call lookup with {"q": "a b"}', names) == ToolIntent(
-        "lookup", {"q": "a b"}
-    )
-    assert parse_tool_call(
-        "Please run the delete_file tool with path=/tmp/a, force=true.", names
-    ) == ToolIntent("delete_file", {"path": "/tmp/a", "force": True})
-    assert parse_tool_call('use lookup with q="two words" n=3', names) == ToolIntent(
-        "lookup", {"q": "two words", "n": 3}
-    )
-    assert parse_tool_call("call mom", names) is None  # not a tool here
-    assert parse_tool_call("use lookup with {bad json", names) is None
-    assert parse_tool_call("use lookup with [1, 2]", names) is None
 
 
 def test_arguments_are_kept_as_plain_bounded_json() -> None:

@@ -6,6 +6,8 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentcron.schedule import (
     AtSpec,
@@ -102,3 +104,26 @@ def test_output_is_utc() -> None:
     assert fire == datetime(2026, 11, 22, 8, tzinfo=UTC)
     assert fire is not None
     assert fire.tzinfo is UTC
+
+
+# -- properties (hypothesis) ------------------------------------------------------------------
+
+instants = st.datetimes(
+    min_value=datetime(2001, 1, 1), max_value=datetime(2037, 12, 31), timezones=st.just(UTC)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    instants, st.integers(1, 10 * 86400), st.timedeltas(timedelta(days=-30), timedelta(days=400))
+)
+def test_every_fires_land_on_the_anchor_grid(
+    anchor: datetime, seconds: int, delta: timedelta
+) -> None:
+    spec = EverySpec(seconds=seconds, anchor=anchor)
+    after = anchor + delta
+    fire = next_fire(spec, after)
+    assert fire is not None
+    assert fire > after
+    assert (fire - anchor) % timedelta(seconds=seconds) == timedelta(0)
+    assert fire == anchor or fire - timedelta(seconds=seconds) <= after

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[2] / "src" / "agentcron"
+SRC = Path(__file__).resolve().parents[3] / "src" / "agentcron"
 
 # Bottom to top. A package may import its own modules and any package of a LOWER layer; two
 # packages of one layer never import each other. Keep docs/architecture.md ("Layers") in step.

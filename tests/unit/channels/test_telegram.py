@@ -1,0 +1,42 @@
+"""The Telegram approval message parts: callback data within 64 bytes, the escaped message."""
+
+from __future__ import annotations
+
+from agentcron.channels.telegram import (
+    CALLBACK_DATA_LIMIT,
+    approval_keyboard,
+    approval_text,
+    callback_data,
+    parse_callback,
+)
+
+ID = "0b9d7c7e-3f0e-4a53-9a55-2f4a1c1e8f00"  # a uuid4, as approvals have
+
+
+def test_callback_data_carries_the_id_and_decision_within_64_bytes() -> None:
+    for decision in ("approve", "deny"):
+        data = callback_data(ID, decision)
+        assert data is not None
+        assert len(data.encode()) <= CALLBACK_DATA_LIMIT
+        assert parse_callback(data) == (ID, decision)
+    assert callback_data("x" * 60, "approve") is None
+    assert approval_keyboard("x" * 60) is None
+    for foreign in (None, 5, "", "ap:", "ap:x:z", "zz:x:a", "ap::a", "hello"):
+        assert parse_callback(foreign) is None
+
+
+def test_the_approval_message_escapes_and_cuts_the_arguments() -> None:
+    approval = {"id": ID, "tool": "run<sh>", "args": {"cmd": "rm -rf </b> & " + "x" * 5000},
+                "state": "pending", "expires_at": "2026-11-22T12:05:00Z"}  # fmt: skip
+    text = approval_text(approval)
+    assert "<code>run&lt;sh&gt;</code>" in text
+    assert "rm -rf &lt;/b&gt; &amp; " in text
+    assert "</b> &" not in text
+    assert "…</pre>" in text
+    assert len(text) < 2500
+    assert "Expires 2026-11-22 12:05 UTC." in text
+    decided = approval_text({**approval, "state": "denied", "decided_by": "telegram:<b>"})
+    assert "❌ Denied by telegram:&lt;b&gt;" in decided
+    assert "Expires" not in decided
+    expired = approval_text({**approval, "state": "expired", "decided_by": "timeout"})
+    assert "Expired: nobody decided in time" in expired
