@@ -20,6 +20,7 @@ from agentcron.domain.states import RunState, TurnState
 from agentcron.store import Transition
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, CronFactory, Recorder
+from tests.helpers.store_writes import record_runs, take_turn_lease
 from tests.integration.test_session_turns import KEY, ScriptedAgent
 from tests.integration.test_store_contract import armed, planner
 
@@ -78,14 +79,12 @@ async def test_a_silent_replica_on_another_host_is_taken_over_after_takeover_and
     ).fires
     # ... a turn running in KEY (holding its session lease), a message waiting in another
     await sessions.ensure_session(KEY, now)
-    cut = await sessions.create_turn(
+    cut = await sessions.open_turn(
         KEY, "user", "half answered", now, state=TurnState.RUNNING, owner=OTHER
     )
-    assert await sessions.acquire_turn_lease(KEY, OTHER, cut.id, now, now + 5 * MIN) is None
+    assert await take_turn_lease(cron.store, KEY, OTHER, cut.id, now, now + 5 * MIN) is None
     await sessions.ensure_session("websocket:other", now)
-    queued = await sessions.create_turn(
-        "websocket:other", "user", "still waiting", now, owner=OTHER
-    )
+    queued = await sessions.open_turn("websocket:other", "user", "still waiting", now, owner=OTHER)
     await store.register_owner(OTHER, "engine", now)  # its last heartbeat: now
     await cron.start()
     await wait_settled(cron.engine)
@@ -162,7 +161,7 @@ async def test_an_orphan_of_this_process_is_settled_at_the_next_reap_and_unblock
         )
     ).fires
     if left is RunState.RUNNING:
-        await store.record([Transition(orphan.run_id, RunState.RUNNING, now)])
+        await record_runs(store, [Transition(orphan.run_id, RunState.RUNNING, now)])
     await cron.start()  # at T0+1m: its first periodic reap is at T0+4m
     await wait_settled(cron.engine)
 
@@ -197,10 +196,10 @@ async def test_an_own_turn_with_no_task_is_closed_visibly_and_its_session_freed(
     now = clock.now()
     owner = cron.engine.owner
     await sessions.ensure_session(KEY, now)
-    stray = await sessions.create_turn(
+    stray = await sessions.open_turn(
         KEY, "user", "left behind", now, state=TurnState.RUNNING, owner=owner
     )
-    assert await sessions.acquire_turn_lease(KEY, owner, stray.id, now, now + 5 * MIN) is None
+    assert await take_turn_lease(cron.store, KEY, owner, stray.id, now, now + 5 * MIN) is None
     clock.advance(cron.settings.reap_interval)
     await wait_settled(cron.engine)
     closed = await sessions.get_turn(stray.id)
@@ -220,12 +219,12 @@ async def test_only_live_work_is_renewed(make_cron: CronFactory, clock: FakeCloc
     now = clock.now()
     owner = cron.engine.owner
     await sessions.ensure_session("websocket:stray", now)
-    stray = await sessions.create_turn(
+    stray = await sessions.open_turn(
         "websocket:stray", "user", "x", now, state=TurnState.RUNNING, owner=owner
     )
     stray_until = now + 5 * MIN
     assert (
-        await sessions.acquire_turn_lease("websocket:stray", owner, stray.id, now, stray_until)
+        await take_turn_lease(cron.store, "websocket:stray", owner, stray.id, now, stray_until)
         is None
     )
     agent.hold.clear()

@@ -36,8 +36,16 @@ from agentcron.store import (
 )
 from agentcron.store.interface import FireLedger
 from agentcron.store.migrate import alembic_config
-from agentcron.store.writes import JobFinish, TurnFinish, TurnFinished, TurnStart, TurnStarted
+from agentcron.store.writes import (
+    JobFinish,
+    RunEnd,
+    TurnFinish,
+    TurnFinished,
+    TurnStart,
+    TurnStarted,
+)
 from tests.conftest import T0
+from tests.helpers.store_writes import record_runs
 
 MIN = timedelta(minutes=1)
 SETTINGS = EngineSettings()
@@ -163,8 +171,15 @@ async def test_system_jobs_are_protected_from_deletion(store: SqlStore) -> None:
     assert await store.count_jobs() == 0
 
 
-async def test_next_due_is_the_earliest_armed_job(store: SqlStore) -> None:
-    assert await store.next_due_at() is None
+async def test_next_due_is_the_earliest_armed_job(store: SqlStore, ledger: FireLedger) -> None:
+    async def next_due() -> datetime | None:  # a claim with nothing due claims nothing
+        result = await ledger.claim_due(
+            T0, owner="me:1:A", lease_until=T0 + MIN, limit=100, planner=planner
+        )
+        assert result.fires == []
+        return result.next_due_at
+
+    assert await next_due() is None
     await store.insert_jobs(
         [
             armed("late", spec=AtSpec(at=T0 + 10 * MIN)),
@@ -173,7 +188,7 @@ async def test_next_due_is_the_earliest_armed_job(store: SqlStore) -> None:
         ],
         T0,
     )
-    assert await store.next_due_at() == T0 + 3 * MIN
+    assert await next_due() == T0 + 3 * MIN
 
 
 async def test_claim_advances_the_job_in_the_same_transaction(
@@ -258,21 +273,24 @@ async def test_transitions_merge_and_terminal_states_are_final(
     (job,) = await store.insert_jobs([armed("a")], T0)
     (fire,) = await claim(ledger, T0 + MIN)
     t = T0 + MIN
-    await store.record(
+    # through the group commit, in one transaction, as the journal writes them
+    await store.apply(
         [
-            Transition(fire.run_id, RunState.QUEUED, t),
-            Transition(fire.run_id, RunState.RUNNING, t + timedelta(seconds=1)),
-            Transition(
-                fire.run_id,
-                RunState.SUCCEEDED,
-                t + timedelta(seconds=5),
-                output="hello",
-                usage={"input_tokens": 10},
-                prompt="rendered",
-                prompt_ref={"id": "p", "version": 1, "sha256": "x"},
+            RunEnd(Transition(fire.run_id, RunState.QUEUED, t)),
+            RunEnd(Transition(fire.run_id, RunState.RUNNING, t + timedelta(seconds=1))),
+            RunEnd(
+                Transition(
+                    fire.run_id,
+                    RunState.SUCCEEDED,
+                    t + timedelta(seconds=5),
+                    output="hello",
+                    usage={"input_tokens": 10},
+                    prompt="rendered",
+                    prompt_ref={"id": "p", "version": 1, "sha256": "x"},
+                ),
+                JobOutcome(job.id, RunState.SUCCEEDED, t + timedelta(seconds=5)),
             ),
         ],
-        [JobOutcome(job.id, RunState.SUCCEEDED, t + timedelta(seconds=5))],
         finisher,
     )
     run = await store.get_run(fire.run_id)
@@ -287,7 +305,7 @@ async def test_transitions_merge_and_terminal_states_are_final(
     assert run.prompt_ref == {"id": "p", "version": 1, "sha256": "x"}
     assert run.owner is None
     assert run.lease_expires_at is None
-    await store.record([Transition(fire.run_id, RunState.RUNNING, t + MIN)])
+    await record_runs(store, [Transition(fire.run_id, RunState.RUNNING, t + MIN)])
     assert (await store.get_run(fire.run_id)).state is RunState.SUCCEEDED
     stored = await store.get_job(job.id)
     assert stored.last_status is RunState.SUCCEEDED
@@ -313,8 +331,8 @@ async def test_reap_settles_runs_of_expired_and_dead_owners_only(
         ).fires
         run_of[owner] = fire.run_id
     # A and B had started their turns; C had not
-    await store.record(
-        [Transition(run_of[o], RunState.RUNNING, now) for o in ("gone:1:A", "dead:2:B")]
+    await record_runs(
+        store, [Transition(run_of[o], RunState.RUNNING, now) for o in ("gone:1:A", "dead:2:B")]
     )
     assert await ledger.earliest_foreign_lease("me") == now + MIN
     reaped = await ledger.reap(now + 2 * MIN, "me", lambda owner: owner.startswith("dead:"))
@@ -357,7 +375,7 @@ async def test_prune_keeps_the_newest_per_job_and_drops_old_ones(
     for _ in range(8):
         now += MIN
         (fire,) = await claim(ledger, now)
-        await store.record([Transition(fire.run_id, RunState.SUCCEEDED, now)])
+        await record_runs(store, [Transition(fire.run_id, RunState.SUCCEEDED, now)])
     removed = await ledger.prune_runs(
         now, keep_per_job=3, max_age=timedelta(days=1), job_ids=[job.id]
     )

@@ -153,7 +153,6 @@ class Transcripts(Protocol):
         *,
         owner: str,
         state: TurnState = TurnState.QUEUED,
-        run_id: str | None = None,
         title: str | None = None,
     ) -> Turn:
         """Record a turn waiting in its lane (owned by `owner` until it starts or is released)."""
