@@ -32,7 +32,7 @@ from agentcron.domain.states import TurnState
 from agentcron.store.errors import SessionNotFoundError
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, CronFactory
-from tests.helpers.store_writes import take_turn_lease
+from tests.helpers.store_setup import take_turn_lease
 
 MIN = timedelta(minutes=1)
 NOTICE = "This turn was interrupted because agentcron stopped."

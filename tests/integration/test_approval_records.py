@@ -29,7 +29,7 @@ from agentcron.store.interface import ApprovalRecords
 from agentcron.store.writes import Transition
 from agentcron.testing import FakeClock
 from tests.conftest import T0
-from tests.helpers.store_writes import record_runs
+from tests.helpers.store_setup import insert_jobs, record_runs
 from tests.integration.test_store_contract import armed, claim
 
 MIN = timedelta(minutes=1)
@@ -160,7 +160,7 @@ async def test_the_periodic_reap_spares_turnless_approvals_and_running_isolated_
         "web:1", "user", "hi", T0, owner="gone:1:B", state=TurnState.INTERRUPTED
     )
     # an isolated run (a delivery job's built-in agent) names its run as the approval's turn
-    await store.insert_jobs([armed("delivery")], T0)
+    await insert_jobs(store, [armed("delivery")], T0)
     (fire,) = await claim(store, T0 + MIN)
     await record_runs(store, [Transition(fire.run_id, RunState.RUNNING, T0 + MIN)])
     waiting = await rec.insert(pending(1, turn=live.id))

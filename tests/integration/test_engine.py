@@ -19,7 +19,7 @@ from agentcron.schedule import AtSpec, CronSpec, EverySpec
 from agentcron.store import ProtectedJobError, Transition, VersionConflictError
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import T0, CronFactory, Recorder
-from tests.helpers.store_writes import record_runs
+from tests.helpers.store_setup import record_runs
 
 MIN = timedelta(minutes=1)
 

@@ -12,7 +12,7 @@ from agentcron.domain.jobs import Catchup, JobPolicy, Overlap
 from agentcron.domain.states import RunState, TurnState
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, CronFactory
-from tests.helpers.store_writes import release_turn_lease, take_turn_lease
+from tests.helpers.store_setup import release_turn_lease, take_turn_lease
 from tests.integration.test_session_turns import KEY, ScriptedAgent
 
 MIN = timedelta(minutes=1)

@@ -19,7 +19,13 @@ from agentcron.store.interface import EngineLedger
 from agentcron.store.owners import LiveWork, owner_host_pid
 from agentcron.store.turn_store import TurnRecovery
 from tests.conftest import T0
-from tests.helpers.store_writes import record_runs, renew_turn_lease, take_turn_lease
+from tests.helpers.store_setup import (
+    insert_jobs,
+    list_owners,
+    record_runs,
+    renew_turn_lease,
+    take_turn_lease,
+)
 from tests.integration.test_store_contract import armed, planner
 
 SEC = timedelta(seconds=1)
@@ -43,7 +49,7 @@ def test_an_owner_string_names_its_host_and_pid() -> None:
 async def test_register_heartbeat_and_the_read_of_silent_owners(ledger: EngineLedger) -> None:
     await ledger.register_owner(ME, "engine", T0)
     await ledger.register_owner("host-b:202:01OTHER", "relay", T0)
-    (a, b) = sorted(await ledger.list_owners(), key=lambda o: o.owner)
+    (a, b) = sorted(await list_owners(ledger), key=lambda o: o.owner)
     assert (a.host, a.pid, a.role, a.started_at, a.heartbeat_at) == (
         "host-a",
         101,
@@ -71,11 +77,11 @@ async def test_register_heartbeat_and_the_read_of_silent_owners(ledger: EngineLe
     assert await ledger.unregister_owner("host-b:202:01OTHER") is False
     # a row that vanished is not recreated by a heartbeat: its owner learns it was dropped
     assert await ledger.heartbeat_owner("host-b:202:01OTHER", T0 + 8 * SEC) is False
-    assert [o.owner for o in await ledger.list_owners()] == [ME]
+    assert [o.owner for o in await list_owners(ledger)] == [ME]
 
 
 async def test_renew_held_renews_only_the_live_work(store: SqlStore, ledger: EngineLedger) -> None:
-    await store.insert_jobs([armed("a"), armed("b")], T0)
+    await insert_jobs(store, [armed("a"), armed("b")], T0)
     now = T0 + MIN
     fires = (
         await ledger.claim_due(now, owner=ME, lease_until=now + MIN, limit=10, planner=planner)
@@ -102,7 +108,7 @@ async def test_renew_held_renews_only_the_live_work(store: SqlStore, ledger: Eng
 async def test_own_orphans_are_settled_and_live_work_is_left_alone(
     store: SqlStore, ledger: EngineLedger
 ) -> None:
-    await store.insert_jobs([armed(f"j{i}") for i in range(3)], T0)
+    await insert_jobs(store, [armed(f"j{i}") for i in range(3)], T0)
     now = T0 + MIN
     fires = (
         await ledger.claim_due(now, owner=ME, lease_until=now + MIN, limit=10, planner=planner)
@@ -248,7 +254,7 @@ async def test_two_replicas_reaping_at_once_interrupt_each_run_once(
     store: SqlStore, store_url: str
 ) -> None:
     dead = "host-z:999:01DEAD"
-    await store.insert_jobs([armed(f"j{i}") for i in range(8)], T0)
+    await insert_jobs(store, [armed(f"j{i}") for i in range(8)], T0)
     now = T0 + MIN
     fires = (
         await store.claim_due(now, owner=dead, lease_until=now + MIN, limit=10, planner=planner)

@@ -12,7 +12,7 @@ from agentcron.domain.events import MessagePosted
 from agentcron.domain.states import RunState, TurnState
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, CronFactory
-from tests.helpers.store_writes import take_turn_lease
+from tests.helpers.store_setup import take_turn_lease
 from tests.integration.test_session_turns import KEY, ScriptedAgent, close_as_the_turn_ends
 
 MIN = timedelta(minutes=1)

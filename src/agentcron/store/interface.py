@@ -207,19 +207,8 @@ class WriteQueue(Protocol):
 
 class JobCatalog(Protocol):
     """The jobs service's part: reading and changing stored jobs (the service creates jobs
-    through the journal's `InsertJobs`, so concurrent creates share a transaction; the group
-    commit calls `insert_jobs`).
+    through the journal's `InsertJobs`, so concurrent creates share a transaction).
     """
-
-    async def insert_jobs(
-        self, armed: Sequence[ArmedJob], now: datetime, *, max_jobs: int | None = None
-    ) -> list[Job]:
-        """Insert armed jobs in one transaction; an idempotency-key duplicate (same session)
-        returns the stored job. With `max_jobs` the insert is refused (JobLimitError, nothing
-        stored) when it would leave more jobs than that, system jobs not counted. A second
-        pending recall of a session is a ConflictError.
-        """
-        ...
 
     async def count_jobs(self) -> int:
         """How many jobs are stored (system jobs included)."""
@@ -552,10 +541,6 @@ class OwnerRegistry(Protocol):
         now minus the takeover time), `exclude` left out; oldest heartbeat first. One read
         on the heartbeat index: cheap enough for every heartbeat.
         """
-        ...
-
-    async def list_owners(self) -> list[OwnerRecord]:
-        """Every registered owner, oldest heartbeat first."""
         ...
 
 

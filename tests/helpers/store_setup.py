@@ -1,22 +1,25 @@
-"""Writes only tests make: a session's turn lease set by hand (as a process that is gone left
-it) and runs moved by hand. The product takes, renews and lets go of a lease only inside its
-group commit (`TurnStart` / `TurnFinish`) and `renew_held`, so this SQL lives here, not in
-the store.
+"""What only tests do to a SqlStore: set a session's turn lease by hand (as a process that is
+gone left it), move runs by hand, insert jobs without the journal, list every owner. The product
+takes, renews and lets go of a lease only inside its group commit (`TurnStart` / `TurnFinish`)
+and `renew_held`, so that SQL lives here, not in the store; the rest goes through the store's
+own calls (`apply`, as the journal does, and `dead_owners`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from agentcron.domain.jobs import Job
 from agentcron.store import SqlStore, Transition
+from agentcron.store.interface import GroupCommit, OwnerRegistry
+from agentcron.store.owners import OwnerRecord
 from agentcron.store.schema import sessions
 from agentcron.store.signals import Topic, announce
-from agentcron.store.writes import JobFinish, JobOutcome, RunEnd
+from agentcron.store.writes import ArmedJob, InsertJobs, JobFinish, JobOutcome, JobsInserted, RunEnd
 
 
 async def take_turn_lease(
@@ -75,12 +78,33 @@ async def release_turn_lease(store: SqlStore, key: str, owner: str) -> None:
 
 
 def _no_outcomes(job: Job, outcome: JobOutcome) -> JobFinish:
-    raise AssertionError(f"record_runs got no outcomes, yet {job.id} has one: {outcome}")
+    raise AssertionError(f"no outcome was given, yet {job.id} has one: {outcome}")
 
 
-async def record_runs(store: SqlStore, transitions: Sequence[Transition]) -> None:
+async def record_runs(store: GroupCommit, transitions: Sequence[Transition]) -> None:
     """Move runs by hand through the store's group commit (`apply`, as the journal does), in
     one transaction: several transitions of one run collapse into one update; a terminal
     state is final.
     """
     await store.apply([RunEnd(t) for t in transitions], _no_outcomes)
+
+
+async def insert_jobs(
+    store: GroupCommit, armed: Sequence[ArmedJob], now: datetime, *, max_jobs: int | None = None
+) -> list[Job]:
+    """Insert jobs in one transaction, as the journal applies an `InsertJobs` before the engine
+    runs: an idempotency-key duplicate returns the stored job; past `max_jobs` nothing is
+    stored (JobLimitError).
+    """
+    (result,) = await store.apply([InsertJobs(armed, now, max_jobs=max_jobs)], _no_outcomes)
+    if not isinstance(result, JobsInserted):
+        raise TypeError(f"an InsertJobs answered {result!r}")
+    return result.jobs
+
+
+_NEVER = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+async def list_owners(store: OwnerRegistry) -> list[OwnerRecord]:
+    """Every registered owner, oldest heartbeat first (all are older than the end of time)."""
+    return await store.dead_owners(_NEVER)
