@@ -14,12 +14,11 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from agentcron.domain.approvals import Approval
-from agentcron.domain.deliveries import Delivery, DeliveryState
+from agentcron.domain.deliveries import Delivery, DeliveryCursor, DeliveryState
 from agentcron.domain.jobs import Job, JobKind, Recall, RecallState
 from agentcron.domain.runs import ClaimedFire, ClaimResult, FirePlan, Run
 from agentcron.domain.sessions import MemoryScope, Message, Role, Session, Turn
 from agentcron.domain.states import RunState, TurnState
-from agentcron.store.delivery_store import DeliveryCursor
 from agentcron.store.owners import LiveWork, OrphanSettlement, OwnerRecord
 from agentcron.store.relay_arms import ArmChange
 from agentcron.store.turn_store import TurnRecovery
@@ -328,6 +327,20 @@ class DeliveryRecords(Protocol):
         """Newest first, at most `limit`, strictly after the cursor `before`."""
         ...
 
+    async def unanswered(
+        self,
+        channel: str,
+        *,
+        prefix: str,
+        answer_prefix: str,
+        since: datetime,
+        limit: int = 200,
+    ) -> list[Delivery]:
+        """The channel's records since `since` with ids `prefix` + rest, not failed, that have
+        no record `answer_prefix` + rest: follow-ups nobody recorded. Oldest first.
+        """
+        ...
+
 
 class DeliveryLedger(DeliveryRecords, Protocol):
     """The channels' part: one delivery record per (channel, message), sent at least once."""
@@ -400,20 +413,6 @@ class DeliveryLedger(DeliveryRecords, Protocol):
 
     async def pending(self, channel: str, *, limit: int | None = None) -> list[Delivery]:
         """The channel's pending deliveries, oldest first (what a restart resumes)."""
-        ...
-
-    async def unanswered(
-        self,
-        channel: str,
-        *,
-        prefix: str,
-        answer_prefix: str,
-        since: datetime,
-        limit: int = 200,
-    ) -> list[Delivery]:
-        """The channel's records since `since` with ids `prefix` + rest, not failed, that have
-        no record `answer_prefix` + rest: follow-ups nobody recorded. Oldest first.
-        """
         ...
 
 
