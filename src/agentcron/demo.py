@@ -9,7 +9,7 @@ from pathlib import Path
 
 from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
-from agentcron.db_target import store_url, where
+from agentcron.db_target import where
 from agentcron.domain.events import Event, StreamEnd, StreamStart, TextDelta, ToolStarted
 from agentcron.store.ids import new_id
 
@@ -58,7 +58,7 @@ async def run_demo(db: str | Path, sentence: str, echo: Echo, wps: float | None 
         session = await cron.sessions.create(f"demo:{new_id()}", title="agentcron demo")
         printer = _Printer(session.key, echo)
         cron.subscribe(printer, types=printer.types)
-        echo(f"database: {where(store_url(db, None))}\nsession:  {session.key} (offline model)\n")
+        echo(f"database: {where(cron.store.url)}\nsession:  {session.key} (offline model)\n")
         echo(f"you> {sentence}")
         await cron.sessions.send(session.key, sentence)
         await asyncio.wait_for(printer.user_done.wait(), _GRACE_S)

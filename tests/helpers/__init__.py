@@ -1,1 +1,1 @@
-"""Helpers the tests share that are not fixtures (the fixtures are in tests/conftest.py)."""
+"""Helpers shared by the test tiers (imported, never collected: no test_ modules here)."""

@@ -43,6 +43,7 @@ ALLOWED_STORE_USES: dict[tuple[str, str], str] = {
     "process changed the job",
     ("channels/manager.py", "self.cron.store.deliveries"): "start binds each channel's outbox "
     "to the delivery ledger",
+    ("demo.py", "cron.store.url"): "the demo prints where its database is (a value, no call)",
     ("cli/backends.py", "cron.store.open"): "the database backend opens the store without "
     "starting the engine (no fires, no turns)",
     ("cli/backends.py", "cron.store.close"): "... and closes it",
