@@ -35,14 +35,15 @@ import agentcron
 from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
 from agentcron.config import EngineSettings
-from agentcron.domain.jobs import NewJob
+from agentcron.domain.jobs import Job, NewJob
 from agentcron.domain.states import RunState
+from agentcron.engine.policies import finish_job
 from agentcron.schedule import AtSpec
 from agentcron.store.ids import new_id
 from agentcron.store.schema import messages
 from agentcron.store.schema import sessions as sessions_table
 from agentcron.store.sql import SqlStore, sqlite_url
-from agentcron.store.writes import ArmedJob
+from agentcron.store.writes import ArmedJob, InsertJobs, JobFinish, JobOutcome
 from agentcron.testing import FakeClock, wait_settled
 
 BENCHES = (
@@ -1015,8 +1016,15 @@ async def bench_idle(ctx: Ctx) -> list[Row]:
 
 
 async def build_db(path: Path, n: int) -> None:
-    """Fill `path` with `n` armed `at` jobs spread over the next year (bulk insert_jobs)."""
+    """Fill `path` with `n` armed `at` jobs spread over the next year (bulk `InsertJobs`
+    writes, applied as the journal applies one before the engine runs).
+    """
     store = SqlStore(sqlite_url(path))
+    settings = EngineSettings()
+
+    def finisher(job: Job, outcome: JobOutcome) -> JobFinish:  # no outcomes here: never called
+        return finish_job(job, outcome, settings)
+
     await store.open()
     try:
         base = far_future()
@@ -1028,7 +1036,7 @@ async def build_db(path: Path, n: int) -> None:
                 at = base + timedelta(seconds=j * 31)  # ~1 year for 1M jobs
                 new = NewJob(name=f"m-{j}", spec=AtSpec(at=at), session_key=f"s-{j % 1000}")
                 armed.append(ArmedJob(new_id(), new, at, at))
-            await store.insert_jobs(armed, now)
+            await store.apply([InsertJobs(armed, now)], finisher)
             if i and i % 200_000 == 0:
                 log(f"  built {i:,} jobs")
     finally:

@@ -32,6 +32,7 @@ from agentcron.domain.states import TurnState
 from agentcron.store.errors import SessionNotFoundError
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, CronFactory
+from tests.helpers.store_setup import take_turn_lease
 
 MIN = timedelta(minutes=1)
 NOTICE = "This turn was interrupted because agentcron stopped."
@@ -211,10 +212,10 @@ async def test_the_periodic_reap_expires_approvals_of_turns_cut_off_elsewhere(
     # another host's turn waited for approval when that host died: its lease runs out
     other_host = "elsewhere.example:4242:01HOST"
     await sessions.ensure_session("websocket:far", now)
-    far = await sessions.create_turn(
+    far = await sessions.open_turn(
         "websocket:far", "user", "delete it", now, state=TurnState.RUNNING, owner=other_host
     )
-    taken = await sessions.acquire_turn_lease("websocket:far", other_host, far.id, now, now + MIN)
+    taken = await take_turn_lease(cron.store, "websocket:far", other_host, far.id, now, now + MIN)
     assert taken is None
     orphan = await cron.store.approvals.insert(
         new_approval(

@@ -29,6 +29,7 @@ from agentcron.store.interface import ApprovalRecords
 from agentcron.store.writes import Transition
 from agentcron.testing import FakeClock
 from tests.conftest import T0
+from tests.helpers.store_setup import insert_jobs, record_runs
 from tests.integration.test_store_contract import armed, claim
 
 MIN = timedelta(minutes=1)
@@ -159,9 +160,9 @@ async def test_the_periodic_reap_spares_turnless_approvals_and_running_isolated_
         "web:1", "user", "hi", T0, owner="gone:1:B", state=TurnState.INTERRUPTED
     )
     # an isolated run (a delivery job's built-in agent) names its run as the approval's turn
-    await store.insert_jobs([armed("delivery")], T0)
+    await insert_jobs(store, [armed("delivery")], T0)
     (fire,) = await claim(store, T0 + MIN)
-    await store.record([Transition(fire.run_id, RunState.RUNNING, T0 + MIN)])
+    await record_runs(store, [Transition(fire.run_id, RunState.RUNNING, T0 + MIN)])
     waiting = await rec.insert(pending(1, turn=live.id))
     cut = await rec.insert(pending(2, turn=ended.id))
     no_turn = await rec.insert(pending(3))
@@ -172,7 +173,7 @@ async def test_the_periodic_reap_spares_turnless_approvals_and_running_isolated_
     assert [a.id for a in reaped] == [cut.id]
     assert [a.id for a in await rec.list()] == [waiting.id, no_turn.id, in_run.id]
     # once the run has ended, nothing waits for its approval any more
-    await store.record([Transition(fire.run_id, RunState.SUCCEEDED, T0 + 3 * MIN)])
+    await record_runs(store, [Transition(fire.run_id, RunState.SUCCEEDED, T0 + 3 * MIN)])
     reaped = await rec.expire_orphaned(T0 + 4 * MIN, "restart", turnless=False)
     assert [(a.id, a.decided_by, a.decided_at) for a in reaped] == [
         (in_run.id, "restart", T0 + 4 * MIN)

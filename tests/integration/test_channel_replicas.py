@@ -18,7 +18,7 @@ from agentcron.app import AgentCron
 from agentcron.channels import ChannelManager, OutboundMessage, TelegramChannel
 from agentcron.channels.manager import approval_delivery_id
 from agentcron.domain.deliveries import Delivery, DeliveryState
-from agentcron.store.delivery_store import DeliveryNotFoundError
+from agentcron.store.errors import DeliveryNotFoundError
 from agentcron.testing import wait_settled
 from tests.conftest import BACKENDS, CronFactory
 from tests.integration.test_channel_approvals import CHAT, KEY, calls, gated_cron, pending

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from agentcron.domain.deliveries import DeliveryState
-from agentcron.store.delivery_store import DeliveryNotFoundError
+from agentcron.store.errors import DeliveryNotFoundError
 from agentcron.store.sql import SqlStore
 from tests.conftest import T0
 

@@ -30,6 +30,7 @@ import pytest
 from agentcron.domain.states import ACTIVE_STATES, RunState, TurnState
 from agentcron.store import SqlStore
 from tests.conftest import _scratch_pg_database
+from tests.helpers.store_setup import list_owners
 from tests.integration.child_process import ChildProcess
 from tests.integration.takeover_child import SETTINGS, VICTIM_HOST
 
@@ -84,7 +85,7 @@ async def look(store: SqlStore) -> Seen:
                 cut.append(t.id)
         leases[key] = (await sessions.get_session(key)).turn_owner
     fires = {r.id: r.state for r in await store.list_runs(limit=None)}
-    owners = [o.owner for o in await store.list_owners()]
+    owners = [o.owner for o in await list_owners(store)]
     return Seen(cut, fires, leases, owners)
 
 

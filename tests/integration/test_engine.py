@@ -19,6 +19,7 @@ from agentcron.schedule import AtSpec, CronSpec, EverySpec
 from agentcron.store import ProtectedJobError, Transition, VersionConflictError
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import T0, CronFactory, Recorder
+from tests.helpers.store_setup import record_runs
 
 MIN = timedelta(minutes=1)
 
@@ -339,7 +340,7 @@ async def test_bounded_concurrency(make_cron: CronFactory, clock: FakeClock) -> 
         await cron.jobs.create(name=f"j{i}", when="in 1m")
     await step(cron, clock, MIN, busy_ok=True)
     assert len(gate.started) == 3
-    assert cron.engine.active_runs == 3
+    assert len(cron.engine.isolated.running) == 3  # the isolated runs in flight
     gate.release.set()
     await wait_settled(cron.engine)
     assert len(gate.started) == 10
@@ -458,7 +459,7 @@ async def test_restart_settles_fires_of_a_dead_process(
         planner=_planner,
     )  # fmt: skip
     running = next(c for c in claimed if c.job.id == started.id)
-    await cron.store.record([Transition(running.run_id, RunState.RUNNING, clock.now())])
+    await record_runs(cron.store, [Transition(running.run_id, RunState.RUNNING, clock.now())])
     await cron.store.close()
     cron = await make_cron()
     await wait_settled(cron.engine)
@@ -489,7 +490,7 @@ async def test_lease_expiry_settles_fires_of_a_silent_process(
         planner=_planner,
     )  # fmt: skip
     running = next(c for c in claimed if c.job.id == started.id)
-    await cron.store.record([Transition(running.run_id, RunState.RUNNING, clock.now())])
+    await record_runs(cron.store, [Transition(running.run_id, RunState.RUNNING, clock.now())])
     cron.engine.wake()
     await wait_settled(cron.engine)
     assert await states(cron, started.id) == ["running"]

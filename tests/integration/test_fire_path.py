@@ -12,6 +12,7 @@ from agentcron.domain.jobs import Catchup, JobPolicy, Overlap
 from agentcron.domain.states import RunState, TurnState
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, CronFactory
+from tests.helpers.store_setup import release_turn_lease, take_turn_lease
 from tests.integration.test_session_turns import KEY, ScriptedAgent
 
 MIN = timedelta(minutes=1)
@@ -78,7 +79,7 @@ async def test_a_dead_owners_session_lease_is_freed_at_the_next_start(
     now = clock.now()
     dead = "somehost-that-is-gone:1:X"
     # a lease taken by a process that died before its turn began (no turn is running)
-    assert await cron.store.sessions.acquire_turn_lease(KEY, dead, "t0", now, now + 5 * MIN) is None
+    assert await take_turn_lease(cron.store, KEY, dead, "t0", now, now + 5 * MIN) is None
     await cron.close()
     cron2 = await make_cron(runner=agent)
     # the owner is not known dead (another host): its lease holds until it expires ...
@@ -93,10 +94,8 @@ async def test_a_dead_owners_session_lease_is_freed_at_the_next_start(
 
     gone = f"{socket.gethostname()}:{2**22 + os.getpid()}:X"
     await cron2.store.open()
-    await cron2.store.sessions.release_turn_lease(KEY, dead)
-    assert (
-        await cron2.store.sessions.acquire_turn_lease(KEY, gone, "t1", now, now + 5 * MIN) is None
-    )
+    await release_turn_lease(cron2.store, KEY, dead)
+    assert await take_turn_lease(cron2.store, KEY, gone, "t1", now, now + 5 * MIN) is None
     await cron2.store.close()
     cron3 = await make_cron(runner=agent)
     await wait_settled(cron3.engine)

@@ -20,6 +20,7 @@ from agentcron.domain.states import RunState, TurnState
 from agentcron.store import Transition
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, CronFactory, Recorder
+from tests.helpers.store_setup import insert_jobs, list_owners, record_runs, take_turn_lease
 from tests.integration.test_session_turns import KEY, ScriptedAgent
 from tests.integration.test_store_contract import armed, planner
 
@@ -69,7 +70,7 @@ async def test_a_silent_replica_on_another_host_is_taken_over_after_takeover_and
     settings = cron.settings
     assert (settings.owner_heartbeat, settings.takeover) == (SEC, 10 * SEC)
     job = armed("tick", session_key="websocket:fire", message="tick")  # every minute from T0
-    await store.insert_jobs([job], clock.now())
+    await insert_jobs(store, [job], clock.now())
     clock.advance(MIN)
     now = clock.now()
     # What the other replica holds when it goes silent: a fire claimed but not started, ...
@@ -78,14 +79,12 @@ async def test_a_silent_replica_on_another_host_is_taken_over_after_takeover_and
     ).fires
     # ... a turn running in KEY (holding its session lease), a message waiting in another
     await sessions.ensure_session(KEY, now)
-    cut = await sessions.create_turn(
+    cut = await sessions.open_turn(
         KEY, "user", "half answered", now, state=TurnState.RUNNING, owner=OTHER
     )
-    assert await sessions.acquire_turn_lease(KEY, OTHER, cut.id, now, now + 5 * MIN) is None
+    assert await take_turn_lease(cron.store, KEY, OTHER, cut.id, now, now + 5 * MIN) is None
     await sessions.ensure_session("websocket:other", now)
-    queued = await sessions.create_turn(
-        "websocket:other", "user", "still waiting", now, owner=OTHER
-    )
+    queued = await sessions.open_turn("websocket:other", "user", "still waiting", now, owner=OTHER)
     await store.register_owner(OTHER, "engine", now)  # its last heartbeat: now
     await cron.start()
     await wait_settled(cron.engine)
@@ -96,7 +95,7 @@ async def test_a_silent_replica_on_another_host_is_taken_over_after_takeover_and
         assert (await sessions.get_turn(queued.id)).owner == OTHER
         assert (await store.get_run(fire.run_id)).owner == OTHER
         assert (await sessions.get_session(KEY)).turn_owner == OTHER
-        assert OTHER in {o.owner for o in await store.list_owners()}
+        assert OTHER in {o.owner for o in await list_owners(store)}
     assert agent.turns == []
 
     await beat(cron, clock)  # 11 s: dead, and every piece of its work is taken over at once
@@ -110,7 +109,7 @@ async def test_a_silent_replica_on_another_host_is_taken_over_after_takeover_and
     fired = [t for t in agent.turns if t.trigger is not None]
     assert [t.trigger.run_id for t in fired if t.trigger] == [fire.run_id]  # once
     assert "half answered" not in [t.prompt for t in agent.turns]  # never re-run
-    assert [o.owner for o in await store.list_owners()] == [cron.engine.owner]
+    assert [o.owner for o in await list_owners(store)] == [cron.engine.owner]
     # the session it held answers the next message
     await cron.sessions.send(KEY, "are you back?")
     await wait_settled(cron.engine)
@@ -131,10 +130,10 @@ async def test_a_clock_jump_makes_no_owner_look_dead(
     for _ in range(3):
         await beat(cron, clock)
         await cron.store.heartbeat_owner(OTHER, clock.now())
-    assert OTHER in {o.owner for o in await cron.store.list_owners()}
+    assert OTHER in {o.owner for o in await list_owners(cron.store)}
     for _ in range(11):  # now it stops for good
         await beat(cron, clock)
-    assert OTHER not in {o.owner for o in await cron.store.list_owners()}
+    assert OTHER not in {o.owner for o in await list_owners(cron.store)}
 
 
 @pytest.mark.parametrize("left", [RunState.CLAIMED, RunState.RUNNING])
@@ -152,7 +151,7 @@ async def test_an_orphan_of_this_process_is_settled_at_the_next_reap_and_unblock
     # overlap: buffer_one is blocked by a waiting fire, skip by a running one
     overlap = Overlap.BUFFER_ONE if left is RunState.CLAIMED else Overlap.SKIP
     job = armed("tick", policy=JobPolicy(overlap=overlap), message="tick")
-    await store.insert_jobs([job], clock.now())
+    await insert_jobs(store, [job], clock.now())
     clock.advance(MIN)
     now = clock.now()
     owner = cron.engine.owner
@@ -162,7 +161,7 @@ async def test_an_orphan_of_this_process_is_settled_at_the_next_reap_and_unblock
         )
     ).fires
     if left is RunState.RUNNING:
-        await store.record([Transition(orphan.run_id, RunState.RUNNING, now)])
+        await record_runs(store, [Transition(orphan.run_id, RunState.RUNNING, now)])
     await cron.start()  # at T0+1m: its first periodic reap is at T0+4m
     await wait_settled(cron.engine)
 
@@ -197,10 +196,10 @@ async def test_an_own_turn_with_no_task_is_closed_visibly_and_its_session_freed(
     now = clock.now()
     owner = cron.engine.owner
     await sessions.ensure_session(KEY, now)
-    stray = await sessions.create_turn(
+    stray = await sessions.open_turn(
         KEY, "user", "left behind", now, state=TurnState.RUNNING, owner=owner
     )
-    assert await sessions.acquire_turn_lease(KEY, owner, stray.id, now, now + 5 * MIN) is None
+    assert await take_turn_lease(cron.store, KEY, owner, stray.id, now, now + 5 * MIN) is None
     clock.advance(cron.settings.reap_interval)
     await wait_settled(cron.engine)
     closed = await sessions.get_turn(stray.id)
@@ -220,12 +219,12 @@ async def test_only_live_work_is_renewed(make_cron: CronFactory, clock: FakeCloc
     now = clock.now()
     owner = cron.engine.owner
     await sessions.ensure_session("websocket:stray", now)
-    stray = await sessions.create_turn(
+    stray = await sessions.open_turn(
         "websocket:stray", "user", "x", now, state=TurnState.RUNNING, owner=owner
     )
     stray_until = now + 5 * MIN
     assert (
-        await sessions.acquire_turn_lease("websocket:stray", owner, stray.id, now, stray_until)
+        await take_turn_lease(cron.store, "websocket:stray", owner, stray.id, now, stray_until)
         is None
     )
     agent.hold.clear()
@@ -263,16 +262,16 @@ async def test_a_process_declared_dead_elsewhere_stops_taking_work(
     with pytest.raises(RuntimeError, match="stopping"):
         await cron.sessions.send(KEY, "hello?")
     # its row is not recreated: it is gone until a restart, under a new owner
-    assert cron.engine.owner not in {o.owner for o in await cron.store.list_owners()}
+    assert cron.engine.owner not in {o.owner for o in await list_owners(cron.store)}
 
 
 async def test_a_graceful_stop_unregisters(make_cron: CronFactory, clock: FakeClock) -> None:
     cron = await make_cron()
     owner = cron.engine.owner
-    assert owner in {o.owner for o in await cron.store.list_owners()}
+    assert owner in {o.owner for o in await list_owners(cron.store)}
     other = await make_cron()
     await cron.close()
-    assert owner not in {o.owner for o in await other.store.list_owners()}
+    assert owner not in {o.owner for o in await list_owners(other.store)}
 
 
 def test_takeover_must_be_several_heartbeats(clock: FakeClock, tmp_path: Path) -> None:

@@ -19,6 +19,13 @@ from agentcron.store.interface import EngineLedger
 from agentcron.store.owners import LiveWork, owner_host_pid
 from agentcron.store.turn_store import TurnRecovery
 from tests.conftest import T0
+from tests.helpers.store_setup import (
+    insert_jobs,
+    list_owners,
+    record_runs,
+    renew_turn_lease,
+    take_turn_lease,
+)
 from tests.integration.test_store_contract import armed, planner
 
 SEC = timedelta(seconds=1)
@@ -42,7 +49,7 @@ def test_an_owner_string_names_its_host_and_pid() -> None:
 async def test_register_heartbeat_and_the_read_of_silent_owners(ledger: EngineLedger) -> None:
     await ledger.register_owner(ME, "engine", T0)
     await ledger.register_owner("host-b:202:01OTHER", "relay", T0)
-    (a, b) = sorted(await ledger.list_owners(), key=lambda o: o.owner)
+    (a, b) = sorted(await list_owners(ledger), key=lambda o: o.owner)
     assert (a.host, a.pid, a.role, a.started_at, a.heartbeat_at) == (
         "host-a",
         101,
@@ -70,11 +77,11 @@ async def test_register_heartbeat_and_the_read_of_silent_owners(ledger: EngineLe
     assert await ledger.unregister_owner("host-b:202:01OTHER") is False
     # a row that vanished is not recreated by a heartbeat: its owner learns it was dropped
     assert await ledger.heartbeat_owner("host-b:202:01OTHER", T0 + 8 * SEC) is False
-    assert [o.owner for o in await ledger.list_owners()] == [ME]
+    assert [o.owner for o in await list_owners(ledger)] == [ME]
 
 
 async def test_renew_held_renews_only_the_live_work(store: SqlStore, ledger: EngineLedger) -> None:
-    await store.insert_jobs([armed("a"), armed("b")], T0)
+    await insert_jobs(store, [armed("a"), armed("b")], T0)
     now = T0 + MIN
     fires = (
         await ledger.claim_due(now, owner=ME, lease_until=now + MIN, limit=10, planner=planner)
@@ -83,8 +90,8 @@ async def test_renew_held_renews_only_the_live_work(store: SqlStore, ledger: Eng
     sessions = store.sessions
     for key in ("web:live", "web:orphan"):
         await sessions.ensure_session(key, now)
-        turn = await sessions.create_turn(key, "user", "hi", now, owner=ME)
-        assert await sessions.acquire_turn_lease(key, ME, turn.id, now, now + 5 * MIN) is None
+        turn = await sessions.open_turn(key, "user", "hi", now, owner=ME)
+        assert await take_turn_lease(store, key, ME, turn.id, now, now + 5 * MIN) is None
 
     work = LiveWork(runs=frozenset({live}), sessions=frozenset({"web:live"}))
     renewed = await ledger.renew_held(ME, work, now + 3 * MIN, now + 9 * MIN)
@@ -101,25 +108,25 @@ async def test_renew_held_renews_only_the_live_work(store: SqlStore, ledger: Eng
 async def test_own_orphans_are_settled_and_live_work_is_left_alone(
     store: SqlStore, ledger: EngineLedger
 ) -> None:
-    await store.insert_jobs([armed(f"j{i}") for i in range(3)], T0)
+    await insert_jobs(store, [armed(f"j{i}") for i in range(3)], T0)
     now = T0 + MIN
     fires = (
         await ledger.claim_due(now, owner=ME, lease_until=now + MIN, limit=10, planner=planner)
     ).fires
     live_run, started, unstarted = (f.run_id for f in fires)
-    await store.record([Transition(started, RunState.RUNNING, now)])
+    await record_runs(store, [Transition(started, RunState.RUNNING, now)])
     sessions = store.sessions
     for key in ("web:live", "web:cut", "web:waiting"):
         await sessions.ensure_session(key, now)
-    cut = await sessions.create_turn(
+    cut = await sessions.open_turn(
         "web:cut", "user", "cut off", now, state=TurnState.RUNNING, owner=ME
     )
-    assert await sessions.acquire_turn_lease("web:cut", ME, cut.id, now, now + 5 * MIN) is None
-    running = await sessions.create_turn(
+    assert await take_turn_lease(store, "web:cut", ME, cut.id, now, now + 5 * MIN) is None
+    running = await sessions.open_turn(
         "web:live", "user", "running here", now, state=TurnState.RUNNING, owner=ME
     )
-    assert await sessions.acquire_turn_lease("web:live", ME, running.id, now, now + 5 * MIN) is None
-    waiting = await sessions.create_turn("web:waiting", "user", "queued", now, owner=ME)
+    assert await take_turn_lease(store, "web:live", ME, running.id, now, now + 5 * MIN) is None
+    waiting = await sessions.open_turn("web:waiting", "user", "queued", now, owner=ME)
     work = LiveWork(
         runs=frozenset({live_run}), turns=frozenset({running.id}), sessions=frozenset({"web:live"})
     )
@@ -190,12 +197,12 @@ async def test_two_replicas_recovering_at_once_settle_each_turn_once(
     for i in range(6):
         key = f"web:{i}"
         await sessions.ensure_session(key, now)
-        cut = await sessions.create_turn(
+        cut = await sessions.open_turn(
             key, "user", "half", now, state=TurnState.RUNNING, owner=dead
         )
-        assert await sessions.acquire_turn_lease(key, dead, cut.id, now, now + 5 * MIN) is None
+        assert await take_turn_lease(store, key, dead, cut.id, now, now + 5 * MIN) is None
         cut_ids.append(cut.id)
-        waiting_ids.append((await sessions.create_turn(key, "user", "next", now, owner=dead)).id)
+        waiting_ids.append((await sessions.open_turn(key, "user", "next", now, owner=dead)).id)
 
     a, b = await _two_stores(store_url)
     try:
@@ -232,11 +239,11 @@ async def test_a_lease_taken_after_the_read_is_not_freed(store: SqlStore) -> Non
     sessions = store.sessions
     now = T0
     await sessions.ensure_session("web:1", now)
-    turn = await sessions.create_turn("web:1", "user", "x", now, owner="host-q:1:Q")
+    turn = await sessions.open_turn("web:1", "user", "x", now, owner="host-q:1:Q")
     until: datetime = now + MIN
-    assert await sessions.acquire_turn_lease("web:1", "host-q:1:Q", turn.id, now, until) is None
+    assert await take_turn_lease(store, "web:1", "host-q:1:Q", turn.id, now, until) is None
     # expired at now + 2 min: free; but renewed just before the recovery writes, it stays
-    assert await sessions.renew_turn_lease("web:1", "host-q:1:Q", now + 10 * MIN)
+    assert await renew_turn_lease(store, "web:1", "host-q:1:Q", now + 10 * MIN)
     await sessions.recover_turns(now + 2 * MIN, "host-a:1:A", lambda owner: False)
     assert (await sessions.get_session("web:1")).turn_owner == "host-q:1:Q"
     await sessions.recover_turns(now + 11 * MIN, "host-a:1:A", lambda owner: False)
@@ -247,13 +254,13 @@ async def test_two_replicas_reaping_at_once_interrupt_each_run_once(
     store: SqlStore, store_url: str
 ) -> None:
     dead = "host-z:999:01DEAD"
-    await store.insert_jobs([armed(f"j{i}") for i in range(8)], T0)
+    await insert_jobs(store, [armed(f"j{i}") for i in range(8)], T0)
     now = T0 + MIN
     fires = (
         await store.claim_due(now, owner=dead, lease_until=now + MIN, limit=10, planner=planner)
     ).fires
     started = [f.run_id for f in fires[:5]]
-    await store.record([Transition(r, RunState.RUNNING, now) for r in started])
+    await record_runs(store, [Transition(r, RunState.RUNNING, now) for r in started])
     a, b = await _two_stores(store_url)
     try:
         inner: list[list[Run]] = []

@@ -36,8 +36,16 @@ from agentcron.store import (
 )
 from agentcron.store.interface import FireLedger
 from agentcron.store.migrate import alembic_config
-from agentcron.store.writes import JobFinish, TurnFinish, TurnFinished, TurnStart, TurnStarted
+from agentcron.store.writes import (
+    JobFinish,
+    RunEnd,
+    TurnFinish,
+    TurnFinished,
+    TurnStart,
+    TurnStarted,
+)
 from tests.conftest import T0
+from tests.helpers.store_setup import insert_jobs, record_runs
 
 MIN = timedelta(minutes=1)
 SETTINGS = EngineSettings()
@@ -83,7 +91,7 @@ async def test_an_inserted_job_is_what_a_read_returns(store: SqlStore) -> None:
         message="Check", deliver=True, channel="telegram", to="42", channel_meta={"a": 1},
     )  # fmt: skip
     paused = armed("paused", enabled=False)
-    created = await store.insert_jobs([full, paused], T0)
+    created = await insert_jobs(store, [full, paused], T0)
     assert created == [await store.get_job(full.id), await store.get_job(paused.id)]
 
 
@@ -93,7 +101,7 @@ async def test_insert_get_list_and_filters(store: SqlStore) -> None:
         armed("b", session_key="web:2", kind=JobKind.RECALL, created_by=CreatedBy.AGENT),
         armed("c", enabled=False),
     )
-    created = await store.insert_jobs([a, b, c], T0)
+    created = await insert_jobs(store, [a, b, c], T0)
     assert [j.name for j in created] == ["a", "b", "c"]
     got = await store.get_job(a.id)
     assert got == created[0]
@@ -130,11 +138,11 @@ async def test_missing_rows_raise_typed_errors(store: SqlStore) -> None:
 
 async def test_idempotency_key_is_unique_per_session(store: SqlStore) -> None:
     first = armed("a", session_key="web:1", idempotency_key="k")
-    (a,) = await store.insert_jobs([first], T0)
-    (again,) = await store.insert_jobs([armed("b", session_key="web:1", idempotency_key="k")], T0)
-    (other,) = await store.insert_jobs([armed("c", session_key="web:2", idempotency_key="k")], T0)
-    (legacy1,) = await store.insert_jobs([armed("d", idempotency_key="k")], T0)
-    (legacy2,) = await store.insert_jobs([armed("e", idempotency_key="k")], T0)
+    (a,) = await insert_jobs(store, [first], T0)
+    (again,) = await insert_jobs(store, [armed("b", session_key="web:1", idempotency_key="k")], T0)
+    (other,) = await insert_jobs(store, [armed("c", session_key="web:2", idempotency_key="k")], T0)
+    (legacy1,) = await insert_jobs(store, [armed("d", idempotency_key="k")], T0)
+    (legacy2,) = await insert_jobs(store, [armed("e", idempotency_key="k")], T0)
     assert again.id == a.id
     assert other.id != a.id
     assert legacy2.id == legacy1.id  # unbound jobs share one idempotency scope
@@ -142,7 +150,7 @@ async def test_idempotency_key_is_unique_per_session(store: SqlStore) -> None:
 
 
 async def test_compare_and_set_update(store: SqlStore) -> None:
-    (job,) = await store.insert_jobs([armed("a")], T0)
+    (job,) = await insert_jobs(store, [armed("a")], T0)
     updated = await store.update_job(
         job.id, {"name": "b", "spec": CronSpec(expr="@daily")}, T0 + MIN, expected_version=1
     )
@@ -156,16 +164,24 @@ async def test_compare_and_set_update(store: SqlStore) -> None:
 
 
 async def test_system_jobs_are_protected_from_deletion(store: SqlStore) -> None:
-    (system,) = await store.insert_jobs([armed("hb", kind=JobKind.SYSTEM_EVENT)], T0)
+    (system,) = await insert_jobs(store, [armed("hb", kind=JobKind.SYSTEM_EVENT)], T0)
     with pytest.raises(ProtectedJobError):
         await store.delete_job(system.id)
     await store.delete_job(system.id, allow_system=True)
     assert await store.count_jobs() == 0
 
 
-async def test_next_due_is_the_earliest_armed_job(store: SqlStore) -> None:
-    assert await store.next_due_at() is None
-    await store.insert_jobs(
+async def test_next_due_is_the_earliest_armed_job(store: SqlStore, ledger: FireLedger) -> None:
+    async def next_due() -> datetime | None:  # a claim with nothing due claims nothing
+        result = await ledger.claim_due(
+            T0, owner="me:1:A", lease_until=T0 + MIN, limit=100, planner=planner
+        )
+        assert result.fires == []
+        return result.next_due_at
+
+    assert await next_due() is None
+    await insert_jobs(
+        store,
         [
             armed("late", spec=AtSpec(at=T0 + 10 * MIN)),
             armed("paused", spec=AtSpec(at=T0 + MIN), enabled=False),
@@ -173,13 +189,13 @@ async def test_next_due_is_the_earliest_armed_job(store: SqlStore) -> None:
         ],
         T0,
     )
-    assert await store.next_due_at() == T0 + 3 * MIN
+    assert await next_due() == T0 + 3 * MIN
 
 
 async def test_claim_advances_the_job_in_the_same_transaction(
     store: SqlStore, ledger: FireLedger
 ) -> None:
-    (job,) = await store.insert_jobs([armed("a", policy=JobPolicy(max_runs=5))], T0)
+    (job,) = await insert_jobs(store, [armed("a", policy=JobPolicy(max_runs=5))], T0)
     assert await claim(ledger, T0 + 30 * timedelta(seconds=1)) == []  # not due yet
     (fire,) = await claim(ledger, T0 + MIN)
     assert fire.fire_at == T0 + MIN
@@ -198,7 +214,7 @@ async def test_claim_advances_the_job_in_the_same_transaction(
 
 
 async def test_a_second_claim_of_the_same_fire_loses(store: SqlStore, ledger: FireLedger) -> None:
-    (job,) = await store.insert_jobs([armed("a")], T0)
+    (job,) = await insert_jobs(store, [armed("a")], T0)
     (first,) = await claim(ledger, T0 + MIN, owner="a:1:A")
     assert await claim(ledger, T0 + MIN, owner="b:1:B") == []  # already advanced
     # even if the job is rewound to the same fire, the unique (job_id, fire_at) wins
@@ -216,23 +232,23 @@ async def test_a_second_claim_of_the_same_fire_loses(store: SqlStore, ledger: Fi
 
 async def test_insert_jobs_keeps_the_job_limit(store: SqlStore) -> None:
     """Past `max_jobs` an insert stores nothing; system jobs do not count; duplicates add none."""
-    await store.insert_jobs([armed("sys", kind=JobKind.SYSTEM_EVENT)], T0, max_jobs=2)
+    await insert_jobs(store, [armed("sys", kind=JobKind.SYSTEM_EVENT)], T0, max_jobs=2)
     keyed = armed("k", idempotency_key="once")
-    await store.insert_jobs([armed("a"), keyed], T0, max_jobs=2)
+    await insert_jobs(store, [armed("a"), keyed], T0, max_jobs=2)
     with pytest.raises(JobLimitError) as refused:
-        await store.insert_jobs([armed("b")], T0, max_jobs=2)
+        await insert_jobs(store, [armed("b")], T0, max_jobs=2)
     assert (refused.value.limit, refused.value.stored, refused.value.adding) == (2, 2, 1)
     with pytest.raises(JobLimitError):
-        await store.insert_jobs([armed("c"), armed("d")], T0, max_jobs=3)
+        await insert_jobs(store, [armed("c"), armed("d")], T0, max_jobs=3)
     assert sorted(j.name for j in await store.list_jobs()) == ["a", "k", "sys"]
     again = armed("k", idempotency_key="once")
-    (found,) = await store.insert_jobs([again], T0, max_jobs=2)
+    (found,) = await insert_jobs(store, [again], T0, max_jobs=2)
     assert found.id == keyed.id
-    await store.insert_jobs([armed("e")], T0)  # no limit given: none applies
+    await insert_jobs(store, [armed("e")], T0)  # no limit given: none applies
 
 
 async def test_concurrent_claims_split_the_fires(store: SqlStore, ledger: FireLedger) -> None:
-    await store.insert_jobs([armed(f"j{i}") for i in range(40)], T0)
+    await insert_jobs(store, [armed(f"j{i}") for i in range(40)], T0)
     results = await asyncio.gather(*(claim(ledger, T0 + MIN, owner=f"o:{i}:X") for i in range(6)))
     fires = [(f.job.id, f.fire_at) for batch in results for f in batch]
     assert len(fires) == 40
@@ -240,10 +256,10 @@ async def test_concurrent_claims_split_the_fires(store: SqlStore, ledger: FireLe
 
 
 async def test_claim_work_is_proportional_to_due_jobs(store: SqlStore, ledger: FireLedger) -> None:
-    await store.insert_jobs(
-        [armed(f"far{i}", spec=AtSpec(at=T0 + timedelta(days=9))) for i in range(300)], T0
+    await insert_jobs(
+        store, [armed(f"far{i}", spec=AtSpec(at=T0 + timedelta(days=9))) for i in range(300)], T0
     )
-    await store.insert_jobs([armed("due", spec=AtSpec(at=T0 + MIN))], T0)
+    await insert_jobs(store, [armed("due", spec=AtSpec(at=T0 + MIN))], T0)
     fires, examined, next_due = await ledger.claim_due(
         T0 + MIN, owner="o:1:A", lease_until=T0 + 2 * MIN, limit=100, planner=planner
     )
@@ -255,24 +271,27 @@ async def test_claim_work_is_proportional_to_due_jobs(store: SqlStore, ledger: F
 async def test_transitions_merge_and_terminal_states_are_final(
     store: SqlStore, ledger: FireLedger
 ) -> None:
-    (job,) = await store.insert_jobs([armed("a")], T0)
+    (job,) = await insert_jobs(store, [armed("a")], T0)
     (fire,) = await claim(ledger, T0 + MIN)
     t = T0 + MIN
-    await store.record(
+    # through the group commit, in one transaction, as the journal writes them
+    await store.apply(
         [
-            Transition(fire.run_id, RunState.QUEUED, t),
-            Transition(fire.run_id, RunState.RUNNING, t + timedelta(seconds=1)),
-            Transition(
-                fire.run_id,
-                RunState.SUCCEEDED,
-                t + timedelta(seconds=5),
-                output="hello",
-                usage={"input_tokens": 10},
-                prompt="rendered",
-                prompt_ref={"id": "p", "version": 1, "sha256": "x"},
+            RunEnd(Transition(fire.run_id, RunState.QUEUED, t)),
+            RunEnd(Transition(fire.run_id, RunState.RUNNING, t + timedelta(seconds=1))),
+            RunEnd(
+                Transition(
+                    fire.run_id,
+                    RunState.SUCCEEDED,
+                    t + timedelta(seconds=5),
+                    output="hello",
+                    usage={"input_tokens": 10},
+                    prompt="rendered",
+                    prompt_ref={"id": "p", "version": 1, "sha256": "x"},
+                ),
+                JobOutcome(job.id, RunState.SUCCEEDED, t + timedelta(seconds=5)),
             ),
         ],
-        [JobOutcome(job.id, RunState.SUCCEEDED, t + timedelta(seconds=5))],
         finisher,
     )
     run = await store.get_run(fire.run_id)
@@ -287,7 +306,7 @@ async def test_transitions_merge_and_terminal_states_are_final(
     assert run.prompt_ref == {"id": "p", "version": 1, "sha256": "x"}
     assert run.owner is None
     assert run.lease_expires_at is None
-    await store.record([Transition(fire.run_id, RunState.RUNNING, t + MIN)])
+    await record_runs(store, [Transition(fire.run_id, RunState.RUNNING, t + MIN)])
     assert (await store.get_run(fire.run_id)).state is RunState.SUCCEEDED
     stored = await store.get_job(job.id)
     assert stored.last_status is RunState.SUCCEEDED
@@ -298,7 +317,7 @@ async def test_transitions_merge_and_terminal_states_are_final(
 async def test_reap_settles_runs_of_expired_and_dead_owners_only(
     store: SqlStore, ledger: FireLedger
 ) -> None:
-    await store.insert_jobs([armed(f"j{i}") for i in range(4)], T0)
+    await insert_jobs(store, [armed(f"j{i}") for i in range(4)], T0)
     now = T0 + MIN
     owners = {
         "gone:1:A": now + MIN,  # lease runs out
@@ -313,8 +332,8 @@ async def test_reap_settles_runs_of_expired_and_dead_owners_only(
         ).fires
         run_of[owner] = fire.run_id
     # A and B had started their turns; C had not
-    await store.record(
-        [Transition(run_of[o], RunState.RUNNING, now) for o in ("gone:1:A", "dead:2:B")]
+    await record_runs(
+        store, [Transition(run_of[o], RunState.RUNNING, now) for o in ("gone:1:A", "dead:2:B")]
     )
     assert await ledger.earliest_foreign_lease("me") == now + MIN
     reaped = await ledger.reap(now + 2 * MIN, "me", lambda owner: owner.startswith("dead:"))
@@ -337,7 +356,7 @@ async def test_reap_settles_runs_of_expired_and_dead_owners_only(
 
 
 async def test_release_and_adopt(store: SqlStore, ledger: FireLedger) -> None:
-    (job, gone) = await store.insert_jobs([armed("kept"), armed("gone")], T0)
+    (job, gone) = await insert_jobs(store, [armed("kept"), armed("gone")], T0)
     fires = await claim(ledger, T0 + MIN, owner="old:1:A")
     assert await ledger.release("old:1:A", [f.run_id for f in fires]) == 2
     await store.delete_job(gone.id)
@@ -352,12 +371,12 @@ async def test_release_and_adopt(store: SqlStore, ledger: FireLedger) -> None:
 async def test_prune_keeps_the_newest_per_job_and_drops_old_ones(
     store: SqlStore, ledger: FireLedger
 ) -> None:
-    (job,) = await store.insert_jobs([armed("a")], T0)
+    (job,) = await insert_jobs(store, [armed("a")], T0)
     now = T0
     for _ in range(8):
         now += MIN
         (fire,) = await claim(ledger, now)
-        await store.record([Transition(fire.run_id, RunState.SUCCEEDED, now)])
+        await record_runs(store, [Transition(fire.run_id, RunState.SUCCEEDED, now)])
     removed = await ledger.prune_runs(
         now, keep_per_job=3, max_age=timedelta(days=1), job_ids=[job.id]
     )
@@ -392,7 +411,7 @@ async def test_concurrent_writers_do_not_hit_database_is_locked(
 ) -> None:
     async def writer(i: int) -> None:
         for k in range(20):
-            (job,) = await store.insert_jobs([armed(f"w{i}-{k}", spec=AtSpec(at=T0 + MIN))], T0)
+            (job,) = await insert_jobs(store, [armed(f"w{i}-{k}", spec=AtSpec(at=T0 + MIN))], T0)
             while True:  # a claim may bump the version between our read and write
                 current = await store.get_job(job.id)
                 try:
@@ -427,7 +446,7 @@ def test_naive_datetimes_are_refused_by_the_store() -> None:
 async def test_an_unreadable_job_is_paused_and_the_others_still_fire(
     store: SqlStore, ledger: FireLedger
 ) -> None:
-    good, bad = await store.insert_jobs([armed("good"), armed("bad")], T0)
+    good, bad = await insert_jobs(store, [armed("good"), armed("bad")], T0)
     # a row written by something else with a spec this version cannot read
     from agentcron.store.schema import jobs as jobs_table
 
@@ -473,11 +492,11 @@ async def test_migrations_produce_exactly_the_declared_schema(
 async def test_at_most_one_pending_recall_per_session(store: SqlStore) -> None:
     from agentcron.store import ConflictError
 
-    await store.insert_jobs([armed("r1", session_key="web:1", kind=JobKind.RECALL)], T0)
+    await insert_jobs(store, [armed("r1", session_key="web:1", kind=JobKind.RECALL)], T0)
     with pytest.raises(ConflictError, match="already has a pending recall"):
-        await store.insert_jobs([armed("r2", session_key="web:1", kind=JobKind.RECALL)], T0)
-    await store.insert_jobs([armed("r3", session_key="web:2", kind=JobKind.RECALL)], T0)
-    await store.insert_jobs([armed("plain", session_key="web:1")], T0)
+        await insert_jobs(store, [armed("r2", session_key="web:1", kind=JobKind.RECALL)], T0)
+    await insert_jobs(store, [armed("r3", session_key="web:2", kind=JobKind.RECALL)], T0)
+    await insert_jobs(store, [armed("plain", session_key="web:1")], T0)
     assert await store.count_jobs() == 3
 
 

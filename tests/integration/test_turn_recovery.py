@@ -12,6 +12,7 @@ from agentcron.domain.events import MessagePosted
 from agentcron.domain.states import RunState, TurnState
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, CronFactory
+from tests.helpers.store_setup import take_turn_lease
 from tests.integration.test_session_turns import KEY, ScriptedAgent, close_as_the_turn_ends
 
 MIN = timedelta(minutes=1)
@@ -62,13 +63,13 @@ async def test_turns_of_a_dead_process_are_adopted_or_closed_visibly(
     await sessions.ensure_session(KEY, now)
     await sessions.ensure_session("websocket:other", now)
     # what a process killed mid-turn leaves behind: a running turn holding the session ...
-    cut = await sessions.create_turn(
+    cut = await sessions.open_turn(
         KEY, "user", "half answered", now, state=TurnState.RUNNING, owner=DEAD_OWNER
     )
-    assert await sessions.acquire_turn_lease(KEY, DEAD_OWNER, cut.id, now, now + 5 * MIN) is None
+    assert await take_turn_lease(cron.store, KEY, DEAD_OWNER, cut.id, now, now + 5 * MIN) is None
     # ... and a message still waiting in another session
-    queued = await sessions.create_turn("websocket:other", "user", "still waiting", now,
-                                        owner=DEAD_OWNER)  # fmt: skip
+    queued = await sessions.open_turn("websocket:other", "user", "still waiting", now,
+                                      owner=DEAD_OWNER)  # fmt: skip
     await cron.close()
 
     cron2 = await make_cron(runner=agent, start=False)

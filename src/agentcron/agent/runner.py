@@ -228,16 +228,6 @@ def paused() -> AbstractAsyncContextManager[None]:
     return contextlib.nullcontext() if pause is None else pause.pause()
 
 
-class Summarizer(Protocol):
-    """A runner that can compact a session's older conversation (the lane asks it when the
-    history outgrows the budget; a runner without `summarize` gets the newest entries only).
-    """
-
-    async def summarize(
-        self, entries: Sequence[HistoryEntry], *, previous: str | None, max_tokens: int
-    ) -> str: ...
-
-
 TurnCallable = Callable[[Trigger], Awaitable[Outcome | str | None]]
 
 

@@ -27,7 +27,6 @@ from agentcron.domain.events import (
 from agentcron.domain.sessions import Turn
 from agentcron.errors import AgentcronError
 from agentcron.runtime.clock import Clock
-from agentcron.session_keys import check_session_key
 from agentcron.store.errors import SessionNotFoundError
 from agentcron.store.interface import DeliveryLedger
 
@@ -296,7 +295,7 @@ class ChannelManager:
         since = self.cron.clock.now() - CATCH_UP
         for channel in kept:
             try:
-                requests = await self.cron.store.deliveries.unanswered(
+                requests = await self.cron.deliveries.unanswered(
                     channel.name, prefix=_REQUESTED, answer_prefix=_DECIDED, since=since
                 )
                 for request in requests:
@@ -414,17 +413,13 @@ class ChannelManager:
     # -- inbound ---------------------------------------------------------------------------
 
     async def inbound(self, channel: str, chat_id: str, content: str, meta: dict[str, Any]) -> Turn:
-        """A message from a chat: ensure its session (with the chat's context), then submit
-        it to the session's lane like any user message.
+        """A message from a chat: its session (made with the chat's context when new) gets it
+        like any user message (`Sessions.receive`).
         """
-        key = check_session_key(f"{channel}:{chat_id}")  # before the session is made
-        await self.cron.store.sessions.ensure_session(
-            key, self.cron.clock.now(), channel=channel, chat_id=chat_id, channel_meta=meta
-        )
-        turn = await self.cron.sessions.send(key, content)
+        turn = await self.cron.sessions.receive(channel, chat_id, content, meta)
         log.info(
             "inbound message submitted",
-            extra={"channel": channel, "session_key": key, "turn_id": turn.id},
+            extra={"channel": channel, "session_key": turn.session_key, "turn_id": turn.id},
         )
         return turn
 

@@ -27,7 +27,7 @@ from agentcron.channels.outbox import DeliveryAttemptError, Outbox, Report, Retr
 from agentcron.domain.approvals import Approval, ApprovalError, ApprovalNotFoundError, Decision
 from agentcron.domain.deliveries import DeliveryState
 from agentcron.runtime.clock import Clock
-from agentcron.store.delivery_store import DeliveryNotFoundError
+from agentcron.store.errors import DeliveryNotFoundError
 from agentcron.store.interface import DeliveryLedger
 
 log = logging.getLogger(__name__)

@@ -32,3 +32,16 @@ class Delivery:
     # what the far end answered (a channel's own shape; Telegram: chat and message ids), kept
     # with the record so that a follow-up (an edit, a retry's resume) works in any process
     result: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryCursor:
+    """A position in the newest-first order of delivery records (a page's last record)."""
+
+    created_at: datetime
+    channel: str
+    message_id: str
+
+    @classmethod
+    def after(cls, record: Delivery) -> DeliveryCursor:
+        return cls(record.created_at, record.channel, record.message_id)

@@ -29,7 +29,6 @@ DIED_MID_TURN = "interrupted: the process running this turn stopped before it fi
 
 ACTIVE_STATES = frozenset({RunState.CLAIMED, RunState.QUEUED, RunState.DEFERRED, RunState.RUNNING})
 TERMINAL_STATES = frozenset(RunState) - ACTIVE_STATES
-OUTCOME_STATES = frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.EMPTY})
 
 
 class TurnState(enum.StrEnum):

@@ -707,10 +707,6 @@ class Engine:
     # -- observation -----------------------------------------------------------------------
 
     @property
-    def active_runs(self) -> int:
-        return len(self.isolated.running)
-
-    @property
     def awaiting_slot(self) -> int:
         """Isolated runs ready to start, or back from an approval wait, waiting for a slot."""
         return self._awaiting_slot + self.isolated.awaiting_slot

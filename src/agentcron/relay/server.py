@@ -243,7 +243,7 @@ def build(
 
     @app.get("/metrics")
     async def metrics() -> Response:
-        arm_count["n"] = await cron.store.count_jobs()
+        arm_count["n"] = await cron.jobs.count()
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     where = describe(url)

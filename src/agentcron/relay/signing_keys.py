@@ -134,10 +134,6 @@ class SigningKeys:
             pass  # keep what was read
         return self._keys
 
-    @property
-    def current_kid(self) -> str:
-        return self._fresh()[-1].kid
-
     def jwks(self) -> dict[str, Any]:
         return {"keys": [k.public_jwk() for k in reversed(self._fresh())]}
 

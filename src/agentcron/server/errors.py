@@ -14,9 +14,9 @@ from agentcron.config import ConfigError
 from agentcron.domain.approvals import ApprovalError, ApprovalNotFoundError
 from agentcron.errors import AgentcronError, InvalidInputError
 from agentcron.schedule import ScheduleError
-from agentcron.store.delivery_store import DeliveryNotFoundError
 from agentcron.store.errors import (
     ConflictError,
+    DeliveryNotFoundError,
     JobLimitError,
     JobNotFoundError,
     ProtectedJobError,

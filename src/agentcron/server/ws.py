@@ -135,10 +135,6 @@ class Hub:
         self.relay: EventRelay | None = None
         self._unsubscribe = cron.subscribe(self._on_event, types=(*_TURN_EVENTS, *_GLOBAL_EVENTS))
 
-    @property
-    def clients(self) -> int:
-        return len(self._clients)
-
     def relay_through(self, signals: Seam) -> EventRelay:
         """Relay this process's events to the other replicas and theirs to these clients
         (`serve` on PostgreSQL; subscribe before the signals start listening).

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from agentcron.domain.deliveries import Delivery, DeliveryState
-from agentcron.store.delivery_store import DeliveryCursor
+from datetime import datetime
+
+from agentcron.domain.deliveries import Delivery, DeliveryCursor, DeliveryState
 from agentcron.store.interface import DeliveryRecords
 
 
@@ -25,4 +26,14 @@ class Deliveries:
         """Newest first, `limit` at most, after the cursor `before` (see `DeliveryStore.page`)."""
         return await self._records.page(
             session_key=session_key, state=state, channel=channel, limit=limit, before=before
+        )
+
+    async def unanswered(
+        self, channel: str, *, prefix: str, answer_prefix: str, since: datetime
+    ) -> list[Delivery]:
+        """The channel's records since `since` with ids `prefix` + rest, not failed, that have
+        no record `answer_prefix` + rest (requests whose answer nobody recorded), oldest first.
+        """
+        return await self._records.unanswered(
+            channel, prefix=prefix, answer_prefix=answer_prefix, since=since
         )

@@ -209,6 +209,12 @@ class Jobs:
 
     # -- read -----------------------------------------------------------------------------
 
+    async def count(self) -> int:
+        """How many jobs are stored (system jobs included); one cheap read, so it also says
+        whether the database answers (`/readyz`).
+        """
+        return await self._catalog.count_jobs()
+
     async def get(self, job_id: str) -> Job:
         return await self._catalog.get_job(job_id)
 

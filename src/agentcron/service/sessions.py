@@ -264,6 +264,17 @@ class Sessions:
         # A new chat is named after its first message.
         return await self._lanes.submit_message(key, content, source=source, title=_title(content))
 
+    async def receive(self, channel: str, chat_id: str, content: str, meta: dict[str, Any]) -> Turn:
+        """A message from a chat (a channel's inbound): its session `channel:chat_id` is made
+        with the chat's context (channel, chat id, `meta` as its channel_meta) when it is new,
+        then the message is sent like any user message.
+        """
+        key = check_session_key(f"{channel}:{chat_id}")  # before the session is made
+        await self._records.ensure_session(
+            key, self._clock.now(), channel=channel, chat_id=chat_id, channel_meta=meta
+        )
+        return await self.send(key, content)
+
     def running_turn(self, key: str) -> str | None:
         """The id of the session's turn running in this process now, if any."""
         return self._lanes.running_turn(key)

@@ -114,26 +114,17 @@ class GroupCommitMixin(JobsMixin):
                     results[i] = TurnFinished(getattr(results[i], "message", None), True)
         return results
 
-    async def record(
-        self,
-        transitions: Sequence[Transition],
-        outcomes: Sequence[JobOutcome] = (),
-        finisher: Finisher | None = None,
-    ) -> None:
-        """Apply run transitions and job outcomes in one transaction (group commit).
-
-        Several transitions of one run collapse into one row update that keeps every state's
-        timestamp. Only an active run moves: a terminal state is final.
-        """
-        await self._db.write(lambda conn: self._record_op(conn, transitions, outcomes, finisher))
-
     def _record_op(
         self,
         conn: Connection,
         transitions: Sequence[Transition],
-        outcomes: Sequence[JobOutcome] = (),
-        finisher: Finisher | None = None,
+        outcomes: Sequence[JobOutcome],
+        finisher: Finisher,
     ) -> set[str]:
+        """Apply run transitions and job outcomes inside the batch's transaction; returns the
+        ids of jobs removed. Several transitions of one run collapse into one row update that
+        keeps every state's timestamp. Only an active run moves: a terminal state is final.
+        """
         if not transitions and not outcomes:
             return set()
         merged: dict[str, dict[str, Any]] = {}
@@ -159,8 +150,6 @@ class GroupCommitMixin(JobsMixin):
         for columns, rows in shapes.items():
             executemany(conn, _transition_stmt(columns), rows)
         if outcomes:
-            if finisher is None:
-                raise ValueError("outcomes need a finisher")
             return self._apply_outcomes(conn, outcomes, finisher)
         return set()
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -11,16 +10,10 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 
-from agentcron.domain.deliveries import Delivery, DeliveryState
+from agentcron.domain.deliveries import Delivery, DeliveryCursor, DeliveryState
 from agentcron.store.database import Database
-from agentcron.store.errors import StoreError
+from agentcron.store.errors import DeliveryNotFoundError
 from agentcron.store.schema import deliveries
-
-
-class DeliveryNotFoundError(StoreError, LookupError):
-    def __init__(self, channel: str, message_id: str) -> None:
-        super().__init__(f"no delivery of message {message_id!r} on channel {channel!r}")
-        self.channel, self.message_id = channel, message_id
 
 
 def _delivery(row: Row[Any] | Mapping[str, Any]) -> Delivery:
@@ -333,16 +326,3 @@ class DeliveryStore:
                 )
             )
         return await self._db.read(lambda conn: [_delivery(r) for r in conn.execute(query)])
-
-
-@dataclass(frozen=True, slots=True)
-class DeliveryCursor:
-    """A position in the newest-first order of delivery records (a page's last record)."""
-
-    created_at: datetime
-    channel: str
-    message_id: str
-
-    @classmethod
-    def after(cls, record: Delivery) -> DeliveryCursor:
-        return cls(record.created_at, record.channel, record.message_id)

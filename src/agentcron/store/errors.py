@@ -19,6 +19,12 @@ class RunNotFoundError(StoreError, LookupError):
         self.run_id = run_id
 
 
+class DeliveryNotFoundError(StoreError, LookupError):
+    def __init__(self, channel: str, message_id: str) -> None:
+        super().__init__(f"no delivery of message {message_id!r} on channel {channel!r}")
+        self.channel, self.message_id = channel, message_id
+
+
 class VersionConflictError(StoreError):
     """A compare-and-set update lost: the job changed since the caller read it."""
 

@@ -42,14 +42,6 @@ class FireClaimsMixin(SqlBase):
     half of `FireLedger`; its recovery half is `fire_recovery.FireLedgerMixin`).
     """
 
-    async def next_due_at(self) -> datetime | None:
-        """The earliest `next_run_at` of any armed job (one indexed query)."""
-        return await self._db.read(lambda conn: self._next_due_at_op(conn))
-
-    def _next_due_at_op(self, conn: Connection) -> datetime | None:
-        value = (conn.execute(sa.select(sa.func.min(jobs.c.next_run_at)))).scalar_one()
-        return value  # type: ignore[no-any-return]
-
     async def claim_due(
         self,
         now: datetime,

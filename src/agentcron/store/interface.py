@@ -14,12 +14,11 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from agentcron.domain.approvals import Approval
-from agentcron.domain.deliveries import Delivery, DeliveryState
+from agentcron.domain.deliveries import Delivery, DeliveryCursor, DeliveryState
 from agentcron.domain.jobs import Job, JobKind, Recall, RecallState
 from agentcron.domain.runs import ClaimedFire, ClaimResult, FirePlan, Run
 from agentcron.domain.sessions import MemoryScope, Message, Role, Session, Turn
 from agentcron.domain.states import RunState, TurnState
-from agentcron.store.delivery_store import DeliveryCursor
 from agentcron.store.owners import LiveWork, OrphanSettlement, OwnerRecord
 from agentcron.store.relay_arms import ArmChange
 from agentcron.store.turn_store import TurnRecovery
@@ -153,7 +152,6 @@ class Transcripts(Protocol):
         *,
         owner: str,
         state: TurnState = TurnState.QUEUED,
-        run_id: str | None = None,
         title: str | None = None,
     ) -> Turn:
         """Record a turn waiting in its lane (owned by `owner` until it starts or is released)."""
@@ -208,19 +206,8 @@ class WriteQueue(Protocol):
 
 class JobCatalog(Protocol):
     """The jobs service's part: reading and changing stored jobs (the service creates jobs
-    through the journal's `InsertJobs`, so concurrent creates share a transaction; the group
-    commit calls `insert_jobs`).
+    through the journal's `InsertJobs`, so concurrent creates share a transaction).
     """
-
-    async def insert_jobs(
-        self, armed: Sequence[ArmedJob], now: datetime, *, max_jobs: int | None = None
-    ) -> list[Job]:
-        """Insert armed jobs in one transaction; an idempotency-key duplicate (same session)
-        returns the stored job. With `max_jobs` the insert is refused (JobLimitError, nothing
-        stored) when it would leave more jobs than that, system jobs not counted. A second
-        pending recall of a session is a ConflictError.
-        """
-        ...
 
     async def count_jobs(self) -> int:
         """How many jobs are stored (system jobs included)."""
@@ -340,6 +327,20 @@ class DeliveryRecords(Protocol):
         """Newest first, at most `limit`, strictly after the cursor `before`."""
         ...
 
+    async def unanswered(
+        self,
+        channel: str,
+        *,
+        prefix: str,
+        answer_prefix: str,
+        since: datetime,
+        limit: int = 200,
+    ) -> list[Delivery]:
+        """The channel's records since `since` with ids `prefix` + rest, not failed, that have
+        no record `answer_prefix` + rest: follow-ups nobody recorded. Oldest first.
+        """
+        ...
+
 
 class DeliveryLedger(DeliveryRecords, Protocol):
     """The channels' part: one delivery record per (channel, message), sent at least once."""
@@ -412,20 +413,6 @@ class DeliveryLedger(DeliveryRecords, Protocol):
 
     async def pending(self, channel: str, *, limit: int | None = None) -> list[Delivery]:
         """The channel's pending deliveries, oldest first (what a restart resumes)."""
-        ...
-
-    async def unanswered(
-        self,
-        channel: str,
-        *,
-        prefix: str,
-        answer_prefix: str,
-        since: datetime,
-        limit: int = 200,
-    ) -> list[Delivery]:
-        """The channel's records since `since` with ids `prefix` + rest, not failed, that have
-        no record `answer_prefix` + rest: follow-ups nobody recorded. Oldest first.
-        """
         ...
 
 
@@ -553,10 +540,6 @@ class OwnerRegistry(Protocol):
         now minus the takeover time), `exclude` left out; oldest heartbeat first. One read
         on the heartbeat index: cheap enough for every heartbeat.
         """
-        ...
-
-    async def list_owners(self) -> list[OwnerRecord]:
-        """Every registered owner, oldest heartbeat first."""
         ...
 
 

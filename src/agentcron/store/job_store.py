@@ -33,18 +33,6 @@ log = logging.getLogger(__name__)
 class JobsMixin(SqlBase):
     """Jobs: CRUD under a version compare-and-set, the job limit, ended recalls."""
 
-    async def insert_jobs(
-        self, armed: Sequence[ArmedJob], now: datetime, *, max_jobs: int | None = None
-    ) -> list[Job]:
-        """Insert jobs in one transaction; an idempotency-key duplicate returns the stored job.
-
-        With `max_jobs`, the insert is refused (JobLimitError, nothing stored) when it would
-        leave more than that many jobs, system jobs not counted; duplicates add nothing.
-        """
-        return await self._db.write(
-            lambda conn: self._insert_jobs_op(conn, armed, now, max_jobs=max_jobs)
-        )
-
     def _insert_jobs_op(
         self,
         conn: Connection,
@@ -53,6 +41,11 @@ class JobsMixin(SqlBase):
         *,
         max_jobs: int | None = None,
     ) -> list[Job]:
+        """Insert jobs inside the group commit's transaction (an `InsertJobs` write); an
+        idempotency-key duplicate returns the stored job. With `max_jobs`, the insert is refused
+        (JobLimitError, nothing stored) when it would leave more than that many jobs, system
+        jobs not counted; duplicates add nothing.
+        """
         if not armed:
             return []
         announce(conn, Topic.JOBS)  # other processes re-read the schedule when it commits

@@ -112,8 +112,3 @@ class OwnersMixin(SqlBase):
             return [_record(r) for r in conn.execute(query)]
 
         return await self._db.read(op)
-
-    async def list_owners(self) -> list[OwnerRecord]:
-        """Every registered owner, oldest heartbeat first."""
-        query = sa.select(owners).order_by(owners.c.heartbeat_at, owners.c.owner)
-        return await self._db.read(lambda conn: [_record(r) for r in conn.execute(query)])

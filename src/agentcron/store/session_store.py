@@ -14,7 +14,7 @@ from agentcron.store.errors import SessionNotFoundError
 from agentcron.store.ids import new_id
 from agentcron.store.rows import _message, _session, _turn
 from agentcron.store.schema import messages, recall_history, sessions, turns
-from agentcron.store.turn_store import TurnStore, _take_fire_turn_op, turn_values
+from agentcron.store.turn_store import TurnStore, turn_values
 
 # -- operations inside one transaction (composed by the SessionStore methods) -------------------
 
@@ -102,8 +102,8 @@ def _append_op(conn: Connection, key: str, entry: Entry, now: datetime) -> Messa
 
 
 class SessionStore(TurnStore):
-    """The sessions part of the store (sessions, transcripts; turns and turn leases from
-    `TurnStore`); shares the database of its SqlStore."""
+    """The sessions part of the store (sessions, transcripts; turn records from `TurnStore`);
+    shares the database of its SqlStore."""
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -273,12 +273,10 @@ class SessionStore(TurnStore):
         *,
         owner: str,
         state: TurnState = TurnState.QUEUED,
-        run_id: str | None = None,
         title: str | None = None,
     ) -> Turn:
-        """One transaction: ensure the session (and give it `title` if it has none), then the
-        turn record (for a fire adopted after a restart, the waiting turn it left, taken over;
-        else a new one).
+        """One transaction: ensure the session (and give it `title` if it has none), then a
+        new turn record (a fire's turn record is written by its claim, `claim_due`).
         """
 
         def op(conn: Connection) -> Turn:
@@ -289,11 +287,7 @@ class SessionStore(TurnStore):
                     .where(sessions.c.session_key == session_key, sessions.c.title.is_(None))
                     .values(title=title)
                 )
-            if run_id is not None:
-                taken = _take_fire_turn_op(conn, run_id, owner, state)
-                if taken is not None:
-                    return taken
-            values = turn_values(session_key, source, content, now, state, run_id, owner)
+            values = turn_values(session_key, source, content, now, state, None, owner)
             conn.execute(turns.insert().values(values))
             return _turn(values)
 

@@ -1,4 +1,4 @@
-"""Turn records, the sessions' turn leases, and the recovery of turns whose process is gone."""
+"""Turn records, and the recovery of turns (and session turn leases) whose process is gone."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 from agentcron.domain.sessions import Turn
 from agentcron.domain.states import ACTIVE_STATES, DIED_MID_TURN, RunState, TurnState
 from agentcron.store.database import Database
-from agentcron.store.errors import SessionNotFoundError, TurnNotFoundError
+from agentcron.store.errors import TurnNotFoundError
 from agentcron.store.ids import new_id
 from agentcron.store.rows import _turn
 from agentcron.store.schema import runs, sessions, turns
@@ -74,10 +74,9 @@ def turn_values(
     state: TurnState,
     run_id: str | None,
     owner: str | None,
-    turn_id: str | None = None,
 ) -> dict[str, Any]:
     return {
-        "id": turn_id or new_id(),
+        "id": new_id(),
         "session_key": session_key,
         "source": source,
         "state": state.value,
@@ -88,72 +87,12 @@ def turn_values(
     }
 
 
-def _take_fire_turn_op(conn: Connection, run_id: str, owner: str, state: TurnState) -> Turn | None:
-    result = conn.execute(
-        turns.update()
-        .where(turns.c.run_id == run_id, turns.c.state.in_(WAITING_TURN))
-        .values(owner=owner, state=state.value)
-    )
-    if not result.rowcount:
-        return None
-    row = conn.execute(sa.select(turns).where(turns.c.run_id == run_id)).first()
-    return None if row is None else _turn(row)
-
-
-def _acquire_op(
-    conn: Connection, key: str, owner: str, turn_id: str, now: datetime, until: datetime
-) -> datetime | None:
-    free = sa.or_(
-        sessions.c.turn_owner.is_(None),
-        sessions.c.turn_owner == owner,
-        sessions.c.turn_lease_expires_at <= now,
-    )
-    result = conn.execute(
-        sessions.update()
-        .where(sessions.c.session_key == key, free)
-        .values(turn_owner=owner, turn_id=turn_id, turn_lease_expires_at=until)
-    )
-    if result.rowcount:
-        return None
-    held = conn.execute(
-        sa.select(sessions.c.turn_lease_expires_at).where(sessions.c.session_key == key)
-    ).scalar_one_or_none()
-    if held is None:
-        raise SessionNotFoundError(key)
-    return held  # type: ignore[no-any-return]
-
-
-def _release_lease_op(conn: Connection, key: str, owner: str) -> None:
-    result = conn.execute(
-        sessions.update()
-        .where(sessions.c.session_key == key, sessions.c.turn_owner == owner)
-        .values(turn_owner=None, turn_id=None, turn_lease_expires_at=None)
-    )
-    if result.rowcount:
-        announce(conn, Topic.SESSIONS, [key])
-
-
 class TurnStore:
-    """The turns part of the sessions store: turn records, turn leases, recovery."""
+    """The turns part of the sessions store: turn records and their recovery (a session's turn
+    lease is taken and let go by the group commit, `turn_writes`, renewed by `renew_held`)."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
-
-    async def create_turn(
-        self,
-        session_key: str,
-        source: str,
-        content: str,
-        now: datetime,
-        *,
-        state: TurnState = TurnState.QUEUED,
-        run_id: str | None = None,
-        turn_id: str | None = None,
-        owner: str | None = None,
-    ) -> Turn:
-        values = turn_values(session_key, source, content, now, state, run_id, owner, turn_id)
-        await self._db.write(lambda conn: conn.execute(turns.insert().values(values)))
-        return _turn(values)
 
     async def set_turn_reply(self, turn_id: str, message_id: str) -> None:
         """Point a turn at its closing entry (written outside the turn's own end write)."""
@@ -317,27 +256,3 @@ class TurnStore:
             return TurnRecovery(adopted, interrupted)
 
         return await self._db.write(op)
-
-    # -- session leases ----------------------------------------------------------------------
-
-    async def acquire_turn_lease(
-        self, key: str, owner: str, turn_id: str, now: datetime, until: datetime
-    ) -> datetime | None:
-        """Take the session for one turn. None on success; else when the holder's lease ends."""
-        return await self._db.write(lambda conn: _acquire_op(conn, key, owner, turn_id, now, until))
-
-    async def renew_turn_lease(self, key: str, owner: str, until: datetime) -> bool:
-        """Extend the session's turn lease while a long turn runs; False if it was lost."""
-
-        def op(conn: Connection) -> bool:
-            result = conn.execute(
-                sessions.update()
-                .where(sessions.c.session_key == key, sessions.c.turn_owner == owner)
-                .values(turn_lease_expires_at=until)
-            )
-            return bool(result.rowcount)
-
-        return await self._db.write(op)
-
-    async def release_turn_lease(self, key: str, owner: str) -> None:
-        await self._db.write(lambda conn: _release_lease_op(conn, key, owner))

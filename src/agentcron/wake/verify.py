@@ -84,16 +84,8 @@ class JwksCache:
         self._monotonic = monotonic
         self._keys: dict[str, _Key] = {}
         self._lock = asyncio.Lock()
-        self._last_fetch: float | None = None
         self._last_unknown: float | None = None  # the last refresh an unknown kid caused
         self.fetches = 0
-
-    @property
-    def loaded(self) -> bool:
-        return self._last_fetch is not None
-
-    def kids(self) -> list[str]:
-        return sorted(self._keys)
 
     async def refresh(self) -> None:
         """Fetch the JWKS now (one fetch at a time; a caller that waited for another's fetch
@@ -124,7 +116,6 @@ class JwksCache:
             return self._keys.get(kid)
 
     async def _fetch(self) -> None:
-        self._last_fetch = self._monotonic()
         self.fetches += 1
         try:
             if self._client is not None:

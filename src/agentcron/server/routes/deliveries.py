@@ -10,9 +10,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request, status
 
-from agentcron.domain.deliveries import DeliveryState
+from agentcron.domain.deliveries import DeliveryCursor, DeliveryState
 from agentcron.server.deps import Cron
-from agentcron.store.delivery_store import DeliveryCursor
 from agentcron.views import delivery_view, iso
 
 router = APIRouter(prefix="/api", tags=["deliveries"])

@@ -31,7 +31,7 @@ async def readyz(cron: Cron, request: Request) -> JSONResponse:
     timeout = READY_TIMEOUT_S
     try:
         async with asyncio.timeout(timeout):
-            await cron.store.count_jobs()
+            await cron.jobs.count()
     except TimeoutError:
         log.warning("readiness: the database did not answer within %g s", timeout)
         problems.append(f"database: no answer within {timeout:g} s")
