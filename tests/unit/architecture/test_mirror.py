@@ -1,9 +1,9 @@
 """The unit tier mirrors the modules: tests/unit/<package>/test_<module>.py tests
 src/agentcron/<package>/<module>.py (top-level modules: tests/unit/test_<module>.py).
 
-Two folders are not packages of src/: `architecture/` holds the rules over the whole source
-(layers, asserts, store classes, this one), and `helpers/` tests the suite's own helpers
-(tests/helpers/<module>.py). Every folder that holds tests is a package (`__init__.py`), so two
+Three folders are not packages of src/: `architecture/` holds the rules over the whole source
+(layers, asserts, store classes, edges, dead code, this one), `helpers/` tests the suite's own
+helpers (tests/helpers/<module>.py) and `bench/` the benchmarks' code (bench/<module>.py). Every folder that holds tests is a package (`__init__.py`), so two
 files of one name in two folders never clash.
 """
 
@@ -17,9 +17,10 @@ SRC = TESTS.parent / "src" / "agentcron"
 
 WHOLE_SOURCE = "architecture"
 SUITE_HELPERS = "helpers"
+BENCH = "bench"
 
 
-def mirror_offenders(unit: Path, src: Path, helpers: Path) -> list[str]:
+def mirror_offenders(unit: Path, src: Path, helpers: Path, bench: Path | None = None) -> list[str]:
     """Each test file under `unit` that names no module, and each test folder without an
     `__init__.py`, as one line.
     """
@@ -33,6 +34,8 @@ def mirror_offenders(unit: Path, src: Path, helpers: Path) -> list[str]:
         root = src
         if folders[:1] == (SUITE_HELPERS,):
             root, folders = helpers, folders[1:]
+        elif folders[:1] == (BENCH,) and bench is not None:
+            root, folders = bench, folders[1:]
         module = root.joinpath(*folders, test.name.removeprefix("test_"))
         if not module.is_file():
             offenders.append(f"{relative.as_posix()}: no module {module.relative_to(root.parent)}")
@@ -44,7 +47,7 @@ def mirror_offenders(unit: Path, src: Path, helpers: Path) -> list[str]:
 
 def test_every_unit_test_file_names_the_module_it_tests() -> None:
     assert len(list(UNIT.rglob("test_*.py"))) > 30  # the check walked the real tree
-    assert mirror_offenders(UNIT, SRC, TESTS / "helpers") == []
+    assert mirror_offenders(UNIT, SRC, TESTS / "helpers", TESTS.parent / "bench") == []
 
 
 def test_the_mirror_check_finds_a_file_that_names_no_module(tmp_path: Path) -> None:
