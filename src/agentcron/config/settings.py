@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal
 
 from agentcron.config.agent import (
@@ -60,7 +61,8 @@ class Settings:
     """The values every setting is read from: the environment, and under it the configuration
     file (`file`): a variable that is unset or empty takes the file's value. `values` holds the
     whole environment (an MCP server's `${NAME}` may name any variable); `from_file` names the
-    variables whose value is the file's.
+    variables whose value is the file's. `Settings()` sets nothing (every default);
+    `Settings.load()` reads the environment.
     """
 
     values: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -79,7 +81,7 @@ class Settings:
             if not values.get(name):
                 values[name] = value
                 from_file.add(name)
-        return cls(values, frozenset(from_file), file)
+        return cls(MappingProxyType(values), frozenset(from_file), file)
 
     # -- the parts ----------------------------------------------------------------------------
 
