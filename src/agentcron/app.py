@@ -21,14 +21,13 @@ from agentcron.agent.runner import (
 from agentcron.agent.tool_deps import ToolDeps, ToolLimits
 from agentcron.config import (
     PG_CLAIM_AHEAD,
-    UNIFIED_ENV,
     UNIFIED_SESSION_KEY,
     AgentSettings,
     EngineSettings,
-    env_flag,
+    Settings,
     load_price_table,
 )
-from agentcron.db_target import store_url
+from agentcron.config.database import store_url
 from agentcron.domain.approvals import DEFAULT_APPROVAL_TIMEOUT, Policy
 from agentcron.domain.events import Callback, Event, EventBus, JobAction, JobEvent
 from agentcron.domain.jobs import Job
@@ -53,7 +52,8 @@ if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
     from agentcron.agent.gate import ToolLike
-    from agentcron.tools_config import ToolConfig, ToolServers
+    from agentcron.agent.tool_sources import ToolServers
+    from agentcron.config.tools import ToolConfig
 
 __all__ = [
     "KEEP",
@@ -94,7 +94,9 @@ class AgentCron:
     """agentcron as a library: a store, an engine and a runner, started and stopped together.
 
     Without a `runner`, turns run on the built-in agent (pydantic-ai) with the scheduling tools;
-    its model is `model`, else $AGENTCRON_MODEL, else the offline model.
+    its model is `model`, else $AGENTCRON_MODEL, else the offline model. What is not given comes
+    from `config` (the settings; None: the environment's): the database (`[server] db`), the
+    unified mode, the price table, where named models run and the offline model's pace.
     """
 
     def __init__(
@@ -117,13 +119,17 @@ class AgentCron:
         tool_policy: Mapping[str, Policy] | None = None,
         approval_timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
         tool_config: ToolConfig | None = None,
+        config: Settings | None = None,
     ) -> None:
         if db is not None and url is not None:
             raise ValueError("give `db` (a SQLite file or a database URL) or `url`, not both")
+        config = Settings.load() if config is None else config
         self.clock: Clock = clock or SystemClock()
-        self.unified_session = env_flag(UNIFIED_ENV) if unified_session is None else unified_session
+        self.unified_session = config.sessions(unified=unified_session).unified
         self.tool_limits = tool_limits or ToolLimits()
-        self.store = SqlStore(store_url(db, url))  # a path or a URL, checked (db_target)
+        # A path or a URL, checked (config.database); neither: the settings' `[server] db`.
+        given = db is not None or url is not None
+        self.store = SqlStore(store_url(db, url) if given else config.database(url_env=False).url)
         self.events = EventBus()
         # Gated tool calls wait here for a person; the approvals are records in the store.
         self.approvals = Approvals(
@@ -140,21 +146,23 @@ class AgentCron:
             # Imported here: the agent framework (and its providers' SDKs) is loaded only
             # when the built-in agent is used.
             from agentcron.agent.builtin import BuiltinRunner
-            from agentcron.agent.tools import scheduling_tools
-            from agentcron.tools_config import (
+            from agentcron.agent.tool_sources import (
                 ConfiguredTools,
                 ToolServers,
+                configured_tools,
                 merged_policies,
                 names_of,
             )
+            from agentcron.agent.tools import scheduling_tools
 
             # Entry points are imported now (a bad one fails here); MCP servers start in start().
-            configured = tool_config.build() if tool_config is not None else ConfiguredTools()
+            configured = ConfiguredTools() if tool_config is None else configured_tools(tool_config)
             self._tool_names = names_of(
                 [("agentcron", scheduling_tools()), ("library", tools)], configured.sources
             )
             self.tool_servers = ToolServers(configured.servers)
             rules = configured.rules
+            provider = config.provider()  # where named models run, the prices, the offline pace
             runner = BuiltinRunner(
                 model,
                 tools=[*scheduling_tools(), *configured.tools, *tools],
@@ -166,8 +174,9 @@ class AgentCron:
                 deps_factory=self.tool_deps,
                 max_steps=max_steps,
                 settings=agent,
+                provider=provider,
                 system_prompt=system_prompt,
-                prices=load_price_table(prices),
+                prices=load_price_table(provider.prices if prices is None else prices),
             )
         self.runner = as_runner(runner)
         settings = settings or EngineSettings()

@@ -18,12 +18,11 @@ import base64
 import hashlib
 import hmac
 import logging
-import os
 import re
-from collections.abc import Mapping
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
-from agentcron.config import ConfigError
+# The public URL is a setting (`[server] public_url`): checked and read in config.
+from agentcron.config.server import PUBLIC_URL_ENV, check_public_url, public_url_from_env
 
 __all__ = [
     "PUBLIC_URL_ENV",
@@ -34,27 +33,9 @@ __all__ = [
     "redact_tokens",
 ]
 
-PUBLIC_URL_ENV = "AGENTCRON_PUBLIC_URL"
 _DERIVE = b"agentcron approval links v1"
 _TOKEN_QUERY = re.compile(r"(?<=[?&]token=)[^&\s\"]+")
 MAX_TOKEN = 200  # a real token is 43 characters; longer ones are refused unread
-
-
-def check_public_url(value: str, *, setting: str = PUBLIC_URL_ENV) -> str:
-    """An http(s) base URL with a host and no query or fragment, without its trailing `/`."""
-    parts = urlsplit(value.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
-        raise ConfigError(
-            f"{setting} must be the server's base URL as others reach it, http:// or https:// "
-            f"with a host and no query, e.g. https://cron.example.org; got {value!r}"
-        )
-    return value.strip().rstrip("/")
-
-
-def public_url_from_env(env: Mapping[str, str] | None = None) -> str | None:
-    """`AGENTCRON_PUBLIC_URL`, checked; None when unset."""
-    value = (os.environ if env is None else env).get(PUBLIC_URL_ENV, "").strip()
-    return check_public_url(value) if value else None
 
 
 class ApprovalLinks:

@@ -7,9 +7,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agentcron.agent.offline import OfflineModel
+from agentcron.agent.offline import OfflineModel, parse_wps
 from agentcron.app import AgentCron
-from agentcron.db_target import where
+from agentcron.config import Settings
+from agentcron.config.database import where
 from agentcron.domain.events import Event, StreamEnd, StreamStart, TextDelta, ToolStarted
 from agentcron.store.ids import new_id
 
@@ -49,12 +50,22 @@ class _Printer:
                 self.user_done.set()
 
 
-async def run_demo(db: str | Path, sentence: str, echo: Echo, wps: float | None = None) -> int:
+async def run_demo(
+    db: str | Path,
+    sentence: str,
+    echo: Echo,
+    wps: float | None = None,
+    settings: Settings | None = None,
+) -> int:
     """Open a session, say `sentence`, wait for the reminder it schedules to run as a turn.
+    `wps`: the offline model's words per second (None: the settings'; `settings` None: the
+    environment's).
 
     Returns a process exit code: 0 when the reminder arrived as a turn of the session.
     """
-    async with AgentCron(db=db, model=OfflineModel(wps)) as cron:
+    config = Settings.load() if settings is None else settings
+    pace = parse_wps(config.provider().offline_wps if wps is None else wps)
+    async with AgentCron(db=db, model=OfflineModel(pace), config=config) as cron:
         session = await cron.sessions.create(f"demo:{new_id()}", title="agentcron demo")
         printer = _Printer(session.key, echo)
         cron.subscribe(printer, types=printer.types)

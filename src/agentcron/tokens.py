@@ -6,15 +6,33 @@ import os
 import secrets
 from pathlib import Path
 
+from agentcron.config.env import environ
+from agentcron.config.server import HOOK_TOKEN_ENV, TOKEN_ENV
+
 TOKEN_FILE = "token"
 HOOK_TOKEN_FILE = "hook_token"
-TOKEN_ENV = "AGENTCRON_TOKEN"
-HOOK_TOKEN_ENV = "AGENTCRON_HOOK_TOKEN"
+__all__ = [
+    "HOOK_TOKEN_ENV",
+    "HOOK_TOKEN_FILE",
+    "TOKEN_ENV",
+    "TOKEN_FILE",
+    "load_or_create_token",
+    "read_token",
+]
 
 
-def load_or_create_token(data_dir: Path, name: str = TOKEN_FILE, env: str = TOKEN_ENV) -> str:
-    """$env if set; else the token stored in `data_dir/name`, created (mode 0600) on first use."""
-    given = os.environ.get(env, "").strip()
+def _given(given: str | None, env: str) -> str:
+    """The settings' token (`given`), else `$env`; empty when neither is set."""
+    return (environ().get(env, "") if given is None else given).strip()
+
+
+def load_or_create_token(
+    data_dir: Path, name: str = TOKEN_FILE, env: str = TOKEN_ENV, *, given: str | None = None
+) -> str:
+    """`given` (the settings' token; None: $env) if set; else the token stored in
+    `data_dir/name`, created (mode 0600) on first use.
+    """
+    given = _given(given, env)
     if given:
         return given
     path = data_dir / name
@@ -31,9 +49,13 @@ def load_or_create_token(data_dir: Path, name: str = TOKEN_FILE, env: str = TOKE
     return token
 
 
-def read_token(data_dir: Path, name: str = TOKEN_FILE, env: str = TOKEN_ENV) -> str | None:
-    """The token a running server uses, without creating one."""
-    given = os.environ.get(env, "").strip()
+def read_token(
+    data_dir: Path, name: str = TOKEN_FILE, env: str = TOKEN_ENV, *, given: str | None = None
+) -> str | None:
+    """The token a running server uses (`given`, else $env, else the file), without creating
+    one.
+    """
+    given = _given(given, env)
     if given:
         return given
     path = data_dir / name

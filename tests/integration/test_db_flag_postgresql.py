@@ -24,7 +24,7 @@ from typer.testing import CliRunner, Result
 import agentcron
 from agentcron.app import AgentCron
 from agentcron.cli import app
-from agentcron.config_file import SETTINGS
+from agentcron.config.file import SETTINGS
 from agentcron.relay.server import RelayOptions
 from agentcron.relay.server import build as build_relay
 from agentcron.server.serve import ServeOptions, build

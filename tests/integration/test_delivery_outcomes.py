@@ -11,8 +11,12 @@ import httpx
 import pytest
 
 from agentcron.app import AgentCron
-from agentcron.channels import ChannelManager, WebhookChannel
-from agentcron.channels.config import ChannelConfigError, channels_from_env
+from agentcron.channels import (
+    ChannelConfigError,
+    ChannelManager,
+    WebhookChannel,
+    channels_from_env,
+)
 from agentcron.domain.events import DeliveryFailed, DeliverySucceeded, Event, SystemEventFired
 from agentcron.domain.jobs import JobKind
 from agentcron.server import create_app

@@ -13,13 +13,13 @@ import httpx
 import pytest
 
 from agentcron.app import AgentCron
+from agentcron.config.wake import WakeSettings
 from agentcron.domain.states import RunState
 from agentcron.relay.signing_keys import SigningKeys
 from agentcron.server.asgi import create_app
 from agentcron.testing import FakeClock, wait_settled
 from agentcron.wake.arms import Arm, wire_text, wire_time
 from agentcron.wake.provider import LocalWake, ManagedWake, resolve
-from agentcron.wake.settings import WakeSettings
 from agentcron.wake.verify import FireVerifier, JwksCache
 from tests.conftest import CronFactory, Recorder
 

@@ -50,6 +50,46 @@ def test_decision_urls_use_the_public_url_and_are_keyed_by_the_api_token(
         build(ServeOptions(db=tmp_path / "a.db", home=tmp_path))
 
 
+def test_the_files_values_reach_the_server_through_the_settings_not_the_environment(
+    tmp_path: Path,
+) -> None:
+    import math
+    import os
+
+    from agentcron.agent.builtin import BuiltinRunner
+    from agentcron.agent.offline import OfflineModel
+    from agentcron.channels import TelegramChannel, WebhookChannel
+    from agentcron.config import Settings
+
+    path = tmp_path / "agentcron.toml"
+    path.write_text(
+        f'[server]\nhome = "{tmp_path / "home"}"\ntoken = "file-token-0123456789"\n'
+        'unified = true\npublic_url = "https://cron.example.org/"\n'
+        "[engine]\nmax_jobs = 7\n"
+        '[agent]\nsystem_prompt = "Be brief."\noffline_wps = 0\n'
+        '[webhook]\nurl = "https://hooks.example/in"\nsecret = "s3cret"\n'
+        '[telegram]\ntoken = "123456:AAE-token_x"\nallowed_chats = [42]\n',
+        "utf-8",
+    )
+    before = dict(os.environ)
+    settings = Settings.load(path, {})  # nothing in the environment: all from the file
+    server = build(ServeOptions(db=tmp_path / "a.db", settings=settings))
+    assert dict(os.environ) == before  # nothing written into the environment
+    assert server.token == "file-token-0123456789"
+    assert (tmp_path / "home" / "hook_token").exists()  # the file's data directory
+    cron = server.cron
+    assert cron.unified_session is True
+    assert cron.settings.max_jobs == 7
+    runner = cron.runner
+    assert isinstance(runner, BuiltinRunner)
+    assert (runner.system_prompt, runner.model_id) == ("Be brief.", "offline")
+    assert isinstance(runner.model, OfflineModel)
+    assert runner.model.words_per_second == math.inf  # `[agent] offline_wps = 0`
+    assert server.app.state.approval_links.public_url == "https://cron.example.org"
+    channels = server.app.state.channels.channels
+    assert [type(c) for c in channels] == [WebhookChannel, TelegramChannel]
+
+
 async def test_the_demo_session_gets_its_reminder_as_a_turn(
     tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:

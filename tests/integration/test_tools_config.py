@@ -19,11 +19,11 @@ import pytest
 
 from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
+from agentcron.config.tools import ToolConfig, ToolConfigError, load
 from agentcron.domain.approvals import ApprovalState
 from agentcron.domain.states import RunState, TurnState
 from agentcron.server.serve import ServeOptions, build
 from agentcron.testing import FakeClock, wait_settled
-from agentcron.tools_config import ToolConfig, ToolConfigError, load
 from tests.conftest import CronFactory
 from tests.integration import tool_module
 

@@ -10,11 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from agentcron.cli import app
-from agentcron.config import ConfigError, settings_from_env
-from agentcron.config_file import SETTINGS, apply_config, dump_example, mask, read_config
+from agentcron.config import ConfigError, Settings, settings_from_env
+from agentcron.config.file import SETTINGS, dump_example, mask, read_config
 
-# Every setting's variable unset for the CLI runs (and restored after them: the file's values
-# are written into the environment of the process).
+# Every setting's variable unset for the CLI runs (and restored after them).
 CLEAN: dict[str, str | None] = {s.env: None for s in SETTINGS} | {"AGENTCRON_CONFIG": None}
 
 GOOD = """
@@ -59,14 +58,17 @@ def test_a_file_sets_each_setting_as_its_environment_variable(tmp_path: Path) ->
     }
 
 
-def test_the_environment_wins_over_the_file(tmp_path: Path) -> None:
-    env = {"AGENTCRON_MODEL": "offline"}
-    applied = apply_config(write(tmp_path, GOOD), env)
-    assert env["AGENTCRON_MODEL"] == "offline"
-    assert "AGENTCRON_MODEL" not in applied
-    assert env["AGENTCRON_MAX_STEPS"] == "12"
-    assert "AGENTCRON_MAX_STEPS" in applied
-    assert apply_config(None, env) == set()
+def test_the_environment_wins_over_the_file_which_is_not_written_into_it(tmp_path: Path) -> None:
+    env = {"AGENTCRON_MODEL": "offline", "AGENTCRON_TEMPERATURE": ""}
+    settings = Settings.load(write(tmp_path, GOOD), env)
+    assert env == {"AGENTCRON_MODEL": "offline", "AGENTCRON_TEMPERATURE": ""}  # untouched
+    assert settings.values["AGENTCRON_MODEL"] == "offline"
+    assert settings.source("AGENTCRON_MODEL") == "env"
+    assert settings.values["AGENTCRON_MAX_STEPS"] == "12"
+    assert settings.source("AGENTCRON_MAX_STEPS") == "file"
+    assert settings.values["AGENTCRON_TEMPERATURE"] == "0.3"  # empty = unset: the file's
+    assert settings.source("AGENTCRON_THINKING") == "default"
+    assert Settings.load(None, env).from_file == frozenset()
 
 
 @pytest.mark.parametrize(

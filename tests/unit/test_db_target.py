@@ -1,4 +1,4 @@
-"""`db_target.db_url`: a file path or a database URL becomes one SQLAlchemy URL, else one line."""
+"""`config.database.db_url`: a file path or a database URL becomes one SQLAlchemy URL, else one line."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from typer.testing import CliRunner
 from agentcron.app import AgentCron
 from agentcron.cli import app
 from agentcron.config import ConfigError
-from agentcron.config_file import SETTINGS
-from agentcron.db_target import (
+from agentcron.config.database import (
     ACCEPTED,
     configured_db,
     db_url,
@@ -22,6 +21,7 @@ from agentcron.db_target import (
     sqlite_file,
     where,
 )
+from agentcron.config.file import SETTINGS
 
 CLEAN: dict[str, str | None] = {s.env: None for s in SETTINGS} | {"AGENTCRON_CONFIG": None}
 HOME = str(Path.home())

@@ -12,17 +12,17 @@ import pytest
 
 from agentcron.agent.gate import UserTool
 from agentcron.agent.tool_rules import GlobTable, ToolRules
-from agentcron.config_file import read_config
-from agentcron.tools_config import (
-    ToolConfig,
-    ToolConfigError,
+from agentcron.agent.tool_sources import (
+    configured_tools,
     expand_env,
     import_tools,
-    load,
     merged_policies,
     names_of,
     row,
+    tool_rules,
 )
+from agentcron.config.file import read_config
+from agentcron.config.tools import ToolConfig, ToolConfigError, load
 
 
 def write(tmp_path: Path, text: str, name: str = "agentcron.toml") -> Path:
@@ -75,7 +75,7 @@ def test_the_table_of_the_configuration_file_is_read_and_the_settings_skip_it(
     assert table.policy == {"lookup": "approve", "files_*": "deny"}
     assert config.source == path
     assert read_config(path) == {"AGENTCRON_PORT": "9000"}  # [tools] is not a flat setting
-    rules = config.rules()
+    rules = tool_rules(config)
     assert rules.approval_timeouts.get("lookup") == timedelta(minutes=10)
     assert rules.allowed("telegram:1", "lookup")
     assert not rules.allowed("telegram:1", "files_rm")
@@ -84,7 +84,7 @@ def test_the_table_of_the_configuration_file_is_read_and_the_settings_skip_it(
 def test_a_file_without_tools_is_an_empty_config(tmp_path: Path) -> None:
     config = load(write(tmp_path, "[server]\nport = 1\n"))
     assert config.empty
-    assert config.build().tools == []
+    assert configured_tools(config).tools == []
 
 
 @pytest.mark.parametrize(
@@ -200,7 +200,9 @@ def test_an_entry_point_gives_a_function_a_tool_or_a_list() -> None:
     forecast, wipe = import_tools("tests.integration.tool_module:WEATHER")
     assert forecast is tool_module.forecast
     assert isinstance(wipe, UserTool)
-    built = ToolConfig.parse({"python": ["tests.integration.tool_module:WEATHER"]}).build()
+    built = configured_tools(
+        ToolConfig.parse({"python": ["tests.integration.tool_module:WEATHER"]})
+    )
     assert built.sources == {
         "forecast": "python tests.integration.tool_module:WEATHER",
         "wipe": "python tests.integration.tool_module:WEATHER",
@@ -216,7 +218,7 @@ def test_two_sources_of_one_name_are_refused() -> None:
         names_of([("library", [tool_module.lookup])], {"lookup": "python m:f"})
     twice = {"python": ["tests.integration.tool_module:lookup"] * 2}
     with pytest.raises(ToolConfigError, match="two tools are named 'lookup'"):
-        ToolConfig.parse(twice).build()
+        configured_tools(ToolConfig.parse(twice))
 
 
 def test_an_exact_name_wins_over_a_glob_and_a_longer_glob_over_a_shorter() -> None:
@@ -280,7 +282,7 @@ def test_the_readme_example_is_a_valid_table(tmp_path: Path) -> None:
     block = section[section.index("```toml\n") + len("```toml\n") : section.index("```\n", 8)]
     config = load(write(tmp_path, block))
     assert list(config.table.mcp) == ["files", "search"]
-    rules = config.rules()
+    rules = tool_rules(config)
     assert rules.policies.get("files_write_file") == "deny"
     assert rules.policies.get("files_read_file") == "approve"
     assert not rules.allowed("webhook:alerts", "cron")

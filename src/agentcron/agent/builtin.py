@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
 import traceback
 import uuid
 from collections.abc import AsyncIterable, Callable, Mapping, Sequence
@@ -46,6 +45,7 @@ from agentcron.agent.offline import (
     SUMMARY_HEADER,
     SUMMARY_INSTRUCTIONS,
     OfflineModel,
+    parse_wps,
 )
 from agentcron.agent.pricing import PriceTable, cost_usd, load_prices
 from agentcron.agent.runner import (
@@ -56,7 +56,13 @@ from agentcron.agent.runner import (
     TurnEvents,
     TurnInput,
 )
-from agentcron.config import AgentSettings
+from agentcron.config.agent import (
+    MODEL_ENV,
+    AgentSettings,
+    ProviderSettings,
+    provider_from_env,
+)
+from agentcron.config.env import or_environ
 from agentcron.domain.approvals import Approver, Policy
 
 __all__ = [
@@ -68,9 +74,6 @@ __all__ = [
     "tool_records",
 ]
 
-MODEL_ENV = "AGENTCRON_MODEL"
-BASE_URL_ENV = "AGENTCRON_BASE_URL"
-API_KEY_ENV = "AGENTCRON_API_KEY"
 _OPENAI_PREFIXES = ("openai:", "openai-chat:")
 _MAX_ERROR_CHARS = 300
 
@@ -88,15 +91,19 @@ DepsFactory = Callable[[SessionInfo, TurnInput], Any]
 
 
 def resolve_model(
-    model: str | Model | None = None, env: Mapping[str, str] | None = None
+    model: str | Model | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    provider: ProviderSettings | None = None,
 ) -> tuple[Model, str]:
     """The model to run and its id for pricing ("provider:name"); no network is touched.
 
-    Order: `model`, else env AGENTCRON_MODEL, else the offline model. With AGENTCRON_BASE_URL set,
-    a name (optionally "openai:"-prefixed) runs on that OpenAI-compatible server (Ollama, vLLM,
-    llama.cpp) with AGENTCRON_API_KEY, if any.
+    Order: `model`, else env AGENTCRON_MODEL, else the offline model. With a `base_url` (the
+    `provider`'s; without one, env AGENTCRON_BASE_URL), a name (optionally "openai:"-prefixed)
+    runs on that OpenAI-compatible server (Ollama, vLLM, llama.cpp) with its API key, if any.
     """
-    env = os.environ if env is None else env
+    env = or_environ(env)
+    provider = provider_from_env(env) if provider is None else provider
     if isinstance(model, OfflineModel):
         return model, OFFLINE_MODEL_NAME
     if isinstance(model, Model):
@@ -104,22 +111,17 @@ def resolve_model(
         return model, name if name.startswith(f"{model.system}:") else f"{model.system}:{name}"
     spec = (model or env.get(MODEL_ENV) or OFFLINE_MODEL_NAME).strip()
     if spec.lower() == OFFLINE_MODEL_NAME:
-        return OfflineModel(), OFFLINE_MODEL_NAME
-    base_url = env.get(BASE_URL_ENV, "").strip()
+        return OfflineModel(parse_wps(provider.offline_wps)), OFFLINE_MODEL_NAME
+    base_url = provider.base_url
     if base_url:
         # Imported here: only this path needs the OpenAI SDK loaded.
         from pydantic_ai.models.openai import OpenAIChatModel
         from pydantic_ai.providers.openai import OpenAIProvider
 
         name = next((spec[len(p) :] for p in _OPENAI_PREFIXES if spec.startswith(p)), spec)
-        provider = OpenAIProvider(base_url=base_url, api_key=env.get(API_KEY_ENV) or None)
-        return OpenAIChatModel(name, provider=provider), f"openai:{name}"
+        server = OpenAIProvider(base_url=base_url, api_key=provider.api_key)
+        return OpenAIChatModel(name, provider=server), f"openai:{name}"
     return infer_model(spec), spec
-
-
-def _own_endpoint(env: Mapping[str, str] | None = None) -> bool:
-    """Named models run on the OpenAI-compatible server of AGENTCRON_BASE_URL."""
-    return bool((os.environ if env is None else env).get(BASE_URL_ENV, "").strip())
 
 
 def history_to_messages(history: Sequence[HistoryEntry]) -> list[ModelMessage]:
@@ -326,8 +328,11 @@ class BuiltinRunner:
         prices: PriceTable | None = None,
         history_budget: int | None = None,
         settings: AgentSettings | None = None,
+        provider: ProviderSettings | None = None,
     ) -> None:
         settings = settings or AgentSettings()
+        # Where named models run and the offline model's pace (None: the environment's).
+        self.provider = provider_from_env() if provider is None else provider
         max_steps = settings.max_steps if max_steps is None else max_steps
         if max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, got {max_steps}")
@@ -335,11 +340,11 @@ class BuiltinRunner:
         system_prompt = system_prompt if system_prompt is not None else settings.system_prompt
         if history_budget is not None and history_budget < 1:
             raise ValueError(f"history_budget must be at least 1 token, got {history_budget}")
-        self.model, self.model_id = resolve_model(model)
-        # Models served by AGENTCRON_BASE_URL (Ollama, vLLM, ...): a name like "gpt-4.1-mini"
-        # there is not OpenAI's, so only the override table prices them.
+        self.model, self.model_id = resolve_model(model, provider=self.provider)
+        # Models served by the provider's base_url (Ollama, vLLM, ...): a name like
+        # "gpt-4.1-mini" there is not OpenAI's, so only the override table prices them.
         self._own_endpoint: set[str] = set()
-        if not isinstance(model, Model) and _own_endpoint():
+        if not isinstance(model, Model) and self.provider.base_url:
             self._own_endpoint.add(self.model_id)
         # This model's history budget in tokens (None: the engine setting's).
         self.history_budget = history_budget
@@ -425,8 +430,8 @@ class BuiltinRunner:
             return self.model, self.model_id
         found = self._models.get(name)
         if found is None:
-            found = self._models[name] = resolve_model(name)
-            if _own_endpoint() and found[1] != OFFLINE_MODEL_NAME:
+            found = self._models[name] = resolve_model(name, provider=self.provider)
+            if self.provider.base_url and found[1] != OFFLINE_MODEL_NAME:
                 self._own_endpoint.add(found[1])
         return found
 

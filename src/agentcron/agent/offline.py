@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -35,6 +34,7 @@ from agentcron.agent.offline_parse import (
     parse_request,
     parse_tool_call,
 )
+from agentcron.config.agent import WPS_ENV, provider_from_env
 
 __all__ = [
     "OFFLINE_MODEL_NAME",
@@ -50,7 +50,6 @@ __all__ = [
 
 OFFLINE_MODEL_NAME = "offline"
 _SCHEDULING_TOOLS = frozenset({"cron", "schedule_recall", "manage_recall"})
-WPS_ENV = "AGENTCRON_OFFLINE_WPS"
 DEFAULT_WPS = 20.0
 PREFIX = "(offline model)"
 # The built-in runner puts a recall's self-instruction after this line, last in its instructions;
@@ -296,8 +295,8 @@ class OfflineModel(FunctionModel):
         *,
         sleep: SleepFn = asyncio.sleep,
     ) -> None:
-        env = os.environ.get(WPS_ENV)
-        self.words_per_second = parse_wps(env if words_per_second is None else words_per_second)
+        given = provider_from_env().offline_wps if words_per_second is None else words_per_second
+        self.words_per_second = parse_wps(given)
         self._sleep = sleep
         super().__init__(self._respond, stream_function=self._stream, model_name=OFFLINE_MODEL_NAME)
 

@@ -1,6 +1,6 @@
 """Channels: the edges that carry session messages in and out (webhook, Telegram, ...)."""
 
-from agentcron.channels.config import ChannelConfigError, channels_from_env
+from agentcron.channels.configured import channels_from_env, channels_from_settings
 from agentcron.channels.manager import (
     Channel,
     ChannelError,
@@ -13,6 +13,7 @@ from agentcron.channels.manager import (
 from agentcron.channels.outbox import DeliveryAttemptError, Outbox, RetryPolicy
 from agentcron.channels.telegram import TelegramApiError, TelegramChannel, split_text
 from agentcron.channels.webhook import WebhookChannel, sign, verify_signature
+from agentcron.config.channels import ChannelConfigError
 
 __all__ = [
     "Channel",
@@ -30,6 +31,7 @@ __all__ = [
     "TelegramChannel",
     "WebhookChannel",
     "channels_from_env",
+    "channels_from_settings",
     "sign",
     "split_text",
     "verify_signature",

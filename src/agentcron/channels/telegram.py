@@ -24,6 +24,7 @@ from agentcron.channels.manager import (
     approval_delivery_id,
 )
 from agentcron.channels.outbox import DeliveryAttemptError, Outbox, Report, RetryPolicy, Sleep
+from agentcron.config.channels import DEFAULT_TELEGRAM_API_BASE
 from agentcron.domain.approvals import Approval, ApprovalError, ApprovalNotFoundError, Decision
 from agentcron.domain.deliveries import DeliveryState
 from agentcron.runtime.clock import Clock
@@ -32,7 +33,7 @@ from agentcron.store.interface import DeliveryLedger
 
 log = logging.getLogger(__name__)
 
-DEFAULT_API_BASE = "https://api.telegram.org"
+DEFAULT_API_BASE = DEFAULT_TELEGRAM_API_BASE  # `[telegram] api_base` unset
 MESSAGE_LIMIT = 4096  # Telegram counts UTF-16 code units
 _REDACTED = "<token>"
 CALLBACK_DATA_LIMIT = 64  # bytes of an inline button's callback_data

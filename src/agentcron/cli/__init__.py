@@ -5,7 +5,6 @@ One module per command group (`*_cmds.py`), sharing `common.py`; the command lin
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -24,8 +23,8 @@ from agentcron.cli import (
     tools_cmds,
 )
 from agentcron.cli.common import echo, fail
-from agentcron.config import ConfigError
-from agentcron.config_file import CONFIG_ENV, apply_config, config_path
+from agentcron.config import ConfigError, Settings
+from agentcron.config.file import CONFIG_ENV, config_path
 from agentcron.version import __version__
 
 app = typer.Typer(
@@ -72,13 +71,12 @@ def main_callback(
     ] = None,
 ) -> None:
     """agentcron: cron for AI agent sessions."""
-    # Before any command reads a setting: the file fills in what the environment leaves unset.
+    # Read once, before any command: the environment over the file. The commands take their
+    # settings from it (`common.settings`); the environment itself is left as it is.
     try:
-        path = config_path(config)
-        applied = apply_config(path, os.environ)
+        ctx.obj = Settings.load(config_path(config))
     except ConfigError as exc:
         raise fail(str(exc), 2) from None
-    ctx.obj = {"config": path, "from_file": applied}
 
 
 def main() -> None:

@@ -46,6 +46,7 @@ def default_by() -> str:
 
 @app.command("list")
 def approvals_list(
+    ctx: typer.Context,
     session: Annotated[str | None, typer.Option(help="One session's (default: all).")] = None,
     all: Annotated[
         bool, typer.Option("--all", help="Also the decided ones (the newest 500).")
@@ -57,7 +58,7 @@ def approvals_list(
     as_json: JsonOpt = False,
 ) -> None:
     """Pending approvals, oldest first (with --all also the decided and expired ones)."""
-    data = call(backend_for(db, url, api, token), lambda b: b.list_approvals(session, all))
+    data = call(backend_for(ctx, db, url, api, token), lambda b: b.list_approvals(session, all))
     if as_json:
         print_json(data["approvals"])
         return
@@ -66,6 +67,7 @@ def approvals_list(
 
 @app.command("show")
 def approvals_show(
+    ctx: typer.Context,
     approval_id: IdArg,
     db: DbOpt = None,
     url: UrlOpt = None,
@@ -74,7 +76,7 @@ def approvals_show(
     as_json: JsonOpt = False,
 ) -> None:
     """One approval: its tool call, its state, who decided and when."""
-    approval = call(backend_for(db, url, api, token), lambda b: b.get_approval(approval_id))
+    approval = call(backend_for(ctx, db, url, api, token), lambda b: b.get_approval(approval_id))
     if as_json:
         print_json(approval)
         return
@@ -82,6 +84,7 @@ def approvals_show(
 
 
 def _decide(
+    ctx: typer.Context,
     decision: Decision,
     approval_id: str,
     by: str | None,
@@ -92,7 +95,7 @@ def _decide(
     as_json: bool,
 ) -> None:
     who = default_by() if by is None else by
-    backend = backend_for(db, url, api, token)
+    backend = backend_for(ctx, db, url, api, token)
     approval = call(backend, lambda b: b.decide_approval(approval_id, decision, who))
     if as_json:
         print_json(approval)
@@ -102,6 +105,7 @@ def _decide(
 
 @app.command("approve")
 def approvals_approve(
+    ctx: typer.Context,
     approval_id: IdArg,
     by: ByOpt = None,
     db: DbOpt = None,
@@ -116,11 +120,12 @@ def approvals_approve(
     (compare-and-set: only while it is pending) and is announced: the waiting turn in the
     server goes on at once.
     """
-    _decide("approve", approval_id, by, db, url, api, token, as_json)
+    _decide(ctx, "approve", approval_id, by, db, url, api, token, as_json)
 
 
 @app.command("deny")
 def approvals_deny(
+    ctx: typer.Context,
     approval_id: IdArg,
     by: ByOpt = None,
     db: DbOpt = None,
@@ -135,4 +140,4 @@ def approvals_deny(
     (compare-and-set: only while it is pending) and is announced: the waiting turn in the
     server goes on at once.
     """
-    _decide("deny", approval_id, by, db, url, api, token, as_json)
+    _decide(ctx, "deny", approval_id, by, db, url, api, token, as_json)

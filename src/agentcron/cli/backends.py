@@ -19,8 +19,8 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from agentcron import views
 from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
-from agentcron.config import ConfigError, settings_from_env
-from agentcron.db_target import sqlite_file, where
+from agentcron.config import ConfigError, Settings
+from agentcron.config.database import sqlite_file, where
 from agentcron.domain.approvals import Decision
 from agentcron.domain.jobs import JobKind
 from agentcron.errors import AgentcronError
@@ -207,9 +207,12 @@ class DbBackend:
     (`store/signals.py`).
     """
 
-    def __init__(self, url: str, *, create: bool = False) -> None:
-        """`url`: a SQLAlchemy URL from `db_target.db_url`."""
+    def __init__(self, url: str, *, create: bool = False, settings: Settings | None = None) -> None:
+        """`url`: a SQLAlchemy URL from `config.database.db_url`; `settings`: the command
+        line's (None: the environment's).
+        """
         self._url, self._create = url, create
+        self._settings = settings
         self._where = where(url)
         self._opened: AgentCron | None = None
 
@@ -226,13 +229,14 @@ class DbBackend:
                 f"no database at {path}: check the path (`agentcron sessions add KEY --db "
                 f"{path}` or `agentcron db upgrade --db {path}` creates one)"
             )
+        config = Settings.load() if self._settings is None else self._settings
         try:
-            settings = settings_from_env()
+            settings = config.engine()
         except ConfigError as exc:
             raise CliError(str(exc)) from exc
         cron: AgentCron | None = None
         try:
-            cron = AgentCron(url=self._url, runner=_no_turns, settings=settings)
+            cron = AgentCron(url=self._url, runner=_no_turns, settings=settings, config=config)
             await cron.store.open()
         except (SQLAlchemyError, StoreUnavailableError, ArgumentError, ValueError, OSError) as exc:
             if cron is not None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -14,11 +13,11 @@ import typer
 from rich.console import Console
 
 from agentcron.cli.backends import ApiBackend, Backend, CliError, DbBackend
-from agentcron.config import ConfigError, data_dir
-from agentcron.db_target import db_url
+from agentcron.config import ConfigError, Settings
+from agentcron.config.agent import TOOLS_FILE_ENV
+from agentcron.config.database import db_url
+from agentcron.config.server import DEFAULT_API, URL_ENV
 
-URL_ENV = "AGENTCRON_URL"
-DEFAULT_API = "http://127.0.0.1:8321"
 _T = TypeVar("_T")
 
 TABLE_WIDTH = 160  # when stdout is not a terminal (pipes, tests): wide, fixed, no surprises
@@ -39,6 +38,14 @@ def echo(text: str = "", nl: bool = True) -> None:
 def fail(message: str, code: int = 1) -> typer.Exit:
     err.print(f"error: {message}", markup=False)
     return typer.Exit(code)
+
+
+def settings(ctx: typer.Context) -> Settings:
+    """The settings the command line read once at start-up (`--config`, the environment:
+    `main_callback`); read from the environment alone when a command runs without it.
+    """
+    found = ctx.find_root().obj
+    return found if isinstance(found, Settings) else Settings.load()
 
 
 def run_async(coro: Awaitable[_T]) -> _T:
@@ -69,27 +76,15 @@ TokenOpt = Annotated[
     typer.Option("--token", help="API token (default: $AGENTCRON_TOKEN, else the token file)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the JSON record(s) instead.")]
-TOOLS_FILE_ENV = "AGENTCRON_TOOLS_FILE"
 ToolsFileOpt = Annotated[
     Path | None,
     typer.Option(
         "--tools",
         help="A TOML file whose [tools] table gives the agent's tools "
         f"(default: ${TOOLS_FILE_ENV}, else the [tools] of the configuration file).",
-        envvar=TOOLS_FILE_ENV,
         dir_okay=False,
     ),
 ]
-
-
-def tools_file(ctx: typer.Context, flag: Path | None) -> Path | None:
-    """Where the [tools] table is read: --tools / $AGENTCRON_TOOLS_FILE, else the
-    configuration file (--config / $AGENTCRON_CONFIG), else nowhere.
-    """
-    if flag is not None:
-        return flag
-    config = (ctx.obj or {}).get("config")
-    return config if isinstance(config, Path) else None
 
 
 def database_flag(db: str | None, url: str | None) -> str | None:
@@ -111,19 +106,25 @@ def database_flag(db: str | None, url: str | None) -> str | None:
 
 
 def backend_for(
-    db: str | None, url: str | None, api: str | None, token: str | None, *, create: bool = False
+    ctx: typer.Context,
+    db: str | None,
+    url: str | None,
+    api: str | None,
+    token: str | None,
+    *,
+    create: bool = False,
 ) -> Backend:
     """The database when --db (or --url) is given, else the API of a running server. Only
     `create` commands make a new SQLite file; the others say there is none (a typo, usually).
     """
     target = database_flag(db, url)
+    config = settings(ctx)
     if target is not None:
-        return DbBackend(target, create=create)
+        return DbBackend(target, create=create, settings=config)
     from agentcron.tokens import read_token
 
-    return ApiBackend(
-        api or os.environ.get(URL_ENV) or DEFAULT_API, token or read_token(data_dir())
-    )
+    data = config.data()
+    return ApiBackend(config.cli(url=api).url, token or read_token(data.dir, given=data.token))
 
 
 def call(

@@ -2,61 +2,57 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import typer
 
-from agentcron.cli.common import JsonOpt, echo, fail, print_json
-from agentcron.config import ConfigError
-from agentcron.config_file import CONFIG_ENV, SETTINGS, dump_example, effective, effective_json
-from agentcron.db_target import backend_name, configured_db, describe, where
+from agentcron.cli.common import JsonOpt, echo, fail, print_json, settings
+from agentcron.config import ConfigError, Settings
+from agentcron.config.database import backend_name, describe, where
+from agentcron.config.file import CONFIG_ENV, SETTINGS, dump_example
+from agentcron.config.settings import effective_json
 
 app = typer.Typer(
     help="The configuration: what is in effect, an example file.", no_args_is_help=True
 )
 
 
-def _database(from_file: set[str]) -> dict[str, Any]:
+def _database(config: Settings) -> dict[str, Any]:
     """The database `serve` and `db upgrade` use without a --db flag, and where that came from."""
     try:
-        url, env = configured_db(os.environ)
+        target = config.database()
     except ConfigError as exc:
         raise fail(str(exc), 2) from None
+    url, env = target.url, target.env
     setting = next((s.key for s in SETTINGS if s.env == env), None)
-    source = "default" if env is None else "file" if env in from_file else "env"
     return {
         "backend": backend_name(url),
         "database": where(url),  # a file's path, else the URL without its password
         "describe": describe(url),
-        "source": source,
+        "source": config.source(env),
         "setting": setting,
         "env": env,
     }
 
 
 @app.command("show")
-def config_show(
-    ctx: typer.Context,
-    as_json: JsonOpt = False,
-) -> None:
+def config_show(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Print the effective configuration: the database in use and where it came from, then each
     setting, its value and where it came from (env, file or default); secrets masked.
     """
-    obj = ctx.obj or {}
-    from_file = obj.get("from_file", set())
-    rows = effective(os.environ, from_file)
-    db = _database(from_file)
+    config = settings(ctx)
+    rows = config.effective()
+    db = _database(config)
+    path = config.file
     if as_json:
         print_json(
             {
-                "config": None if obj.get("config") is None else str(obj["config"]),
+                "config": None if path is None else str(path),
                 "database": db,
                 "settings": effective_json(rows),
             }
         )
         return
-    path = obj.get("config")
     echo(f"configuration file: {path if path is not None else f'none (--config or ${CONFIG_ENV})'}")
     named = "" if db["env"] is None else f": {db['setting']}, ${db['env']}"
     echo(f"database: {db['describe']}  ({db['source']}{named})")

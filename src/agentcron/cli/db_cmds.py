@@ -7,9 +7,17 @@ from typing import Annotated
 import typer
 
 from agentcron.cli.backends import CliError
-from agentcron.cli.common import DB_HELP, DB_METAVAR, database_flag, echo, fail, run_async
-from agentcron.config import DB_ENV, ConfigError
-from agentcron.db_target import DATABASE_URL_ENV, configured_db, where
+from agentcron.cli.common import (
+    DB_HELP,
+    DB_METAVAR,
+    database_flag,
+    echo,
+    fail,
+    run_async,
+    settings,
+)
+from agentcron.config import ConfigError
+from agentcron.config.database import DATABASE_URL_ENV, DB_ENV, where
 
 app = typer.Typer(help="The database: create, upgrade, inspect.", no_args_is_help=True)
 
@@ -32,6 +40,7 @@ async def _db_status(url: str) -> tuple[str | None, int, int]:
 
 @app.command("upgrade")
 def db_upgrade(
+    ctx: typer.Context,
     db: Annotated[
         str | None,
         typer.Option(
@@ -44,7 +53,7 @@ def db_upgrade(
     url = database_flag(db, None)
     if url is None:
         try:
-            url, _ = configured_db()
+            url = settings(ctx).database().url
         except ConfigError as exc:
             raise fail(str(exc), 2) from None
     revision, jobs, runs = run_async(_db_status(url))

@@ -27,6 +27,7 @@ app = typer.Typer(help="Automations: add, list, show, pause, resume, remove.", n
 
 @app.command("add")
 def jobs_add(
+    ctx: typer.Context,
     session: Annotated[str, typer.Option(help="The session it belongs to, e.g. websocket:abc.")],
     name: Annotated[str, typer.Option(help="A short name.")],
     message: Annotated[str, typer.Option(help="What the agent should do when it fires.")],
@@ -61,7 +62,7 @@ def jobs_add(
         "model": model,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
-    job = call(backend_for(db, url, api, token), lambda b: b.add_job(body))
+    job = call(backend_for(ctx, db, url, api, token), lambda b: b.add_job(body))
     if as_json:
         print_json(job)
         return
@@ -73,6 +74,7 @@ def jobs_add(
 
 @app.command("list")
 def jobs_list(
+    ctx: typer.Context,
     session: Annotated[
         str | None, typer.Option(help="Only this session's (what it shows).")
     ] = None,
@@ -89,7 +91,7 @@ def jobs_list(
     """List automations (and recalls and system jobs)."""
     kind_value = None if kind is None else kind.value
     data = call(
-        backend_for(db, url, api, token), lambda b: b.list_jobs(session, kind_value, enabled)
+        backend_for(ctx, db, url, api, token), lambda b: b.list_jobs(session, kind_value, enabled)
     )
     if as_json:
         print_json(data["jobs"])
@@ -99,6 +101,7 @@ def jobs_list(
 
 @app.command("show")
 def jobs_show(
+    ctx: typer.Context,
     job_id: Annotated[str, typer.Argument(metavar="ID", help="The job's id.")],
     db: DbOpt = None,
     url: UrlOpt = None,
@@ -107,7 +110,7 @@ def jobs_show(
     as_json: JsonOpt = False,
 ) -> None:
     """One automation: its schedule, the next 5 fires, the last runs and what it cost."""
-    job = call(backend_for(db, url, api, token), lambda b: b.get_job(job_id))
+    job = call(backend_for(ctx, db, url, api, token), lambda b: b.get_job(job_id))
     if as_json:
         print_json(job)
         return
@@ -130,6 +133,7 @@ def _action_command(action: str, doc: str) -> None:
     """`agentcron jobs <action> ID`: pause, resume and rm take the same options."""
 
     def command(
+        ctx: typer.Context,
         job_id: Annotated[str, typer.Argument(metavar="ID", help="The job's id.")],
         db: DbOpt = None,
         url: UrlOpt = None,
@@ -137,7 +141,7 @@ def _action_command(action: str, doc: str) -> None:
         token: TokenOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        _job_action(job_id, action, backend_for(db, url, api, token), as_json)
+        _job_action(job_id, action, backend_for(ctx, db, url, api, token), as_json)
 
     command.__doc__ = doc
     command.__name__ = f"jobs_{action}"

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from agentcron.cli.common import DB_HELP, DB_METAVAR, database_flag, echo, fail
+from agentcron.cli.common import DB_HELP, DB_METAVAR, database_flag, echo, fail, settings
 from agentcron.config import ConfigError
-from agentcron.db_target import db_url
+from agentcron.config.database import db_url
+from agentcron.config.relay import (
+    ALLOW_PRIVATE_ENV,
+    DEFAULT_RELAY_HOST,
+    DEFAULT_RELAY_PORT,
+    RELAY_DATABASE_URL_ENV,
+    RELAY_HOST_ENV,
+    RELAY_PORT_ENV,
+)
 
-RELAY_DATABASE_URL_ENV = "AGENTCRON_RELAY_DATABASE_URL"  # older than URLs in $AGENTCRON_RELAY_DB
 app = typer.Typer(help="The relay: arms fires for sleeping agents and wakes them with a webhook.")
 
 Home = Annotated[
@@ -27,10 +33,17 @@ Home = Annotated[
 
 @app.command()
 def serve(
+    ctx: typer.Context,
     host: Annotated[
-        str, typer.Option(help="Address to bind.", envvar="AGENTCRON_RELAY_HOST")
-    ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port.", envvar="AGENTCRON_RELAY_PORT")] = 8330,
+        str | None,
+        typer.Option(
+            help=f"Address to bind (default: ${RELAY_HOST_ENV}, else {DEFAULT_RELAY_HOST})."
+        ),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(help=f"Port (default: ${RELAY_PORT_ENV}, else {DEFAULT_RELAY_PORT})."),
+    ] = None,
     home: Home = None,
     db: Annotated[
         str | None,
@@ -54,8 +67,7 @@ def serve(
         typer.Option(
             "--allow-private-callbacks",
             help="Call agents back on loopback, link-local and private addresses too "
-            "(refused by default).",
-            envvar="AGENTCRON_RELAY_ALLOW_PRIVATE",
+            f"(default: ${ALLOW_PRIVATE_ENV}, else refused).",
         ),
     ] = False,
 ) -> None:
@@ -63,12 +75,18 @@ def serve(
     from agentcron.relay.server import RelayOptions, run
 
     target = database_flag(db, url)
+    config = settings(ctx)
     try:
-        if target is None and os.environ.get(RELAY_DATABASE_URL_ENV, "").strip():
-            target = db_url(os.environ[RELAY_DATABASE_URL_ENV], RELAY_DATABASE_URL_ENV)
+        relay = config.relay(
+            host=host, port=port, home=home, issuer=issuer, deadline=deadline,
+            allow_private=allow_private_callbacks or None,
+        )  # fmt: skip
+        if target is None and relay.database_url:
+            target = db_url(relay.database_url, RELAY_DATABASE_URL_ENV)
         options = RelayOptions(
-            host=host, port=port, home=home, url=target, issuer=issuer, deadline=deadline,
-            log_level=log_level, allow_private=allow_private_callbacks,
+            host=relay.host, port=relay.port, home=home, url=target, issuer=issuer,
+            deadline=deadline, log_level=log_level, allow_private=relay.allow_private,
+            settings=config,
         )  # fmt: skip
         run(options, echo)
     except ConfigError as exc:
@@ -77,6 +95,7 @@ def serve(
 
 @app.command("add-agent")
 def add_agent(
+    ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="The agent's name (its arms are its own).")],
     audience: Annotated[str, typer.Option(help="The `aud` of its fire tokens, e.g. agent:NAME.")],
     allow_origin: Annotated[
@@ -90,9 +109,8 @@ def add_agent(
 ) -> None:
     """Add an agent (or give it a new credential); prints the credential once."""
     from agentcron.relay.agents import AgentRegistry
-    from agentcron.relay.server import relay_home
 
-    registry = AgentRegistry(relay_home(home))
+    registry = AgentRegistry(settings(ctx).relay_home(home))
     try:
         token = registry.add(name, audience, allow_origin or None)
     except ConfigError as exc:
@@ -108,18 +126,20 @@ def add_agent(
 
 
 @app.command("remove-agent")
-def remove_agent(name: Annotated[str, typer.Argument()], home: Home = None) -> None:
+def remove_agent(
+    ctx: typer.Context, name: Annotated[str, typer.Argument()], home: Home = None
+) -> None:
     """Remove an agent: its credential stops working (its arms stay until they fire)."""
     from agentcron.relay.agents import AgentRegistry
-    from agentcron.relay.server import relay_home
 
-    if not AgentRegistry(relay_home(home)).remove(name):
+    if not AgentRegistry(settings(ctx).relay_home(home)).remove(name):
         raise fail(f"no agent {name!r}", 1)
     echo(f"removed agent {name}")
 
 
 @app.command("allow-origin")
 def allow_origin(
+    ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="The agent.")],
     urls: Annotated[list[str], typer.Argument(help="Origins: scheme://host[:port].")],
     revoke: Annotated[
@@ -131,32 +151,31 @@ def allow_origin(
     relay applies it to provisions and deliveries at once.
     """
     from agentcron.relay.agents import AgentRegistry
-    from agentcron.relay.server import relay_home
 
     try:
-        agent = AgentRegistry(relay_home(home)).allow_origins(name, urls, revoke=revoke)
+        agent = AgentRegistry(settings(ctx).relay_home(home)).allow_origins(
+            name, urls, revoke=revoke
+        )
     except ConfigError as exc:
         raise fail(str(exc), 2) from None
     echo(f"agent {name}: callback origins: {', '.join(sorted(agent.origins)) or 'none'}")
 
 
 @app.command()
-def agents(home: Home = None) -> None:
+def agents(ctx: typer.Context, home: Home = None) -> None:
     """List the agents (name, audience and allowed callback origins)."""
     from agentcron.relay.agents import AgentRegistry
-    from agentcron.relay.server import relay_home
 
-    for agent in AgentRegistry(relay_home(home)).all():
+    for agent in AgentRegistry(settings(ctx).relay_home(home)).all():
         echo(f"{agent.name}\t{agent.audience}\t{' '.join(sorted(agent.origins)) or '-'}")
 
 
 @app.command("rotate-key")
-def rotate_key(home: Home = None) -> None:
+def rotate_key(ctx: typer.Context, home: Home = None) -> None:
     """A new signing key; the current one stays in the JWKS until the next rotation."""
-    from agentcron.relay.server import relay_home
     from agentcron.relay.signing_keys import SigningKeys
 
-    keys = SigningKeys(relay_home(home) / "keys")
+    keys = SigningKeys(settings(ctx).relay_home(home) / "keys")
     try:
         kid = keys.rotate()
     except ConfigError as exc:

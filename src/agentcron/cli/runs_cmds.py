@@ -25,6 +25,7 @@ app = typer.Typer(help="Run records of fires.", no_args_is_help=True)
 
 @app.command("list")
 def runs_list(
+    ctx: typer.Context,
     job: Annotated[str | None, typer.Option(help="A job's runs.")] = None,
     session: Annotated[str | None, typer.Option(help="A session's runs.")] = None,
     limit: Annotated[
@@ -39,7 +40,7 @@ def runs_list(
     """Run records, newest first."""
     if (job is None) == (session is None):
         raise fail("give exactly one of --job ID or --session KEY", 2)
-    data = call(backend_for(db, url, api, token), lambda b: b.list_runs(job, session, limit))
+    data = call(backend_for(ctx, db, url, api, token), lambda b: b.list_runs(job, session, limit))
     if as_json:
         print_json(data["runs"])
         return
@@ -48,6 +49,7 @@ def runs_list(
 
 @app.command("show")
 def runs_show(
+    ctx: typer.Context,
     run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="The run's id.")],
     db: DbOpt = None,
     url: UrlOpt = None,
@@ -56,7 +58,7 @@ def runs_show(
     as_json: JsonOpt = False,
 ) -> None:
     """The full run record: states, rendered prompt, output, error details, usage."""
-    run = call(backend_for(db, url, api, token), lambda b: b.get_run(run_id))
+    run = call(backend_for(ctx, db, url, api, token), lambda b: b.get_run(run_id))
     if as_json:
         print_json(run)
         return

@@ -14,16 +14,26 @@ from agentcron.cli.common import (
     database_flag,
     echo,
     fail,
-    tools_file,
+    settings,
 )
-from agentcron.config import DB_ENV, ConfigError, data_dir
-from agentcron.db_target import DATABASE_URL_ENV, configured_db, default_db_url
+from agentcron.config import ConfigError
+from agentcron.config.database import DATABASE_URL_ENV, DB_ENV
+from agentcron.config.server import (
+    DEFAULT_HOST,
+    DEFAULT_LOG_LEVEL,
+    DEFAULT_PORT,
+    HOST_ENV,
+    LOG_LEVEL_ENV,
+    PORT_ENV,
+)
+from agentcron.config.wake import WAKE_ENV
 
 app = typer.Typer()  # its commands join the top level
 
 
 @app.command()
 def demo(
+    ctx: typer.Context,
     sentence: Annotated[
         str, typer.Option("--say", help="What you tell the offline agent.")
     ] = "remind me in 10 seconds to stretch",
@@ -42,11 +52,12 @@ def demo(
     from agentcron.demo import run_demo
 
     url = database_flag(db, None)
+    config = settings(ctx)
     try:
-        url = url or default_db_url()
+        url = url or config.database(url_env=False).url
     except ConfigError as exc:
         raise fail(str(exc), 2) from None
-    code = asyncio.run(run_demo(url, sentence, echo, wps))
+    code = asyncio.run(run_demo(url, sentence, echo, wps, config))
     if code:
         raise typer.Exit(code)
 
@@ -55,9 +66,14 @@ def demo(
 def serve(
     ctx: typer.Context,
     host: Annotated[
-        str, typer.Option(help="Address to bind (local only by default).", envvar="AGENTCRON_HOST")
-    ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port.", envvar="AGENTCRON_PORT")] = 8321,
+        str | None,
+        typer.Option(
+            help=f"Address to bind (default: ${HOST_ENV}, else {DEFAULT_HOST}: local only)."
+        ),
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help=f"Port (default: ${PORT_ENV}, else {DEFAULT_PORT}).")
+    ] = None,
     db: Annotated[
         str | None,
         typer.Option(
@@ -78,13 +94,16 @@ def serve(
         bool, typer.Option(help="Start a chat where the agent schedules a reminder.")
     ] = False,
     log_level: Annotated[
-        str, typer.Option(help="uvicorn log level.", envvar="AGENTCRON_LOG_LEVEL")
-    ] = "info",
+        str | None,
+        typer.Option(
+            help=f"uvicorn log level (default: ${LOG_LEVEL_ENV}, else {DEFAULT_LOG_LEVEL})."
+        ),
+    ] = None,
     wake: Annotated[
         str | None,
         typer.Option(
-            help="What wakes the engine: local (timer) or managed (a relay).",
-            envvar="AGENTCRON_WAKE",
+            help=f"What wakes the engine: local (timer) or managed (a relay) (default: "
+            f"${WAKE_ENV}, else local).",
         ),
     ] = None,
     tools: ToolsFileOpt = None,
@@ -93,21 +112,24 @@ def serve(
     from agentcron.server.serve import ServeOptions, run
 
     # A flag wins over $AGENTCRON_DATABASE_URL, which wins over $AGENTCRON_DB (env or file).
+    config = settings(ctx)
     target = database_flag(db, url)
     try:
-        target = target or configured_db()[0]
+        target = target or config.database().url
+        bound = config.server(host=host, port=port, log_level=log_level)
     except ConfigError as exc:
         raise fail(str(exc), 2) from None
     options = ServeOptions(
-        host=host,
-        port=port,
+        host=bound.host,
+        port=bound.port,
         url=target,
         model=model,
         unified_session=unified,
         demo=demo,
-        log_level=log_level,
+        log_level=bound.log_level,
         wake=wake,
-        tools=tools_file(ctx, tools),
+        tools=config.tools_file(tools),
+        settings=config,
     )
     try:
         run(options, echo)
@@ -117,6 +139,7 @@ def serve(
 
 @app.command()
 def token(
+    ctx: typer.Context,
     hook: Annotated[bool, typer.Option("--hook", help="The inbound hook's token.")] = False,
 ) -> None:
     """Print the API token (created on first use; the server prints it at start-up too)."""
@@ -128,5 +151,7 @@ def token(
         load_or_create_token,
     )
 
+    data = settings(ctx).data()
     name, env = (HOOK_TOKEN_FILE, HOOK_TOKEN_ENV) if hook else (TOKEN_FILE, TOKEN_ENV)
-    echo(load_or_create_token(data_dir(), name, env))
+    given = data.hook_token if hook else data.token
+    echo(load_or_create_token(data.dir, name, env, given=given))

@@ -27,6 +27,7 @@ app = typer.Typer(help="Sessions (chats) and their transcripts.", no_args_is_hel
 
 @app.command("add")
 def sessions_add(
+    ctx: typer.Context,
     key: Annotated[str, typer.Argument(metavar="KEY", help="channel:chat_id, e.g. api:ops")],
     tz: Annotated[
         str | None,
@@ -45,7 +46,7 @@ def sessions_add(
     """Create a session (or show it if it exists). KEY is `channel:id`: a channel of letters,
     digits, `_-.`, then an id of 1-200 printable characters.
     """
-    backend = backend_for(db, url, api, token, create=True)
+    backend = backend_for(ctx, db, url, api, token, create=True)
     session = call(backend, lambda b: b.create_session(key, tz, title))
     if as_json:
         print_json(session)
@@ -55,6 +56,7 @@ def sessions_add(
 
 @app.command("note")
 def sessions_note(
+    ctx: typer.Context,
     key: Annotated[str, typer.Argument(metavar="KEY", help="The session key.")],
     text: Annotated[str, typer.Argument(metavar="TEXT", help="The note.")],
     db: DbOpt = None,
@@ -66,7 +68,7 @@ def sessions_note(
     """Add a note to a session's transcript without starting a turn (the agent sees it next
     time).
     """
-    answer = call(backend_for(db, url, api, token), lambda b: b.note(key, text))
+    answer = call(backend_for(ctx, db, url, api, token), lambda b: b.note(key, text))
     if as_json:
         print_json(answer)
         return
@@ -75,6 +77,7 @@ def sessions_note(
 
 @app.command("send")
 def sessions_send(
+    ctx: typer.Context,
     key: Annotated[str, typer.Argument(metavar="KEY", help="The session key.")],
     text: Annotated[str, typer.Argument(metavar="TEXT", help="What to send.")],
     api: ApiOpt = None,
@@ -84,7 +87,7 @@ def sessions_send(
     """Send a message out through the session's channel (Telegram, webhook) without the
     agent; needs the running server.
     """
-    answer = call(backend_for(None, None, api, token), lambda b: b.send_out(key, text))
+    answer = call(backend_for(ctx, None, None, api, token), lambda b: b.send_out(key, text))
     if as_json:
         print_json(answer)
         return
@@ -96,6 +99,7 @@ def sessions_send(
 
 @app.command("list")
 def sessions_list(
+    ctx: typer.Context,
     db: DbOpt = None,
     url: UrlOpt = None,
     api: ApiOpt = None,
@@ -103,7 +107,7 @@ def sessions_list(
     as_json: JsonOpt = False,
 ) -> None:
     """Sessions, most recently active first."""
-    data = call(backend_for(db, url, api, token), lambda b: b.list_sessions())
+    data = call(backend_for(ctx, db, url, api, token), lambda b: b.list_sessions())
     if as_json:
         print_json(data["sessions"])
         return
@@ -112,6 +116,7 @@ def sessions_list(
 
 @app.command("show")
 def sessions_show(
+    ctx: typer.Context,
     key: Annotated[str, typer.Argument(metavar="KEY", help="The session key.")],
     last: Annotated[int, typer.Option(help="How many transcript entries to show.", min=0)] = 10,
     db: DbOpt = None,
@@ -127,7 +132,7 @@ def sessions_show(
         session["messages"] = (await b.messages(key))["messages"][-last:] if last else []
         return session
 
-    session = call(backend_for(db, url, api, token), both)
+    session = call(backend_for(ctx, db, url, api, token), both)
     if as_json:
         print_json(session)
         return
@@ -136,6 +141,7 @@ def sessions_show(
 
 @app.command("rm")
 def sessions_rm(
+    ctx: typer.Context,
     key: Annotated[str, typer.Argument(metavar="KEY", help="The session key.")],
     confirm: Annotated[
         bool, typer.Option("--confirm", help="Also delete the automations bound to it.")
@@ -147,7 +153,7 @@ def sessions_rm(
     as_json: JsonOpt = False,
 ) -> None:
     """Delete a session. With bound automations it is two-step: add --confirm to delete them."""
-    answer = call(backend_for(db, url, api, token), lambda b: b.delete_session(key, confirm))
+    answer = call(backend_for(ctx, db, url, api, token), lambda b: b.delete_session(key, confirm))
     if as_json:
         print_json(answer)
     if answer.get("deleted"):

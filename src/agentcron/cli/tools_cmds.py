@@ -7,7 +7,7 @@ import asyncio
 import typer
 from rich.table import Table
 
-from agentcron.cli.common import JsonOpt, ToolsFileOpt, fail, out, print_json, tools_file
+from agentcron.cli.common import JsonOpt, ToolsFileOpt, fail, out, print_json, settings
 
 app = typer.Typer(
     help="The agent's tools: the scheduling tools, entry points and MCP servers.",
@@ -20,12 +20,13 @@ def tools_list(ctx: typer.Context, tools: ToolsFileOpt = None, as_json: JsonOpt 
     """Show every tool the agent has (the MCP servers are started to list theirs), with its
     source, policy, approval timeout and the sessions that may use it.
     """
-    from agentcron.tools_config import ToolConfig, ToolConfigError, inventory, load
+    from agentcron.agent.tool_sources import inventory
+    from agentcron.config.tools import ToolConfigError
 
-    path = tools_file(ctx, tools)
+    config = settings(ctx)
+    path = config.tools_file(tools)
     try:
-        config = load(path) if path is not None else ToolConfig()
-        rows = asyncio.run(inventory(config))
+        rows = asyncio.run(inventory(config.tools(path)))
     except ToolConfigError as exc:
         raise fail(str(exc), 2) from None
     if as_json:

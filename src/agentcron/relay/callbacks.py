@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import os
 import socket
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -28,9 +27,9 @@ from urllib.parse import urlsplit
 import httpcore
 import httpx
 
+from agentcron.config.relay import ALLOW_PRIVATE_ENV
 from agentcron.errors import AgentcronError, InvalidInputError
 
-ALLOW_PRIVATE_ENV = "AGENTCRON_RELAY_ALLOW_PRIVATE"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 Resolver = Callable[[str, int], Awaitable[list[str]]]
@@ -45,10 +44,6 @@ class InvalidCallbackError(InvalidInputError):
     """The callback URL cannot be used (not http(s), credentials in it, no host, does not
     resolve). 422.
     """
-
-
-def allow_private_from_env() -> bool:
-    return os.environ.get(ALLOW_PRIVATE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def origin_of(url: str) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -31,16 +30,12 @@ from prometheus_client.registry import Collector
 from pydantic import AwareDatetime, BaseModel, Field
 
 from agentcron.app import AgentCron
-from agentcron.config import ConfigError, EngineSettings, data_dir
-from agentcron.db_target import db_url, describe, store_url
+from agentcron.config import EngineSettings, Settings
+from agentcron.config.database import describe, store_url
+from agentcron.config.relay import ALLOW_PRIVATE_ENV, DEFAULT_RELAY_PORT
 from agentcron.relay.agents import Agent, AgentRegistry
-from agentcron.relay.callbacks import (
-    ALLOW_PRIVATE_ENV,
-    CallbackGuard,
-    CallbackRefusedError,
-    allow_private_from_env,
-)
-from agentcron.relay.service import DEFAULT_DEADLINE, Relay
+from agentcron.relay.callbacks import CallbackGuard, CallbackRefusedError
+from agentcron.relay.service import Relay
 from agentcron.relay.signing_keys import SigningKeys
 from agentcron.server import errors
 from agentcron.server.auth import bearer
@@ -48,33 +43,8 @@ from agentcron.version import __version__
 
 log = logging.getLogger(__name__)
 
-HOME_ENV = "AGENTCRON_RELAY_HOME"
-DB_ENV = "AGENTCRON_RELAY_DB"
-ISSUER_ENV = "AGENTCRON_RELAY_ISSUER"
-DEADLINE_ENV = "AGENTCRON_RELAY_DELIVERY_DEADLINE"
-DEFAULT_PORT = 8330
+DEFAULT_PORT = DEFAULT_RELAY_PORT
 _JOB_ID = r"^[^\s/]{1,200}$"
-
-
-def relay_home(explicit: Path | None = None) -> Path:
-    """`--home`, else `$AGENTCRON_RELAY_HOME`, else `relay/` in agentcron's data directory."""
-    if explicit is not None:
-        return explicit
-    env = os.environ.get(HOME_ENV, "").strip()
-    return Path(env).expanduser() if env else data_dir() / "relay"
-
-
-def deadline_from_env() -> float:
-    raw = os.environ.get(DEADLINE_ENV, "").strip()
-    if not raw:
-        return DEFAULT_DEADLINE
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0 < value <= 7 * 86400:
-        raise ConfigError(f"{DEADLINE_ENV} is seconds from 0 to 604800, got {raw!r}")
-    return value
 
 
 async def _caller(request: Request) -> Agent:
@@ -116,6 +86,8 @@ class RelayOptions:
     deadline: float | None = None
     log_level: str = "info"
     allow_private: bool | None = None  # None: $AGENTCRON_RELAY_ALLOW_PRIVATE
+    # The rest (the environment over the configuration file); None = the environment's.
+    settings: Settings | None = None
 
 
 @dataclass
@@ -154,32 +126,31 @@ class _RelayCollector(Collector):
 def build(
     options: RelayOptions, on_ready: Callable[[], Awaitable[None]] | None = None
 ) -> RelayServer:
-    home = relay_home(options.home)
+    config = Settings.load() if options.settings is None else options.settings
+    settings = config.relay(
+        host=options.host,
+        port=options.port,
+        home=options.home,
+        issuer=options.issuer,
+        deadline=options.deadline,
+        allow_private=options.allow_private,
+    )
+    home, issuer, deadline = settings.home, settings.issuer, settings.deadline
     keys = SigningKeys(home / "keys")
     agents = AgentRegistry(home)
-    issuer = (
-        options.issuer
-        or os.environ.get(ISSUER_ENV, "").strip()
-        or f"http://{options.host}:{options.port}"
-    )
-    deadline = options.deadline if options.deadline is not None else deadline_from_env()
-    allow_private = (
-        options.allow_private if options.allow_private is not None else allow_private_from_env()
-    )
-    guard = CallbackGuard(allow_private=allow_private)
+    guard = CallbackGuard(allow_private=settings.allow_private)
     relay = Relay(keys, issuer=issuer, deadline=deadline, guard=guard, agent_of=agents.get)
-    if options.url or options.db:
-        url = store_url(options.db, options.url)
-    else:  # $AGENTCRON_RELAY_DB is a path or a URL, as --db is (db_target)
-        url = db_url(os.environ.get(DB_ENV, "").strip() or home / "relay.db", DB_ENV)
-    settings = EngineSettings(
+    # Neither: $AGENTCRON_RELAY_DB (a path or a URL, as --db is), else relay.db in its home.
+    url = store_url(options.db, options.url) if options.url or options.db else settings.database()
+    engine = EngineSettings(
         max_jobs=None,  # one arm per job of every agent
         max_concurrent_runs=256,  # deliveries wait on the network, not the CPU
         turn_timeout=deadline + 60,
         history_window=0,
         stop_timeout=5.0,  # a delivery cut by a stop is recorded interrupted (never re-sent)
     )
-    cron = AgentCron(url=url, runner=relay.deliver, settings=settings)  # its file made 0600/0700
+    # Its file made 0600/0700.
+    cron = AgentCron(url=url, runner=relay.deliver, settings=engine, config=config)
     relay.cron = cron
     arm_count = {"n": 0}
 

@@ -33,6 +33,7 @@ import httpx
 
 from agentcron.agent.runner import Outcome, Trigger
 from agentcron.app import AgentCron
+from agentcron.config.relay import DEFAULT_DEADLINE
 from agentcron.domain.events import JobAction
 from agentcron.domain.jobs import Catchup, CreatedBy, Job, JobKind, JobPolicy, NewJob
 from agentcron.engine.policies import arm
@@ -55,7 +56,6 @@ from agentcron.store.writes import ArmedJob
 log = logging.getLogger(__name__)
 
 PREFIX = ARM_PREFIX
-DEFAULT_DEADLINE = 3600.0
 _FIRST_RETRY, _MAX_RETRY = 0.5, 30.0
 _ATTEMPT_TIMEOUT = 10.0
 _SOON = timedelta(milliseconds=1)

@@ -15,11 +15,12 @@ import uvicorn
 from fastapi import FastAPI
 from pydantic_ai.models import Model
 
-from agentcron import tools_config
 from agentcron.app import AgentCron
-from agentcron.approval_links import ApprovalLinks, RedactApprovalTokens, public_url_from_env
-from agentcron.config import agent_settings_from_env, data_dir, settings_from_env
-from agentcron.db_target import configured_db, describe, store_url
+from agentcron.approval_links import ApprovalLinks, RedactApprovalTokens
+from agentcron.config import Settings
+from agentcron.config.database import describe, store_url
+from agentcron.config.server import DEFAULT_PORT
+from agentcron.config.tools import ToolConfigError, load
 from agentcron.limits import MAX_BODY_BYTES
 from agentcron.runtime.clock import Clock
 from agentcron.server.asgi import Hook, create_app
@@ -27,10 +28,8 @@ from agentcron.server.auth import HOOK_TOKEN_ENV, HOOK_TOKEN_FILE, load_or_creat
 from agentcron.store.ids import new_id
 from agentcron.store.signals import Topic
 from agentcron.wake.provider import ManagedWake, resolve
-from agentcron.wake.settings import wake_settings_from_env
 
 log = logging.getLogger(__name__)
-DEFAULT_PORT = 8321
 DEMO_SENTENCE = "remind me in 30 seconds to stretch"
 
 
@@ -51,6 +50,9 @@ class ServeOptions:
     # The TOML file whose [tools] table gives the agent's tools (the configuration file, or
     # the file of --tools / $AGENTCRON_TOOLS_FILE); None = no configured tools.
     tools: Path | None = None
+    # Every other setting (the environment over the configuration file); None = the
+    # environment's, read when the server is built.
+    settings: Settings | None = None
     extra_start: list[Hook] = field(default_factory=list)
     extra_stop: list[Hook] = field(default_factory=list)
 
@@ -63,34 +65,39 @@ class Server:
     hook_token: str
     where: str  # the database, for the start-up lines
     # What stopped the start (the app's lifespan failed): `run` raises the first one.
-    start_errors: list[tools_config.ToolConfigError] = field(default_factory=list)
+    start_errors: list[ToolConfigError] = field(default_factory=list)
 
 
 def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
     """The app and its AgentCron, not started: the app's lifespan starts and stops them."""
-    home = options.home or data_dir()
-    token = load_or_create_token(home)
-    hook_token = load_or_create_token(home, HOOK_TOKEN_FILE, HOOK_TOKEN_ENV)
+    settings = Settings.load() if options.settings is None else options.settings
+    data = settings.data()
+    home = options.home or data.dir
+    token = load_or_create_token(home, given=data.token)
+    hook_token = load_or_create_token(home, HOOK_TOKEN_FILE, HOOK_TOKEN_ENV, given=data.hook_token)
     # Neither: $AGENTCRON_DATABASE_URL, else $AGENTCRON_DB (a path or a URL), else the file.
-    url = store_url(options.db, options.url) if options.db or options.url else configured_db()[0]
+    given = options.db or options.url
+    url = store_url(options.db, options.url) if given else settings.database().url
     # Read and imported here (a bad file or entry point stops `serve` before it binds); the
     # MCP servers start with the app (a server that does not start stops it: ToolConfigError).
-    tool_config = tools_config.load(options.tools) if options.tools is not None else None
+    tool_config = load(options.tools, settings.values) if options.tools is not None else None
     cron = AgentCron(
         url=url,
         clock=clock,
         model=options.model,
         unified_session=options.unified_session,
-        settings=settings_from_env(),
-        agent=agent_settings_from_env(),
+        settings=settings.engine(),
+        agent=settings.agent(),
         tool_config=tool_config if tool_config is not None and not tool_config.empty else None,
+        config=settings,
     )
-    from agentcron.channels import ChannelManager, WebhookChannel, channels_from_env
+    from agentcron.channels import ChannelManager, WebhookChannel, channels_from_settings
 
     # The webhook's decision URLs: <AGENTCRON_PUBLIC_URL>/api/approvals/{id}/decide?token=...,
     # their tokens keyed by the API token (the app checks them with the same links).
-    links = ApprovalLinks(token, public_url_from_env())
-    channels = channels_from_env()
+    bound = settings.server(host=options.host, port=options.port, log_level=options.log_level)
+    links = ApprovalLinks(token, bound.public_url)
+    channels = channels_from_settings(settings.channels())
     if links.public_url is None and any(isinstance(c, WebhookChannel) for c in channels):
         log.info(
             "webhook approval requests carry no decision_url: set AGENTCRON_PUBLIC_URL to "
@@ -98,7 +105,7 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
         )
     manager = ChannelManager(cron, channels, approval_links=links)
     wake = resolve(
-        wake_settings_from_env(provider=options.wake),
+        settings.wake(provider=options.wake),
         engine=cron.engine,
         catalog=cron.store,
         runs=cron.store,
@@ -115,7 +122,7 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
             wake.prepare()  # no timer: fires come from the wake service
         try:
             await cron.start()
-        except tools_config.ToolConfigError as exc:
+        except ToolConfigError as exc:
             start_errors.append(exc)  # `run` says it in one line (uvicorn's traceback dropped)
             raise
         await wake.start()
@@ -137,7 +144,7 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
         finally:
             await cron.close()
 
-    start_errors: list[tools_config.ToolConfigError] = []
+    start_errors: list[ToolConfigError] = []
     app = create_app(
         cron,
         token=token,
@@ -211,7 +218,7 @@ class _OwnStartErrors(logging.Filter):
     that error in one line instead.
     """
 
-    def __init__(self, errors: list[tools_config.ToolConfigError]) -> None:
+    def __init__(self, errors: list[ToolConfigError]) -> None:
         super().__init__()
         self._errors = errors
 

@@ -2,5 +2,5 @@
 
 `provider.py` holds the seam (`WakeProvider`, `LocalWake`, `ManagedWake`, `resolve`),
 `arms.py` the client of the relay's arm API (`ArmClient`, `RelayArms`), `verify.py` the fire
-token's verifier (JWKS cache + PyJWT), `settings.py` the `[wake]` settings.
+token's verifier (JWKS cache + PyJWT); the `[wake]` settings are `agentcron.config.wake`.
 """

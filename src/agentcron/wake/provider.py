@@ -26,13 +26,13 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, Protocol
 
+from agentcron.config.wake import WakeSettings
 from agentcron.domain.events import Callback, Event, FireStarted, JobAction, JobEvent
 from agentcron.engine.scheduler import Engine
 from agentcron.runtime.clock import Clock
 from agentcron.store.errors import JobNotFoundError
 from agentcron.store.interface import JobCatalog, RunRecords
 from agentcron.wake.arms import ArmClient, RelayArms, wire_time
-from agentcron.wake.settings import WakeSettings
 from agentcron.wake.verify import LEEWAY, FireClaims, FireVerifier, JwksCache, JwksError
 
 log = logging.getLogger(__name__)

@@ -21,12 +21,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "version"),
     ("session_keys", "limits", "schedule"),
     ("domain",),
-    ("config",),
-    ("db_target",),
-    ("config_file",),
+    ("config",),  # every setting: the file, the environment, `Settings`; the [tools] table
     ("store",),
-    ("agent",),
-    ("tools_config",),
+    ("agent",),  # with the tool sources (agent/tool_sources.py: entry points, MCP servers)
     ("runtime",),
     ("engine", "turns"),
     ("service", "wake"),

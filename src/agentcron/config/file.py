@@ -1,49 +1,43 @@
 """The configuration file (TOML): every setting that a flag or an environment variable sets.
 
-The file fills in what the environment leaves unset: it is read once at start-up and each
-value becomes the environment variable of its setting (when that variable is not set), so the
-code that reads a setting reads it in one way, and the order is flag > environment > file >
-default. `effective` says, for each setting, its value and where it came from.
+Each setting has a `section.name` key in the file and an environment variable; `read_config`
+reads a file into {variable: value as text}, checked against each setting's kind, and
+`agentcron.config.Settings` puts the environment over it (flag > environment > file >
+default). The file is never written into the environment.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import tomllib
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from agentcron.config import (
-    DEFAULT_HISTORY_BUDGET,
-    DEFAULT_MAX_JOBS,
-    DEFAULT_MAX_STEPS,
-    ConfigError,
-)
-from agentcron.db_target import db_url, safe_url
+from agentcron.config.agent import DEFAULT_MAX_STEPS
+from agentcron.config.database import db_url
+from agentcron.config.engine import DEFAULT_HISTORY_BUDGET, DEFAULT_MAX_JOBS
+from agentcron.config.env import ConfigError, or_environ
 
 __all__ = [
     "CONFIG_ENV",
     "SETTINGS",
-    "Effective",
+    "TOOLS_SECTION",
     "Setting",
-    "apply_config",
     "config_path",
     "dump_example",
-    "effective",
-    "effective_json",
     "mask",
     "read_config",
+    "read_toml",
+    "sections",
 ]
 
 CONFIG_ENV = "AGENTCRON_CONFIG"
-TOOLS_SECTION = "tools"  # the agent's tools (`agentcron.tools_config`), not flat settings
+TOOLS_SECTION = "tools"  # the agent's tools (`agentcron.config.tools`), not flat settings
 _MAX_FILE_BYTES = 1_000_000
 
 Kind = Literal["text", "int", "float", "bool", "list", "limit", "table", "db"]
-Source = Literal["env", "file", "default"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,11 +314,16 @@ _BY_KEY = {s.key: s for s in SETTINGS}
 _SECTIONS = sorted({s.key.partition(".")[0] for s in SETTINGS})
 
 
+def sections() -> frozenset[str]:
+    """The file's sections of settings (besides `[tools]`)."""
+    return frozenset(_SECTIONS)
+
+
 def config_path(explicit: Path | None, environ: Mapping[str, str] | None = None) -> Path | None:
     """The configuration file in use: `--config`, else `$AGENTCRON_CONFIG`, else none."""
     if explicit is not None:
         return explicit
-    named = (os.environ if environ is None else environ).get(CONFIG_ENV, "").strip()
+    named = or_environ(environ).get(CONFIG_ENV, "").strip()
     return Path(named).expanduser() if named else None
 
 
@@ -390,7 +389,7 @@ def read_config(path: Path) -> dict[str, str]:
     found: dict[str, str] = {}
     for section, table in data.items():
         if section == TOOLS_SECTION:
-            continue  # not settings: `agentcron.tools_config.load` reads and checks it
+            continue  # not settings: `agentcron.config.tools.load` reads and checks it
         if section not in _SECTIONS or not isinstance(table, dict):
             raise ConfigError(
                 f"{path}: unknown section [{section}]; the sections are "
@@ -409,60 +408,9 @@ def read_config(path: Path) -> dict[str, str]:
     return found
 
 
-def apply_config(path: Path | None, environ: MutableMapping[str, str]) -> set[str]:
-    """Fill in, from the file, each setting the environment leaves unset; returns the
-    environment variables it set.
-    """
-    if path is None:
-        return set()
-    applied = set()
-    for env, value in read_config(path).items():
-        if not environ.get(env):
-            environ[env] = value
-            applied.add(env)
-    return applied
-
-
-@dataclass(frozen=True, slots=True)
-class Effective:
-    """A setting's effective value and where it came from."""
-
-    setting: Setting
-    value: str
-    source: Source
-
-
 def mask(value: str) -> str:
     """A secret as `config show` prints it: never whole."""
     return f"****{value[-4:]}" if len(value) >= 16 else "(set)"
-
-
-def effective(environ: Mapping[str, str], from_file: set[str]) -> list[Effective]:
-    """Each setting's value (secrets masked) and its source, given the environment after
-    `apply_config` and the variables it set.
-    """
-    rows = []
-    for setting in SETTINGS:
-        raw = environ.get(setting.env, "")
-        if not raw:
-            rows.append(Effective(setting, setting.default, "default"))
-            continue
-        value = mask(raw) if setting.secret else safe_url(raw) if setting.kind == "db" else raw
-        rows.append(Effective(setting, value, "file" if setting.env in from_file else "env"))
-    return rows
-
-
-def effective_json(rows: list[Effective]) -> list[dict[str, Any]]:
-    return [
-        {
-            "key": r.setting.key,
-            "env": r.setting.env,
-            "value": r.value,
-            "source": r.source,
-            "secret": r.setting.secret,
-        }
-        for r in rows
-    ]
 
 
 def dump_example() -> str:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agentcron.config import ConfigError
+from agentcron.config.env import ConfigError, or_environ
 
 WAKE_ENV = "AGENTCRON_WAKE"
 RELAY_URL_ENV = "AGENTCRON_WAKE_RELAY_URL"
@@ -60,7 +59,7 @@ def wake_settings_from_env(
     env: Mapping[str, str] | None = None, *, provider: str | None = None
 ) -> WakeSettings:
     """The wake settings the environment (and so the file) sets; `provider` is the flag."""
-    env = os.environ if env is None else env
+    env = or_environ(env)
 
     def get(name: str) -> str | None:
         return env.get(name, "").strip() or None

@@ -1,35 +1,10 @@
-"""The agent's tools from configuration: Python entry points and MCP servers, with per-tool
-policy, approval timeout and per-session allow-lists.
+"""The agent's tool sources from configuration: Python entry points imported, MCP servers made,
+started and stopped (`ToolServers`, with `AgentCron.start` and `close`), and the inventory
+`agentcron tools list` shows.
 
-They live in the `[tools]` table of the configuration file (`--config`, `$AGENTCRON_CONFIG`),
-or of the file `$AGENTCRON_TOOLS_FILE` (`serve --tools`) names instead::
-
-    [tools]
-    python = ["mytools.ci:check_build"]          # module:function, or module:attr naming a
-                                                 # list of tools, a pydantic-ai Tool, a UserTool
-    [tools.mcp.files]                            # a stdio server; its tools are files_<name>
-    command = "python"
-    args = ["-m", "files_server"]
-    env = { ROOT = "/srv/files" }
-
-    [tools.mcp.search]                           # a streamable-HTTP server
-    url = "https://mcp.example.com/mcp"
-    headers = { Authorization = "Bearer ..." }
-
-    [tools.policy]                               # tool name or glob -> allow | approve | deny
-    check_build = "approve"
-    "files_*" = "approve"
-
-    [tools.approval_timeout]                     # seconds a call waits for a person
-    check_build = 600
-
-    [tools.sessions]                             # session key or glob -> tools it may use
-    "telegram:*" = ["cron", "check_build"]
-
-The table is validated strictly (an unknown key is an error naming it and the file). MCP
-servers are reached through pydantic-ai's MCP client (`pydantic_ai.mcp.MCPToolset`, on the
-FastMCP client); `ToolServers` starts them with `AgentCron.start` and stops them with `close`,
-and a server that does not start fails the start with a `ToolConfigError`.
+The `[tools]` table itself (`ToolConfig`) is parsed and checked in `agentcron.config.tools`.
+MCP servers are reached through pydantic-ai's MCP client (`pydantic_ai.mcp.MCPToolset`, on the
+FastMCP client); a server that does not start fails the start with a `ToolConfigError`.
 """
 
 from __future__ import annotations
@@ -43,23 +18,14 @@ from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StringConstraints,
-    ValidationError,
-    model_validator,
-)
 from pydantic_ai import Tool
 
 from agentcron.agent.gate import ToolLike, UserTool
 from agentcron.agent.tool_rules import GlobTable, ToolRules
-from agentcron.config import ConfigError
-from agentcron.config_file import SETTINGS, read_toml
+from agentcron.config.env import or_environ
+from agentcron.config.tools import MAX_TOOLS, McpServerConfig, ToolConfig, ToolConfigError
 from agentcron.domain.approvals import DEFAULT_APPROVAL_TIMEOUT, Policy
 
 if TYPE_CHECKING:
@@ -68,207 +34,44 @@ if TYPE_CHECKING:
     from pydantic_ai.toolsets import AbstractToolset
 
 __all__ = [
-    "MAX_TOOLS",
     "ConfiguredTools",
     "McpServer",
-    "McpServerConfig",
-    "ToolConfig",
-    "ToolConfigError",
     "ToolRow",
     "ToolServers",
-    "ToolsTable",
+    "configured_tools",
     "expand_env",
     "import_tools",
     "inventory",
-    "load",
     "merged_policies",
     "names_of",
     "tool_name",
+    "tool_rules",
 ]
 
-MAX_TOOLS = 512  # tools the agent may have in all (each one is sent to the model every request)
 _MAX_TOOLS_PER_ENTRY = 256
-_MAX_TEXT = 4096
-
-ServerName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")]
-# A tool name or a glob of tool names (fnmatch: *, ?, [...]).
-ToolPattern = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.*?\[\]!-]{1,128}$")]
-# A session key or a glob of session keys (printable, no spaces).
-SessionPattern = Annotated[str, StringConstraints(pattern=r"^[!-~]{1,233}$")]
-EntryPoint = Annotated[
-    str,
-    StringConstraints(
-        pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
-        r":[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$",
-        max_length=300,
-    ),
-]
-Text = Annotated[str, StringConstraints(min_length=1, max_length=_MAX_TEXT)]
-EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
-HeaderName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$")]
-Url = Annotated[str, StringConstraints(pattern=r"^https?://[^\s]+$", max_length=2048)]
-Seconds = Annotated[float, Field(gt=0, le=86_400)]
 
 
-class ToolConfigError(ConfigError):
-    """The tools' configuration is not usable: a bad key or value, an entry point that does
-    not import, an MCP server that does not start, a name two tools share.
-    """
+def tool_rules(config: ToolConfig) -> ToolRules:
+    """The table's policies, approval timeouts and session allow-lists."""
+    t = config.table
+    return ToolRules.of(
+        t.policy,
+        {name: timedelta(seconds=s) for name, s in t.approval_timeout.items()},
+        t.sessions,
+    )
 
 
-class McpServerConfig(BaseModel):
-    """One MCP server: a stdio command (`command`, `args`, `env`, `cwd`) or a streamable-HTTP
-    `url` (with `headers`). Its tools are named `<prefix>_<tool>` (prefix: the server's name;
-    `prefix = ""` for none).
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    command: Text | None = None
-    args: Annotated[list[Text], Field(max_length=64)] = []
-    env: Annotated[
-        dict[EnvName, Annotated[str, StringConstraints(max_length=_MAX_TEXT)]], Field(max_length=64)
-    ] = {}
-    cwd: Text | None = None
-    url: Url | None = None
-    headers: Annotated[
-        dict[HeaderName, Annotated[str, StringConstraints(max_length=8192)]], Field(max_length=32)
-    ] = {}
-    prefix: (
-        Annotated[str, StringConstraints(pattern=r"^([A-Za-z][A-Za-z0-9_-]{0,31})?$")] | None
-    ) = None
-    timeout: Seconds = 10.0  # to start and answer `initialize`
-
-    @model_validator(mode="after")
-    def _one_transport(self) -> McpServerConfig:
-        if (self.command is None) == (self.url is None):
-            raise ValueError("give `command` (a stdio server) or `url` (streamable HTTP), not both")
-        if self.url is not None and (self.args or self.env or self.cwd):
-            raise ValueError("`args`, `env` and `cwd` are for a stdio server (`command`)")
-        if self.command is not None and self.headers:
-            raise ValueError("`headers` are for an HTTP server (`url`)")
-        return self
-
-    def describe(self) -> str:
-        """How the server is reached, for messages (no env values, no headers)."""
-        if self.url is not None:
-            return self.url
-        return " ".join([self.command or "", *self.args])
-
-
-class ToolsTable(BaseModel):
-    """The `[tools]` table."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    python: Annotated[list[EntryPoint], Field(max_length=64)] = []
-    mcp: Annotated[dict[ServerName, McpServerConfig], Field(max_length=16)] = {}
-    policy: Annotated[dict[ToolPattern, Policy], Field(max_length=512)] = {}
-    approval_timeout: Annotated[dict[ToolPattern, Seconds], Field(max_length=512)] = {}
-    sessions: Annotated[
-        dict[SessionPattern, Annotated[list[ToolPattern], Field(max_length=256)]],
-        Field(max_length=256),
-    ] = {}
-
-
-_TOOL_HELP = "a tool name or glob: letters, digits and _ . - * ? [ ] ! (128 at most)"
-_PATTERN_HELP = {
-    "python": "an entry point is module:attribute, e.g. mytools.ci:check_build",
-    "mcp": "a server name is a letter, then letters, digits, _ or - (32 at most)",
-    "url": "a URL starts with http:// or https:// and has no spaces",
-    "prefix": "a prefix is empty, or a letter, then letters, digits, _ or - (32 at most)",
-    "env": "an environment variable name is letters, digits and _",
-    "headers": "a header name is letters, digits and !#$%&'*+.^_`|~-",
-    "sessions": "a session key or glob: printable characters, no spaces (233 at most)",
-}
-
-
-def _problems(exc: ValidationError, where: str) -> str:
-    """pydantic's errors as lines that name the file, the table and the key."""
-    lines = []
-    for error in exc.errors()[:10]:
-        loc = [str(part) for part in error["loc"]]
-        is_key = "[key]" in loc
-        loc = [part for part in loc if part != "[key]"]
-        dotted = ".".join(["tools", *loc])
-        if error["type"] == "extra_forbidden":
-            table = ".".join(["tools", *loc[:-1]])
-            lines.append(f"{where}: unknown key {loc[-1]!r} in [{table}]")
-        elif error["type"] == "string_pattern_mismatch":
-            field_name = next((p for p in reversed(loc) if p in _PATTERN_HELP), "")
-            if field_name == "sessions" and not is_key:
-                field_name = ""
-            if field_name == "mcp" and not is_key:
-                field_name = ""
-            hint = _PATTERN_HELP.get(field_name, _TOOL_HELP)
-            lines.append(f"{where}: {dotted}: {error['input']!r} is not valid: {hint}")
-        else:
-            message = str(error["msg"]).removeprefix("Value error, ")
-            lines.append(f"{where}: {dotted}: {message}")
-    return "; ".join(lines)
-
-
-def _known_sections() -> frozenset[str]:
-    return frozenset(s.key.partition(".")[0] for s in SETTINGS)
-
-
-@dataclass(frozen=True)
-class ToolConfig:
-    """A validated `[tools]` table and the file it came from."""
-
-    table: ToolsTable = field(default_factory=ToolsTable)
-    source: Path | None = None
-
-    @classmethod
-    def parse(cls, data: Mapping[str, Any], source: Path | None = None) -> ToolConfig:
-        """From the `[tools]` table as TOML reads it; ToolConfigError names what is wrong."""
-        where = str(source) if source is not None else "the tools configuration"
-        try:
-            return cls(ToolsTable.model_validate(data), source)
-        except ValidationError as exc:
-            raise ToolConfigError(_problems(exc, where)) from None
-
-    @property
-    def empty(self) -> bool:
-        t = self.table
-        return not (t.python or t.mcp or t.policy or t.approval_timeout or t.sessions)
-
-    def rules(self) -> ToolRules:
-        t = self.table
-        return ToolRules.of(
-            t.policy,
-            {name: timedelta(seconds=s) for name, s in t.approval_timeout.items()},
-            t.sessions,
-        )
-
-    def build(self) -> ConfiguredTools:
-        """Import the entry points and make (not start) the MCP servers' toolsets."""
-        tools: list[ToolLike] = []
-        sources: dict[str, str] = {}
-        for entry in self.table.python:
-            for item in import_tools(entry):
-                name = tool_name(item)
-                _claim(sources, name, f"python {entry}")
-                tools.append(item)
-        servers = [McpServer(name, server) for name, server in self.table.mcp.items()]
-        return ConfiguredTools(tools, sources, servers, self.rules())
-
-
-def load(path: Path | str) -> ToolConfig:
-    """The `[tools]` table of a TOML file (the configuration file, or a file of its own);
-    an empty ToolConfig when it has none. Any other top-level table must be one of the
-    configuration file's sections.
-    """
-    path = Path(path)
-    data = read_toml(path, "tools file", ToolConfigError)
-    known = _known_sections() | {"tools"}
-    for key in data:
-        if key not in known:
-            raise ToolConfigError(f"{path}: unknown section [{key}]; the tools are in [tools]")
-    table = data.get("tools", {})
-    if not isinstance(table, dict):
-        raise ToolConfigError(f"{path}: tools must be a table ([tools])")
-    return ToolConfig.parse(table, path)
+def configured_tools(config: ToolConfig) -> ConfiguredTools:
+    """Import the table's entry points and make (not start) its MCP servers' toolsets."""
+    tools: list[ToolLike] = []
+    sources: dict[str, str] = {}
+    for entry in config.table.python:
+        for item in import_tools(entry):
+            name = tool_name(item)
+            _claim(sources, name, f"python {entry}")
+            tools.append(item)
+    servers = [McpServer(name, server, config.environ) for name, server in config.table.mcp.items()]
+    return ConfiguredTools(tools, sources, servers, tool_rules(config))
 
 
 # -- entry points -------------------------------------------------------------------------
@@ -375,10 +178,11 @@ _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 def expand_env(value: str, where: str, environ: Mapping[str, str] | None = None) -> str:
-    """`${NAME}` / `${NAME:-default}` in a server's args, env, url or headers, from the
-    environment (secrets stay out of the file); an unset NAME without a default is an error.
+    """`${NAME}` / `${NAME:-default}` in a server's args, env, url or headers, from `environ`
+    (the settings' values; None = the process environment; secrets stay out of the file); an
+    unset NAME without a default is an error.
     """
-    env = os.environ if environ is None else environ
+    env = or_environ(environ)
 
     def one(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
@@ -394,7 +198,9 @@ def expand_env(value: str, where: str, environ: Mapping[str, str] | None = None)
 class McpServer:
     """One configured MCP server and its pydantic-ai toolset (prefixed), not yet started."""
 
-    def __init__(self, name: str, config: McpServerConfig) -> None:
+    def __init__(
+        self, name: str, config: McpServerConfig, environ: Mapping[str, str] | None = None
+    ) -> None:
         from pydantic_ai.mcp import MCPToolset
 
         self.name = name
@@ -406,11 +212,11 @@ class McpServer:
         if config.command is not None:
             from fastmcp.client.transports import StdioTransport
 
-            env = {k: expand_env(v, f"{where}.env.{k}") for k, v in config.env.items()}
+            env = {k: expand_env(v, f"{where}.env.{k}", environ) for k, v in config.env.items()}
             # keep_alive=False: leaving the toolset ends the subprocess (no orphan server).
             self._stdio = StdioTransport(
                 config.command,
-                [expand_env(arg, f"{where}.args") for arg in config.args],
+                [expand_env(arg, f"{where}.args", environ) for arg in config.args],
                 env=env or None,
                 cwd=config.cwd,
                 keep_alive=False,
@@ -419,9 +225,11 @@ class McpServer:
                 self._stdio, id=name, init_timeout=config.timeout
             )
         else:
-            headers = {k: expand_env(v, f"{where}.headers.{k}") for k, v in config.headers.items()}
+            headers = {
+                k: expand_env(v, f"{where}.headers.{k}", environ) for k, v in config.headers.items()
+            }
             self.toolset = MCPToolset(
-                expand_env(config.url or "", f"{where}.url"),
+                expand_env(config.url or "", f"{where}.url", environ),
                 id=name,
                 init_timeout=config.timeout,
                 headers=headers or None,
@@ -624,7 +432,7 @@ async def inventory(
     """
     from agentcron.agent.tools import scheduling_tools
 
-    configured = config.build()
+    configured = configured_tools(config)
     rules = configured.rules
     rows: list[ToolRow] = []
     known: dict[str, str] = {}

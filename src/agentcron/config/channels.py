@@ -1,16 +1,23 @@
-"""Channels from environment variables (`channels_from_env`), with typed configuration errors."""
+"""The channels' settings (`[webhook]`, `[telegram]`), checked, with typed configuration errors."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from agentcron.channels.manager import Channel, ChannelError
-from agentcron.channels.telegram import DEFAULT_API_BASE, TelegramChannel
-from agentcron.channels.webhook import WebhookChannel, check_headers
+from agentcron.config.env import ConfigError, or_environ
+
+__all__ = [
+    "DEFAULT_TELEGRAM_API_BASE",
+    "ChannelConfigError",
+    "ChannelSettings",
+    "TelegramSettings",
+    "WebhookSettings",
+    "channel_settings_from_env",
+]
 
 WEBHOOK_URL_ENV = "AGENTCRON_WEBHOOK_URL"
 WEBHOOK_SECRET_ENV = "AGENTCRON_WEBHOOK_SECRET"
@@ -19,14 +26,44 @@ WEBHOOK_HEADERS_ENV = "AGENTCRON_WEBHOOK_HEADERS"
 TELEGRAM_TOKEN_ENV = "AGENTCRON_TELEGRAM_TOKEN"
 TELEGRAM_ALLOWED_CHATS_ENV = "AGENTCRON_TELEGRAM_ALLOWED_CHATS"
 TELEGRAM_API_BASE_ENV = "AGENTCRON_TELEGRAM_API_BASE"
+DEFAULT_TELEGRAM_API_BASE = "https://api.telegram.org"
 
 _CHANNEL_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 _TOKEN = re.compile(r"^\d+:[A-Za-z0-9_-]+$")
 _CHAT_ID = re.compile(r"^-?\d+$")
 
 
-class ChannelConfigError(ChannelError, ValueError):
+class ChannelConfigError(ConfigError):
     """A channel setting is missing or malformed; the message says what is accepted."""
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookSettings:
+    """The outbound webhook: where it POSTs, the secret that signs, the sessions' channels it
+    serves (None = all) and extra request headers (the webhook checks their names and values).
+    """
+
+    url: str
+    secret: str = field(repr=False)
+    channels: list[str] | None = None
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class TelegramSettings:
+    """A Telegram bot: its token, the chats allowed to use it (none = nobody), its Bot API."""
+
+    token: str = field(repr=False)
+    allowed_chats: list[str] = field(default_factory=list)
+    api_base: str = DEFAULT_TELEGRAM_API_BASE
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelSettings:
+    """The channels configured; none is fine."""
+
+    webhook: WebhookSettings | None = None
+    telegram: TelegramSettings | None = None
 
 
 def _http_url(env_name: str, value: str) -> str:
@@ -42,7 +79,7 @@ def _list(value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-def _webhook(env: Mapping[str, str]) -> WebhookChannel | None:
+def _webhook(env: Mapping[str, str]) -> WebhookSettings | None:
     url = env.get(WEBHOOK_URL_ENV, "").strip()
     secret = env.get(WEBHOOK_SECRET_ENV, "")
     names = env.get(WEBHOOK_CHANNELS_ENV, "").strip()
@@ -70,9 +107,7 @@ def _webhook(env: Mapping[str, str]) -> WebhookChannel | None:
                 f"got {names!r}"
             )
     headers = _headers(env.get(WEBHOOK_HEADERS_ENV, "").strip())
-    return WebhookChannel(
-        _http_url(WEBHOOK_URL_ENV, url), secret, channels=channels, headers=headers
-    )
+    return WebhookSettings(_http_url(WEBHOOK_URL_ENV, url), secret, channels, headers)
 
 
 def _headers(raw: str) -> dict[str, str]:
@@ -87,13 +122,10 @@ def _headers(raw: str) -> dict[str, str]:
         raise ChannelConfigError(
             f'{WEBHOOK_HEADERS_ENV} must be a JSON object, e.g. {{"Authorization": "Bearer x"}}'
         )
-    try:
-        return check_headers(data)
-    except ValueError as exc:
-        raise ChannelConfigError(f"{WEBHOOK_HEADERS_ENV}: {exc}") from None
+    return data
 
 
-def _telegram(env: Mapping[str, str]) -> TelegramChannel | None:
+def _telegram(env: Mapping[str, str]) -> TelegramSettings | None:
     token = env.get(TELEGRAM_TOKEN_ENV, "").strip()
     chats = env.get(TELEGRAM_ALLOWED_CHATS_ENV, "").strip()
     api_base = env.get(TELEGRAM_API_BASE_ENV, "").strip()
@@ -118,28 +150,22 @@ def _telegram(env: Mapping[str, str]) -> TelegramChannel | None:
             f"{TELEGRAM_ALLOWED_CHATS_ENV} must be a comma-separated list of numeric chat ids "
             f"(e.g. '12345,-100987'); not ids: {', '.join(repr(b) for b in bad)}"
         )
-    base = _http_url(TELEGRAM_API_BASE_ENV, api_base) if api_base else DEFAULT_API_BASE
-    return TelegramChannel(token, allowed, api_base=base)
+    base = _http_url(TELEGRAM_API_BASE_ENV, api_base) if api_base else DEFAULT_TELEGRAM_API_BASE
+    return TelegramSettings(token, allowed, base)
 
 
-def channels_from_env(env: Mapping[str, str] | None = None) -> list[Channel]:
-    """The channels the environment configures (`os.environ` by default); none is fine.
+def channel_settings_from_env(env: Mapping[str, str] | None = None) -> ChannelSettings:
+    """The channels the environment configures; none is fine.
 
     - `AGENTCRON_WEBHOOK_URL` + `AGENTCRON_WEBHOOK_SECRET` (required with the URL): POST turn
       results there, signed; `AGENTCRON_WEBHOOK_CHANNELS` limits them to the sessions of some
-      channels (comma list, default all).
+      channels (comma list, default all); `AGENTCRON_WEBHOOK_HEADERS` (a JSON object) adds
+      request headers.
     - `AGENTCRON_TELEGRAM_TOKEN`: a Telegram bot; `AGENTCRON_TELEGRAM_ALLOWED_CHATS` (comma list
       of chat ids) says who may use it (empty = nobody): send messages, and press an approval's
       Approve / Deny buttons; `AGENTCRON_TELEGRAM_API_BASE` points it at another Bot API server.
 
     Raises ChannelConfigError for a missing or malformed setting.
     """
-    env = os.environ if env is None else env
-    found: list[Channel] = []
-    webhook = _webhook(env)
-    if webhook is not None:
-        found.append(webhook)
-    telegram = _telegram(env)
-    if telegram is not None:
-        found.append(telegram)
-    return found
+    env = or_environ(env)
+    return ChannelSettings(_webhook(env), _telegram(env))

@@ -10,18 +10,23 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy.exc import ArgumentError
 
-from agentcron.config import DB_ENV, ConfigError, data_dir
+from agentcron.config.env import ConfigError, or_environ
+from agentcron.config.server import data_dir
 
 __all__ = [
     "ACCEPTED",
     "DATABASE_URL_ENV",
+    "DB_ENV",
+    "DatabaseTarget",
     "backend_name",
     "configured_db",
+    "database_from_env",
     "db_url",
     "default_db_url",
     "describe",
@@ -31,6 +36,7 @@ __all__ = [
     "where",
 ]
 
+DB_ENV = "AGENTCRON_DB"  # a SQLite file or a database URL
 DATABASE_URL_ENV = "AGENTCRON_DATABASE_URL"  # older than URLs in $AGENTCRON_DB; still read
 ACCEPTED = (
     "give a file path, sqlite:///relative/path, sqlite:////absolute/path or "
@@ -115,8 +121,9 @@ def store_url(db: str | os.PathLike[str] | None, url: str | None) -> str:
 
 def default_db_url(environ: Mapping[str, str] | None = None) -> str:
     """`$AGENTCRON_DB` (a path or a URL), else `agentcron.db` in the data directory."""
-    value = (os.environ if environ is None else environ).get(DB_ENV, "")
-    return db_url(value, DB_ENV) if value.strip() else _file_url(data_dir() / "agentcron.db")
+    env = or_environ(environ)
+    value = env.get(DB_ENV, "")
+    return db_url(value, DB_ENV) if value.strip() else _file_url(data_dir(env) / "agentcron.db")
 
 
 def configured_db(environ: Mapping[str, str] | None = None) -> tuple[str, str | None]:
@@ -124,11 +131,33 @@ def configured_db(environ: Mapping[str, str] | None = None) -> tuple[str, str | 
     variable it came from (None = the default file): `$AGENTCRON_DATABASE_URL`, else
     `$AGENTCRON_DB`, else `agentcron.db` in the data directory.
     """
-    env = os.environ if environ is None else environ
+    env = or_environ(environ)
     for name in (DATABASE_URL_ENV, DB_ENV):
         if env.get(name, "").strip():
             return db_url(env[name], name), name
     return default_db_url(env), None
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseTarget:
+    """The database the settings name: its SQLAlchemy URL and the environment variable (the
+    file's key of the same name) it came from; None = the default file in the data directory.
+    """
+
+    url: str
+    env: str | None = None
+
+
+def database_from_env(
+    environ: Mapping[str, str] | None = None, *, url_env: bool = True
+) -> DatabaseTarget:
+    """`configured_db` (`url_env`: `$AGENTCRON_DATABASE_URL` counts, as for `serve`), or
+    `default_db_url` (`$AGENTCRON_DB` only, as for the demo and the library).
+    """
+    if url_env:
+        return DatabaseTarget(*configured_db(environ))
+    env = or_environ(environ)
+    return DatabaseTarget(default_db_url(env), DB_ENV if env.get(DB_ENV, "").strip() else None)
 
 
 def backend_name(url: str) -> str:
