@@ -277,7 +277,7 @@ def test_the_library_tool_policy_wins_over_the_configured_one() -> None:
 
 
 def test_the_readme_example_is_a_valid_table(tmp_path: Path) -> None:
-    readme = (Path(__file__).parents[2] / "README.md").read_text("utf-8")
+    readme = (Path(__file__).parents[3] / "README.md").read_text("utf-8")
     section = readme[readme.index("#### Tools from configuration") :]
     block = section[section.index("```toml\n") + len("```toml\n") : section.index("```\n", 8)]
     config = load(write(tmp_path, block))
