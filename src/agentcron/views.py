@@ -41,7 +41,7 @@ _ABSENT = object()
 
 
 def iso(value: datetime | None) -> str | None:
-    """An instant as the views write it ("...Z" in UTC), for JSON built by hand."""
+    """An instant as the views write it ("...Z" in UTC)."""
     return None if value is None else _INSTANT.dump_python(value, mode="json")
 
 
@@ -53,7 +53,8 @@ class View(BaseModel):
     @classmethod
     def of(cls, record: object, **shown: Any) -> Self:
         """The view of `record`: its attributes named like the fields, then `shown` (the fields
-        it has no attribute for, or shows differently).
+        it has no attribute for, or shows differently). A field neither gives is an error, or,
+        where the field may be `MISSING`, absent.
         """
         fields: Dict = {}
         for name in cls.model_fields:
