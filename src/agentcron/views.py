@@ -1,287 +1,549 @@
-"""The API's JSON: records and the services' read models as the HTTP API, the WebSocket events
-and the CLI's --json output show them (one shape whichever edge answers).
+"""The API's answers as pydantic models: the JSON the HTTP API, the WebSocket events and the
+CLI's --json output give (one shape whichever edge answers), and the OpenAPI document's schemas.
 
-The services answer with domain records and read models; only the edges turn them into JSON,
-through these functions. It sits beside the services rather than in `server/` because the
-CLI's database mode prints the same JSON without importing the server.
+The services answer with domain records and read models; each model here is built from one
+(`View.of` and the `of_*` constructors) and serialized by pydantic: instants as ISO 8601 ("...Z"
+in UTC), enums as their values, fields in the order declared. The routes declare these models as
+their response models, so the OpenAPI document describes exactly what is sent. The module sits
+beside the services rather than in `server/` because the CLI's database mode prints the same JSON
+without importing the server.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any, NotRequired, Self
 
-from agentcron.domain.approvals import Approval
-from agentcron.domain.deliveries import Delivery
-from agentcron.domain.jobs import Job, Recall
+from pydantic import MISSING, BaseModel, Field, TypeAdapter
+from typing_extensions import TypedDict
+
+from agentcron.domain.approvals import Approval, ApprovalState, Decision
+from agentcron.domain.deliveries import DeliveryState
+from agentcron.domain.jobs import (
+    Catchup,
+    CreatedBy,
+    Job,
+    JobKind,
+    Overlap,
+    Recall,
+    RecallState,
+)
 from agentcron.domain.runs import Run
-from agentcron.domain.sessions import Message, Session, Turn
-from agentcron.schedule import describe
+from agentcron.domain.sessions import Message, Role, Turn, TurnSource
+from agentcron.domain.states import RunState, TurnState
+from agentcron.schedule import Spec, describe
 from agentcron.service.jobs import JobDetail, JobState
 from agentcron.service.sessions import Deletion, SessionDetail, SessionRow, TurnDetail
 
+Dict = dict[str, Any]
+_INSTANT: TypeAdapter[datetime] = TypeAdapter(datetime)
+_ABSENT = object()
+
 
 def iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat().replace("+00:00", "Z")
+    """An instant as the views write it ("...Z" in UTC)."""
+    return None if value is None else _INSTANT.dump_python(value, mode="json")
 
 
-def job_view(job: Job, *, active_run: Run | None = None) -> dict[str, Any]:
+class View(BaseModel):
+    """An answer of the API, built from a record the services returned (never parsed from a
+    client). A field that is `MISSING` (an answer that has it only sometimes) is left out.
+    """
+
+    @classmethod
+    def of(cls, record: object, **shown: Any) -> Self:
+        """The view of `record`: its attributes named like the fields, then `shown` (the fields
+        it has no attribute for, or shows differently). A field neither gives is an error, or,
+        where the field may be `MISSING`, absent.
+        """
+        fields: Dict = {}
+        for name in cls.model_fields:
+            if name not in shown and (value := getattr(record, name, _ABSENT)) is not _ABSENT:
+                fields[name] = value
+        return cls.model_validate(fields | shown)
+
+    def json_dict(self) -> Dict:
+        """The JSON-ready dict, as the API sends it (the CLI prints it, events embed it)."""
+        return self.model_dump(mode="json")
+
+
+# -- jobs and runs ----------------------------------------------------------------------------
+
+
+class ActiveRunOut(View):
+    id: str
+    state: RunState
+
+
+class PolicyOut(View):
+    overlap: Overlap
+    catchup: Catchup
+    catchup_window_s: int
+    max_failures: int
+    max_runs: int | None
+    end_at: datetime | None
+    delete_after_run: bool
+    jitter: bool
+
+
+def _job_shown(job: Job, active_run: Run | None) -> Dict:
+    """The fields of a job's view that are not its record's attributes as they are (nested
+    views as dicts: validated in the same pass as the job's, a job view is built often).
+    """
     policy = job.policy
     return {
-        "id": job.id,
-        "name": job.name,
-        "kind": job.kind.value,
-        "session_key": job.session_key,
-        "message": job.message,
-        "spec": job.spec.model_dump(mode="json"),
         "schedule": describe(job.spec),
         "tz": job.spec.tz,
-        "enabled": job.enabled,
-        "paused_reason": job.paused_reason,
-        "paused_at": iso(job.paused_at),
-        "created_by": job.created_by.value,
-        "next_run_at": iso(job.next_run_at),
-        "next_fire_at": iso(job.next_fire_at),
-        "last_run_at": iso(job.last_run_at),
-        "last_status": job.last_status.value if job.last_status else None,
-        "consecutive_failures": job.consecutive_failures,
-        "run_count": job.run_count,
-        "remaining_runs": job.remaining_runs,
         "policy": {
-            "overlap": policy.overlap.value,
-            "catchup": policy.catchup.value,
+            "overlap": policy.overlap,
+            "catchup": policy.catchup,
             "catchup_window_s": int(policy.catchup_window.total_seconds()),
             "max_failures": policy.max_failures,
             "max_runs": policy.max_runs,
-            "end_at": iso(policy.end_at),
+            "end_at": policy.end_at,
             "delete_after_run": policy.delete_after_run,
             "jitter": policy.jitter,
         },
-        "idempotency_key": job.idempotency_key,
-        "model": job.model,
         "legacy": job.has_target_fields,  # wire key keeps its old name
-        "version": job.version,
-        "created_at": iso(job.created_at),
-        "updated_at": iso(job.updated_at),
-        # a fire of this job waiting (queued / deferred behind a turn) or running right now
         "active_run": None
         if active_run is None
-        else {"id": active_run.id, "state": active_run.state.value},
+        else {"id": active_run.id, "state": active_run.state},
     }
 
 
-def recall_view(recall: Recall) -> dict[str, Any]:
-    """A session's recall: pending (with its next fire) or ended (fired / cancelled, when)."""
-    return {
-        "id": recall.id,
-        "session_key": recall.session_key,
-        "state": recall.state.value,
-        "name": recall.name,
-        "message": recall.message,
-        "spec": recall.spec.model_dump(mode="json"),
-        "schedule": describe(recall.spec),
-        "tz": recall.spec.tz,
-        "run_count": recall.run_count,
-        "last_run_at": iso(recall.last_run_at),
-        "last_status": recall.last_status.value if recall.last_status else None,
-        "next_fire_at": iso(recall.next_fire_at),
-        "created_at": iso(recall.created_at),
-        "ended_at": iso(recall.ended_at),
-    }
+class JobOut(View):
+    id: str
+    name: str
+    kind: JobKind
+    session_key: str | None
+    message: str
+    spec: Spec
+    schedule: str = Field(description="the schedule in words, naming its time zone")
+    tz: str
+    enabled: bool
+    paused_reason: str | None
+    paused_at: datetime | None
+    created_by: CreatedBy
+    next_run_at: datetime | None
+    next_fire_at: datetime | None
+    last_run_at: datetime | None
+    last_status: RunState | None
+    consecutive_failures: int
+    run_count: int
+    remaining_runs: int | None
+    policy: PolicyOut
+    idempotency_key: str | None
+    model: str | None
+    legacy: bool = Field(description="a delivery job with target fields (runs isolated)")
+    version: int
+    created_at: datetime
+    updated_at: datetime
+    active_run: ActiveRunOut | None = Field(
+        description="a fire of this job waiting (queued / deferred behind a turn) or running now"
+    )
+
+    @classmethod
+    def of_job(cls, job: Job, active_run: Run | None = None) -> JobOut:
+        return JobOut.of(job, **_job_shown(job, active_run))
+
+    @classmethod
+    def of_state(cls, state: JobState) -> JobOut:
+        return JobOut.of_job(state.job, state.active_run)
 
 
-def run_view(run: Run, *, full: bool = False) -> dict[str, Any]:
-    """A run record; `full` adds the rendered prompt, its variables and the error details."""
-    view: dict[str, Any] = {
-        "id": run.id,
-        "job_id": run.job_id,
-        "session_key": run.session_key,
-        "fire_at": iso(run.fire_at),
-        "state": run.state.value,
-        "claimed_at": iso(run.claimed_at),
-        "queued_at": iso(run.queued_at),
-        "deferred_at": iso(run.deferred_at),
-        "started_at": iso(run.started_at),
-        "finished_at": iso(run.finished_at),
-        "prompt_ref": run.prompt_ref,
-        "output": run.output,
-        "error": run.error,
-        "message_id": run.message_id,
-        "usage": run.usage,
-        "delivery": run.delivery,
-        "tool_calls": run.tool_calls,
-    }
-    if full:
-        view.update(
-            prompt=run.prompt,
-            prompt_vars=run.prompt_vars,
-            error_details=run.error_details,
-            owner=run.owner,
-            lease_expires_at=iso(run.lease_expires_at),
+class ToolCallOut(TypedDict):
+    """A tool call a scheduled turn (or an isolated run) made, as its run keeps it."""
+
+    call_id: str
+    name: str
+    args: Annotated[Dict, Field(description='the arguments (too long: {"_truncated": text})')]
+    result: Annotated[str, Field(description="its result, or the error or denial text (truncated)")]
+    ok: Annotated[bool, Field(description="false: the tool failed, or the call was denied")]
+    duration_ms: int | None
+    truncated: NotRequired[Annotated[bool, Field(description="present (true) when cut")]]
+
+
+class RunOut(View):
+    id: str
+    job_id: str
+    session_key: str | None
+    fire_at: datetime
+    state: RunState
+    claimed_at: datetime | None
+    queued_at: datetime | None
+    deferred_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    prompt_ref: Dict | None
+    output: str | None
+    error: str | None
+    message_id: str | None
+    usage: Dict | None
+    delivery: Dict | None
+    tool_calls: list[ToolCallOut] | None = Field(
+        description="a scheduled turn's tool calls, in order (null: none)"
+    )
+
+
+class RunFullOut(RunOut):
+    """A run record with the rendered prompt, its variables and the error details."""
+
+    prompt: str | None
+    prompt_vars: Dict | None
+    error_details: Dict | None
+    owner: str | None
+    lease_expires_at: datetime | None
+
+
+class UsageOut(View):
+    """Token and cost totals."""
+
+    counted: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float = Field(description="of the priced ones")
+    unpriced: int = Field(description="counted, but no price known for their model")
+
+
+class JobDetailOut(JobOut):
+    upcoming: list[datetime]
+    runs: list[RunOut]
+    usage: UsageOut
+
+    @classmethod
+    def of_detail(cls, detail: JobDetail) -> JobDetailOut:
+        job = detail.state.job
+        return JobDetailOut.of(
+            job,
+            **_job_shown(job, detail.state.active_run),
+            upcoming=detail.upcoming,
+            runs=[RunOut.of(r) for r in detail.runs],
+            usage=UsageOut.model_validate(detail.usage),
         )
-    return view
 
 
-def session_view(session: Session, **extra: Any) -> dict[str, Any]:
-    return {
-        "key": session.key,
-        "channel": session.channel,
-        "chat_id": session.chat_id,
-        "channel_meta": session.channel_meta,
-        "title": session.title,
-        "tz": session.tz,
-        "created_at": iso(session.created_at),
-        "updated_at": iso(session.updated_at),
-        **extra,
-    }
+class JobsOut(View):
+    jobs: list[JobOut]
+
+    @classmethod
+    def of_states(cls, states: list[JobState]) -> JobsOut:
+        return JobsOut(jobs=[JobOut.of_state(s) for s in states])
 
 
-def message_view(message: Message) -> dict[str, Any]:
-    return {
-        "id": message.id,
-        "seq": message.seq,
-        "role": message.role,
-        "content": message.content,
-        "meta": message.meta,
-        "created_at": iso(message.created_at),
-    }
+class RunsOut(View):
+    runs: list[RunOut]
+
+    @classmethod
+    def of_runs(cls, runs: list[Run]) -> RunsOut:
+        return RunsOut(runs=[RunOut.of(r) for r in runs])
 
 
-def turn_view(turn: Turn) -> dict[str, Any]:
-    return {
-        "id": turn.id,
-        "session_key": turn.session_key,
-        "source": turn.source,
-        "state": turn.state.value,
-        "run_id": turn.run_id,
-        "content": turn.content,
-        "created_at": iso(turn.created_at),
-        "started_at": iso(turn.started_at),
-        "finished_at": iso(turn.finished_at),
-        "error": turn.error,
-        "error_details": turn.error_details,
-        "usage": turn.usage,
-        "reply_message_id": turn.reply_message_id,
-    }
+class DeletedJobOut(View):
+    deleted: str = Field(description="the id of the deleted job")
 
 
-def delivery_view(delivery: Delivery) -> dict[str, Any]:
-    """A delivery record, without its payload (the message is in the transcript)."""
-    return {
-        "channel": delivery.channel,
-        "message_id": delivery.message_id,
-        "session_key": delivery.session_key,
-        "state": delivery.state.value,
-        "attempts": delivery.attempts,
-        "last_error": delivery.last_error,
-        "next_attempt_at": iso(delivery.next_attempt_at),
-        "created_at": iso(delivery.created_at),
-        "updated_at": iso(delivery.updated_at),
-        "delivered_at": iso(delivery.delivered_at),
-    }
+class RecallOut(View):
+    """A session's recall: pending (with its next fire) or ended (fired / cancelled, when)."""
+
+    id: str
+    session_key: str
+    state: RecallState
+    name: str
+    message: str
+    spec: Spec
+    schedule: str
+    tz: str
+    run_count: int
+    last_run_at: datetime | None
+    last_status: RunState | None
+    next_fire_at: datetime | None
+    created_at: datetime
+    ended_at: datetime | None
+
+    @classmethod
+    def of_recall(cls, recall: Recall) -> RecallOut:
+        return RecallOut.of(recall, schedule=describe(recall.spec), tz=recall.spec.tz)
 
 
-def job_state_view(state: JobState) -> dict[str, Any]:
-    return job_view(state.job, active_run=state.active_run)
+class RecallsOut(View):
+    recalls: list[RecallOut]
 
 
-def jobs_answer(states: list[JobState]) -> dict[str, Any]:
-    return {"jobs": [job_state_view(s) for s in states]}
+class PendingRecallOut(View):
+    recall: JobOut | None
 
 
-def job_detail_view(detail: JobDetail) -> dict[str, Any]:
-    return {
-        **job_state_view(detail.state),
-        "upcoming": [iso(f) for f in detail.upcoming],
-        "runs": [run_view(r) for r in detail.runs],
-        "usage": detail.usage,
-    }
+class SkippedRecallOut(View):
+    recall: JobOut
 
 
-def runs_answer(runs: list[Run]) -> dict[str, Any]:
-    return {"runs": [run_view(r) for r in runs]}
+class CancelledRecallOut(View):
+    cancelled: str = Field(description="the id of the cancelled recall")
 
 
-def session_row_view(row: SessionRow) -> dict[str, Any]:
-    return session_view(
-        row.session,
-        automations=row.automations,
-        has_recall=row.has_recall,
-        running_turn=row.running_turn,
-    )
+# -- sessions, transcripts and turns ----------------------------------------------------------
 
 
-def sessions_answer(rows: list[SessionRow]) -> dict[str, Any]:
-    return {"sessions": [session_row_view(r) for r in rows]}
+class SessionOut(View):
+    key: str
+    channel: str
+    chat_id: str
+    channel_meta: Dict | None
+    title: str | None
+    tz: str
+    created_at: datetime
+    updated_at: datetime
 
 
-def session_detail_view(detail: SessionDetail) -> dict[str, Any]:
-    return session_view(
-        detail.session,
-        running_turn=detail.running_turn,
-        automations=[job_state_view(s) for s in detail.automations],
-        recall=None if detail.recall is None else job_view(detail.recall),
-        usage=detail.usage,
-    )
+class SessionRowOut(SessionOut):
+    automations: int = Field(description="enabled bound automations")
+    has_recall: bool
+    running_turn: str | None
+
+    @classmethod
+    def of_row(cls, row: SessionRow) -> SessionRowOut:
+        return SessionRowOut.of(
+            row.session,
+            automations=row.automations,
+            has_recall=row.has_recall,
+            running_turn=row.running_turn,
+        )
 
 
-def messages_answer(key: str, messages: list[Message], after: int | None) -> dict[str, Any]:
-    return {
-        "session_key": key,
-        "messages": [message_view(m) for m in messages],
-        "next_after": messages[-1].seq if messages else after,
-    }
+class SessionsOut(View):
+    sessions: list[SessionRowOut]
+
+    @classmethod
+    def of_rows(cls, rows: list[SessionRow]) -> SessionsOut:
+        return SessionsOut(sessions=[SessionRowOut.of_row(r) for r in rows])
 
 
-def turn_started_answer(turn: Turn) -> dict[str, Any]:
+class SessionDetailOut(SessionOut):
+    running_turn: str | None
+    automations: list[JobOut]
+    recall: JobOut | None
+    usage: UsageOut
+
+    @classmethod
+    def of_detail(cls, detail: SessionDetail) -> SessionDetailOut:
+        return SessionDetailOut.of(
+            detail.session,
+            running_turn=detail.running_turn,
+            automations=[JobOut.of_state(s) for s in detail.automations],
+            recall=None if detail.recall is None else JobOut.of_job(detail.recall),
+            usage=UsageOut.model_validate(detail.usage),
+        )
+
+
+class EntryOut(View):
+    """One transcript entry."""
+
+    id: str
+    seq: int
+    role: Role
+    content: str
+    meta: Dict
+    created_at: datetime
+
+
+class MessagesOut(View):
+    session_key: str
+    messages: list[EntryOut]
+    next_after: int | None = Field(description="the seq to read on from (`after`)")
+
+    @classmethod
+    def of_page(cls, key: str, messages: list[Message], after: int | None) -> MessagesOut:
+        return MessagesOut(
+            session_key=key,
+            messages=[EntryOut.of(m) for m in messages],
+            next_after=messages[-1].seq if messages else after,
+        )
+
+
+class TurnStartedOut(View):
     """A message accepted as a turn (202)."""
-    return {"turn_id": turn.id, "session_key": turn.session_key, "state": turn.state.value}
+
+    turn_id: str
+    session_key: str
+    state: TurnState
+
+    @classmethod
+    def of_turn(cls, turn: Turn) -> TurnStartedOut:
+        return TurnStartedOut(turn_id=turn.id, session_key=turn.session_key, state=turn.state)
 
 
-def note_answer(message: Message) -> dict[str, Any]:
+class NoteOut(View):
     """A note stored without a turn (201)."""
-    return {"session_key": message.session_key, "turn_id": None, "message": message_view(message)}
+
+    session_key: str
+    turn_id: None
+    message: EntryOut
+
+    @classmethod
+    def of_note(cls, message: Message) -> NoteOut:
+        return NoteOut(session_key=message.session_key, turn_id=None, message=EntryOut.of(message))
 
 
-def sent_answer(message: Message) -> dict[str, Any]:
+class SentOut(View):
     """A message sent out through the session's channel without the agent."""
-    return {"session_key": message.session_key, "message": message_view(message)}
+
+    session_key: str
+    message: EntryOut
+
+    @classmethod
+    def of_sent(cls, message: Message) -> SentOut:
+        return SentOut(session_key=message.session_key, message=EntryOut.of(message))
 
 
-def deletion_view(deletion: Deletion) -> dict[str, Any]:
-    if not deletion.deleted:
-        return {
-            "deleted": False,
-            "blocked_by_automations": True,
-            "automations": [
-                {"id": j.id, "name": j.name, "enabled": j.enabled} for j in deletion.blocking
-            ],
-        }
-    return {"deleted": True, "deleted_automations": deletion.deleted_automations}
+class TurnOut(View):
+    id: str
+    session_key: str
+    source: TurnSource
+    state: TurnState
+    run_id: str | None
+    content: str
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    error: str | None
+    error_details: Dict | None
+    usage: Dict | None
+    reply_message_id: str | None
 
 
-def turn_detail_view(detail: TurnDetail) -> dict[str, Any]:
-    view = turn_view(detail.turn)
-    if detail.turn.reply_message_id is not None:
-        view["reply"] = detail.reply
-    return view
+class TurnsOut(View):
+    turns: list[TurnOut]
 
 
-def approval_view(approval: Approval) -> dict[str, Any]:
-    return {
-        "id": approval.id,
-        "session_key": approval.session_key,
-        "turn_id": approval.turn_id,
-        "tool": approval.tool,
-        "args": approval.args,
-        "state": approval.state.value,
-        "requested_at": iso(approval.requested_at),
-        "expires_at": iso(approval.expires_at),
-        "decision": approval.decision,
-        "decided_by": approval.decided_by,
-        "decided_at": iso(approval.decided_at),
-    }
+class TurnDetailOut(TurnOut):
+    reply: str | MISSING | None = Field(
+        default=MISSING, description="present once the turn has a reply"
+    )
+
+    @classmethod
+    def of_detail(cls, detail: TurnDetail) -> TurnDetailOut:
+        if detail.turn.reply_message_id is None:
+            return TurnDetailOut.of(detail.turn)
+        return TurnDetailOut.of(detail.turn, reply=detail.reply)
 
 
-def approvals_answer(approvals: list[Approval]) -> dict[str, Any]:
-    return {"approvals": [approval_view(a) for a in approvals]}
+class StopOut(View):
+    stopped: bool
+    turn_id: str | None
+
+
+class BlockingJobOut(View):
+    id: str
+    name: str
+    enabled: bool
+
+
+class DeletionOut(View):
+    """What deleting a session did: while automations block it (without `confirm`) nothing
+    goes and they are listed; the fields of the other outcome are absent.
+    """
+
+    deleted: bool
+    blocked_by_automations: bool | MISSING = Field(default=MISSING, description="when not deleted")
+    automations: list[BlockingJobOut] | MISSING = Field(
+        default=MISSING, description="the blocking ones, when not deleted"
+    )
+    deleted_automations: list[str] | MISSING = Field(default=MISSING, description="when deleted")
+
+    @classmethod
+    def of_deletion(cls, deletion: Deletion) -> DeletionOut:
+        if not deletion.deleted:
+            blocking = [BlockingJobOut.of(j) for j in deletion.blocking]
+            return DeletionOut(deleted=False, blocked_by_automations=True, automations=blocking)
+        return DeletionOut(deleted=True, deleted_automations=deletion.deleted_automations)
+
+
+class HookOut(View):
+    """A message accepted through the inbound hook, as a turn (202)."""
+
+    turn_id: str
+    session_key: str
+
+
+# -- deliveries, channels, approvals, health --------------------------------------------------
+
+
+class DeliveryOut(View):
+    """A delivery record, without its payload (the message is in the transcript)."""
+
+    channel: str
+    message_id: str
+    session_key: str
+    state: DeliveryState
+    attempts: int
+    last_error: str | None
+    next_attempt_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    delivered_at: datetime | None
+
+
+class DeliveriesOut(View):
+    deliveries: list[DeliveryOut]
+    next_cursor: str | None = Field(description="null on the last page")
+
+
+class ChannelOut(View):
+    name: str
+    kind: str
+    running: bool
+    connected: bool
+    healthy: bool
+    last_error: str | None
+    last_error_at: datetime | None
+    last_success_at: datetime | None
+    failed: int = Field(description="deliveries given up since start")
+
+
+class ChannelsOut(View):
+    channels: list[ChannelOut]
+
+
+class ApprovalOut(View):
+    id: str
+    session_key: str | None
+    turn_id: str | None
+    tool: str
+    args: Dict
+    state: ApprovalState
+    requested_at: datetime
+    expires_at: datetime
+    decision: Decision | None = Field(description="approve or deny (an expired one: deny)")
+    decided_by: str | None = Field(description="who decided (an expired one: timeout)")
+    decided_at: datetime | None
+
+
+class ApprovalsOut(View):
+    approvals: list[ApprovalOut]
+
+    @classmethod
+    def of_approvals(cls, approvals: list[Approval]) -> ApprovalsOut:
+        return ApprovalsOut(approvals=[ApprovalOut.of(a) for a in approvals])
+
+
+class HealthOut(View):
+    status: str
+
+
+class ReadyOut(View):
+    status: str = Field(description="ready, or not ready (503)")
+    problems: list[str]
+    wake: Dict | None = Field(default=None, description="which provider wakes the engine, and why")
+
+
+# -- JSON dicts for the edges that build their own frames -------------------------------------
+
+
+def job_view(job: Job) -> Dict:
+    """A job's JSON (the WebSocket's job updates embed it)."""
+    return JobOut.of_job(job).json_dict()
+
+
+def approval_view(approval: Approval) -> Dict:
+    """An approval's JSON (the channels' approval messages carry it)."""
+    return ApprovalOut.of(approval).json_dict()

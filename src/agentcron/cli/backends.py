@@ -266,26 +266,29 @@ class DbBackend:
             body = SessionCreate(key=key, tz=tz, title=title)
             cron = self._cron
             session = await cron.sessions.create(body.key, title=body.title, tz=body.tz)
-            return views.session_view(session)
+            return views.SessionOut.of(session).json_dict()
 
         return await self._call(create)
 
     async def list_sessions(self) -> dict[str, Any]:
-        return views.sessions_answer(await self._call(self._cron.sessions.listing))
+        rows = await self._call(self._cron.sessions.listing)
+        return views.SessionsOut.of_rows(rows).json_dict()
 
     async def get_session(self, key: str) -> dict[str, Any]:
-        return views.session_detail_view(await self._call(lambda: self._cron.sessions.detail(key)))
+        detail = await self._call(lambda: self._cron.sessions.detail(key))
+        return views.SessionDetailOut.of_detail(detail).json_dict()
 
     async def messages(self, key: str) -> dict[str, Any]:
         found = await self._call(lambda: self._cron.sessions.transcript(key))
-        return views.messages_answer(key, found, None)
+        return views.MessagesOut.of_page(key, found, None).json_dict()
 
     async def delete_session(self, key: str, confirm: bool) -> dict[str, Any]:
         deletion = await self._call(lambda: self._cron.sessions.delete(key, confirm=confirm))
-        return views.deletion_view(deletion)
+        return views.DeletionOut.of_deletion(deletion).json_dict()
 
     async def note(self, key: str, text: str) -> dict[str, Any]:
-        return views.note_answer(await self._call(lambda: self._cron.sessions.note(key, text)))
+        note = await self._call(lambda: self._cron.sessions.note(key, text))
+        return views.NoteOut.of_note(note).json_dict()
 
     async def send_out(self, key: str, text: str) -> dict[str, Any]:
         raise CliError(
@@ -311,34 +314,38 @@ class DbBackend:
         states = await self._call(
             lambda: self._cron.jobs.listing(session_key=session, kind=job_kind, enabled=enabled)
         )
-        return views.jobs_answer(states)
+        return views.JobsOut.of_states(states).json_dict()
 
     async def get_job(self, job_id: str) -> dict[str, Any]:
-        return views.job_detail_view(await self._call(lambda: self._cron.jobs.detail(job_id)))
+        detail = await self._call(lambda: self._cron.jobs.detail(job_id))
+        return views.JobDetailOut.of_detail(detail).json_dict()
 
     async def job_action(self, job_id: str, action: str) -> dict[str, Any]:
         jobs = self._cron.jobs
         if action == "rm":
-            return {"deleted": (await self._call(lambda: jobs.delete(job_id))).id}
+            deleted = await self._call(lambda: jobs.delete(job_id))
+            return views.DeletedJobOut(deleted=deleted.id).json_dict()
         change = {"pause": jobs.pause, "resume": jobs.resume}[action]
         return views.job_view(await self._call(lambda: change(job_id)))
 
     async def list_runs(self, job: str | None, session: str | None, limit: int) -> dict[str, Any]:
         cron = self._cron
         if job is not None:
-            return views.runs_answer(await self._call(lambda: cron.jobs.runs_of(job, limit=limit)))
+            runs = await self._call(lambda: cron.jobs.runs_of(job, limit=limit))
+            return views.RunsOut.of_runs(runs).json_dict()
         if session is not None:
             runs = await self._call(lambda: cron.runs.list(session_key=session, limit=limit))
-            return views.runs_answer(runs)
+            return views.RunsOut.of_runs(runs).json_dict()
         raise CliError("give --job ID or --session KEY")
 
     async def get_run(self, run_id: str) -> dict[str, Any]:
-        return views.run_view(await self._call(lambda: self._cron.runs.get(run_id)), full=True)
+        run = await self._call(lambda: self._cron.runs.get(run_id))
+        return views.RunFullOut.of(run).json_dict()
 
     async def list_approvals(self, session: str | None, all: bool) -> dict[str, Any]:
         approvals = self._cron.approvals
         found = await self._call(lambda: approvals.list(session, pending_only=not all))
-        return views.approvals_answer(found)
+        return views.ApprovalsOut.of_approvals(found).json_dict()
 
     async def get_approval(self, approval_id: str) -> dict[str, Any]:
         return views.approval_view(await self._call(lambda: self._cron.approvals.get(approval_id)))

@@ -16,9 +16,9 @@ from agentcron.channels.manager import ChannelManager
 from agentcron.server import errors, fire
 from agentcron.server.auth import require_token
 from agentcron.server.deps import clean_url
+from agentcron.server.errors import CHANGE, answers
 from agentcron.server.metrics import Metrics
 from agentcron.server.middleware import BodyLimit, SessionKeyPath
-from agentcron.server.openapi import document_responses
 from agentcron.server.routes import approvals, deliveries, health, hooks, jobs, runs, sessions
 from agentcron.server.ws import Hub
 from agentcron.version import __version__
@@ -97,15 +97,17 @@ def create_app(
     errors.install(app)
     app.add_middleware(SessionKeyPath)
     app.add_middleware(BodyLimit)  # outermost: a too large body is refused before anything
+    # The routes declare their answers (the OpenAPI document is generated from them); a
+    # guard's errors are declared where it is added: the token's 401, a NUL's 422.
     guarded = [Depends(require_token), Depends(clean_url)]
     routers = (sessions.router, jobs.router, runs.router, deliveries.router, approvals.router)
     for router in routers:
-        app.include_router(router, dependencies=guarded)
+        app.include_router(router, dependencies=guarded, responses=answers(401, 422))
     app.include_router(approvals.capability_router, dependencies=[Depends(clean_url)])
     app.include_router(hooks.router, dependencies=[Depends(clean_url)])
-    app.include_router(fire.router)  # its own token: the relay's signed JWT
+    # its own token (the relay's signed JWT), 404 while managed wake is off
+    app.include_router(fire.router, responses=answers(401, 404, 422, *CHANGE))
     app.include_router(health.router)
-    document_responses(app)
 
     @app.websocket("/api/ws")
     async def stream(socket: WebSocket) -> None:

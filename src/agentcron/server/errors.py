@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from starlette.exceptions import HTTPException
 
 from agentcron.config import ConfigError
@@ -57,6 +58,35 @@ _STATUS: list[tuple[type[Exception], int, str]] = [
 
 def error_body(kind: str, detail: object) -> dict[str, object]:
     return {"error": kind, "detail": detail}
+
+
+class ErrorOut(BaseModel):  # the shape of `error_body`, for the OpenAPI document
+    """Every 4xx: what kind of error, and what to fix."""
+
+    error: str = Field(description="not_found, invalid_request, invalid_value, conflict, ...")
+    detail: str | list[str] | dict[str, Any] | None = Field(description="what to fix")
+
+
+# What each error status means. The routes (or their routers, where the app includes them)
+# declare the statuses they can answer with `answers`; the OpenAPI document says it from there.
+_MEANING = {
+    400: "a malformed request (a Content-Length that is not a number)",
+    401: "no token, or a wrong one",
+    403: "forbidden: a system job cannot be changed or removed this way, or a decision URL's "
+    "token is not valid for its approval",
+    404: "no such resource (or the inbound hook, or managed wake, is off)",
+    409: "a conflict: the resource changed meanwhile, exists with other values, or a limit",
+    413: "the request body is over the limit (1 MiB)",
+    422: "an invalid request: each problem, where and what is accepted",
+}
+# A request with a body can be malformed (400) or too large (413); a change can conflict (409).
+BODY = (400, 413)
+CHANGE = (*BODY, 409)
+
+
+def answers(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The error answers `codes` as a route's (or router's) `responses`, all in `ErrorOut`."""
+    return {code: {"model": ErrorOut, "description": _MEANING[code]} for code in codes}
 
 
 _JSON_HINT = 'send one JSON object, e.g. {"content": "hello"}, with Content-Type: application/json'

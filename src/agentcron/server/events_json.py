@@ -15,13 +15,17 @@ The shapes, one per event class:
 - `SessionSync` -> `session_sync`; `SessionDeleted` -> `session_deleted`;
 - `MessagePosted` -> `message` {message_id, role, content, meta};
 - `JobEvent` -> `automation_update` / `recall_update` {action, job_id} and, when the event
-  carries them, `run_id` and `status` (a fire's progress) and `job` (the job as it is now);
+  carries them, `run_id` and `status` (a fire's progress) and `job` (the job as it is now, in
+  the API's shape, `views.JobOut`);
 - `DeliverySucceeded` -> `delivery_succeeded` {channel, message_id, attempts};
   `DeliveryFailed` -> `delivery_failed` {channel, message_id, attempts, error, retryable}
   (retryable false: the delivery gave up);
 - `SystemEventFired` -> `system_event` {job_id, run_id, name, text};
 - `FireStarted` -> `fire_started` {job_id, run_id, lateness_s} (for completeness: the stream
   does not send it; clients see a fire as the job's `fired` update).
+
+The frames are plain dicts built here (a text delta is on the hot path of a watched turn: no
+model is validated for it); an embedded record is the JSON of its view model, as the API sends it.
 """
 
 from __future__ import annotations

@@ -7,16 +7,17 @@ authorized by the approval's own capability token (`agentcron.approval_links`).
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal
+from typing import Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentcron import views
 from agentcron.approval_links import MAX_TOKEN, ApprovalLinks
 from agentcron.limits import NameText
 from agentcron.server.deps import Cron, Id
+from agentcron.server.errors import CHANGE, answers
 from agentcron.session_keys import MAX_SESSION_KEY
+from agentcron.views import ApprovalOut, ApprovalsOut
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/approvals", tags=["approvals"])
@@ -38,26 +39,25 @@ async def list_approvals(
         default=None, max_length=MAX_SESSION_KEY, description="one session's (default: all)"
     ),
     all: bool = Query(default=False, description="also the decided ones (the newest 500)"),
-) -> dict[str, Any]:
+) -> ApprovalsOut:
     """Pending approvals of gated tool calls, oldest first (durable: after a restart, those
     whose turn it cut off are listed expired, `decided_by` "restart").
     """
-    return views.approvals_answer(await cron.approvals.list(session_key, pending_only=not all))
+    return ApprovalsOut.of_approvals(await cron.approvals.list(session_key, pending_only=not all))
 
 
-@router.get("/{approval_id}")
-async def get_approval(approval_id: Id, cron: Cron) -> dict[str, Any]:
+@router.get("/{approval_id}", responses=answers(404))
+async def get_approval(approval_id: Id, cron: Cron) -> ApprovalOut:
     """One approval, pending or decided (404 unknown)."""
-    return views.approval_view(await cron.approvals.get(approval_id))
+    return ApprovalOut.of(await cron.approvals.get(approval_id))
 
 
-@router.post("/{approval_id}")
-async def decide_approval(approval_id: Id, body: ApprovalDecision, cron: Cron) -> dict[str, Any]:
+@router.post("/{approval_id}", responses=answers(404, *CHANGE))
+async def decide_approval(approval_id: Id, body: ApprovalDecision, cron: Cron) -> ApprovalOut:
     """Approve (the tool runs) or deny (the model is told "Denied by <by>."); the turn goes on.
     409 once decided or expired.
     """
-    approval = await cron.approvals.decide(approval_id, body.decision, by=body.by)
-    return views.approval_view(approval)
+    return ApprovalOut.of(await cron.approvals.decide(approval_id, body.decision, by=body.by))
 
 
 class LinkDecision(BaseModel):
@@ -69,7 +69,8 @@ class LinkDecision(BaseModel):
     )
 
 
-@capability_router.post("/{approval_id}/decide")
+# No API token here (no 401): a missing or wrong capability token is a 403.
+@capability_router.post("/{approval_id}/decide", responses=answers(403, 404, 422, *CHANGE))
 async def decide_by_link(
     approval_id: Id,
     body: LinkDecision,
@@ -80,7 +81,7 @@ async def decide_by_link(
         max_length=MAX_TOKEN,
         description="the approval's capability token, as in the webhook's decision_url",
     ),
-) -> dict[str, Any]:
+) -> ApprovalOut:
     """Decide one approval with its decision URL (no API token): 403 for a missing or wrong
     token, 404 unknown, 409 once decided or expired.
     """
@@ -93,5 +94,4 @@ async def decide_by_link(
             "of its approval_requested webhook as given)",
         )
     by = "webhook" if body.by is None else f"webhook:{body.by}"
-    approval = await cron.approvals.decide(approval_id, body.decision, by=by)
-    return views.approval_view(approval)
+    return ApprovalOut.of(await cron.approvals.decide(approval_id, body.decision, by=by))

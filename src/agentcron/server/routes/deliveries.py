@@ -6,13 +6,13 @@ import base64
 import binascii
 import json
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request, status
 
 from agentcron.domain.deliveries import DeliveryCursor, DeliveryState
 from agentcron.server.deps import Cron
-from agentcron.views import delivery_view, iso
+from agentcron.views import ChannelOut, ChannelsOut, DeliveriesOut, DeliveryOut
 
 router = APIRouter(prefix="/api", tags=["deliveries"])
 
@@ -50,7 +50,7 @@ async def list_deliveries(
     channel: str | None = Query(default=None, max_length=200),
     limit: int = Query(default=50, ge=1, le=200),
     cursor: str | None = Query(default=None, description="next_cursor of the previous page"),
-) -> dict[str, Any]:
+) -> DeliveriesOut:
     """Delivery records newest first (seed 004: `message.delivered` / `message.failed` as
     records): what each channel did with each message, its attempts and last error.
     `next_cursor` is null on the last page.
@@ -61,30 +61,15 @@ async def list_deliveries(
     )
     page = found[:limit]
     more = len(found) > limit
-    return {
-        "deliveries": [delivery_view(d) for d in page],
-        "next_cursor": _encode(DeliveryCursor.after(page[-1])) if more and page else None,
-    }
+    return DeliveriesOut(
+        deliveries=[DeliveryOut.of(d) for d in page],
+        next_cursor=_encode(DeliveryCursor.after(page[-1])) if more and page else None,
+    )
 
 
 @router.get("/channels")
-async def list_channels(request: Request) -> dict[str, Any]:
+async def list_channels(request: Request) -> ChannelsOut:
     """Each configured channel: running, connected, healthy, its last success and last error."""
     manager = request.app.state.channels
     statuses = [] if manager is None else manager.status()
-    return {
-        "channels": [
-            {
-                "name": s.name,
-                "kind": s.kind,
-                "running": s.running,
-                "connected": s.connected,
-                "healthy": s.healthy,
-                "last_error": s.last_error,
-                "last_error_at": iso(s.last_error_at),
-                "last_success_at": iso(s.last_success_at),
-                "failed": s.failed,
-            }
-            for s in statuses
-        ]
-    }
+    return ChannelsOut(channels=[ChannelOut.of(s) for s in statuses])

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from agentcron.server.deps import Cron
 from agentcron.store.errors import StoreUnavailableError
+from agentcron.views import HealthOut, ReadyOut
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["health"])
@@ -20,11 +20,14 @@ READY_TIMEOUT_S = 2.0  # a database that takes longer to answer one count is not
 
 
 @router.get("/healthz")
-async def healthz() -> dict[str, Any]:
-    return {"status": "ok"}
+async def healthz() -> HealthOut:
+    return HealthOut(status="ok")
 
 
-@router.get("/readyz")
+@router.get(
+    "/readyz",
+    responses={200: {"model": ReadyOut}, 503: {"model": ReadyOut, "description": "not ready"}},
+)
 async def readyz(cron: Cron, request: Request) -> JSONResponse:
     """Ready when the database answers and the engine runs."""
     problems = []
@@ -50,6 +53,10 @@ async def readyz(cron: Cron, request: Request) -> JSONResponse:
     return JSONResponse(body, status_code=200 if not problems else 503)
 
 
-@router.get("/metrics")
+@router.get(
+    "/metrics",
+    response_class=PlainTextResponse,
+    responses={200: {"description": "Prometheus metrics (text exposition format)"}},
+)
 async def metrics(request: Request) -> Response:
     return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE_LATEST)

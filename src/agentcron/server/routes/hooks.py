@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Depends, status
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -11,9 +9,16 @@ from agentcron.agent.runner import TurnSource
 from agentcron.limits import MessageText
 from agentcron.server.auth import require_hook_token
 from agentcron.server.deps import Cron
+from agentcron.server.errors import BODY, answers
 from agentcron.session_keys import SessionKey
+from agentcron.views import HookOut
 
-router = APIRouter(tags=["hooks"], dependencies=[Depends(require_hook_token)])
+# Its own token (401), or off without one (404).
+router = APIRouter(
+    tags=["hooks"],
+    dependencies=[Depends(require_hook_token)],
+    responses=answers(401, 404, 422, *BODY),
+)
 
 
 class HookMessage(BaseModel):
@@ -24,9 +29,9 @@ class HookMessage(BaseModel):
 
 
 @router.post("/hooks/agent", status_code=status.HTTP_202_ACCEPTED)
-async def hook_message(body: HookMessage, cron: Cron) -> dict[str, Any]:
+async def hook_message(body: HookMessage, cron: Cron) -> HookOut:
     """Like a chat message: queued behind any turn in progress, answered in the session (a new
     session is named after its first message).
     """
     turn = await cron.sessions.send(body.session_key, body.content, source=TurnSource.HOOK)
-    return {"turn_id": turn.id, "session_key": body.session_key}
+    return HookOut(turn_id=turn.id, session_key=body.session_key)

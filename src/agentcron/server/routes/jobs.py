@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Query, status
 
-from agentcron import views
 from agentcron.domain.jobs import JobKind
 from agentcron.server.deps import Cron, Id
+from agentcron.server.errors import CHANGE, answers
 from agentcron.service.job_requests import JobCreate, JobPatch
 from agentcron.session_keys import MAX_SESSION_KEY
+from agentcron.views import DeletedJobOut, JobDetailOut, JobOut, JobsOut, RunsOut
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
-async def create_job(body: JobCreate, cron: Cron) -> dict[str, Any]:
+@router.post("", status_code=status.HTTP_201_CREATED, responses=answers(*CHANGE))
+async def create_job(body: JobCreate, cron: Cron) -> JobOut:
     """A job of an existing session (in unified mode, web chats' jobs bind to the shared one)."""
-    return views.job_view(await cron.jobs.create_in_session(body))
+    return JobOut.of_job(await cron.jobs.create_in_session(body))
 
 
 @router.get("")
@@ -30,43 +29,44 @@ async def list_jobs(
     kind: JobKind | None = None,
     enabled: bool | None = None,
     limit: int | None = Query(default=None, ge=1, le=100_000),
-) -> dict[str, Any]:
+) -> JobsOut:
     """Jobs with their state, or a chat's (its own and, in unified mode, the shared ones)."""
     states = await cron.jobs.listing(
         session_key=session_key, kind=kind, enabled=enabled, limit=limit
     )
-    return views.jobs_answer(states)
+    return JobsOut.of_states(states)
 
 
-@router.get("/{job_id}")
-async def get_job(job_id: Id, cron: Cron) -> dict[str, Any]:
+@router.get("/{job_id}", responses=answers(404))
+async def get_job(job_id: Id, cron: Cron) -> JobDetailOut:
     """A job with its next 5 fire times, its last 10 runs and what it cost."""
-    return views.job_detail_view(await cron.jobs.detail(job_id))
+    return JobDetailOut.of_detail(await cron.jobs.detail(job_id))
 
 
-@router.patch("/{job_id}")
-async def update_job(job_id: Id, body: JobPatch, cron: Cron) -> dict[str, Any]:
+# A system job (heartbeat, dream) cannot be changed or removed here: 403.
+@router.patch("/{job_id}", responses=answers(404, 403, *CHANGE))
+async def update_job(job_id: Id, body: JobPatch, cron: Cron) -> JobOut:
     """Change what is given; `enabled` pauses or resumes."""
-    return views.job_state_view(await cron.jobs.apply_patch(job_id, body))
+    return JobOut.of_state(await cron.jobs.apply_patch(job_id, body))
 
 
-@router.post("/{job_id}/pause")
-async def pause_job(job_id: Id, cron: Cron) -> dict[str, Any]:
-    return views.job_view(await cron.jobs.pause(job_id))
+@router.post("/{job_id}/pause", responses=answers(404, 403, *CHANGE))
+async def pause_job(job_id: Id, cron: Cron) -> JobOut:
+    return JobOut.of_job(await cron.jobs.pause(job_id))
 
 
-@router.post("/{job_id}/resume")
-async def resume_job(job_id: Id, cron: Cron) -> dict[str, Any]:
-    return views.job_view(await cron.jobs.resume(job_id))
+@router.post("/{job_id}/resume", responses=answers(404, 403, *CHANGE))
+async def resume_job(job_id: Id, cron: Cron) -> JobOut:
+    return JobOut.of_job(await cron.jobs.resume(job_id))
 
 
-@router.delete("/{job_id}")
-async def delete_job(job_id: Id, cron: Cron) -> dict[str, Any]:
-    return {"deleted": (await cron.jobs.delete(job_id)).id}
+@router.delete("/{job_id}", responses=answers(404, 403, 409))
+async def delete_job(job_id: Id, cron: Cron) -> DeletedJobOut:
+    return DeletedJobOut(deleted=(await cron.jobs.delete(job_id)).id)
 
 
-@router.get("/{job_id}/runs")
+@router.get("/{job_id}/runs", responses=answers(404))
 async def job_runs(
     job_id: Id, cron: Cron, limit: int = Query(default=50, ge=1, le=1000)
-) -> dict[str, Any]:
-    return views.runs_answer(await cron.jobs.runs_of(job_id, limit=limit))
+) -> RunsOut:
+    return RunsOut.of_runs(await cron.jobs.runs_of(job_id, limit=limit))

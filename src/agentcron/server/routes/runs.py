@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Query
 
-from agentcron import views
 from agentcron.server.deps import MAX_WAIT_S, Cron, Id
+from agentcron.server.errors import answers
+from agentcron.views import RunFullOut, TurnDetailOut
 
 router = APIRouter(prefix="/api", tags=["runs"])
 
@@ -19,12 +18,12 @@ _WAIT = Query(
 )
 
 
-@router.get("/runs/{run_id}")
-async def get_run(run_id: Id, cron: Cron, wait: float = _WAIT) -> dict[str, Any]:
+@router.get("/runs/{run_id}", responses=answers(404))
+async def get_run(run_id: Id, cron: Cron, wait: float = _WAIT) -> RunFullOut:
     """The full run record: rendered prompt, variables, usage, error details, delivery."""
-    return views.run_view(await cron.runs.get_or_wait(run_id, wait), full=True)
+    return RunFullOut.of(await cron.runs.get_or_wait(run_id, wait))
 
 
-@router.get("/turns/{turn_id}")
-async def get_turn(turn_id: Id, cron: Cron, wait: float = _WAIT) -> dict[str, Any]:
-    return views.turn_detail_view(await cron.sessions.turn_detail(turn_id, wait=wait))
+@router.get("/turns/{turn_id}", responses=answers(404))
+async def get_turn(turn_id: Id, cron: Cron, wait: float = _WAIT) -> TurnDetailOut:
+    return TurnDetailOut.of_detail(await cron.sessions.turn_detail(turn_id, wait=wait))
