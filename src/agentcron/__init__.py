@@ -4,8 +4,9 @@ The public API is what this module's `__all__` names, and the modules `agentcron
 (the extension points: a runner, a channel, a wake service's client, the store protocols, the
 clock, the signals; docs/extending.md), `agentcron.schedule` (the pure schedule math) and
 `agentcron.testing` (a fake clock and `wait_settled` for tests of code built on agentcron).
-Every other module is internal: its docstring starts with "Internal:", and its names may move
-between releases (import them from here instead).
+Every other module is internal: its names may move between releases (import them from here).
+Each subpackage says so: its docstring starts with "Internal:" (`agentcron.schedule`'s with
+"Public:") and names, under "Public names:", where its public names are exported.
 
 The names whose modules load a library `import agentcron` does not otherwise need (httpx for
 the channels and the wake service's client, PyJWT, FastAPI, pydantic-ai) are imported on first
@@ -129,6 +130,7 @@ if TYPE_CHECKING:  # the names of _LAZY, for type checkers (keep the two in step
     from agentcron.agent.builtin import BuiltinRunner
     from agentcron.agent.gate import UserTool
     from agentcron.agent.tools import scheduling_tools
+    from agentcron.channels.webhook import verify_signature
     from agentcron.interfaces import (
         ApprovalBound,
         ApprovalDesk,
@@ -186,6 +188,7 @@ _LAZY: dict[str, str] = {
     "create_app": "agentcron.server",
     "resolve_wake": _SEAMS,
     "scheduling_tools": "agentcron.agent.tools",
+    "verify_signature": "agentcron.channels.webhook",
 }
 
 
@@ -272,6 +275,10 @@ __all__ += [
     "WriteQueue",
     "paused",
     "resolve_wake",
+]
+# For the receiver of the webhook channel: checks a request's signature.
+__all__ += [
+    "verify_signature",
 ]
 # The domain: what the services answer with, and their states.
 __all__ += [
