@@ -91,7 +91,7 @@ from agentcron.schedule.errors import (
     ScheduleError,
     WhenParseError,
 )
-from agentcron.store.delivery_store import DeliveryNotFoundError
+from agentcron.store.delivery_store import DeliveryCursor, DeliveryNotFoundError
 from agentcron.store.errors import (
     ConflictError,
     JobLimitError,
@@ -234,6 +234,7 @@ __all__ += [
     "Channel",
     "ChannelManager",
     "Clock",
+    "DeliveryCursor",
     "DeliveryLedger",
     "DeliveryRecords",
     "EngineLedger",

@@ -72,7 +72,7 @@ from agentcron.domain.approvals import (
 from agentcron.domain.sessions import TurnSource
 from agentcron.errors import AgentcronError
 from agentcron.runtime.clock import Clock, SystemClock
-from agentcron.store.delivery_store import DeliveryNotFoundError
+from agentcron.store.delivery_store import DeliveryCursor, DeliveryNotFoundError
 from agentcron.store.errors import (
     ConflictError,
     JobNotFoundError,
@@ -134,6 +134,7 @@ __all__ += [
 # The store protocols, one per part of agentcron that uses the store (store/interface.py).
 __all__ += [
     "ApprovalRecords",
+    "DeliveryCursor",
     "DeliveryLedger",
     "DeliveryRecords",
     "EngineLedger",
