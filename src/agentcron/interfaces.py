@@ -28,7 +28,7 @@ of your own, and where it plugs in. docs/extending.md shows each one with a test
 - **Errors** an implementation raises or handles: `AgentcronError` is the root of all of them.
 
 Everything here is also re-exported from `agentcron`; it is defined in internal modules, whose
-names may move between releases: import it from here.
+names may move between releases: import it from here (or from `agentcron`).
 """
 
 from __future__ import annotations
