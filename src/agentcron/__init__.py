@@ -1,6 +1,363 @@
-"""agentcron: cron for AI agent sessions."""
+"""agentcron: cron for AI agent sessions.
 
-from agentcron.app import AgentCron
+The public API is what this module's `__all__` names, and the modules `agentcron.interfaces`
+(the extension points: a runner, a channel, a wake service's client, the store protocols, the
+clock, the signals; docs/extending.md), `agentcron.schedule` (the pure schedule math) and
+`agentcron.testing` (a fake clock and `wait_settled` for tests of code built on agentcron).
+Every other module is internal: its names may move between releases (import them from here).
+Each subpackage says so: its docstring starts with "Internal:" (`agentcron.schedule`'s with
+"Public:") and names, under "Public names:", where its public names are exported.
+
+The names whose modules load a library `import agentcron` does not otherwise need (httpx for
+the channels and the wake service's client, PyJWT, FastAPI, pydantic-ai) are imported on first
+use (`__getattr__`), so a runner of your own never pays for the built-in agent or the server.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from agentcron.agent.runner import (
+    HistoryEntry,
+    NullEvents,
+    Outcome,
+    OutcomeStatus,
+    Runner,
+    SessionInfo,
+    ToolRecord,
+    Trigger,
+    TurnCallable,
+    TurnEvents,
+    TurnInput,
+    paused,
+)
+from agentcron.agent.tool_deps import ToolLimits
+from agentcron.app import AgentCron, Status
+from agentcron.config import AgentSettings, ConfigError, EngineSettings
+from agentcron.domain.approvals import (
+    Approval,
+    ApprovalError,
+    ApprovalNotFoundError,
+    ApprovalState,
+    Approver,
+    Decision,
+    Policy,
+)
+from agentcron.domain.deliveries import Delivery, DeliveryCursor, DeliveryState
+from agentcron.domain.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    DeliveryFailed,
+    DeliverySucceeded,
+    Event,
+    EventBus,
+    FireStarted,
+    JobAction,
+    JobEvent,
+    MessagePosted,
+    RunnerEvent,
+    SessionDeleted,
+    SessionSync,
+    StreamEnd,
+    StreamStart,
+    SystemEventFired,
+    TextDelta,
+    ThinkingDelta,
+    ToolCalled,
+    ToolStarted,
+)
+from agentcron.domain.jobs import (
+    Catchup,
+    CreatedBy,
+    Job,
+    JobKind,
+    JobPolicy,
+    NewJob,
+    Overlap,
+    Recall,
+    RecallState,
+)
+from agentcron.domain.runs import Run
+from agentcron.domain.sessions import Message, Role, Session, Turn, TurnSource
+from agentcron.domain.states import RunState, TurnState
+from agentcron.errors import AgentcronError, InvalidInputError
+from agentcron.runtime.clock import Clock, SystemClock
+from agentcron.schedule.errors import (
+    InvalidCronError,
+    InvalidSpecError,
+    InvalidZoneError,
+    PastInstantError,
+    ScheduleError,
+    WhenParseError,
+)
+from agentcron.store.errors import (
+    ConflictError,
+    DeliveryNotFoundError,
+    JobLimitError,
+    JobNotFoundError,
+    ProtectedJobError,
+    RecallNotFoundError,
+    RunNotFoundError,
+    SessionNotFoundError,
+    StoreError,
+    StoreUnavailableError,
+    TurnNotFoundError,
+    VersionConflictError,
+)
+from agentcron.store.interface import (
+    ApprovalRecords,
+    DeliveryLedger,
+    DeliveryRecords,
+    EngineLedger,
+    Finisher,
+    FireLedger,
+    GroupCommit,
+    JobCatalog,
+    LaneStore,
+    OwnerRegistry,
+    Planner,
+    RelayArmLedger,
+    RunRecords,
+    SessionRecords,
+    Transcripts,
+    WriteQueue,
+)
+from agentcron.store.signals import Listener, Topic
 from agentcron.version import __version__
 
-__all__ = ["AgentCron", "__version__"]
+if TYPE_CHECKING:  # the names of _LAZY, for type checkers (keep the two in step)
+    from agentcron.agent.builtin import BuiltinRunner
+    from agentcron.agent.gate import UserTool
+    from agentcron.agent.tools import scheduling_tools
+    from agentcron.channels.webhook import verify_signature
+    from agentcron.config.tools import ToolConfigError
+    from agentcron.interfaces import (
+        ApprovalBound,
+        ApprovalDesk,
+        ApprovalLinks,
+        Arm,
+        ArmClient,
+        ArmError,
+        Channel,
+        ChannelError,
+        ChannelManager,
+        ChannelStartError,
+        DeliveryAttemptError,
+        Inbound,
+        ManagedWake,
+        OutboundMessage,
+        Outbox,
+        RelayArms,
+        RetryPolicy,
+        StoreBound,
+        TelegramChannel,
+        WakeSettings,
+        WebhookChannel,
+        resolve_wake,
+    )
+    from agentcron.server import create_app
+
+_SEAMS = "agentcron.interfaces"
+# name -> the module it is imported from on first use.
+_LAZY: dict[str, str] = {
+    "ApprovalBound": _SEAMS,
+    "ApprovalDesk": _SEAMS,
+    "ApprovalLinks": _SEAMS,
+    "Arm": _SEAMS,
+    "ArmClient": _SEAMS,
+    "ArmError": _SEAMS,
+    "BuiltinRunner": "agentcron.agent.builtin",
+    "Channel": _SEAMS,
+    "ChannelError": _SEAMS,
+    "ChannelManager": _SEAMS,
+    "ChannelStartError": _SEAMS,
+    "DeliveryAttemptError": _SEAMS,
+    "Inbound": _SEAMS,
+    "ManagedWake": _SEAMS,
+    "OutboundMessage": _SEAMS,
+    "Outbox": _SEAMS,
+    "RelayArms": _SEAMS,
+    "RetryPolicy": _SEAMS,
+    "StoreBound": _SEAMS,
+    "TelegramChannel": _SEAMS,
+    "ToolConfigError": "agentcron.config.tools",
+    "UserTool": "agentcron.agent.gate",
+    "WakeSettings": _SEAMS,
+    "WebhookChannel": _SEAMS,
+    "create_app": "agentcron.server",
+    "resolve_wake": _SEAMS,
+    "scheduling_tools": "agentcron.agent.tools",
+    "verify_signature": "agentcron.channels.webhook",
+}
+
+
+def __getattr__(name: str) -> object:
+    """A name of `_LAZY`, imported now (and kept, so this runs once per name)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentcron' has no attribute {name!r}")
+    value: object = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+# The library: the facade, its settings and its status.
+__all__ = [
+    "AgentCron",
+    "AgentSettings",
+    "EngineSettings",
+    "Status",
+    "ToolLimits",
+    "__version__",
+]
+# The built-in agent, its tools, and the server around an AgentCron (loaded on first use).
+__all__ += [
+    "BuiltinRunner",
+    "UserTool",
+    "create_app",
+    "scheduling_tools",
+]
+# The extension points (agentcron.interfaces: what each is for, and where it plugs in).
+__all__ += [
+    "ApprovalBound",
+    "ApprovalDesk",
+    "ApprovalLinks",
+    "ApprovalRecords",
+    "Approver",
+    "Arm",
+    "ArmClient",
+    "Channel",
+    "ChannelManager",
+    "Clock",
+    "DeliveryCursor",
+    "DeliveryLedger",
+    "DeliveryRecords",
+    "EngineLedger",
+    "Finisher",
+    "FireLedger",
+    "GroupCommit",
+    "HistoryEntry",
+    "Inbound",
+    "JobCatalog",
+    "LaneStore",
+    "Listener",
+    "ManagedWake",
+    "NullEvents",
+    "OutboundMessage",
+    "Outbox",
+    "Outcome",
+    "OutcomeStatus",
+    "OwnerRegistry",
+    "Planner",
+    "RelayArmLedger",
+    "RelayArms",
+    "RetryPolicy",
+    "RunRecords",
+    "Runner",
+    "SessionInfo",
+    "SessionRecords",
+    "StoreBound",
+    "SystemClock",
+    "TelegramChannel",
+    "ToolRecord",
+    "Topic",
+    "Transcripts",
+    "Trigger",
+    "TurnCallable",
+    "TurnEvents",
+    "TurnInput",
+    "WakeSettings",
+    "WebhookChannel",
+    "WriteQueue",
+    "paused",
+    "resolve_wake",
+]
+# For the receiver of the webhook channel: checks a request's signature.
+__all__ += [
+    "verify_signature",
+]
+# The domain: what the services answer with, and their states.
+__all__ += [
+    "Approval",
+    "ApprovalState",
+    "Catchup",
+    "CreatedBy",
+    "Decision",
+    "Delivery",
+    "DeliveryState",
+    "Job",
+    "JobKind",
+    "JobPolicy",
+    "Message",
+    "NewJob",
+    "Overlap",
+    "Policy",
+    "Recall",
+    "RecallState",
+    "Role",
+    "Run",
+    "RunState",
+    "Session",
+    "Turn",
+    "TurnSource",
+    "TurnState",
+]
+# The events `cron.subscribe(callback, types=[...])` delivers.
+__all__ += [
+    "ApprovalDecided",
+    "ApprovalRequested",
+    "DeliveryFailed",
+    "DeliverySucceeded",
+    "Event",
+    "EventBus",
+    "FireStarted",
+    "JobAction",
+    "JobEvent",
+    "MessagePosted",
+    "RunnerEvent",
+    "SessionDeleted",
+    "SessionSync",
+    "StreamEnd",
+    "StreamStart",
+    "SystemEventFired",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolCalled",
+    "ToolStarted",
+]
+# The errors: every one is an AgentcronError.
+__all__ += [
+    "AgentcronError",
+    "ApprovalError",
+    "ApprovalNotFoundError",
+    "ArmError",
+    "ChannelError",
+    "ChannelStartError",
+    "ConfigError",
+    "ConflictError",
+    "DeliveryAttemptError",
+    "DeliveryNotFoundError",
+    "InvalidCronError",
+    "InvalidInputError",
+    "InvalidSpecError",
+    "InvalidZoneError",
+    "JobLimitError",
+    "JobNotFoundError",
+    "PastInstantError",
+    "ProtectedJobError",
+    "RecallNotFoundError",
+    "RunNotFoundError",
+    "ScheduleError",
+    "SessionNotFoundError",
+    "StoreError",
+    "StoreUnavailableError",
+    "ToolConfigError",
+    "TurnNotFoundError",
+    "VersionConflictError",
+    "WhenParseError",
+]

@@ -1,4 +1,10 @@
-"""Channels: the edges that carry session messages in and out (webhook, Telegram, ...)."""
+"""Internal: the channels: the manager that joins them to sessions, the durable outbox, the
+webhook and Telegram channels, and their configuration from the environment.
+
+Public names: `agentcron.Channel`, `agentcron.ChannelManager`, `agentcron.Outbox`,
+`agentcron.WebhookChannel`, `agentcron.TelegramChannel` (see `agentcron.interfaces`), and
+`agentcron.verify_signature` for a webhook's receiver.
+"""
 
 from agentcron.channels.configured import channels_from_env, channels_from_settings
 from agentcron.channels.manager import (

@@ -1,6 +1,8 @@
-"""The `agentcron` command line (typer + rich): an edge that translates, holding no logic.
+"""Internal: the `agentcron` command line (typer + rich): an edge that translates, holding no logic.
 
 One module per command group (`*_cmds.py`), sharing `common.py`; the command line is theirs joined.
+
+Public names: none; the commands are the interface (README "Command line").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Configuration: every setting read in one package, into one `Settings` object.
+"""Internal: configuration: every setting read in one package, into one `Settings` object.
 
 The modules, one concern each: `env` (the one reader of the process environment, the text
 parsers, `ConfigError`), `file` (the TOML file and the table of settings), `engine`, `agent`,
@@ -6,6 +6,9 @@ parsers, `ConfigError`), `file` (the TOML file and the table of settings), `engi
 `database` (where the database is), `channels`, `wake`, `relay`, `tools` (the `[tools]` table)
 and `settings` (`Settings`: the environment over the file, and each part on demand).
 Nothing here imports anything of agentcron above the domain.
+
+Public names: `agentcron.EngineSettings`, `agentcron.AgentSettings`, `agentcron.WakeSettings`
+and `agentcron.ConfigError`.
 """
 
 from agentcron.config.agent import (

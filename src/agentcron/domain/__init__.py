@@ -1,6 +1,9 @@
-"""The domain: jobs, runs, sessions and turns, approvals, deliveries, their states and events.
+"""Internal: the domain: jobs, runs, sessions and turns, approvals, deliveries, their states and
+events. Plain records and pure rules, no I/O: every other layer speaks these types.
 
-Plain records and pure rules, no I/O: every other layer speaks these types.
+Public names: the records, their states and the events are re-exported from `agentcron`
+(`agentcron.Job`, `agentcron.Run`, `agentcron.RunState`, `agentcron.Approval`,
+`agentcron.StreamEnd`, ...).
 """
 
 from agentcron.domain.approvals import Approval, ApprovalState, Decision

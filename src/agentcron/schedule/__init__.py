@@ -1,4 +1,9 @@
-"""Pure schedule math: specs, next_fire/upcoming, plain-language parsing, jitter, describe."""
+"""Public: pure schedule math: specs, next_fire/upcoming, plain-language parsing, jitter, describe.
+
+Public names: every name of this package's `__all__`, e.g. `agentcron.schedule.parse_when`,
+`agentcron.schedule.next_fire`; its errors are also re-exported from `agentcron`
+(`agentcron.ScheduleError`, ...).
+"""
 
 from agentcron.schedule.cron import MACROS, parse_cron
 from agentcron.schedule.describe import describe

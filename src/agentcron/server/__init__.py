@@ -1,4 +1,8 @@
-"""The HTTP / WebSocket edge: FastAPI routes, the live event stream, auth and metrics."""
+"""Internal: the HTTP / WebSocket edge: FastAPI routes, the live event stream, auth and metrics.
+
+Public names: `agentcron.create_app` (the app around an `agentcron.AgentCron`); the HTTP API and
+the WebSocket protocol are the interface (README "The server").
+"""
 
 from agentcron.server.asgi import create_app
 

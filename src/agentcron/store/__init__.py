@@ -1,4 +1,10 @@
-"""The durable store: one narrow async interface over SQL (SQLite default, PostgreSQL-ready)."""
+"""Internal: the durable store: one narrow async interface over SQL (SQLite default, PostgreSQL).
+
+Public names: the store protocols are in `agentcron.interfaces` (`agentcron.FireLedger`,
+`agentcron.DeliveryLedger`, ...), the signals' `agentcron.Topic`, and the errors in `agentcron`
+(`agentcron.StoreError`, `agentcron.JobNotFoundError`, ...); `agentcron.AgentCron` builds the
+store (`cron.store`).
+"""
 
 from agentcron.store.errors import (
     ConflictError,

@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("relay",),
     ("demo",),
     ("cli",),
+    ("interfaces",),  # the extension points, gathered from every layer below (public)
     ("agentcron",),  # the package's own __init__: the public names
 )
 

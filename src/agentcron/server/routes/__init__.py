@@ -1,1 +1,4 @@
-"""The HTTP routes, one module per resource."""
+"""Internal: the HTTP routes, one module per resource.
+
+Public names: none; the HTTP API is the interface (README "HTTP API").
+"""
