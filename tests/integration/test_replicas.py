@@ -71,7 +71,9 @@ SEED = int(os.environ.get("AGENTCRON_REPLICA_SEED", "20261126"))
 CHILD = Path(__file__).with_name("replica_child.py")
 READY_TIMEOUT = 20.0
 SETTLE_TIMEOUT = 40.0
-LEAD_S = 2.0  # a round is due this long after its jobs begin to be stored
+LEAD_S = 2.0  # a round is due this long after its jobs begin to be stored, and 2 s more per
+# 1,000 jobs: storing them all must end before the instant, on a busy machine too
+LEAD_PER_1000_S = 2.0
 KILL_AFTER_TURNS = 40
 
 pytestmark = pytest.mark.postgres  # every test here shares one PostgreSQL database
@@ -120,14 +122,15 @@ async def store_sessions(url: str, size: Size) -> list[str]:
 
 
 async def store_round(url: str, size: Size, keys: list[str], r: int) -> datetime:
-    """One round's jobs (job i bound to session i mod S), all due LEAD_S from now; returns
+    """One round's jobs (job i bound to session i mod S), all due a lead from now; returns
     the instant. Every replica's engine wakes at least every reap interval (1 s < LEAD_S)
     and then learns the next due instant, so all of them claim at that very instant.
     """
     cron = facade(url)
     await cron.store.open()
     try:
-        due = datetime.now(UTC) + timedelta(seconds=LEAD_S)
+        lead = LEAD_S + LEAD_PER_1000_S * size.fires / 1000
+        due = datetime.now(UTC) + timedelta(seconds=lead)
         await cron.jobs.create_many(
             [
                 NewJob(
