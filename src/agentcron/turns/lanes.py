@@ -34,6 +34,7 @@ from agentcron.domain.jobs import Catchup
 from agentcron.domain.runs import ClaimedFire
 from agentcron.domain.sessions import Entry, MemoryScope, Message, Role, Session, Turn
 from agentcron.domain.states import RunState
+from agentcron.runtime.backoff import Backoff
 from agentcron.runtime.clock import Clock
 from agentcron.runtime.journal import Journal
 from agentcron.runtime.slot_hold import SlotHold
@@ -57,7 +58,6 @@ log = logging.getLogger(__name__)
 # A start refused because another process holds the session waits for that process's notice
 # (`sessions_freed`); this bounds the wait should every notice be lost.
 _BUSY_RECHECK = timedelta(seconds=30)
-_OUTAGE_FIRST, _OUTAGE_MAX = 0.1, 5.0  # seconds between reads while the database is down
 
 
 @dataclass(eq=False)
@@ -479,15 +479,15 @@ class Lanes:
         """The turn's history; a database outage is waited out (with backoff, inside the
         turn's call: a stop or the turn's timeout still ends it), not made a failed turn.
         """
-        delay = _OUTAGE_FIRST
+        backoff: Backoff | None = None  # made at the first outage: a read that lands pays nothing
         while True:
             try:
                 return await self.memory.for_turn(key, seq, turn_id, written)
             except StoreUnavailableError:
                 if self._closing:
                     raise
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _OUTAGE_MAX)
+                backoff = backoff or Backoff()
+                await backoff.sleep()
 
     def _late(self, fire: ClaimedFire) -> bool:
         """A fire that waited past the grace period, of a job that skips late fires."""
