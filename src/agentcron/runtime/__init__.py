@@ -1,1 +1,1 @@
-"""The turn runtime: the clock, the group commit, waiters, a runner call's guard and slot."""
+"""The turn runtime: clock, group commit, waiters, slot pool, and the one execution of a turn."""
