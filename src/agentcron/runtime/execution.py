@@ -20,7 +20,7 @@ their `Steps`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, Protocol
@@ -108,7 +108,13 @@ class Execution:
                     # dot, with the claim and the start write off the fire's lateness.
                     await self.clock.sleep_until(at, asyncio.Event())
                 await steps.started()
-                outcome = await self._call(steps, ctx)
+                counts = self.counts
+                counts.in_runner += 1
+                try:
+                    outcome = await self.guard.run(self._runner(steps), ctx)
+                finally:
+                    # The guard awaits the runner's task to its end: a pause has ended by now.
+                    counts.in_runner -= 1
             except asyncio.CancelledError:
                 await asyncio.shield(steps.cut())
                 raise
@@ -117,18 +123,20 @@ class Execution:
         finally:
             self.release()  # only what it holds: a pause may have given it back
 
-    async def _call(self, steps: Steps, ctx: dict[str, Any] | None) -> Outcome:
-        counts = self.counts
-        counts.in_runner += 1
-        # Set here, copied into the guard's task: the runner may give the slot back while it
-        # waits (`runner.paused()`), and so may the tasks it starts.
-        token = turn_pause.set(self)
-        try:
-            return await self.guard.run(steps.call, ctx)
-        finally:
-            turn_pause.reset(token)
-            # The guard awaits the runner's task to its end: any pause has ended by now.
-            counts.in_runner -= 1
+    def _runner(self, steps: Steps) -> Callable[[], Awaitable[Outcome]]:
+        """The runner call the guard runs in its own task."""
+
+        async def runner() -> Outcome:
+            # Set inside the guard's task, and reset before it ends (so that the finished
+            # task's context does not hold on to this execution): the runner may give the
+            # slot back while it waits (`runner.paused()`), and so may the tasks it starts.
+            token = turn_pause.set(self)
+            try:
+                return await steps.call()
+            finally:
+                turn_pause.reset(token)
+
+        return runner
 
     async def take(self) -> None:
         """Take a slot (counted as awaiting one meanwhile)."""

@@ -117,54 +117,52 @@ class _LaneTurn:
         interrupted, never run again). Waits, without a slot, while another process holds
         the session. False: the session is gone (the turn ended unstarted).
         """
-        lanes, key = self.lanes, self.lane.key
+        lanes, key, pending = self.lanes, self.lane.key, self.pending
         freed = lanes._held_elsewhere.setdefault(key, asyncio.Event())
         try:
-            return await self._start_when_free(freed)
+            while True:
+                # Holding a slot (taken first: the turn's start time, its trigger entry's
+                # time and its lease count from when it really starts, not from when it
+                # began to wait for a slot). Cleared before the attempt: a notice that
+                # arrives while the start is being written is not lost (the wait below then
+                # returns at once).
+                freed.clear()
+                now = lanes.clock.now()
+                if pending.fire is not None and pending.fire.fire_at > now:
+                    now = pending.fire.fire_at  # claimed ahead: it starts at its time
+                start = start_record(
+                    key, pending, self.prepared, owner=lanes.owner, now=now, lease=lanes._lease
+                )
+                # Submitted, the start commits even if this task is cancelled (a shutdown)
+                # before it hears back: from here the turn can only end, never be handed back.
+                pending.started = True
+                try:
+                    result = await lanes.journal.write(start)
+                except asyncio.CancelledError:
+                    raise
+                except BaseException:
+                    pending.started = False  # its transaction failed: it did not begin
+                    raise
+                if not isinstance(result, TurnStarted):
+                    pending.started = False
+                    raise TypeError(f"a turn start was answered with {result!r}")
+                if result.message is not None and result.session is not None:
+                    self.message, self.session = result.message, result.session
+                    return True
+                pending.started = False  # the session is held elsewhere, or gone: not begun
+                if result.busy_until is None:  # the session was deleted meanwhile
+                    self.execution.release()
+                    await lanes.ends.unstarted(
+                        key, pending, RunState.CANCELLED, "cancelled: its session was deleted"
+                    )
+                    return False
+                # Another process runs a turn in this session: its end is announced (the
+                # store's signals -> `sessions_freed`); wait for that, or at most until its
+                # lease ends.
+                again = min(result.busy_until, lanes.clock.now() + _BUSY_RECHECK)
+                await self.execution.without_slot(lanes.clock.sleep_until(again, freed))
         finally:
             lanes._held_elsewhere.pop(key, None)
-
-    async def _start_when_free(self, freed: asyncio.Event) -> bool:
-        lanes, key, pending = self.lanes, self.lane.key, self.pending
-        while True:
-            # Holding a slot (taken first: the turn's start time, its trigger entry's time
-            # and its lease count from when it really starts, not from when it began to wait
-            # for a slot). Cleared before the attempt: a notice that arrives while the start
-            # is being written is not lost (the wait below then returns at once).
-            freed.clear()
-            now = lanes.clock.now()
-            if pending.fire is not None and pending.fire.fire_at > now:
-                now = pending.fire.fire_at  # claimed ahead: it starts at its time
-            start = start_record(
-                key, pending, self.prepared, owner=lanes.owner, now=now, lease=lanes._lease
-            )
-            # Submitted, the start commits even if this task is cancelled (a shutdown) before
-            # it hears back: from here the turn can only end, never be handed back.
-            pending.started = True
-            try:
-                result = await lanes.journal.write(start)
-            except asyncio.CancelledError:
-                raise
-            except BaseException:
-                pending.started = False  # its transaction failed: it did not begin
-                raise
-            if not isinstance(result, TurnStarted):
-                pending.started = False
-                raise TypeError(f"a turn start was answered with {result!r}")
-            if result.message is not None and result.session is not None:
-                self.message, self.session = result.message, result.session
-                return True
-            pending.started = False  # the session is held elsewhere, or gone: not begun
-            if result.busy_until is None:  # the session was deleted meanwhile
-                self.execution.release()
-                await lanes.ends.unstarted(
-                    key, pending, RunState.CANCELLED, "cancelled: its session was deleted"
-                )
-                return False
-            # Another process runs a turn in this session: its end is announced (the store's
-            # signals -> `sessions_freed`); wait for that, or at most until its lease ends.
-            again = min(result.busy_until, lanes.clock.now() + _BUSY_RECHECK)
-            await self.execution.without_slot(lanes.clock.sleep_until(again, freed))
 
     async def started(self) -> None:
         lanes, pending, fire = self.lanes, self.pending, self.pending.fire
