@@ -5,6 +5,7 @@ be on every way out (stop, shutdown, a failed start), and the pause for a person
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
@@ -286,3 +287,13 @@ async def test_without_slot_waits_holding_none_then_takes_one_again() -> None:
     await task
     assert seen == [0, 1, 0]  # held, given back for the wait, held again
     assert free(pool) == 1
+
+
+async def test_a_finished_execution_is_held_by_nothing_but_its_owner() -> None:
+    pool = SlotPool(1)
+    execution = make(pool)
+    await execution.run(Recorder(pool))
+    await asyncio.sleep(0)  # the loop lets go of the guard's finished task
+    # Only this frame's name (and getrefcount's argument): the guard's finished task and its
+    # context do not keep it (a cycle would leave it to the collector).
+    assert sys.getrefcount(execution) == 2
