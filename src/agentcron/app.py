@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -38,6 +37,7 @@ from agentcron.engine.policies import finish_job
 from agentcron.engine.scheduler import Engine, make_owner
 from agentcron.runtime.clock import Clock, SystemClock
 from agentcron.runtime.journal import Journal
+from agentcron.runtime.slots import SlotPool
 from agentcron.service.approvals import Approvals
 from agentcron.service.deliveries import Deliveries
 from agentcron.service.jobs import KEEP, Jobs, Keep
@@ -189,7 +189,7 @@ class AgentCron:
             lambda job, outcome: finish_job(job, outcome, settings),
             max_batch=settings.flush_batch,
         )
-        slots = asyncio.Semaphore(settings.max_concurrent_runs)
+        slots = SlotPool(settings.max_concurrent_runs)  # turns and isolated runs alike
         owner = make_owner()
         self.lanes = Lanes(
             self.store,
@@ -308,7 +308,7 @@ class AgentCron:
 
     def status(self) -> Status:
         """Counters and queue depths of this process, for metrics."""
-        engine, lanes = self.engine, self.lanes
+        engine, lanes, slots = self.engine, self.lanes, self.engine.slots
         return Status(
             fires_claimed=engine.stats["claimed"],
             runs_finished={s: engine.stats[s.value] for s in TERMINAL_STATES},
@@ -316,9 +316,9 @@ class AgentCron:
             fires_in_lanes=lanes.parked,
             turns_waiting=lanes.queued_turns,
             turns_active=lanes.active_turns,
-            turns_in_runner=lanes.in_runner,
-            awaiting_slot=lanes.awaiting_slot + engine.awaiting_slot,
-            awaiting_approval=lanes.awaiting_approval + engine.awaiting_approval,
+            turns_in_runner=slots.turns.in_runner,
+            awaiting_slot=slots.awaiting_slot,
+            awaiting_approval=slots.awaiting_approval,
         )
 
     def job_owner(self, session_key: str) -> str:

@@ -16,6 +16,7 @@ import agentcron.runtime.journal as journal_module
 from agentcron.config import EngineSettings
 from agentcron.domain.jobs import JobKind, NewJob
 from agentcron.engine.policies import arm, finish_job
+from agentcron.runtime.backoff import Backoff
 from agentcron.runtime.journal import Journal
 from agentcron.schedule import AtSpec
 from agentcron.store import ArmedJob, ConflictError, SqlStore
@@ -118,14 +119,15 @@ def cut_store_url() -> Iterator[tuple[str, FaultProxy]]:
 
 @pytest.mark.postgres
 async def test_writes_wait_out_an_outage_and_land_together(
-    cut_store_url: tuple[str, FaultProxy], monkeypatch: pytest.MonkeyPatch
+    cut_store_url: tuple[str, FaultProxy],
 ) -> None:
     url, proxy = cut_store_url
-    monkeypatch.setattr(journal_module, "BACKOFF_S", (0.05, 0.2))
     store = SqlStore(url)
     await store.open()
     settings = EngineSettings()
-    j = Journal(store, lambda job, outcome: finish_job(job, outcome, settings))
+    j = Journal(
+        store, lambda job, outcome: finish_job(job, outcome, settings), backoff=Backoff(0.05, 0.2)
+    )
     j.start()
     try:
         await j.write(InsertJobs([armed("r1", kind=JobKind.RECALL)], T0))

@@ -12,10 +12,11 @@ counted as `awaiting_approval` instead of `turns_in_runner`, and its `turn_timeo
 stops: the paused time does not count against it (the wait needs a bound of its own, as an
 approval has its timeout). On leaving the block the turn takes a slot again, waiting for one
 like a turn that starts (counted as `awaiting_slot`); a stop or a shutdown still reaches it at
-any point. A delivery job's isolated run pauses the same way (the engine sets its
-`RunSlot`, counted in the same `awaiting_approval` / `awaiting_slot`). Outside a turn or an
-isolated run (a test calling the runner directly) `paused()` does nothing. The built-in
-agent's tool gate (`agent/gate.py`) uses it around an approval wait only.
+any point. A delivery job's isolated run pauses the same way (counted in the same
+`awaiting_approval` / `awaiting_slot`): both run in a `runtime.execution.Execution`, which is
+the pause. Outside a turn or an isolated run (a test calling the runner directly) `paused()`
+does nothing. The built-in agent's tool gate (`agent/gate.py`) uses it around an approval
+wait only.
 """
 
 from __future__ import annotations
@@ -206,15 +207,15 @@ class Runner(Protocol):
 
 
 class TurnPause(Protocol):
-    """The turn's side of `paused()`: what the lane sets for the runner call of a turn (and
-    the engine for an isolated run's, `engine.isolated.RunSlot`)."""
+    """The turn's side of `paused()`: what is set for the runner call of a turn or of an
+    isolated run (`runtime.execution.Execution`)."""
 
     def pause(self) -> AbstractAsyncContextManager[None]: ...
 
 
-# The pause of the turn whose runner is running in this context (the lane sets it around
-# `run_turn`, the engine around an isolated run's; tasks the runner starts inherit it). None
-# outside them.
+# The pause of the turn whose runner is running in this context (its execution sets it
+# around the runner call of a turn or an isolated run; tasks the runner starts inherit it).
+# None outside them.
 turn_pause: ContextVar[TurnPause | None] = ContextVar("agentcron_turn_pause", default=None)
 
 

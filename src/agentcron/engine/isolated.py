@@ -17,6 +17,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from agentcron.agent.runner import (
@@ -31,7 +32,6 @@ from agentcron.agent.runner import (
     as_outcome,
     fire_source,
     fire_trigger,
-    turn_pause,
 )
 from agentcron.agent.tool_entries import run_tool_call, tool_entry
 from agentcron.config import EngineSettings
@@ -47,9 +47,9 @@ from agentcron.domain.runs import ClaimedFire
 from agentcron.domain.sessions import Entry, Role
 from agentcron.domain.states import STOPPED_MID_TURN, RunState
 from agentcron.runtime.clock import Clock
+from agentcron.runtime.execution import Execution
 from agentcron.runtime.journal import Journal
-from agentcron.runtime.slot_hold import SlotHold
-from agentcron.runtime.turn_call import TurnCall
+from agentcron.runtime.slots import SlotPool
 from agentcron.store.writes import (
     Remember,
     RunEnd,
@@ -162,66 +162,11 @@ Deliver = Callable[..., Coroutine[Any, Any, Any]]
 """Posts a delivery job's result into its target session (key, text, meta, channel, ...)."""
 
 
-class RunSlot(SlotHold):
-    """An isolated run's hold on an engine slot (`TurnPause`, set for its runner call), as a
-    lane's turn holds one: taken before the run starts (`acquire`), given back while its
-    runner waits for something outside the run (`paused()`: an approval), taken again after
-    the wait, let go at its end (`release`, only what it holds; see `SlotHold`). The pool is
-    the one the lanes use (`max_concurrent_runs`).
-
-    The counters of `runs` move with it: `awaiting_approval` for the wait, then
-    `awaiting_slot` while it takes a slot again. `guard` is the run's `TurnCall`, set when
-    its runner is called. A graceful stop cuts a paused run (`Engine.stop`): interrupted, its
-    approval expired ("cancelled").
-    """
-
-    __slots__ = ("_pool", "_run_task", "_runs")
-
-    def __init__(self, slots: asyncio.Semaphore, runs: IsolatedRuns) -> None:
-        super().__init__(held=False)
-        self._pool, self._runs = slots, runs
-        self._run_task = asyncio.current_task()  # the run's: what a graceful stop cancels
-
-    async def acquire(self) -> None:
-        await self._pool.acquire()
-        self.held = True
-
-    @property
-    def _slots(self) -> asyncio.Semaphore:
-        return self._pool
-
-    @property
-    def _closing(self) -> bool:
-        return self._runs.closing
-
-    @property
-    def _registry(self) -> set[SlotHold]:
-        return self._runs.paused
-
-    def _task(self) -> asyncio.Task[object] | None:
-        return self._run_task
-
-    def _given_back(self) -> None:
-        self._runs.awaiting_approval += 1
-
-    def _back(self) -> None:
-        self._runs.awaiting_approval -= 1
-
-    async def _reacquire(self) -> None:
-        self._runs.awaiting_slot += 1
-        try:
-            await self._pool.acquire()
-        finally:
-            self._runs.awaiting_slot -= 1
-
-    def _wait_ended(self) -> None:
-        """Nothing: an isolated run is not counted while inside its runner."""
-
-
 class IsolatedRuns:
     """Runs the engine's isolated fires (system jobs, delivery jobs), from RUNNING through
-    the journal to the terminal state and the job's bookkeeping. The engine queues them per
-    job and gives each a slot; `running` holds those inside their handler or runner.
+    the journal to the terminal state and the job's bookkeeping, each in an `Execution` on
+    the slots the lanes use (`max_concurrent_runs`). The engine queues them per job;
+    `running` holds those inside their handler or runner.
     """
 
     def __init__(
@@ -231,6 +176,7 @@ class IsolatedRuns:
         journal: Journal,
         bus: EventBus,
         clock: Clock,
+        slots: SlotPool,
         settings: EngineSettings,
         handlers: dict[str, SystemHandler],
         evaluator: Evaluator,
@@ -241,6 +187,7 @@ class IsolatedRuns:
         self.journal = journal
         self.bus = bus
         self.clock = clock
+        self.slots = slots  # shared with the lanes; it counts the isolated runs apart
         self.settings = settings
         self.handlers = handlers  # system jobs (kind system_event): by name
         self.evaluator = evaluator
@@ -249,112 +196,18 @@ class IsolatedRuns:
         # and a delivery job's run reads and saves none (it pays nothing for it).
         self.memory = memory
         self.running: dict[str, asyncio.Task[None]] = {}
-        self.awaiting_approval = 0  # runs whose runner waits without a slot (`RunSlot`)
-        self.awaiting_slot = 0  # runs taking their slot again after such a wait
-        self.paused: set[SlotHold] = set()  # runs waiting for the outside world now
-        self.closing = False  # a graceful stop began: paused runs are cut (`RunSlot`)
 
-    def cut_paused(self) -> None:
-        """A graceful stop began: cut the runs that wait for the outside world (an approval);
-        a run that pauses from now on is cut as it pauses.
-        """
-        self.closing = True
-        for slot in list(self.paused):
-            slot.cut_if_closing()
-
-    async def run(self, fire: ClaimedFire, slot: RunSlot | None = None) -> None:
+    async def run(self, fire: ClaimedFire, may_start: Callable[[ClaimedFire], bool]) -> None:
         """Run a fire that is not a session turn to its end: a system job's handler, or a
-        delivery job's isolated run followed by its evaluate step and delivery. `slot` is the
-        engine slot it holds: its runner may give it back while it waits (`paused()`).
+        delivery job's isolated run followed by its evaluate step and delivery. Once it holds
+        a slot, `may_start` says whether it starts at all (not during a stop: it is handed
+        back); its runner may give the slot back while it waits (`paused()`).
         """
-        job = fire.job
-        current = asyncio.current_task()
-        if current is not None:
-            self.running[fire.run_id] = current
-        now = self.clock.now()
-        # Durable before the turn starts: after a crash this fire is interrupted, not re-run.
-        await self.journal.write(RunEnd(Transition(fire.run_id, RunState.RUNNING, now)))
-        if self.bus.active:
-            await self.bus.publish(
-                FireStarted(
-                    session_key=job.session_key or "",
-                    job_id=job.id,
-                    run_id=fire.run_id,
-                    lateness_s=(self.clock.now() - fire.fire_at).total_seconds(),
-                )
-            )
-        trigger = fire_trigger(fire)
-        system = job.kind is JobKind.SYSTEM_EVENT
-        if system and self.bus.active:
-            # Seed 004: a system event's text goes to its session's subscribers (live views),
-            # whatever its handler then does.
-            await self.bus.publish(
-                SystemEventFired(
-                    session_key=job.session_key or "",
-                    job_id=job.id,
-                    run_id=fire.run_id,
-                    name=job.name,
-                    text=job.message,
-                )
-            )
-        handler = self.handlers.get(job.name) if system else None
-        session = SessionInfo(
-            key=f"system:{job.name}" if system else memory_key(job),
-            channel=job.channel or ("system" if system else "cron"),
-            chat_id=job.to or job.id,
-            channel_meta=job.channel_meta,
-            tz=job.spec.tz,
-        )
-        remembers = not system and self.memory is not None
-        turn = TurnInput(
-            turn_id=fire.run_id,
-            source=fire_source(job),
-            prompt=job.message,
-            history=await self._history(fire, session.key) if remembers else (),
-            now=now,
-            trigger=trigger,
-        )
-
-        guard = TurnCall(self.settings.turn_timeout)
-
-        async def call() -> Outcome:
-            if handler is not None:
-                return as_outcome(await handler(trigger))
-            if slot is None:
-                return await self.runner.run_turn(session, turn, NullEvents())
-            # The runner may give the slot back while it waits (`runner.paused()`).
-            slot.guard = guard
-            token = turn_pause.set(slot)
-            try:
-                return await self.runner.run_turn(session, turn, NullEvents())
-            finally:
-                turn_pause.reset(token)
-
+        execution = Execution(self.slots, self.slots.runs, self.clock, self.settings.turn_timeout)
         try:
-            outcome = await guard.run(call, log_context(fire))
-        except asyncio.CancelledError:
-            self.finish(
-                fire,
-                RunState.INTERRUPTED,
-                Outcome.failed(STOPPED_MID_TURN),
-            )
-            raise
+            await execution.run(_IsolatedRun(self, fire, may_start), ctx=log_context(fire))
         finally:
-            self.running.pop(fire.run_id, None)
-        delivery, message_id = None, None
-        if not system:
-            delivery, message_id = await self._deliver_to_target(fire, outcome)
-        state = RunState(outcome.status.value)
-        remember = remember_exchange(job, fire.run_id, job.message, outcome) if remembers else None
-        result = await self.finish(
-            fire, state, outcome, message_id=message_id, delivery=delivery, remember=remember
-        )
-        if remember is not None and self.bus.active:  # its memory's transcript grew
-            await self.bus.publish(SessionSync(session_key=remember.session_key))
-        if job.session_key is not None and self.bus.active:
-            # The job's record (next run, auto-pause, removal) is committed: say so.
-            deleted = isinstance(result, TurnFinished) and result.job_deleted
-            await publish_fire_settled(self.bus, fire, state.value, job_deleted=deleted)
+            self.running.pop(fire.run_id, None)  # also after a failed start
 
     async def _history(self, fire: ClaimedFire, key: str) -> tuple[HistoryEntry, ...]:
         """A delivery job's memory; a failed read costs the run its memory, not the run."""
@@ -426,6 +279,127 @@ class IsolatedRuns:
             tool_calls=[run_tool_call(tool_entry(t, fire.run_id)) for t in outcome.tools],
         )
         return self.journal.submit(RunEnd(transition, job_outcome, remember))
+
+
+class _IsolatedRun:
+    """One isolated run's steps in its `Execution`: RUNNING written, the fire (and a system
+    job's text) announced, the handler or the runner (with its memory's history), then the
+    evaluate step, delivery and the end write.
+    """
+
+    __slots__ = (
+        "begun",
+        "fire",
+        "handler",
+        "may_start",
+        "now",
+        "remembers",
+        "runs",
+        "session",
+        "system",
+        "trigger",
+    )
+
+    def __init__(
+        self, runs: IsolatedRuns, fire: ClaimedFire, may_start: Callable[[ClaimedFire], bool]
+    ) -> None:
+        job = fire.job
+        self.runs, self.fire, self.may_start = runs, fire, may_start
+        self.system = system = job.kind is JobKind.SYSTEM_EVENT
+        self.handler = runs.handlers.get(job.name) if system else None
+        self.remembers = not system and runs.memory is not None
+        self.trigger = fire_trigger(fire)
+        self.session = SessionInfo(
+            key=f"system:{job.name}" if system else memory_key(job),
+            channel=job.channel or ("system" if system else "cron"),
+            chat_id=job.to or job.id,
+            channel_meta=job.channel_meta,
+            tz=job.spec.tz,
+        )
+        self.now: datetime | None = None  # the start's time: the runner's `now`
+        self.begun = False  # RUNNING is committed: a cut ends the run interrupted
+
+    async def start(self) -> bool:
+        fire, runs = self.fire, self.runs
+        if not self.may_start(fire):
+            return False
+        current = asyncio.current_task()
+        if current is not None:
+            runs.running[fire.run_id] = current
+        self.now = runs.clock.now()
+        # Durable before the runner is called: after a crash this fire is interrupted, not
+        # re-run.
+        await runs.journal.write(RunEnd(Transition(fire.run_id, RunState.RUNNING, self.now)))
+        self.begun = True
+        return True
+
+    async def started(self) -> None:
+        fire, bus = self.fire, self.runs.bus
+        job = fire.job
+        if not bus.active:
+            return
+        await bus.publish(
+            FireStarted(
+                session_key=job.session_key or "",
+                job_id=job.id,
+                run_id=fire.run_id,
+                lateness_s=(self.runs.clock.now() - fire.fire_at).total_seconds(),
+            )
+        )
+        if self.system:
+            # Seed 004: a system event's text goes to its session's subscribers (live views),
+            # whatever its handler then does.
+            await bus.publish(
+                SystemEventFired(
+                    session_key=job.session_key or "",
+                    job_id=job.id,
+                    run_id=fire.run_id,
+                    name=job.name,
+                    text=job.message,
+                )
+            )
+
+    async def call(self) -> Outcome:
+        if self.handler is not None:
+            return as_outcome(await self.handler(self.trigger))
+        fire, runs = self.fire, self.runs
+        turn = TurnInput(
+            turn_id=fire.run_id,
+            source=fire_source(fire.job),
+            prompt=fire.job.message,
+            history=await runs._history(fire, self.session.key) if self.remembers else (),
+            now=self.now,
+            trigger=self.trigger,
+        )
+        return await runs.runner.run_turn(self.session, turn, NullEvents())
+
+    async def end(self, outcome: Outcome) -> None:
+        fire, runs = self.fire, self.runs
+        job = fire.job
+        runs.running.pop(fire.run_id, None)
+        delivery, message_id = None, None
+        if not self.system:
+            delivery, message_id = await runs._deliver_to_target(fire, outcome)
+        state = RunState(outcome.status.value)
+        remember = (
+            remember_exchange(job, fire.run_id, job.message, outcome) if self.remembers else None
+        )
+        result = await runs.finish(
+            fire, state, outcome, message_id=message_id, delivery=delivery, remember=remember
+        )
+        if remember is not None and runs.bus.active:  # its memory's transcript grew
+            await runs.bus.publish(SessionSync(session_key=remember.session_key))
+        if job.session_key is not None and runs.bus.active:
+            # The job's record (next run, auto-pause, removal) is committed: say so.
+            deleted = isinstance(result, TurnFinished) and result.job_deleted
+            await publish_fire_settled(runs.bus, fire, state.value, job_deleted=deleted)
+
+    async def cut(self) -> None:
+        """A shutdown cut the run: interrupted (its end write is queued, not awaited). One
+        cut before its RUNNING was committed is left to the reaper, as a crash's is.
+        """
+        if self.begun:
+            self.runs.finish(self.fire, RunState.INTERRUPTED, Outcome.failed(STOPPED_MID_TURN))
 
 
 def log_context(fire: ClaimedFire) -> dict[str, Any]:

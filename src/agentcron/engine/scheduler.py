@@ -24,7 +24,6 @@ from agentcron.engine.isolated import (
     Evaluator,
     IsolatedRuns,
     MemoryReader,
-    RunSlot,
     SystemHandler,
     evaluate_response,
     log_context,
@@ -32,6 +31,7 @@ from agentcron.engine.isolated import (
 from agentcron.engine.policies import plan_fires
 from agentcron.runtime.clock import Clock, SystemClock
 from agentcron.runtime.journal import Journal
+from agentcron.runtime.slots import SlotPool
 from agentcron.runtime.waiters import Waiters
 from agentcron.store.errors import StoreUnavailableError
 from agentcron.store.interface import EngineLedger
@@ -121,7 +121,7 @@ class Engine:
         *,
         journal: Journal,
         turns: TurnSink,
-        slots: asyncio.Semaphore,
+        slots: SlotPool,
         bus: EventBus,
         clock: Clock | None = None,
         settings: EngineSettings | None = None,
@@ -147,7 +147,7 @@ class Engine:
         self.owner = owner or make_owner()
         self.stats: Counter[str] = Counter()
         self._wake = asyncio.Event()
-        self._slots = slots
+        self.slots = slots  # shared with the lanes
         self.run_waiters = Waiters()  # callers waiting for a run to reach a terminal state
         self._job_queues: dict[str, deque[ClaimedFire]] = {}
         self._waiting: dict[str, ClaimedFire] = {}  # isolated fires claimed, not started
@@ -162,7 +162,6 @@ class Engine:
         self.fenced = False  # this owner was declared dead elsewhere: it takes no work
         self._halting: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._awaiting_slot = 0
         self._touched: set[str] = set()
         self._next_prune: datetime | None = None
         self._next_due: datetime | None = None
@@ -194,6 +193,7 @@ class Engine:
             journal=journal,
             bus=bus,
             clock=self.clock,
+            slots=slots,
             settings=self.settings,
             handlers=self.system_handlers,
             evaluator=evaluator,
@@ -258,7 +258,9 @@ class Engine:
         self._wake.set()
         if self._loop_task is not None:
             await self._loop_task
-        self.isolated.cut_paused()  # a person's answer gets no grace (as in the lanes)
+        # A person's answer gets no grace: the turns and runs paused for one are cut now,
+        # and those that pause during the grace as they pause.
+        self.slots.close()
         tasks = list(self._tasks)
         lanes = asyncio.create_task(self.turns.shutdown(wait))
         if tasks:
@@ -535,7 +537,7 @@ class Engine:
             await self.turns.submit_fire(fire)
             return
         queue = self._job_queues.get(fire.job.id)
-        if queue is not None or self._slots.locked():
+        if queue is not None or self.slots.locked():
             # It has to wait (for its job's earlier fire or for a free slot): say so.
             self.journal.post(RunEnd(Transition(fire.run_id, RunState.QUEUED, self.clock.now())))
         self._waiting[fire.run_id] = fire
@@ -562,28 +564,23 @@ class Engine:
             self._spawn(self._execute(queue[0]))
 
     async def _execute(self, fire: ClaimedFire) -> None:
-        started = False
         try:
             if fire.fire_at > self.clock.now():  # claimed ahead: start on the dot
                 await self.clock.sleep_until(fire.fire_at, asyncio.Event())
-            slot = RunSlot(self._slots, self.isolated)
-            self._awaiting_slot += 1
-            try:
-                await slot.acquire()
-            finally:
-                self._awaiting_slot -= 1
-            try:
-                if self._stopping:
-                    return  # never started: released at stop for the next engine
-                started = True
-                self._waiting.pop(fire.run_id, None)
-                await self.isolated.run(fire, slot)
-            finally:
-                slot.release()  # only what it holds: a pause may have given it back
+            await self.isolated.run(fire, self._may_start)
         finally:
             self._live_runs.discard(fire.run_id)
-            if started:
+            if fire.run_id not in self._waiting:  # it started: its job's next fire may go
                 self._next_of_job(fire.job.id)
+
+    def _may_start(self, fire: ClaimedFire) -> bool:
+        """An isolated fire holds its slot: it starts, unless a stop began (then it never
+        started and is released at stop for the next engine).
+        """
+        if self._stopping:
+            return False
+        self._waiting.pop(fire.run_id, None)
+        return True
 
     def _committed(self, writes: Sequence[Write], results: Sequence[WriteResult]) -> None:
         """After each group commit: count ended runs, wake their waiters, and look at the
@@ -707,28 +704,18 @@ class Engine:
     # -- observation -----------------------------------------------------------------------
 
     @property
-    def awaiting_slot(self) -> int:
-        """Isolated runs ready to start, or back from an approval wait, waiting for a slot."""
-        return self._awaiting_slot + self.isolated.awaiting_slot
-
-    @property
-    def awaiting_approval(self) -> int:
-        """Isolated runs whose runner waits for an approval (no slot held)."""
-        return self.isolated.awaiting_approval
-
-    @property
     def waiting_runs(self) -> int:
         return len(self._waiting)
 
     def idle(self, *, busy_ok: bool = False) -> bool:
-        """Asleep with nothing due and every state change recorded; and no turn in flight,
-        or with `busy_ok`, every turn either inside its runner or waiting for a slot.
+        """Asleep with nothing due and every state change recorded; and no turn or isolated
+        run in flight, or with `busy_ok`, every one either inside its runner, paused in it or
+        waiting for a slot.
         """
         due = self._deadline is not None and self._deadline <= self.clock.now()
         quiet = self._sleeping and not self._wake.is_set() and not due and not self.journal.pending
         if not self.turns.quiet(busy_ok=busy_ok):
             return False
         if busy_ok:
-            waiting = len(self.isolated.running) + self._awaiting_slot
-            return quiet and len(self._tasks) == waiting
+            return quiet and len(self._tasks) == self.slots.runs.settled
         return quiet and not self._tasks

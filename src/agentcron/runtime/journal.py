@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from agentcron.runtime.backoff import Backoff
 from agentcron.store.errors import StoreError, StoreUnavailableError
 from agentcron.store.interface import Finisher, GroupCommit
 from agentcron.store.writes import Write, WriteResult
@@ -20,8 +21,6 @@ Listener = Callable[[Sequence[Write], Sequence[WriteResult]], None]
 
 _RETRY_S = 1.0
 _DETACHED_RETRIES = 5
-# While the database is unreachable a batch is tried again after these pauses (doubling).
-BACKOFF_S = (0.1, 5.0)
 STOP_RETRY_S = 5.0  # once a stop began, how long writes still wait for the database
 
 
@@ -44,7 +43,8 @@ class Journal:
 
     An outage (`StoreUnavailableError`: the database unreachable or locked, nothing committed)
     never drops a write nor turns it into a failure: the batch goes back to the head of the
-    queue and is tried again, whole, after a pause (0.1 s doubling to 5 s), until it lands.
+    queue and is tried again, whole, after a pause (`backoff`: 0.1 s doubling to 5 s), until
+    it lands.
     Only a stop ends the waiting (`begin_stop`: after `STOP_RETRY_S` the writes still
     unwritten fail with `StoreUnavailableError`; the next start's recovery settles them). A
     refusal (`StoreError`) is still the caller's answer.
@@ -54,11 +54,11 @@ class Journal:
     finisher: Finisher
     max_batch: int = 2000
     listeners: list[Listener] = field(default_factory=list)
+    backoff: Backoff = field(default_factory=Backoff)  # the pause while the database is down
     _queue: list[_Item] = field(default_factory=list)
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _busy: bool = False
     _task: asyncio.Task[None] | None = None
-    _pause: float = BACKOFF_S[0]
     _outage: bool = False  # the last try failed: said once in the log, and once when it ends
     _stop_by: float | None = None  # loop time after which a stop gives up on the database
     _stopping: asyncio.Event = field(default_factory=asyncio.Event)
@@ -200,7 +200,7 @@ class Journal:
                 len(batch),
             )
         self._queue[:0] = batch
-        pause, self._pause = self._pause, min(self._pause * 2, BACKOFF_S[1])
+        pause = self.backoff.pause()
         if self._stop_by is not None:
             pause = min(pause, max(0.0, self._stop_by - time.monotonic()))
         with contextlib.suppress(TimeoutError):  # a stop cuts the pause short
@@ -208,7 +208,7 @@ class Journal:
                 await (self._stopping.wait() if self._stop_by is None else asyncio.sleep(pause))
 
     def _landed(self) -> None:
-        self._pause = BACKOFF_S[0]
+        self.backoff.reset()
         if self._outage:
             self._outage = False
             log.warning("the database answers again; the writes that waited are recorded")

@@ -17,7 +17,6 @@ from agentcron.agent.runner import (
     TurnInput,
     TurnSource,
     fire_source,
-    turn_pause,
 )
 from agentcron.config import EngineSettings
 from agentcron.domain.events import (
@@ -34,10 +33,11 @@ from agentcron.domain.jobs import Catchup
 from agentcron.domain.runs import ClaimedFire
 from agentcron.domain.sessions import Entry, MemoryScope, Message, Role, Session, Turn
 from agentcron.domain.states import RunState
+from agentcron.runtime.backoff import Backoff
 from agentcron.runtime.clock import Clock
+from agentcron.runtime.execution import Execution
 from agentcron.runtime.journal import Journal
-from agentcron.runtime.slot_hold import SlotHold
-from agentcron.runtime.turn_call import TurnCall
+from agentcron.runtime.slots import SlotPool
 from agentcron.runtime.waiters import Waiters
 from agentcron.store.errors import StoreUnavailableError
 from agentcron.store.interface import LaneStore
@@ -57,7 +57,6 @@ log = logging.getLogger(__name__)
 # A start refused because another process holds the session waits for that process's notice
 # (`sessions_freed`); this bounds the wait should every notice be lost.
 _BUSY_RECHECK = timedelta(seconds=30)
-_OUTAGE_FIRST, _OUTAGE_MAX = 0.1, 5.0  # seconds between reads while the database is down
 
 
 @dataclass(eq=False)
@@ -65,70 +64,167 @@ class _Lane(LaneQueue):
     """A session's queue and the task working through it."""
 
     worker: asyncio.Task[None] | None = None
-    call: TurnCall | None = None
+    # The current turn's execution: made when the turn becomes current, so that a stop in
+    # any instant before the runner is called is not lost.
+    execution: Execution | None = None
     replay: list[Event] = field(default_factory=list)  # events of the turn in progress
 
 
-class _TurnSlot(SlotHold):
-    """One turn's hold on an engine slot (`TurnPause`, set for its runner call): taken by its
-    start, given back while its runner waits for something outside the turn (`paused()`: an
-    approval), taken again after the wait, let go at its end (see `SlotHold`).
-
-    The counters move with it: `in_runner` -> `awaiting_approval` for the wait, then
-    `awaiting_slot` while it takes a slot again, then `in_runner`. The lane counts the turn out
-    of `in_runner` after its call; the call always awaits the runner's task to its end
-    (`TurnCall`), so a pause has always ended by then. A graceful stop cuts a paused turn
-    (`Lanes.shutdown`): interrupted, its approval expired ("cancelled") by the wait's
-    cancellation.
+class _LaneTurn:
+    """One session turn's steps in its `Execution` (the start and end writes, the history
+    read, the events), and the `TurnEvents` its runner streams into (forwarded to the bus as
+    typed events, kept for replay).
     """
 
-    __slots__ = ("_lane", "_lanes")
+    __slots__ = (
+        "execution",
+        "lane",
+        "lanes",
+        "message",
+        "pending",
+        "prepared",
+        "session",
+        "written",
+    )
 
-    def __init__(self, lanes: Lanes, lane: _Lane, call: TurnCall) -> None:
-        super().__init__(held=True, guard=call)
-        self._lanes, self._lane = lanes, lane
+    def __init__(
+        self,
+        lanes: Lanes,
+        lane: _Lane,
+        pending: Pending,
+        prepared: FireTurn | None,
+        execution: Execution,
+    ) -> None:
+        self.lanes, self.lane, self.pending, self.prepared = lanes, lane, pending, prepared
+        self.execution = execution
+        self.message: Message | None = None  # the trigger entry: set by the start
+        self.session: Session | None = None
+        self.written: list[Entry] = []  # a compaction's summary, saved with the turn's end
 
-    @property
-    def _slots(self) -> asyncio.Semaphore:
-        return self._lanes._slots
-
-    @property
-    def _closing(self) -> bool:
-        return self._lanes._closing
-
-    @property
-    def _registry(self) -> set[SlotHold]:
-        return self._lanes._paused
-
-    def _task(self) -> asyncio.Task[object] | None:
-        return self._lane.worker
-
-    def _given_back(self) -> None:
-        self._lanes._in_runner -= 1
-        self._lanes._awaiting_approval += 1
-
-    def _back(self) -> None:
-        self._lanes._awaiting_approval -= 1
-
-    async def _reacquire(self) -> None:
-        await self._lanes._acquire_slot()
-
-    def _wait_ended(self) -> None:
-        self._lanes._in_runner += 1
-
-
-class _Events:
-    """Forwards a runner's events to the bus as typed events and keeps them for replay."""
-
-    def __init__(self, bus: EventBus, lane: _Lane, turn_id: str) -> None:
-        self._bus, self._lane, self._turn_id = bus, lane, turn_id
+    # -- TurnEvents ------------------------------------------------------------------------
 
     async def emit(self, event: dict[str, Any]) -> None:
-        await self.put(runner_event(self._lane.key, self._turn_id, event))
+        await self.put(runner_event(self.lane.key, self.pending.turn_id, event))
 
     async def put(self, event: Event) -> None:
-        self._lane.replay.append(event)
-        await self._bus.publish(event)
+        self.lane.replay.append(event)
+        await self.lanes.bus.publish(event)
+
+    # -- Steps -----------------------------------------------------------------------------
+
+    async def start(self) -> bool:
+        """Begin the turn (durable before the runner is called: after a crash it is
+        interrupted, never run again). Waits, without a slot, while another process holds
+        the session. False: the session is gone (the turn ended unstarted).
+        """
+        lanes, key, pending = self.lanes, self.lane.key, self.pending
+        freed = lanes._held_elsewhere.setdefault(key, asyncio.Event())
+        try:
+            while True:
+                # Holding a slot (taken first: the turn's start time, its trigger entry's
+                # time and its lease count from when it really starts, not from when it
+                # began to wait for a slot). Cleared before the attempt: a notice that
+                # arrives while the start is being written is not lost (the wait below then
+                # returns at once).
+                freed.clear()
+                now = lanes.clock.now()
+                if pending.fire is not None and pending.fire.fire_at > now:
+                    now = pending.fire.fire_at  # claimed ahead: it starts at its time
+                start = start_record(
+                    key, pending, self.prepared, owner=lanes.owner, now=now, lease=lanes._lease
+                )
+                # Submitted, the start commits even if this task is cancelled (a shutdown)
+                # before it hears back: from here the turn can only end, never be handed back.
+                pending.started = True
+                try:
+                    result = await lanes.journal.write(start)
+                except asyncio.CancelledError:
+                    raise
+                except BaseException:
+                    pending.started = False  # its transaction failed: it did not begin
+                    raise
+                if not isinstance(result, TurnStarted):
+                    pending.started = False
+                    raise TypeError(f"a turn start was answered with {result!r}")
+                if result.message is not None and result.session is not None:
+                    self.message, self.session = result.message, result.session
+                    return True
+                pending.started = False  # the session is held elsewhere, or gone: not begun
+                if result.busy_until is None:  # the session was deleted meanwhile
+                    self.execution.release()
+                    await lanes.ends.unstarted(
+                        key, pending, RunState.CANCELLED, "cancelled: its session was deleted"
+                    )
+                    return False
+                # Another process runs a turn in this session: its end is announced (the
+                # store's signals -> `sessions_freed`); wait for that, or at most until its
+                # lease ends.
+                again = min(result.busy_until, lanes.clock.now() + _BUSY_RECHECK)
+                await self.execution.without_slot(lanes.clock.sleep_until(again, freed))
+        finally:
+            lanes._held_elsewhere.pop(key, None)
+
+    async def started(self) -> None:
+        lanes, pending, fire = self.lanes, self.pending, self.pending.fire
+        if fire is not None and lanes.bus.active:
+            await lanes._job_event(fire, JobAction.FIRED)
+            await lanes.bus.publish(
+                FireStarted(
+                    session_key=self.lane.key,
+                    job_id=fire.job.id,
+                    run_id=fire.run_id,
+                    lateness_s=(lanes.clock.now() - fire.fire_at).total_seconds(),
+                )
+            )
+        await self.put(
+            StreamStart(
+                session_key=self.lane.key, turn_id=pending.turn_id, source=pending.source.value
+            )
+        )
+
+    async def call(self) -> Outcome:
+        """History, then the runner (inside the guard: a stop or the turn's timeout also
+        covers the history read and a compaction's model call).
+        """
+        lanes, pending, prepared, session = self.lanes, self.pending, self.prepared, self.session
+        if self.message is None or session is None:
+            raise RuntimeError("a turn's runner was called before its start")
+        history = await lanes._history(
+            self.lane.key, self.message.seq, pending.turn_id, self.written
+        )
+        turn_input = TurnInput(
+            turn_id=pending.turn_id,
+            source=pending.source,
+            prompt=pending.content if prepared is None else prepared.prompt,
+            history=history,
+            now=lanes.clock.now(),
+            system_context=None if prepared is None else prepared.system_context,
+            trigger=None if prepared is None else prepared.trigger,
+            model=None if pending.fire is None else pending.fire.job.model,
+        )
+        info = SessionInfo(
+            key=session.key,
+            channel=session.channel,
+            chat_id=session.chat_id,
+            channel_meta=session.channel_meta,
+            title=session.title,
+            tz=session.tz,
+        )
+        return await lanes.runner.run_turn(info, turn_input, self)
+
+    async def end(self, outcome: Outcome) -> None:
+        if self.session is None:
+            raise RuntimeError("a turn ended before its start")
+        await self.lanes.ends.finished(
+            self.lane.key, self.pending, outcome, self.session, self.put, self.written
+        )
+
+    async def cut(self) -> None:
+        """A shutdown cut the turn mid-way: close it (its session is None when the stop came
+        before its start was answered); one whose start was never submitted is handed back.
+        """
+        if self.pending.started:
+            await self.lanes.ends.interrupted(self.lane.key, self.pending, self.session)
 
 
 class Lanes:
@@ -150,7 +246,7 @@ class Lanes:
         *,
         owner: str,
         bus: EventBus,
-        slots: asyncio.Semaphore,
+        slots: SlotPool,
         settings: EngineSettings,
         on_busy: Callable[[], None] = lambda: None,
         memory_scope: Callable[[str], MemoryScope | None] | None = None,
@@ -162,7 +258,7 @@ class Lanes:
         self.owner = owner
         self.bus = bus
         self.settings = settings
-        self._slots = slots
+        self.slots = slots  # shared with the engine's isolated runs; it counts the turns
         self.on_busy = on_busy  # leases are held now: the heartbeat renews them
         # Sessions that share one memory (unified mode); None: each session is its own.
         self.memory_scope = memory_scope
@@ -170,10 +266,6 @@ class Lanes:
         self._lanes: dict[str, _Lane] = {}
         self._closing = False
         self._workers = 0  # lane workers alive
-        self._in_runner = 0
-        self._awaiting_slot = 0
-        self._awaiting_approval = 0
-        self._paused: set[SlotHold] = set()  # turns waiting for the outside world now
         self._fires = 0  # fires waiting or running in lanes
         # Sessions whose turn waits for another process to let go of them: set on its notice.
         self._held_elsewhere: dict[str, asyncio.Event] = {}
@@ -260,25 +352,6 @@ class Lanes:
         return sum(1 for lane in self._lanes.values() if lane.current is not None)
 
     @property
-    def in_runner(self) -> int:
-        """Turns inside their runner now (holding a slot)."""
-        return self._in_runner
-
-    @property
-    def awaiting_slot(self) -> int:
-        """Turns ready to start (or to go on after a pause) but waiting for one of the
-        `max_concurrent_runs` slots.
-        """
-        return self._awaiting_slot
-
-    @property
-    def awaiting_approval(self) -> int:
-        """Turns whose runner waits for something outside the turn (`runner.paused()`: a
-        tool call's approval). They hold their session, not a slot.
-        """
-        return self._awaiting_approval
-
-    @property
     def queued_turns(self) -> int:
         """Turns waiting behind another turn of their session."""
         return sum(lane.waiting for lane in self._lanes.values())
@@ -298,7 +371,7 @@ class Lanes:
         start write) is stopped too: it ends cancelled without calling the runner.
         """
         lane = self._lanes.get(session_key)
-        return lane is not None and lane.call is not None and lane.call.stop()
+        return lane is not None and lane.execution is not None and lane.execution.stop()
 
     async def _job_event(
         self, fire: ClaimedFire, action: JobAction, status: str | None = None
@@ -321,11 +394,13 @@ class Lanes:
         self._workers += 1
         try:
             while not self._closing and (pending := lane.begin()) is not None:
-                # The call exists from the moment the turn is current, so that a stop in
-                # any instant before the runner is called is not lost.
-                lane.call = TurnCall(self.settings.turn_timeout)
+                # The execution exists from the moment the turn is current, so that a stop
+                # in any instant before the runner is called is not lost.
+                execution = lane.execution = Execution(
+                    self.slots, self.slots.turns, self.clock, self.settings.turn_timeout
+                )
                 try:
-                    await self._turn(lane, pending)
+                    await self._turn(lane, pending, execution)
                 except StoreUnavailableError as exc:  # a stop gave up waiting for the database
                     log.warning(
                         "turn left to the next start's recovery: %s",
@@ -339,7 +414,7 @@ class Lanes:
                     await self.ends.after_error(lane.key, pending, exc)
                 finally:
                     lane.end(pending)
-                    lane.call = None
+                    lane.execution = None
                     lane.replay = []
                     if pending.fire is not None:
                         self._fires -= 1
@@ -361,17 +436,10 @@ class Lanes:
         """
         working = self._workers
         if busy_ok:
-            return working == self._in_runner + self._awaiting_slot + self._awaiting_approval
+            return working == self.slots.turns.settled
         return working == 0
 
-    async def _acquire_slot(self) -> None:
-        self._awaiting_slot += 1
-        try:
-            await self._slots.acquire()
-        finally:
-            self._awaiting_slot -= 1
-
-    async def _turn(self, lane: _Lane, pending: Pending) -> None:
+    async def _turn(self, lane: _Lane, pending: Pending, execution: Execution) -> None:
         fire = pending.fire
         if fire is not None and self._late(fire):
             await self.ends.unstarted(
@@ -390,88 +458,11 @@ class Lanes:
                     lane.key, pending, RunState.FAILED, f"the prompt could not be rendered: {exc}"
                 )
                 return
-        call = lane.call or TurnCall(self.settings.turn_timeout)
-        slot: _TurnSlot | None = None
-        try:
-            try:
-                started = await self._start(lane, pending, prepared)
-            except asyncio.CancelledError:
-                if pending.started:  # cut off after its start was submitted: close it
-                    await asyncio.shield(self.ends.interrupted(lane.key, pending, None))
-                raise
-            if started is None:
-                return
-            slot = pause = _TurnSlot(self, lane, call)  # holding the slot _start took
-            message, session = started
-            if fire is not None and fire.fire_at > self.clock.now():
-                # Claimed ahead (claim_ahead), its start is already durable, stamped at the
-                # fire's time: the runner is called on the dot, with the claim and the start
-                # write off the fire's lateness.
-                try:
-                    await self.clock.sleep_until(fire.fire_at, asyncio.Event())
-                except asyncio.CancelledError:
-                    await asyncio.shield(self.ends.interrupted(lane.key, pending, session))
-                    raise
-            if fire is not None and self.bus.active:
-                await self._job_event(fire, JobAction.FIRED)
-                await self.bus.publish(
-                    FireStarted(
-                        session_key=lane.key,
-                        job_id=fire.job.id,
-                        run_id=fire.run_id,
-                        lateness_s=(self.clock.now() - fire.fire_at).total_seconds(),
-                    )
-                )
-            events = _Events(self.bus, lane, pending.turn_id)
-            await events.put(
-                StreamStart(
-                    session_key=lane.key, turn_id=pending.turn_id, source=pending.source.value
-                )
-            )
-            info = SessionInfo(
-                key=session.key,
-                channel=session.channel,
-                chat_id=session.chat_id,
-                channel_meta=session.channel_meta,
-                title=session.title,
-                tz=session.tz,
-            )
-            written: list[Entry] = []  # a compaction's summary, saved with the turn's end
-
-            async def turn() -> Outcome:
-                # Inside the call: a stop or the turn's timeout also covers the history read
-                # and a compaction's model call.
-                history = await self._history(lane.key, message.seq, pending.turn_id, written)
-                turn_input = TurnInput(
-                    turn_id=pending.turn_id,
-                    source=pending.source,
-                    prompt=pending.content if prepared is None else prepared.prompt,
-                    history=history,
-                    now=self.clock.now(),
-                    system_context=None if prepared is None else prepared.system_context,
-                    trigger=None if prepared is None else prepared.trigger,
-                    model=None if fire is None else fire.job.model,
-                )
-                # The runner may give the slot back while it waits (`runner.paused()`).
-                token = turn_pause.set(pause)
-                try:
-                    return await self.runner.run_turn(info, turn_input, events)
-                finally:
-                    turn_pause.reset(token)
-
-            self._in_runner += 1
-            try:
-                outcome = await call.run(turn, log_context(lane.key, pending))
-            except asyncio.CancelledError:
-                await asyncio.shield(self.ends.interrupted(lane.key, pending, session))
-                raise
-            finally:
-                self._in_runner -= 1
-            slot.release()
-            await self.ends.finished(lane.key, pending, outcome, session, events.put, written)
-        finally:
-            if slot is not None:
-                slot.release()  # only what it holds: a pause may have given it back
+        await execution.run(
+            _LaneTurn(self, lane, pending, prepared, execution),
+            at=None if fire is None else fire.fire_at,
+            ctx=log_context(lane.key, pending),
+        )
 
     async def _history(
         self, key: str, seq: int, turn_id: str, written: list[Entry]
@@ -479,79 +470,20 @@ class Lanes:
         """The turn's history; a database outage is waited out (with backoff, inside the
         turn's call: a stop or the turn's timeout still ends it), not made a failed turn.
         """
-        delay = _OUTAGE_FIRST
+        backoff: Backoff | None = None  # made at the first outage: a read that lands pays nothing
         while True:
             try:
                 return await self.memory.for_turn(key, seq, turn_id, written)
             except StoreUnavailableError:
                 if self._closing:
                     raise
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _OUTAGE_MAX)
+                backoff = backoff or Backoff()
+                await backoff.sleep()
 
     def _late(self, fire: ClaimedFire) -> bool:
         """A fire that waited past the grace period, of a job that skips late fires."""
         waited = self.clock.now() - fire.fire_at
         return fire.job.policy.catchup is Catchup.SKIP and waited > self.settings.misfire_grace
-
-    async def _start(
-        self, lane: _Lane, pending: Pending, prepared: FireTurn | None
-    ) -> tuple[Message, Session] | None:
-        """Take a turn slot and begin the turn (durable before the runner is called: after a
-        crash it is interrupted, never run again). Waits, without a slot, while another
-        process holds the session. Returns holding the slot, or None (the session is gone).
-        """
-        freed = self._held_elsewhere.setdefault(lane.key, asyncio.Event())
-        try:
-            return await self._start_when_free(lane, pending, prepared, freed)
-        finally:
-            self._held_elsewhere.pop(lane.key, None)
-
-    async def _start_when_free(
-        self, lane: _Lane, pending: Pending, prepared: FireTurn | None, freed: asyncio.Event
-    ) -> tuple[Message, Session] | None:
-        while True:
-            # The slot first: the turn's start time, its trigger entry's time and its lease
-            # count from when it really starts, not from when it began to wait for a slot.
-            await self._acquire_slot()
-            # Cleared before the attempt: a notice that arrives while the start is being
-            # written is not lost (the wait below then returns at once).
-            freed.clear()
-            now = self.clock.now()
-            if pending.fire is not None and pending.fire.fire_at > now:
-                now = pending.fire.fire_at  # claimed ahead: it starts at its time (see _turn)
-            start = start_record(
-                lane.key, pending, prepared, owner=self.owner, now=now, lease=self._lease
-            )
-            # Submitted, the start commits even if this task is cancelled (a shutdown) before
-            # it hears back: from here the turn can only end, never be handed back.
-            pending.started = True
-            try:
-                result = await self.journal.write(start)
-            except asyncio.CancelledError:
-                self._slots.release()
-                raise
-            except BaseException:
-                pending.started = False  # its transaction failed: it did not begin
-                self._slots.release()
-                raise
-            if not isinstance(result, TurnStarted):
-                pending.started = False
-                self._slots.release()
-                raise TypeError(f"a turn start was answered with {result!r}")
-            if result.message is not None and result.session is not None:
-                return result.message, result.session
-            pending.started = False  # the session is held elsewhere, or gone: not begun
-            self._slots.release()
-            if result.busy_until is None:  # the session was deleted meanwhile
-                await self.ends.unstarted(
-                    lane.key, pending, RunState.CANCELLED, "cancelled: its session was deleted"
-                )
-                return None
-            # Another process runs a turn in this session: its end is announced (the store's
-            # signals -> `sessions_freed`); wait for that, or at most until its lease ends.
-            again = min(result.busy_until, self.clock.now() + _BUSY_RECHECK)
-            await self.clock.sleep_until(again, freed)
 
     @property
     def keeps_history(self) -> bool:
@@ -604,8 +536,7 @@ class Lanes:
         self._closing = True
         waiting = [p for lane in self._lanes.values() for p in lane.take_waiting()]
         self._fires -= sum(p.fire is not None for p in waiting)
-        for paused in list(self._paused):
-            paused.cut_if_closing()
+        self.slots.close()  # cuts the paused turns (the engine may have closed it already)
         await self._release(waiting)
         current = [lane.current for lane in self._lanes.values() if lane.current is not None]
         workers = [lane.worker for lane in self._lanes.values() if lane.worker is not None]

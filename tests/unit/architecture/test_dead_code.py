@@ -45,6 +45,7 @@ USED_FROM_OUTSIDE = {
     "isolation_level": "set on the sqlite3 connection (store/database.py)",
     "log_file": "set on FastMCP's StdioTransport, which reads it (tools_config.py)",
     "connect_unix_socket": "httpcore's AsyncNetworkBackend interface (relay/callbacks.py)",
+    "_pool": "httpx.AsyncHTTPTransport's pool, replaced by a guarded one (relay/callbacks.py)",
     "exc_type": "AgentCron.__aexit__'s arguments",
     "tb": "AgentCron.__aexit__'s arguments",
     "ALL": "Catchup.ALL: a value the API and the job model accept",
