@@ -1,6 +1,7 @@
 """Owner liveness in the store, as a contract over SQLite and PostgreSQL: heartbeat rows, the
-read of silent owners, leases renewed only for live work, own orphans settled, and recovery
-that two replicas can run at once without settling anything twice.
+read of silent owners, leases renewed only for live work, own orphans settled, recovery
+that two replicas can run at once without settling anything twice, and a turn it closes that
+never overlaps the next turn of its session.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+import psycopg
 import pytest
 
 from agentcron.domain.jobs import Job
@@ -408,8 +410,6 @@ async def _blocked(dsn: str, n: int, unless: asyncio.Task[Any] | None = None) ->
     """Wait until `n` backends of this database wait for a row lock, or `unless` ended
     without waiting for one (deadline 10 s).
     """
-    import psycopg
-
     deadline = asyncio.get_running_loop().time() + 10.0
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as admin:
         while unless is None or not unless.done():
@@ -434,8 +434,6 @@ async def test_a_start_committing_during_the_recovery_is_seen_by_it(
     """
     if store.dialect != "postgresql":
         pytest.skip("SQLite serializes writers: no start commits inside a recovery")
-    import psycopg
-
     key = "api:during"
     orphan = await _begin(store, key, ME, T0 + SEC)
     await store.settle_orphans(ME, T0 + 10 * SEC, LiveWork())

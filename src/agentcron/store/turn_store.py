@@ -216,7 +216,9 @@ class TurnStore:
         - a waiting fire turn whose run is still open is released for the run's adopter to
           continue; one whose run already ended is cancelled;
         - a running turn is marked interrupted (never re-run): its owner is gone, or the
-          session's turn lease no longer belongs to it and has expired.
+          session's turn lease no longer belongs to it and has expired. It ends at `now`, or
+          where the session's next turn began if that was earlier, never before it began
+          (`_interrupt`): the stored turns of a session never overlap.
         """
 
         def op(conn: Connection) -> TurnRecovery:
