@@ -1,6 +1,7 @@
 """Owner liveness in the store, as a contract over SQLite and PostgreSQL: heartbeat rows, the
-read of silent owners, leases renewed only for live work, own orphans settled, and recovery
-that two replicas can run at once without settling anything twice.
+read of silent owners, leases renewed only for live work, own orphans settled, recovery
+that two replicas can run at once without settling anything twice, and a turn it closes that
+never overlaps the next turn of its session.
 """
 
 from __future__ import annotations
@@ -10,14 +11,18 @@ from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+import psycopg
 import pytest
 
+from agentcron.domain.jobs import Job
 from agentcron.domain.runs import Run
+from agentcron.domain.sessions import Entry, Role, Turn
 from agentcron.domain.states import RunState, TurnState
 from agentcron.store import SqlStore, Transition
 from agentcron.store.interface import EngineLedger
 from agentcron.store.owners import LiveWork, owner_host_pid
 from agentcron.store.turn_store import TurnRecovery
+from agentcron.store.writes import JobFinish, JobOutcome, TurnStart, TurnStarted
 from tests.conftest import T0
 from tests.helpers.store_setup import (
     insert_jobs,
@@ -281,3 +286,177 @@ async def test_two_replicas_reaping_at_once_interrupt_each_run_once(
     assert {(runs[f.run_id].state, runs[f.run_id].owner) for f in fires[5:]} == {
         (RunState.CLAIMED, None)
     }
+
+
+# -- a recovered turn and the next one never overlap ----------------------------------------
+
+DEAD = "host-z:999:01DEAD"
+LEASE = 5 * MIN
+
+
+def _no_outcome(job: Job, outcome: JobOutcome) -> JobFinish:  # pragma: no cover - user turns
+    raise AssertionError("no job outcome in these tests")
+
+
+def _start(key: str, turn_id: str, owner: str, at: datetime) -> TurnStart:
+    return TurnStart(key, turn_id, owner, at, at + LEASE, Entry(Role.USER, "go", {}))
+
+
+async def _begin(store: SqlStore, key: str, owner: str, at: datetime) -> Turn:
+    """A turn of `owner` in session `key`, begun (lease, opening entry, running) at `at`."""
+    turn = await store.sessions.open_turn(key, "user", "go", T0, owner=owner)
+    (began,) = await store.apply([_start(key, turn.id, owner, at)], _no_outcome)
+    assert isinstance(began, TurnStarted)
+    assert began.message is not None
+    return await store.sessions.get_turn(turn.id)
+
+
+async def _start_later(store: SqlStore, start: TurnStart) -> Turn:
+    (began,) = await store.apply([start], _no_outcome)
+    assert isinstance(began, TurnStarted)
+    assert began.message is not None, f"the session was not free: {began}"
+    assert began.message.created_at >= start.at
+    return await store.sessions.get_turn(start.turn_id)
+
+
+def _apart(first: Turn, then: Turn) -> None:
+    """`first` ended, truthfully (not before it began), and `then` began no earlier."""
+    assert first.started_at is not None
+    assert first.finished_at is not None
+    assert then.started_at is not None
+    assert first.finished_at >= first.started_at, (
+        f"{first.id} ended at {first.finished_at.time()}, before it began at "
+        f"{first.started_at.time()}"
+    )
+    assert then.started_at >= first.finished_at, (
+        f"{then.id} began at {then.started_at.time()}, before {first.id} ended at "
+        f"{first.finished_at.time()}: overlap "
+        f"{(first.finished_at - then.started_at).total_seconds():.3f}s"
+    )
+
+
+async def test_a_start_made_before_a_dead_owners_turn_was_closed_begins_after_it(
+    store: SqlStore,
+) -> None:
+    """The kill -9 race (test_replicas, seed 20261128, session api:r97, overlap 0.213 s): a
+    replica dies after its turn's start was durable, before its runner was called. A
+    survivor's start for the same session is made at 2.000 s and waits in its group commit
+    while another survivor's recovery, at 2.213 s, closes the dead turn (finished then) and
+    frees the lease. The start then takes the free lease: it must be stored as beginning no
+    earlier than 2.213 s, not at the 2.000 s it was made at.
+    """
+    key = "api:r97"
+    cut = await _begin(store, key, DEAD, T0 + SEC)
+    after = await store.sessions.open_turn(key, "user", "next", T0, owner="host-b:2:B")
+    made = _start(key, after.id, "host-b:2:B", T0 + 2 * SEC)
+    closed_at = T0 + timedelta(seconds=2.213)
+    found = await store.sessions.recover_turns(closed_at, "host-c:3:C", lambda o: o == DEAD)
+    assert [t.id for t in found.interrupted] == [cut.id]
+    nxt = await _start_later(store, made)
+    cut = await store.sessions.get_turn(cut.id)
+    assert (cut.state, cut.finished_at) == (TurnState.INTERRUPTED, closed_at)
+    _apart(cut, nxt)
+
+
+async def test_a_turn_claimed_ahead_and_cut_before_its_time_never_ends_before_it_began(
+    store: SqlStore,
+) -> None:
+    """A fire claimed ahead has its start written before its time and stamped at it (1.050 s);
+    its process dies while it sleeps until then, and a survivor recovers it at 1.010 s and
+    posts the interrupted notice at that time (as `Lanes.recover` does). The turn ends no
+    earlier than it began, and a start made at 1.020 s that takes the freed lease begins
+    after it ended (the notice's earlier time does not move the session back).
+    """
+    key = "api:ahead"
+    fire_at = T0 + timedelta(seconds=1.05)
+    cut = await _begin(store, key, DEAD, fire_at)
+    after = await store.sessions.open_turn(key, "user", "next", T0, owner="host-b:2:B")
+    recovered_at = T0 + timedelta(seconds=1.01)
+    found = await store.sessions.recover_turns(recovered_at, "host-c:3:C", lambda o: o == DEAD)
+    assert [t.id for t in found.interrupted] == [cut.id]
+    await store.sessions.append_message(key, Role.ASSISTANT, "interrupted", recovered_at)
+    nxt = await _start_later(
+        store, _start(key, after.id, "host-b:2:B", T0 + timedelta(seconds=1.02))
+    )
+    cut = await store.sessions.get_turn(cut.id)
+    assert cut.state is TurnState.INTERRUPTED
+    _apart(cut, nxt)
+
+
+async def test_a_turn_whose_lease_was_let_go_ends_before_the_next_turn_began(
+    store: SqlStore,
+) -> None:
+    """An orphan turn (running, no task holds it) has its lease let go by `settle_orphans` at
+    10 s and is handed to recovery; another process's turn takes the free session at 11 s;
+    recovery closes the orphan at 12 s. The orphan had stopped before the session was let
+    go: it is stored as ended no later than the next turn's start, not at 12 s.
+    """
+    key = "api:orphan"
+    orphan = await _begin(store, key, ME, T0 + SEC)
+    settled = await store.settle_orphans(ME, T0 + 10 * SEC, LiveWork())
+    assert (settled.disowned, settled.freed) == (1, 1)
+    after = await store.sessions.open_turn(key, "user", "next", T0, owner="host-b:2:B")
+    nxt = await _start_later(store, _start(key, after.id, "host-b:2:B", T0 + 11 * SEC))
+    found = await store.sessions.recover_turns(T0 + 12 * SEC, "host-c:3:C", lambda o: False)
+    assert [t.id for t in found.interrupted] == [orphan.id]
+    orphan = await store.sessions.get_turn(orphan.id)
+    assert orphan.state is TurnState.INTERRUPTED
+    _apart(orphan, nxt)
+    # The next turn still holds its session and ends as usual.
+    assert (await store.sessions.get_session(key)).turn_id == nxt.id
+
+
+async def _blocked(dsn: str, n: int, unless: asyncio.Task[Any] | None = None) -> None:
+    """Wait until `n` backends of this database wait for a row lock, or `unless` ended
+    without waiting for one (deadline 10 s).
+    """
+    deadline = asyncio.get_running_loop().time() + 10.0
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as admin:
+        while unless is None or not unless.done():
+            cur = await admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND datname = current_database()"
+            )
+            row = await cur.fetchone()
+            if row is not None and row[0] >= n:
+                return
+            assert asyncio.get_running_loop().time() < deadline, f"{n} never waited for a lock"
+            await asyncio.sleep(0.01)
+
+
+async def test_a_start_committing_during_the_recovery_is_seen_by_it(
+    store: SqlStore, store_url: str
+) -> None:
+    """PostgreSQL (SQLite runs one writer at a time): the next turn's group commit holds the
+    session's row while the recovery closes the orphan whose lease was let go. The recovery
+    waits for that commit before it reads the session's later starts, so the orphan ends
+    no later than the next turn began (11 s), not at the recovery's 12 s.
+    """
+    if store.dialect != "postgresql":
+        pytest.skip("SQLite serializes writers: no start commits inside a recovery")
+    key = "api:during"
+    orphan = await _begin(store, key, ME, T0 + SEC)
+    await store.settle_orphans(ME, T0 + 10 * SEC, LiveWork())
+    after = await store.sessions.open_turn(key, "user", "next", T0, owner="host-b:2:B")
+    b, c = await _two_stores(store_url)
+    dsn = store_url.replace("postgresql+psycopg://", "postgresql://")
+    try:
+        async with await psycopg.AsyncConnection.connect(dsn) as blocker:
+            await blocker.execute("SELECT 1 FROM sessions WHERE session_key = %s FOR UPDATE", [key])
+            starting = asyncio.create_task(
+                b.apply([_start(key, after.id, "host-b:2:B", T0 + 11 * SEC)], _no_outcome)
+            )
+            await _blocked(dsn, 1)  # the start's group commit waits for the row first
+            recovering = asyncio.create_task(
+                c.sessions.recover_turns(T0 + 12 * SEC, "host-c:3:C", lambda o: False)
+            )
+            await _blocked(dsn, 2, unless=recovering)
+            await blocker.commit()
+            (began,), found = await asyncio.gather(starting, recovering)
+    finally:
+        await b.close()
+        await c.close()
+    assert isinstance(began, TurnStarted)
+    assert began.message is not None
+    assert [t.id for t in found.interrupted] == [orphan.id]
+    _apart(await store.sessions.get_turn(orphan.id), await store.sessions.get_turn(after.id))

@@ -88,10 +88,18 @@ def _message_values(key: str, seq: int, entry: Entry, now: datetime) -> dict[str
 
 def _append_op(conn: Connection, key: str, entry: Entry, now: datetime) -> Message:
     # The counter on the session row gives the seq (and locks the row on PostgreSQL).
+    # `updated_at` never moves back: an entry stamped before the session's last change (an
+    # interrupted notice stamped at the recovery, which closed a turn claimed ahead at its
+    # later time) must not let the next turn's start slip before that change
+    # (`TurnWrites.start` stamps max(start, updated_at)).
+    latest = sa.case(
+        (sessions.c.updated_at > now, sessions.c.updated_at),
+        else_=sa.literal(now, sessions.c.updated_at.type),
+    )
     seq = conn.execute(
         sessions.update()
         .where(sessions.c.session_key == key)
-        .values(last_seq=sessions.c.last_seq + 1, updated_at=now)
+        .values(last_seq=sessions.c.last_seq + 1, updated_at=latest)
         .returning(sessions.c.last_seq)
     ).scalar_one_or_none()
     if seq is None:

@@ -63,6 +63,74 @@ def _claimed(
     return [t for t in found if t.id in done]
 
 
+def _interrupt(conn: Connection, found: list[Turn], now: datetime) -> list[Turn]:
+    """Close the turns of `found` that are still running as interrupted (a compare-and-set,
+    like `_claimed`); those it closed.
+
+    The stored turns of a session never overlap, and a cut turn's times stay true:
+
+    - it ends at `now` (the recovery: its process was gone by then), but never before it
+      began: a fire claimed ahead is stamped at its time, which a recovery may precede when
+      its process died while waiting for it;
+    - never after a later turn of its session began: its lease was let go before it was
+      closed (`settle_orphans`, or the lease ran out), so another turn may have taken the
+      session meanwhile, and this one had stopped by then;
+    - its session's `updated_at` is moved up to that end: a start made before the recovery
+      and committed after it (its stamp is older than `now`: it waited for its group commit)
+      is stamped no earlier (`TurnWrites.start` stamps max(start, updated_at)).
+    """
+    if not found:
+        return []
+    keys = sorted({t.session_key for t in found})
+    if conn.dialect.name == "postgresql":
+        # The sessions' rows first: a start committing meanwhile in one of them is then
+        # visible to the read of later starts below, or waits for this transaction (its
+        # group commit reads the row FOR UPDATE) and sees the moved `updated_at`.
+        for start in range(0, len(keys), 500):
+            conn.execute(
+                sa.select(sessions.c.session_key)
+                .where(sessions.c.session_key.in_(keys[start : start + 500]))
+                .order_by(sessions.c.session_key)
+                .with_for_update()
+            )
+    done: list[Turn] = []
+    for turn in found:
+        ended = _ended_at(conn, turn, now)
+        result = conn.execute(
+            turns.update()
+            .where(turns.c.id == turn.id, turns.c.state == TurnState.RUNNING.value)
+            .values(state=TurnState.INTERRUPTED.value, finished_at=ended, error=DIED_MID_TURN)
+        )
+        if not result.rowcount:
+            continue  # closed meanwhile (by another replica's recovery, or its late finish)
+        conn.execute(
+            sessions.update()
+            .where(sessions.c.session_key == turn.session_key, sessions.c.updated_at < ended)
+            .values(updated_at=ended)
+        )
+        done.append(turn)
+    return done
+
+
+def _ended_at(conn: Connection, turn: Turn, now: datetime) -> datetime:
+    """When a running turn cut off by the recovery at `now` is stored as ended (see
+    `_interrupt`): `now`, or the start of the next turn of its session if that came first,
+    and never before its own start.
+    """
+    began = turn.started_at
+    if began is None:
+        return now
+    later: datetime | None = conn.execute(
+        sa.select(sa.func.min(turns.c.started_at)).where(
+            turns.c.session_key == turn.session_key,
+            turns.c.id != turn.id,
+            turns.c.started_at >= began,
+        )
+    ).scalar_one()
+    ended = now if later is None or later > now else later
+    return max(ended, began)
+
+
 # -- operations inside one transaction (composed by the store methods) -------------------
 
 
@@ -148,7 +216,9 @@ class TurnStore:
         - a waiting fire turn whose run is still open is released for the run's adopter to
           continue; one whose run already ended is cancelled;
         - a running turn is marked interrupted (never re-run): its owner is gone, or the
-          session's turn lease no longer belongs to it and has expired.
+          session's turn lease no longer belongs to it and has expired. It ends at `now`, or
+          where the session's next turn began if that was earlier, never before it began
+          (`_interrupt`): the stored turns of a session never overlap.
         """
 
         def op(conn: Connection) -> TurnRecovery:
@@ -234,14 +304,7 @@ class TurnStore:
                 )
                 if result.rowcount:
                     freed.append(key)
-            interrupted = _claimed(
-                conn,
-                interrupted,
-                turns.c.state == TurnState.RUNNING.value,
-                state=TurnState.INTERRUPTED.value,
-                finished_at=now,
-                error=DIED_MID_TURN,
-            )
+            interrupted = _interrupt(conn, interrupted, now)
             if interrupted:
                 # A cut-off turn's session lease is free at once, not when it would expire.
                 result = conn.execute(

@@ -95,7 +95,9 @@ class TurnWrites:
 
     def _append(self, row: dict[str, Any], key: str, entry: Entry, now: datetime) -> Message:
         row["last_seq"] += 1
-        row["updated_at"] = now
+        if row["updated_at"] is None or now > row["updated_at"]:
+            # Never back (see `_append_op`): a start is stamped no earlier than this.
+            row["updated_at"] = now
         values = _message_values(key, row["last_seq"], entry, now)
         self._messages.append(values)
         self._touched.add(key)
