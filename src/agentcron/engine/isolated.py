@@ -197,17 +197,16 @@ class IsolatedRuns:
         self.memory = memory
         self.running: dict[str, asyncio.Task[None]] = {}
 
-    async def run(self, fire: ClaimedFire, may_start: Callable[[ClaimedFire], bool]) -> None:
+    def run(
+        self, fire: ClaimedFire, may_start: Callable[[ClaimedFire], bool]
+    ) -> Coroutine[Any, Any, None]:
         """Run a fire that is not a session turn to its end: a system job's handler, or a
         delivery job's isolated run followed by its evaluate step and delivery. Once it holds
         a slot, `may_start` says whether it starts at all (not during a stop: it is handed
         back); its runner may give the slot back while it waits (`paused()`).
         """
         execution = Execution(self.slots, self.slots.runs, self.clock, self.settings.turn_timeout)
-        try:
-            await execution.run(_IsolatedRun(self, fire, may_start), ctx=log_context(fire))
-        finally:
-            self.running.pop(fire.run_id, None)  # also after a failed start
+        return execution.run(_IsolatedRun(self, fire, may_start), ctx=log_context(fire))
 
     async def _history(self, fire: ClaimedFire, key: str) -> tuple[HistoryEntry, ...]:
         """A delivery job's memory; a failed read costs the run its memory, not the run."""
@@ -329,7 +328,11 @@ class _IsolatedRun:
         self.now = runs.clock.now()
         # Durable before the runner is called: after a crash this fire is interrupted, not
         # re-run.
-        await runs.journal.write(RunEnd(Transition(fire.run_id, RunState.RUNNING, self.now)))
+        try:
+            await runs.journal.write(RunEnd(Transition(fire.run_id, RunState.RUNNING, self.now)))
+        except BaseException:
+            runs.running.pop(fire.run_id, None)
+            raise
         self.begun = True
         return True
 
@@ -398,6 +401,7 @@ class _IsolatedRun:
         """A shutdown cut the run: interrupted (its end write is queued, not awaited). One
         cut before its RUNNING was committed is left to the reaper, as a crash's is.
         """
+        self.runs.running.pop(self.fire.run_id, None)
         if self.begun:
             self.runs.finish(self.fire, RunState.INTERRUPTED, Outcome.failed(STOPPED_MID_TURN))
 

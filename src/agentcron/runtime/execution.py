@@ -20,7 +20,7 @@ their `Steps`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, Protocol
@@ -98,7 +98,8 @@ class Execution:
         claimed ahead of it; `ctx`: the log fields of the runner call's failures.
         """
         self._task = asyncio.current_task()
-        await self.take()  # a cancelled take holds nothing
+        await self.pool.take(self.counts)  # a cancelled take holds nothing
+        self.held = True
         try:
             try:
                 if not await steps.start():
@@ -108,10 +109,22 @@ class Execution:
                     # dot, with the claim and the start write off the fire's lateness.
                     await self.clock.sleep_until(at, asyncio.Event())
                 await steps.started()
+
+                async def runner() -> Outcome:
+                    # Set inside the guard's task, and reset before it ends (the finished
+                    # task's context must not hold on to this execution): the runner may
+                    # give the slot back while it waits (`runner.paused()`), and so may the
+                    # tasks it starts.
+                    token = turn_pause.set(self)
+                    try:
+                        return await steps.call()
+                    finally:
+                        turn_pause.reset(token)
+
                 counts = self.counts
                 counts.in_runner += 1
                 try:
-                    outcome = await self.guard.run(self._runner(steps), ctx)
+                    outcome = await self.guard.run(runner, ctx)
                 finally:
                     # The guard awaits the runner's task to its end: a pause has ended by now.
                     counts.in_runner -= 1
@@ -122,21 +135,6 @@ class Execution:
             await steps.end(outcome)
         finally:
             self.release()  # only what it holds: a pause may have given it back
-
-    def _runner(self, steps: Steps) -> Callable[[], Awaitable[Outcome]]:
-        """The runner call the guard runs in its own task."""
-
-        async def runner() -> Outcome:
-            # Set inside the guard's task, and reset before it ends (so that the finished
-            # task's context does not hold on to this execution): the runner may give the
-            # slot back while it waits (`runner.paused()`), and so may the tasks it starts.
-            token = turn_pause.set(self)
-            try:
-                return await steps.call()
-            finally:
-                turn_pause.reset(token)
-
-        return runner
 
     async def take(self) -> None:
         """Take a slot (counted as awaiting one meanwhile)."""

@@ -400,7 +400,11 @@ class Lanes:
                     self.slots, self.slots.turns, self.clock, self.settings.turn_timeout
                 )
                 try:
-                    await self._turn(lane, pending, execution)
+                    turn = await self._prepare(lane, pending, execution)
+                    if turn is not None:
+                        # A fire's runner is called at its time, not before (claimed ahead).
+                        at = None if pending.fire is None else pending.fire.fire_at
+                        await execution.run(turn, at=at, ctx=log_context(lane.key, pending))
                 except StoreUnavailableError as exc:  # a stop gave up waiting for the database
                     log.warning(
                         "turn left to the next start's recovery: %s",
@@ -439,30 +443,31 @@ class Lanes:
             return working == self.slots.turns.settled
         return working == 0
 
-    async def _turn(self, lane: _Lane, pending: Pending, execution: Execution) -> None:
+    async def _prepare(
+        self, lane: _Lane, pending: Pending, execution: Execution
+    ) -> _LaneTurn | None:
+        """The turn's steps; None when a fire ends before its turn begins (missed after
+        waiting, or its prompt cannot be rendered).
+        """
         fire = pending.fire
-        if fire is not None and self._late(fire):
+        if fire is None:
+            return _LaneTurn(self, lane, pending, None, execution)
+        if self._late(fire):
             await self.ends.unstarted(
                 lane.key,
                 pending,
                 RunState.MISSED,
                 "missed: it waited behind its session's turns past the grace period (catchup=skip)",
             )
-            return
-        prepared: FireTurn | None = None
-        if fire is not None:
-            try:
-                prepared = fire_turn(fire, pending.turn_id)
-            except (PromptError, ValueError, KeyError) as exc:
-                await self.ends.unstarted(
-                    lane.key, pending, RunState.FAILED, f"the prompt could not be rendered: {exc}"
-                )
-                return
-        await execution.run(
-            _LaneTurn(self, lane, pending, prepared, execution),
-            at=None if fire is None else fire.fire_at,
-            ctx=log_context(lane.key, pending),
-        )
+            return None
+        try:
+            prepared = fire_turn(fire, pending.turn_id)
+        except (PromptError, ValueError, KeyError) as exc:
+            await self.ends.unstarted(
+                lane.key, pending, RunState.FAILED, f"the prompt could not be rendered: {exc}"
+            )
+            return None
+        return _LaneTurn(self, lane, pending, prepared, execution)
 
     async def _history(
         self, key: str, seq: int, turn_id: str, written: list[Entry]
