@@ -88,6 +88,7 @@ class Status:
     turns_in_runner: int  # turns inside their runner now
     awaiting_slot: int  # turns and isolated runs waiting for a slot (max_concurrent_runs)
     awaiting_approval: int  # turns and isolated runs waiting for an approval (no slot held)
+    signals_heard: int = 0  # changes other processes announced that this one heard
 
 
 class AgentCron:
@@ -319,6 +320,7 @@ class AgentCron:
             turns_in_runner=slots.turns.in_runner,
             awaiting_slot=slots.awaiting_slot,
             awaiting_approval=slots.awaiting_approval,
+            signals_heard=self.store.signals.heard,
         )
 
     def job_owner(self, session_key: str) -> str:

@@ -181,6 +181,7 @@ async def test_a_fire_shows_in_runs_and_the_full_run_record(
     assert 'agentcron_fire_lateness_seconds_bucket{le="0.001"} 1.0' in metrics
     assert 'agentcron_queue_depth{queue="turns_waiting"} 0.0' in metrics
     assert 'agentcron_queue_depth{queue="awaiting_slot"} 0.0' in metrics
+    assert "agentcron_signals_heard_total 0.0" in metrics  # no other process on its database
     assert "agentcron_turns_in_runner 0.0" in metrics
     bad = await api.get(f"/api/runs/{run['id']}", params={"wait": 1000})
     assert bad.status_code == 422

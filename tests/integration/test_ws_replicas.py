@@ -153,6 +153,11 @@ async def test_a_turn_on_b_streams_to_a_client_on_a_in_order_and_once(
         assert a.channel.got == []
         assert [e for e in a.seen if e.session_key == KEY] == []
         assert b.relay.received == 0  # A relayed nothing back, B heard not its own
+        # What a replica relayed in is a metric (agentcron_events_relayed_in_total).
+        relayed_in = a.app.state.metrics.render().decode()
+        assert f"agentcron_events_relayed_in_total {float(a.relay.received)}" in relayed_in
+        assert a.relay.received >= len(seen_a)
+        assert "agentcron_events_relayed_in_total 0.0" in b.app.state.metrics.render().decode()
         await on_a.close()
         await on_b.close()
 

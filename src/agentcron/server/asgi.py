@@ -17,7 +17,7 @@ from agentcron.server import errors, fire
 from agentcron.server.auth import require_token
 from agentcron.server.deps import clean_url
 from agentcron.server.errors import CHANGE, answers
-from agentcron.server.metrics import Metrics
+from agentcron.server.metrics import Metrics, RelayCollector
 from agentcron.server.middleware import BodyLimit, SessionKeyPath
 from agentcron.server.routes import approvals, deliveries, health, hooks, jobs, runs, sessions
 from agentcron.server.ws import Hub
@@ -93,6 +93,8 @@ def create_app(
     hub = Hub(cron, token)
     if relay_events and cron.store.signals.dialect == "postgresql":
         hub.relay_through(cron.store.signals)  # NOTIFY: SQLite replicas share no channel
+    if hub.relay is not None:
+        metrics.registry.register(RelayCollector(hub.relay))
     app.state.hub = hub
     errors.install(app)
     app.add_middleware(SessionKeyPath)

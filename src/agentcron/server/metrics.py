@@ -1,4 +1,6 @@
-"""Prometheus metrics: fires, lateness, run outcomes, queue depths and active turns."""
+"""Prometheus metrics: fires, lateness, run outcomes, queue depths, active turns and what other
+processes announced or relayed.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from prometheus_client.registry import Collector
 
 from agentcron.app import AgentCron
 from agentcron.domain.events import Event, FireStarted
+from agentcron.server.relay_events import EventRelay
 
 # Lateness of a fire's start against its nominal time: sub-millisecond to minutes.
 _LATENESS_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 60.0, 300.0)
@@ -51,6 +54,25 @@ class _EngineCollector(Collector):
         )
         in_runner.add_metric([], status.turns_in_runner)
         yield in_runner
+        heard = CounterMetricFamily(
+            "agentcron_signals_heard", "Changes other processes on the database announced, heard"
+        )
+        heard.add_metric([], status.signals_heard)
+        yield heard
+
+
+class RelayCollector(Collector):
+    """The events the WebSocket hub received from other replicas (`server/relay_events.py`)."""
+
+    def __init__(self, relay: EventRelay) -> None:
+        self._relay = relay
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        received = CounterMetricFamily(
+            "agentcron_events_relayed_in", "WebSocket events received from other replicas"
+        )
+        received.add_metric([], self._relay.received)
+        yield received
 
 
 class Metrics:

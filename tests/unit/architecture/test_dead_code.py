@@ -55,9 +55,6 @@ USED_FROM_OUTSIDE = {
     "__getattr__": "agentcron's module hook (PEP 562): public names loaded on first use",
     "__dir__": "agentcron's module hook (PEP 562): dir() lists the lazily loaded names",
     "resolve_wake": "agentcron.interfaces re-exports wake.provider.resolve under this name",
-    # counters only tests read (a test helper in a production class: to be moved out)
-    "received": "EventRelay.received: events heard from other replicas",
-    "heard": "SignalHub.heard: notices heard from other processes",
 }
 
 
