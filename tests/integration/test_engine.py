@@ -340,7 +340,7 @@ async def test_bounded_concurrency(make_cron: CronFactory, clock: FakeClock) -> 
         await cron.jobs.create(name=f"j{i}", when="in 1m")
     await step(cron, clock, MIN, busy_ok=True)
     assert len(gate.started) == 3
-    assert len(cron.engine.isolated.running) == 3  # the isolated runs in flight
+    assert cron.engine.slots.runs.in_runner == 3  # the isolated runs in flight
     gate.release.set()
     await wait_settled(cron.engine)
     assert len(gate.started) == 10

@@ -165,8 +165,8 @@ Deliver = Callable[..., Coroutine[Any, Any, Any]]
 class IsolatedRuns:
     """Runs the engine's isolated fires (system jobs, delivery jobs), from RUNNING through
     the journal to the terminal state and the job's bookkeeping, each in an `Execution` on
-    the slots the lanes use (`max_concurrent_runs`). The engine queues them per job;
-    `running` holds those inside their handler or runner.
+    the slots the lanes use (`max_concurrent_runs`; `slots.runs` counts those in their
+    handler or runner). The engine queues them per job.
     """
 
     def __init__(
@@ -195,7 +195,6 @@ class IsolatedRuns:
         # Reads a delivery job's memory (`cron:{job_id}`); None: the runner keeps no history,
         # and a delivery job's run reads and saves none (it pays nothing for it).
         self.memory = memory
-        self.running: dict[str, asyncio.Task[None]] = {}
 
     def run(
         self, fire: ClaimedFire, may_start: Callable[[ClaimedFire], bool]
@@ -322,17 +321,10 @@ class _IsolatedRun:
         fire, runs = self.fire, self.runs
         if not self.may_start(fire):
             return False
-        current = asyncio.current_task()
-        if current is not None:
-            runs.running[fire.run_id] = current
         self.now = runs.clock.now()
         # Durable before the runner is called: after a crash this fire is interrupted, not
         # re-run.
-        try:
-            await runs.journal.write(RunEnd(Transition(fire.run_id, RunState.RUNNING, self.now)))
-        except BaseException:
-            runs.running.pop(fire.run_id, None)
-            raise
+        await runs.journal.write(RunEnd(Transition(fire.run_id, RunState.RUNNING, self.now)))
         self.begun = True
         return True
 
@@ -379,7 +371,6 @@ class _IsolatedRun:
     async def end(self, outcome: Outcome) -> None:
         fire, runs = self.fire, self.runs
         job = fire.job
-        runs.running.pop(fire.run_id, None)
         delivery, message_id = None, None
         if not self.system:
             delivery, message_id = await runs._deliver_to_target(fire, outcome)
@@ -401,7 +392,6 @@ class _IsolatedRun:
         """A shutdown cut the run: interrupted (its end write is queued, not awaited). One
         cut before its RUNNING was committed is left to the reaper, as a crash's is.
         """
-        self.runs.running.pop(self.fire.run_id, None)
         if self.begun:
             self.runs.finish(self.fire, RunState.INTERRUPTED, Outcome.failed(STOPPED_MID_TURN))
 
