@@ -289,3 +289,53 @@ async def test_a_card_read_before_its_turn_reached_the_page_moves_into_the_turn(
     reply = transcript(page).locator("article.trigger + article.role-assistant:not(.streaming)")
     await expect(reply.locator(".msg-body")).to_contain_text("deployed staging (build 42)")
     assert deployer.done == ["staging"]
+
+
+@pytest.mark.timeout(30)
+async def test_a_reload_of_the_chat_keeps_the_card_of_a_click_on_its_way(
+    start_server: StartServer, page: Page
+) -> None:
+    """The chat's list is read again (a subscription confirmed again) while a Deny is on its
+    way: the card that was clicked is the one put back, still busy, and its answer settles it.
+    """
+    deployer = Deployer()
+    ui = await start(start_server, page, deployer)
+    socket: list[WebSocketRoute] = []
+    confirmed: list[str | bytes] = []
+
+    def keep_the_subscription(route: WebSocketRoute) -> None:
+        server = route.connect_to_server()
+        socket.append(route)
+
+        def to_page(message: str | bytes) -> None:
+            if json.loads(message).get("type") == "subscribed":
+                confirmed.append(message)
+            route.send(message)
+
+        server.on_message(to_page)
+
+    await page.route_web_socket(re.compile(r"/api/ws$"), keep_the_subscription)
+    await log_in(page, ui)
+    await new_chat(page)
+    await say(page, "use deploy with env=production")
+    waiting = card(page)
+    await expect(waiting.get_by_role("button", name="Approve")).to_be_enabled()
+    assert confirmed
+
+    async def reloaded_while_on_its_way(route: Route) -> None:
+        await expect(waiting.get_by_role("button", name="Denying…")).to_be_disabled()
+        # The subscription is confirmed again: the list is read again, then the approvals.
+        async with page.expect_response(
+            lambda r: r.request.method == "GET" and "/approvals" in r.url
+        ):
+            socket[-1].send(confirmed[-1])
+        await expect(waiting.get_by_role("button", name="Denying…")).to_be_disabled()
+        await expect(waiting).to_have_attribute("aria-busy", "true")
+        await route.continue_()
+
+    await page.route(re.compile(r"/api/approvals/[^/?]+$"), reloaded_while_on_its_way)
+    await waiting.get_by_role("button", name="Deny").click()
+    await expect(waiting.get_by_role("status")).to_have_text("Denied by web UI")
+    await expect(waiting.get_by_role("button")).to_have_count(0)
+    await expect(transcript(page).get_by_role("group", name="Approval for deploy")).to_have_count(1)
+    assert deployer.done == []

@@ -141,6 +141,13 @@ export class ApprovalCard {
       Date.parse(at) > Date.now() ? `expires ${relativeTime(at)}` : "expiring…";
   }
 
+  /** The card is on the page again (kept across a reload of the list): its expiry ticks again. */
+  attached() {
+    if (this.state !== "pending" || this.timer !== null) return;
+    this.tick();
+    this.timer = setInterval(() => this.tick(), TICK_MS);
+  }
+
   /** The approval ended: its outcome replaces the buttons. Idempotent. */
   settle(state, decidedBy) {
     if (state === "pending") return;

@@ -206,7 +206,8 @@ export class ChatView {
     this.rendered = new Set();
     this.userTurns = new Set();
     this.turnTools = new Map();
-    this.approvals = new Map(); // their cards went with the list; loadApprovals() shows them again
+    // The cards went with the list but are kept (with a click on its way, its busy state):
+    // loadApprovals() puts them back.
     this.lastSeq = 0;
     if (this.live) this.list.append(this.live.el);
     for (const message of data.messages) this.render(message);
@@ -436,7 +437,7 @@ export class ChatView {
     for (const found of data.approvals) {
       const approval = normalize(found);
       const known = this.approvals.get(approval.id);
-      if (known) {
+      if (known?.el.isConnected) {
         known.settle(approval.state, approval.decidedBy);
       } else if (approval.state === "pending" || (this.live && approval.turnId === this.live.turnId)) {
         this.showApproval(approval);
@@ -455,14 +456,16 @@ export class ChatView {
    * in `container` (a finished turn's tools), else the streamed turn's, else on its own.
    */
   showApproval(approval, container = null) {
-    const known = this.approvals.get(approval.id);
-    if (known) {
-      known.settle(approval.state, approval.decidedBy);
-      return;
+    let card = this.approvals.get(approval.id);
+    if (card) {
+      card.settle(approval.state, approval.decidedBy);
+      if (card.el.isConnected) return;
+      card.attached(); // a card kept across a reload of the list goes back in its place
+    } else {
+      card = new ApprovalCard(approval, { api: this.api, sessionKey: this.key });
+      this.approvals.set(approval.id, card);
     }
     const stick = this.nearBottom();
-    const card = new ApprovalCard(approval, { api: this.api, sessionKey: this.key });
-    this.approvals.set(approval.id, card);
     if (container) {
       attachCard(container, card.el);
     } else if (this.live && approval.turnId === this.live.turnId) {
