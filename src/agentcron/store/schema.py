@@ -27,14 +27,26 @@ class UTCDateTime(TypeDecorator[datetime]):
 
         # One plain function per value on SQLite's hot paths (every run, turn and message
         # carries several times): the same conversion as process_bind_param, one call less.
+        # A batch stamps many rows with the same few instants (a claim's `now` and lease,
+        # a group commit's times): their text is made once (a small cache, emptied when
+        # full; a dict's get and set are atomic for the database threads).
+        made: dict[datetime, str] = {}
+
         def bind_sqlite(value: datetime | None) -> str | None:
             if value is None:
                 return None
+            text = made.get(value)
+            if text is not None and value.tzinfo is UTC:
+                return text
             if value.tzinfo is not UTC:
                 if value.tzinfo is None:
                     raise ValueError(f"naive datetime {value!r} given to the store; use aware UTC")
                 value = value.astimezone(UTC)
-            return value.isoformat(sep=" ", timespec="microseconds")[:-6]
+            text = value.isoformat(sep=" ", timespec="microseconds")[:-6]
+            if len(made) >= 4096:
+                made.clear()
+            made[value] = text
+            return text
 
         return bind_sqlite
 

@@ -47,20 +47,21 @@ def fire_turn(fire: ClaimedFire, turn_id: str) -> FireTurn:
         "tz": tz,
     }
     prompt = template.render(variables)
+    ref = template.ref
     content, meta = trigger_entry(
         source,
         job_id=job.id,
         job_name=job.name,
         run_id=fire.run_id,
         message=job.message,
-        prompt_ref=template.ref,
+        prompt_ref=dict(ref),
     )
     meta["turn_id"] = turn_id
     return FireTurn(
         source=source,
         entry=Entry(Role.USER, content, meta),
         prompt=prompt,
-        prompt_ref=template.ref,
+        prompt_ref=ref,
         prompt_vars=variables,
         trigger=fire_trigger(fire),
         system_context=job.message if recall else None,

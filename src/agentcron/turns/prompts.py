@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -24,19 +24,22 @@ class PromptTemplate:
     id: str
     version: int
     text: str
+    # Made once (every fire renders a template and records its reference).
+    sha256: str = field(init=False)
+    _template: string.Template = field(init=False, repr=False, compare=False)
 
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sha256", hashlib.sha256(self.text.encode("utf-8")).hexdigest())
+        object.__setattr__(self, "_template", string.Template(self.text))
 
     @property
     def ref(self) -> dict[str, Any]:
-        """What the transcript keeps instead of the rendered text."""
+        """What the transcript keeps instead of the rendered text (a new dict each time)."""
         return {"id": self.id, "version": self.version, "sha256": self.sha256}
 
     def render(self, variables: dict[str, Any]) -> str:
         try:
-            return string.Template(self.text).substitute({k: str(v) for k, v in variables.items()})
+            return self._template.substitute({k: str(v) for k, v in variables.items()})
         except KeyError as exc:
             raise PromptError(f"prompt {self.id} v{self.version} needs variable {exc}") from exc
 
