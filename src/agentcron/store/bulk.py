@@ -10,9 +10,11 @@ RETURNING, whose parameters are plain bind parameters (no expanding IN lists).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, CursorResult
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -76,3 +78,31 @@ def executemany(
         names = [name for name, _, _ in params]
         values = [dict(zip(names, _values(row, params), strict=True)) for row in rows]
     return conn.exec_driver_sql(sql, values)
+
+
+@contextlib.contextmanager
+def pipelined(conn: Connection) -> Iterator[None]:
+    """On PostgreSQL, the statements run inside are sent without waiting for each answer
+    (psycopg's pipeline mode): a group commit's writes cost one round trip, not one per
+    statement. Writes only: SQLAlchemy reads a statement's answer as soon as it is sent,
+    and inside a pipeline there is none yet (a read returns no rows). Elsewhere: nothing.
+    """
+    if conn.dialect.name != "postgresql":
+        yield
+        return
+    import psycopg  # only on PostgreSQL: SQLite installs need no psycopg
+
+    driver = conn.connection.driver_connection
+    try:
+        with driver.pipeline():  # type: ignore[union-attr]
+            yield
+    except psycopg.Error as exc:
+        # An answer read at the pipeline's end (its sync), outside SQLAlchemy's statement
+        # wrapping: wrapped as SQLAlchemy would, so that a lost connection is an outage
+        # (`is_transient`) and a refusal stays a refusal.
+        lost = conn.dialect.is_disconnect(exc, driver, None)  # type: ignore[arg-type]
+        if lost:
+            conn.invalidate(exc)
+        raise sa_exc.DBAPIError.instance(
+            None, None, exc, psycopg.Error, connection_invalidated=lost, ismulti=False
+        ) from exc

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 
 from agentcron.domain.jobs import Job, JobKind, RecallState
 from agentcron.domain.states import TERMINAL_STATES
-from agentcron.store.bulk import executemany
+from agentcron.store.bulk import executemany, pipelined
 from agentcron.store.interface import Finisher
 from agentcron.store.job_store import JobsMixin
 from agentcron.store.rows import (
@@ -105,8 +105,10 @@ class GroupCommitMixin(JobsMixin):
                 if w.remember is not None:
                     staged.remember(w.remember, w.run.at)
                 results.append(TurnFinished(None))
-        staged.flush()
-        deleted = self._record_op(conn, transitions, outcomes, finisher)
+        with pipelined(conn):  # writes only: their answers are not read
+            staged.flush()
+            self._record_transitions(conn, transitions)
+        deleted = self._apply_outcomes(conn, outcomes, finisher) if outcomes else set()
         if deleted:
             for i, w in enumerate(writes):
                 outcome = w.outcome if isinstance(w, TurnFinish | RunEnd) else None
@@ -114,19 +116,13 @@ class GroupCommitMixin(JobsMixin):
                     results[i] = TurnFinished(getattr(results[i], "message", None), True)
         return results
 
-    def _record_op(
-        self,
-        conn: Connection,
-        transitions: Sequence[Transition],
-        outcomes: Sequence[JobOutcome],
-        finisher: Finisher,
-    ) -> set[str]:
-        """Apply run transitions and job outcomes inside the batch's transaction; returns the
-        ids of jobs removed. Several transitions of one run collapse into one row update that
-        keeps every state's timestamp. Only an active run moves: a terminal state is final.
+    def _record_transitions(self, conn: Connection, transitions: Sequence[Transition]) -> None:
+        """Apply run transitions inside the batch's transaction. Several transitions of one
+        run collapse into one row update that keeps every state's timestamp. Only an active
+        run moves: a terminal state is final.
         """
-        if not transitions and not outcomes:
-            return set()
+        if not transitions:
+            return
         merged: dict[str, dict[str, Any]] = {}
         for t in transitions:
             row = merged.get(t.run_id)
@@ -149,9 +145,6 @@ class GroupCommitMixin(JobsMixin):
             shapes.setdefault(tuple(sorted(row)), []).append(row)
         for columns, rows in shapes.items():
             executemany(conn, _transition_stmt(columns), rows)
-        if outcomes:
-            return self._apply_outcomes(conn, outcomes, finisher)
-        return set()
 
     def _apply_outcomes(
         self, conn: Connection, outcomes: Sequence[JobOutcome], finisher: Finisher
