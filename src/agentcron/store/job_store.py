@@ -40,7 +40,7 @@ class JobsMixin(SqlBase):
 
     def _insert_jobs_write(self, conn: Connection, write: InsertJobs) -> JobsInserted:
         """Apply an `InsertJobs` inside the group commit's transaction: its in-session job
-        checked and armed first (a refusal writes nothing of it), then the insert.
+        checked and armed first (a refusal writes none of this write's jobs), then the insert.
         """
         armed = list(write.armed)
         if write.in_session is not None:
