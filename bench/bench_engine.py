@@ -403,19 +403,7 @@ async def bench_create(ctx: Ctx) -> list[Row]:
     )
     log(f"create_many: {bulk_s:.2f} s")
 
-    async with AgentCron(db=tmp / "create_single.db", runner=noop, settings=UNLIMITED) as cron:
-        await create_sessions(cron, 100)
-        start = time.perf_counter()
-        for i in range(n):
-            await cron.jobs.create(
-                name=f"single-{i}",
-                spec=AtSpec(at=when + timedelta(seconds=i)),
-                message="bench",
-                session_key=session_key(i, 100),
-            )
-        single_s = time.perf_counter() - start
-        assert await cron.store.count_jobs() == n
-    single_rate = n / single_s
+    single_rate = await single_creates(sqlite_at(ctx), "create_single", n)
     rows.append(
         Row(
             f"create {n:,} bound jobs: jobs.create() one by one, SQLite (jobs/s)",
@@ -424,10 +412,88 @@ async def bench_create(ctx: Ctx) -> list[Row]:
             single_rate >= 3_000,
         )
     )
-    log(f"create: {single_s:.2f} s")
+    rows.append(await concurrent_row(sqlite_at(ctx), n))
 
     rows.extend(peer_create(tmp, n, when, bulk_rate=bulk_rate, single_rate=single_rate))
+
+    pg = pg_at(ctx)
+    if pg is None:
+        why = f"skipped: PostgreSQL {ctx.pg_problem}"
+        rows.append(Row("pg create single: jobs.create() one by one", why, "-", None, skipped=True))
+        return rows
+    pg_rate = await single_creates(pg, "create_single_pg", n)
+    rows.append(
+        Row(
+            f"pg create single: create {n:,} bound jobs: jobs.create() one by one, PostgreSQL "
+            "(jobs/s)",
+            f"{pg_rate:,.0f}",
+            ">= 1,000",
+            pg_rate >= 1_000,
+        )
+    )
+    rows.append(await concurrent_row(pg, n))
     return rows
+
+
+SINGLE_SESSIONS = 100  # the sessions the one-by-one creates bind to (round robin)
+CALLERS = 8  # concurrent callers of the concurrent-create rows
+
+
+def create_one(cron: AgentCron, i: int, when: datetime) -> Awaitable[Job]:
+    return cron.jobs.create(
+        name=f"single-{i}",
+        spec=AtSpec(at=when + timedelta(seconds=i)),
+        message="bench",
+        session_key=session_key(i, SINGLE_SESSIONS),
+    )
+
+
+async def single_creates(where: Where, name: str, n: int) -> float:
+    """`n` bound jobs created with `cron.jobs.create` one after another (each call awaited
+    before the next: no two share a transaction), engine running; jobs/s.
+    """
+    when = far_future()
+    kwargs = await where.fresh(name)
+    async with AgentCron(**kwargs, runner=noop, settings=UNLIMITED) as cron:
+        await create_sessions(cron, SINGLE_SESSIONS)
+        start = time.perf_counter()
+        for i in range(n):
+            await create_one(cron, i, when)
+        elapsed = time.perf_counter() - start
+        assert await cron.store.count_jobs() == n
+    log(f"create one by one ({where.label}): {elapsed:.2f} s")
+    return n / elapsed
+
+
+async def concurrent_row(where: Where, n: int) -> Row:
+    """`n` bound jobs created with `cron.jobs.create` by CALLERS concurrent callers (each one
+    by one): concurrent creates share the journal's transactions. Commits are counted over
+    the window (SqlCounter; the engine's own included).
+    """
+    when = far_future()
+    kwargs = await where.fresh(f"create_concurrent_{'pg' if where.pg_url else 'sqlite'}")
+    shares = [n // CALLERS + (c < n % CALLERS) for c in range(CALLERS)]
+    async with AgentCron(**kwargs, runner=noop, settings=UNLIMITED) as cron:
+        await create_sessions(cron, SINGLE_SESSIONS)
+
+        async def caller(c: int) -> None:
+            for k in range(shares[c]):
+                await create_one(cron, c + k * CALLERS, when)
+
+        with SqlCounter() as counter:
+            start = time.perf_counter()
+            await asyncio.gather(*(caller(c) for c in range(CALLERS)))
+            elapsed = time.perf_counter() - start
+        assert await cron.store.count_jobs() == n
+    rate, commits = n / elapsed, counter.counts["commit"] / n
+    log(f"create, {CALLERS} callers ({where.label}): {elapsed:.2f} s, {commits:.3f} commits/job")
+    return Row(
+        f"create {n:,} bound jobs: jobs.create() from {CALLERS} concurrent callers, "
+        f"{where.label} (jobs/s; commits per job)",
+        f"{rate:,.0f}; {commits:.2f}",
+        "-",
+        None,
+    )
 
 
 def _aps_noop() -> None:

@@ -8,6 +8,7 @@ so those go through `SqlStore`.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,6 +22,7 @@ from agentcron.domain.runs import ClaimedFire, FirePlan
 from agentcron.domain.sessions import Entry, Role
 from agentcron.domain.states import RunState, TurnState
 from agentcron.engine.policies import arm, finish_job, plan_fires
+from agentcron.errors import InvalidInputError
 from agentcron.schedule import AtSpec, CronSpec, EverySpec
 from agentcron.store import (
     ArmedJob,
@@ -29,6 +31,7 @@ from agentcron.store import (
     JobOutcome,
     ProtectedJobError,
     RunNotFoundError,
+    SessionNotFoundError,
     SqlStore,
     Transition,
     VersionConflictError,
@@ -37,7 +40,10 @@ from agentcron.store import (
 from agentcron.store.interface import FireLedger
 from agentcron.store.migrate import alembic_config
 from agentcron.store.writes import (
+    InsertJobs,
+    InSession,
     JobFinish,
+    JobsInserted,
     RunEnd,
     TurnFinish,
     TurnFinished,
@@ -48,6 +54,7 @@ from tests.conftest import T0
 from tests.helpers.store_setup import insert_jobs, record_runs
 
 MIN = timedelta(minutes=1)
+SHARED = "unified:default"
 SETTINGS = EngineSettings()
 
 
@@ -245,6 +252,49 @@ async def test_insert_jobs_keeps_the_job_limit(store: SqlStore) -> None:
     (found,) = await insert_jobs(store, [again], T0, max_jobs=2)
     assert found.id == keyed.id
     await insert_jobs(store, [armed("e")], T0)  # no limit given: none applies
+
+
+async def test_an_in_session_insert_reads_its_session_in_the_transaction(store: SqlStore) -> None:
+    """`InSession`: the session's zone read and the job armed inside the write; a missing
+    session or a request its `arm` refuses is that write's answer, the batch goes on.
+    """
+    await store.sessions.ensure_session("api:a", T0, tz="Europe/Berlin")
+    zones: list[str] = []
+
+    def arming(name: str) -> Callable[[str], ArmedJob]:
+        def arm_in(tz: str) -> ArmedJob:
+            zones.append(tz)
+            return armed(name, spec=CronSpec(expr="0 9 * * *", tz=tz), session_key=SHARED)
+
+        return arm_in
+
+    def refuse(tz: str) -> ArmedJob:
+        raise InvalidInputError(f"not in {tz}")
+
+    writes = [
+        InsertJobs([], T0, in_session=InSession("api:a", arming("ok"), SHARED, "Shared")),
+        InsertJobs([], T0, in_session=InSession("api:missing", arming("never"))),
+        InsertJobs([], T0, in_session=InSession("api:a", refuse)),
+        InsertJobs([armed("plain")], T0, in_session=InSession("api:a", arming("more"))),
+    ]
+    ok, missing, wrong, both = await store.apply(writes, finisher)
+    assert zones == ["Europe/Berlin", "Europe/Berlin"]  # never called for a missing session
+    assert isinstance(ok, JobsInserted)
+    assert ok.refused is None
+    assert [j.spec for j in ok.jobs] == [CronSpec(expr="0 9 * * *", tz="Europe/Berlin")]
+    assert ok.jobs == [await store.get_job(ok.jobs[0].id)]
+    assert isinstance(missing, JobsInserted)
+    assert missing.jobs == []
+    assert isinstance(missing.refused, SessionNotFoundError)
+    assert isinstance(wrong, JobsInserted)
+    assert wrong.jobs == []
+    assert isinstance(wrong.refused, InvalidInputError)
+    assert str(wrong.refused) == "not in Europe/Berlin"
+    assert isinstance(both, JobsInserted)
+    assert [j.name for j in both.jobs] == ["plain", "more"]
+    assert sorted(j.name for j in await store.list_jobs()) == ["more", "ok", "plain"]
+    shared = await store.sessions.get_session(SHARED)  # created with the job, titled
+    assert (shared.title, shared.tz) == ("Shared", "UTC")
 
 
 async def test_concurrent_claims_split_the_fires(store: SqlStore, ledger: FireLedger) -> None:

@@ -38,9 +38,10 @@ from agentcron.service.runs import Runs
 from agentcron.store.errors import SessionNotFoundError, VersionConflictError
 from agentcron.store.ids import new_id
 from agentcron.store.interface import JobCatalog, RunRecords, Transcripts, WriteQueue
-from agentcron.store.writes import ArmedJob, InsertJobs, JobsInserted
+from agentcron.store.writes import ArmedJob, InsertJobs, InSession, JobsInserted
 
 _CAS_RETRIES = 5
+_SHARED_TITLE = "Shared automations (unified mode)"
 
 
 class Keep(enum.Enum):
@@ -79,7 +80,7 @@ class Jobs:
     def __init__(
         self,
         catalog: JobCatalog,
-        sessions: Transcripts,
+        _sessions: Transcripts,  # unused: a create reads its session in its own transaction
         writes: WriteQueue,
         runs: Runs,
         usage: RunRecords,
@@ -91,7 +92,6 @@ class Jobs:
         max_jobs: Callable[[], int | None] = lambda: None,
     ) -> None:
         self._catalog = catalog
-        self._sessions = sessions  # jobs bind to existing sessions
         self._writes = writes  # the journal: concurrent creates share one transaction
         self._runs = runs
         self._usage = usage
@@ -135,77 +135,93 @@ class Jobs:
         names the model its turns run on (None: the runner's default).
         """
         now = self._clock.now()
-        if (when is None) == (spec is None):
-            raise InvalidInputError("give exactly one of `when` or `spec`")
-        _check_bounds(name=name, message=message, max_runs=max_runs, end_at=end_at, now=now)
-        resolved = spec if spec is not None else parse_when(when or "", now, tz)
-        policy = JobPolicy(
-            overlap=Overlap(overlap),
-            catchup=Catchup(catchup),
+        new = _new_job(
+            now,
+            name=name,
+            when=when,
+            spec=spec,
+            tz=tz,
+            message=message,
+            session_key=session_key,
+            kind=kind,
+            created_by=created_by,
+            overlap=overlap,
+            catchup=catchup,
             catchup_window=catchup_window,
             max_failures=max_failures,
             max_runs=max_runs,
             end_at=end_at,
             delete_after_run=delete_after_run,
             jitter=jitter,
-        )
-        new = NewJob(
-            name=name,
-            spec=resolved,
-            message=message,
-            session_key=session_key,
-            kind=JobKind(kind),
-            created_by=CreatedBy(created_by),
-            policy=policy,
             idempotency_key=idempotency_key,
             enabled=enabled,
-            model=check_model_name(model),
+            model=model,
         )
         return (await self.create_many([new]))[0]
 
     async def create_many(self, new_jobs: Sequence[NewJob]) -> list[Job]:
-        """Create many jobs in one transaction."""
+        """Create many jobs in one transaction (concurrent calls share one: the journal)."""
         now = self._clock.now()
-        inserted = await self._writes.write(
-            InsertJobs([self._armed(n, now) for n in new_jobs], now, max_jobs=self._max_jobs())
-        )
+        armed = [self._armed(n, now) for n in new_jobs]
+        return await self._insert(InsertJobs(armed, now, max_jobs=self._max_jobs()))
+
+    async def create_in_session(self, body: JobCreate) -> Job:
+        """A job from the API's request, bound to the existing session `body.session_key`
+        (its zone by default; in unified mode web chats' jobs bind to the shared session).
+
+        The session is read in the insert's transaction (`InSession`), not before it: one
+        write per request, shared with the concurrent ones. The answers are those of a read
+        first: a missing session before anything wrong with the request.
+        """
+        now = self._clock.now()
+        key = body.session_key
+        owner = self._owner_of(key)
+        end_at = body.end_at
+
+        def armed(session_tz: str) -> ArmedJob:
+            # Runs inside the transaction, on the database thread: pure, `now` fixed above.
+            new = _new_job(
+                now,
+                name=body.name,
+                when=body.when,
+                tz=body.tz or session_tz,
+                message=body.message,
+                session_key=owner,
+                overlap=body.overlap,
+                catchup=body.catchup,
+                max_runs=body.max_runs,
+                end_at=_aware(end_at, "end_at"),
+                idempotency_key=body.idempotency_key,
+                model=body.model,
+            )
+            return self._armed(new, now)
+
+        shared = None if owner == key else owner
+        place = InSession(key, armed, shared, None if shared is None else _SHARED_TITLE)
+        try:
+            (job,) = await self._insert(
+                InsertJobs([], now, max_jobs=self._max_jobs(), in_session=place)
+            )
+        except SessionNotFoundError as exc:
+            raise SessionNotFoundError(
+                key, f"no session {key!r}: create it first with POST /api/sessions"
+            ) from exc
+        return job
+
+    async def _insert(self, write: InsertJobs) -> list[Job]:
+        """Insert through the journal, then wake the engine for the earliest new fire and
+        tell live views.
+        """
+        inserted = await self._writes.write(write)
         if not isinstance(inserted, JobsInserted):
             raise TypeError(f"creating jobs was answered with {inserted!r}")
+        if inserted.refused is not None:
+            raise inserted.refused
         created = inserted.jobs
         self._wake(min((j.next_run_at for j in created if j.next_run_at), default=None))
         for job in created:
             await self._publish(JobAction.CREATED, job)
         return created
-
-    async def create_in_session(self, body: JobCreate) -> Job:
-        """A job from the API's request, bound to the existing session `body.session_key`
-        (its zone by default; in unified mode web chats' jobs bind to the shared session).
-        """
-        try:
-            session = await self._sessions.get_session(body.session_key)
-        except SessionNotFoundError as exc:
-            raise SessionNotFoundError(
-                body.session_key,
-                f"no session {body.session_key!r}: create it first with POST /api/sessions",
-            ) from exc
-        owner = self._owner_of(session.key)
-        if owner != session.key:
-            await self._sessions.ensure_session(
-                owner, self._clock.now(), title="Shared automations (unified mode)"
-            )
-        return await self.create(
-            name=body.name,
-            when=body.when,
-            tz=body.tz or session.tz,
-            message=body.message,
-            session_key=owner,
-            overlap=body.overlap,
-            catchup=body.catchup,
-            max_runs=body.max_runs,
-            end_at=_aware(body.end_at, "end_at"),
-            idempotency_key=body.idempotency_key,
-            model=body.model,
-        )
 
     # -- read -----------------------------------------------------------------------------
 
@@ -461,6 +477,58 @@ class Jobs:
         )
         await self._publish(JobAction.DELETED, job)
         return job
+
+
+def _new_job(
+    now: datetime,
+    *,
+    name: str,
+    when: str | None = None,
+    spec: AnySpec | None = None,
+    tz: str = "UTC",
+    message: str = "",
+    session_key: str | None = None,
+    kind: JobKind = JobKind.AGENT_TURN,
+    created_by: CreatedBy = CreatedBy.API,
+    overlap: Overlap = Overlap.BUFFER_ONE,
+    catchup: Catchup = Catchup.LATEST,
+    catchup_window: timedelta = timedelta(hours=24),
+    max_failures: int = 5,
+    max_runs: int | None = None,
+    end_at: datetime | None = None,
+    delete_after_run: bool = False,
+    jitter: bool = False,
+    idempotency_key: str | None = None,
+    enabled: bool = True,
+    model: str | None = None,
+) -> NewJob:
+    """A job to create, checked (InvalidInputError, ScheduleError), its schedule read at `now`."""
+    if (when is None) == (spec is None):
+        raise InvalidInputError("give exactly one of `when` or `spec`")
+    _check_bounds(name=name, message=message, max_runs=max_runs, end_at=end_at, now=now)
+    resolved = spec if spec is not None else parse_when(when or "", now, tz)
+    policy = JobPolicy(
+        overlap=Overlap(overlap),
+        catchup=Catchup(catchup),
+        catchup_window=catchup_window,
+        max_failures=max_failures,
+        max_runs=max_runs,
+        end_at=end_at,
+        delete_after_run=delete_after_run,
+        jitter=jitter,
+    )
+    return NewJob(
+        name=name,
+        spec=resolved,
+        message=message,
+        session_key=session_key,
+        kind=JobKind(kind),
+        created_by=CreatedBy(created_by),
+        policy=policy,
+        idempotency_key=idempotency_key,
+        enabled=enabled,
+        model=check_model_name(model),
+    )
 
 
 def _check_bounds(

@@ -33,7 +33,6 @@ from agentcron.store.turn_writes import TurnWrites
 from agentcron.store.writes import (
     InsertJobs,
     JobOutcome,
-    JobsInserted,
     RunEnd,
     Transition,
     TurnFinish,
@@ -95,9 +94,7 @@ class GroupCommitMixin(JobsMixin):
                     outcomes.append(w.outcome)
                 results.append(TurnFinished(message))
             elif isinstance(w, InsertJobs):
-                results.append(
-                    JobsInserted(self._insert_jobs_op(conn, w.armed, w.at, max_jobs=w.max_jobs))
-                )
+                results.append(self._insert_jobs_write(conn, w))
             else:
                 transitions.append(w.run)
                 if w.outcome is not None:

@@ -19,19 +19,54 @@ from agentcron.store.errors import (
     JobLimitError,
     JobNotFoundError,
     ProtectedJobError,
+    SessionNotFoundError,
     VersionConflictError,
 )
 from agentcron.store.rows import _chunks, _job, _job_values, _policy_values, _spec, _stored_job
-from agentcron.store.schema import jobs, recall_history
+from agentcron.store.schema import jobs, recall_history, sessions
+from agentcron.store.session_store import session_values
 from agentcron.store.signals import Topic, announce
 from agentcron.store.sql_base import SqlBase
-from agentcron.store.writes import ArmedJob
+from agentcron.store.writes import ArmedJob, InsertJobs, InSession, JobsInserted
 
 log = logging.getLogger(__name__)
 
 
+_SESSION_ZONE = sa.select(sessions.c.tz).where(sessions.c.session_key == sa.bindparam("key"))
+
+
 class JobsMixin(SqlBase):
     """Jobs: CRUD under a version compare-and-set, the job limit, ended recalls."""
+
+    def _insert_jobs_write(self, conn: Connection, write: InsertJobs) -> JobsInserted:
+        """Apply an `InsertJobs` inside the group commit's transaction: its in-session job
+        checked and armed first (a refusal writes none of this write's jobs), then the insert.
+        """
+        armed = list(write.armed)
+        if write.in_session is not None:
+            found = self._in_session_op(conn, write.in_session, write.at)
+            if isinstance(found, Exception):
+                return JobsInserted([], refused=found)
+            armed.append(found)
+        return JobsInserted(self._insert_jobs_op(conn, armed, write.at, max_jobs=write.max_jobs))
+
+    def _in_session_op(
+        self, conn: Connection, place: InSession, now: datetime
+    ) -> ArmedJob | Exception:
+        """The job of an `InSession`, or why it is refused (nothing written for it then)."""
+        tz = conn.execute(_SESSION_ZONE, {"key": place.key}).scalar_one_or_none()
+        if tz is None:
+            return SessionNotFoundError(place.key)
+        if place.shared is not None:  # created when missing, even if the job is refused next
+            executemany(
+                conn,
+                self._insert_sessions,
+                [session_values(place.shared, now, title=place.shared_title)],
+            )
+        try:
+            return place.arm(tz)
+        except Exception as exc:  # the request's own error: its caller raises it
+            return exc
 
     def _insert_jobs_op(
         self,

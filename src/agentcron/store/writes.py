@@ -3,7 +3,7 @@ InsertJobs and their parts) and what each write returns."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -190,19 +190,47 @@ class ArmedJob:
 
 
 @dataclass(frozen=True, slots=True)
+class InSession:
+    """A job of an existing session (the API's create), checked and armed inside the insert's
+    transaction, so that the request costs no read of its own:
+
+    - `key` must name a stored session; when it does not, nothing is written and the result
+      is refused with `SessionNotFoundError`.
+    - `shared` (unified mode: the session web chats' jobs bind to) is created when missing,
+      titled `shared_title`.
+    - `arm(tz)` builds the job from the zone of session `key`: a transaction callback, pure
+      (no I/O; its `now` is fixed by the caller). What it raises is the request's error: the
+      result is refused with it, nothing of the job is written, the rest of the batch goes on.
+    """
+
+    key: str
+    arm: Callable[[str], ArmedJob]
+    shared: str | None = None
+    shared_title: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class InsertJobs:
-    """Create jobs (all or none: a conflict fails this write alone)."""
+    """Create jobs (all or none: a conflict fails this write alone), and with `in_session`
+    one more, checked and armed in the transaction (see `InSession`).
+    """
 
     armed: Sequence[ArmedJob]
     at: datetime
     max_jobs: int | None = None  # refuse (JobLimitError) past this many non-system jobs
+    in_session: InSession | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class JobsInserted:
-    """The jobs an InsertJobs stored (or found stored, for an idempotency-key duplicate)."""
+    """The jobs an InsertJobs stored (or found stored, for an idempotency-key duplicate).
+
+    `refused`: an `InSession` create that was turned down before anything of it was written
+    (its session is missing, its request is wrong); the caller raises it.
+    """
 
     jobs: list[Job]
+    refused: Exception | None = None
 
 
 Write = TurnStart | TurnFinish | RunEnd | InsertJobs
