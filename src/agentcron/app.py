@@ -225,7 +225,6 @@ class AgentCron:
         self.runs = Runs(store, self.engine.run_waiters, stopping=lambda: self._stopping)
         self.jobs = Jobs(
             store,
-            store.sessions,
             self.journal,
             self.runs,
             store,

@@ -37,7 +37,7 @@ from agentcron.service.job_requests import JobCreate, JobPatch
 from agentcron.service.runs import Runs
 from agentcron.store.errors import SessionNotFoundError, VersionConflictError
 from agentcron.store.ids import new_id
-from agentcron.store.interface import JobCatalog, RunRecords, Transcripts, WriteQueue
+from agentcron.store.interface import JobCatalog, RunRecords, WriteQueue
 from agentcron.store.writes import ArmedJob, InsertJobs, InSession, JobsInserted
 
 _CAS_RETRIES = 5
@@ -80,7 +80,6 @@ class Jobs:
     def __init__(
         self,
         catalog: JobCatalog,
-        _sessions: Transcripts,  # unused: a create reads its session in its own transaction
         writes: WriteQueue,
         runs: Runs,
         usage: RunRecords,
