@@ -112,14 +112,24 @@ class Database:
         else:
             # One connection per database thread (the writer and each reader) stays open:
             # a smaller pool made a busy reader open and close a connection per query.
+            # The readers' connections are pinged when taken (a reader's failure is its
+            # caller's error). The writer's is not: a ping is one more round trip per
+            # transaction, and a write on a connection that died meanwhile fails as an
+            # outage before anything is committed (the connection is dropped, the write is
+            # tried again on a new one: the journal, the engine's tick).
             self._write_engine = sa.create_engine(
                 self.url,
-                pool_size=1 + self._readers,
+                pool_size=1,
+                max_overflow=1,
+                connect_args=dict(PG_CONNECT_ARGS),
+            )
+            self._read_engine = sa.create_engine(
+                self.url,
+                pool_size=self._readers,
                 max_overflow=2,
                 pool_pre_ping=True,
                 connect_args=dict(PG_CONNECT_ARGS),
             )
-            self._read_engine = self._write_engine
         self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="agentcron-db-write")
         self._read_pool = ThreadPoolExecutor(self._readers, thread_name_prefix="agentcron-db-read")
 

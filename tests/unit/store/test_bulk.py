@@ -88,3 +88,24 @@ async def test_a_connection_lost_inside_a_pipeline_is_an_outage(database: Databa
     assert await database.read(_rows) == []
     await database.write(lambda conn: executemany(conn, _INSERT, [{"id": 3, "note": "next"}]))
     assert await database.read(_rows) == [(3, "next")]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+async def test_a_writer_connection_that_died_between_writes_costs_one_outage_answer(
+    database: Database, store_url: str
+) -> None:
+    """The writer's connection is not pinged before each transaction (a round trip each): one
+    that died meanwhile fails its next write as an outage, with nothing written, and the
+    write after it gets a new connection.
+    """
+    import psycopg
+
+    pid = await database.write(lambda conn: conn.exec_driver_sql("SELECT pg_backend_pid()").scalar())
+    admin_url = store_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    with pytest.raises(StoreUnavailableError):
+        await database.write(lambda conn: executemany(conn, _INSERT, [{"id": 1, "note": "x"}]))
+    await database.write(lambda conn: executemany(conn, _INSERT, [{"id": 2, "note": "y"}]))
+    assert await database.read(_rows) == [(2, "y")]
