@@ -101,7 +101,9 @@ async def test_a_writer_connection_that_died_between_writes_costs_one_outage_ans
     """
     import psycopg
 
-    pid = await database.write(lambda conn: conn.exec_driver_sql("SELECT pg_backend_pid()").scalar())
+    pid = await database.write(
+        lambda conn: conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+    )
     admin_url = store_url.replace("postgresql+psycopg://", "postgresql://")
     with psycopg.connect(admin_url, autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
