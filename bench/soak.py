@@ -626,6 +626,81 @@ def _db_time(at: datetime) -> str:
     return at.astimezone(UTC).replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
 
 
+def _summary_text(folded: int) -> str:
+    return (
+        f"(offline model) Summary of {folded} earlier entries. The user said: "
+        + "; ".join(f'"soak ping g{i}: how are things going?"' for i in range(5))
+        + ". Before that: (offline model) Summary of 99 earlier entries."
+    )
+
+
+@dataclass
+class _Grown:
+    """One session's pre-grown rows, as the server would have written them."""
+
+    key: str
+    messages: list[tuple[Any, ...]] = field(default_factory=list)
+    turns: list[tuple[Any, ...]] = field(default_factory=list)
+    runs: list[tuple[Any, ...]] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)  # entry ids by seq - 1
+    last: datetime | None = None
+
+    def entry(self, role: str, text: str, meta: dict[str, Any], at: datetime, id_: str) -> str:
+        self.ids.append(id_)
+        self.messages.append(
+            (id_, self.key, len(self.ids), role, text, json.dumps(meta), _db_time(at))
+        )
+        return id_
+
+
+def _grow_one(
+    key: str, own: list[dict[str, Any]], turns: int, now: datetime, rng: random.Random
+) -> _Grown:
+    window = 200  # EngineSettings.history_window
+    out = _Grown(key)
+    covered = 0  # the seq the newest summary covers (0: none yet)
+    for k in range(turns):
+        at = now - timedelta(seconds=GROW_STEP_S * (turns - k))
+        done = out.last = at + timedelta(milliseconds=300)
+        turn_id = _ulid_at(at, rng)
+        before = len(out.ids)  # entries before this turn's trigger
+        run_id: str | None = None
+        if k % GROW_USER_EVERY == GROW_USER_EVERY - 1:
+            source, task = "user", f"soak ping g{k}: how are things going?"
+            meta: dict[str, Any] = {"source": "user", "turn_id": turn_id}
+            out.entry("user", task, meta, at, _ulid_at(at, rng))
+            closure = _OFFLINE_ECHO.format(text=task)
+        else:
+            job = own[k % len(own)]
+            run_id = _ulid_at(at, rng)
+            source, task = "automation", job["message"]
+            meta = {"source": "automation", "automation_run_id": run_id, "turn_id": turn_id}
+            trigger = {
+                "_automation_turn": True,
+                "automation_id": job["id"],
+                "automation_name": job["name"],
+                **meta,
+            }
+            text = f"Scheduled automation triggered: {job['name']}\n\n{task}"
+            out.entry("user", text, trigger, at, _ulid_at(at, rng))
+            closure = f"(offline model) Reminder: {task}."
+        if before >= window and covered <= before - window:
+            # this turn's window no longer reaches the last summary's end: it compacts
+            covered = before - window // 2
+            meta_s = {"through_id": out.ids[covered - 1], "entries": covered, "turn_id": turn_id}
+            out.entry("summary", _summary_text(covered), meta_s, done, _ulid_at(done, rng))
+        reply = out.entry(
+            "assistant", closure, {**meta, "status": "succeeded"}, done, _ulid_at(done, rng)
+        )
+        out.turns.append((turn_id, key, source, task, run_id, at, done, reply))
+        if run_id is not None:
+            out.runs.append(
+                (run_id, job["id"], key, _db_time(at), "succeeded", _db_time(at), _db_time(at),
+                 _db_time(done), closure, reply)
+            )  # fmt: skip
+    return out
+
+
 def grow_sessions(
     db: Path, jobs: list[dict[str, Any]], turns: int, now: datetime, rng: random.Random
 ) -> set[str]:
@@ -633,9 +708,12 @@ def grow_sessions(
     the server writes them: a fire's turn is its trigger entry, its closure, its turn record and
     its run record (of one of the session's jobs, round robin, at a time before the job's
     anchor, so off the soak's grid); every `GROW_USER_EVERY`th is a user message and its reply
-    with its turn. Written straight into the database (the server runs, its schema is made) in
-    one transaction per session, before any job fires. Returns the ids of the runs it wrote
-    (the checks leave them out).
+    with its turn. The compactions are there too: a turn whose history window (200 entries)
+    no longer reaches what the last summary covers writes a `summary` entry before its reply
+    that folds all but the newest 100 (so the soak's first turns do not all compact at once).
+    Written straight into the database (the server runs, its schema is made) in one
+    transaction per session, before any job fires. Returns the ids of the runs it wrote (the
+    checks leave them out).
     """
     by_session: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for job in jobs:
@@ -645,112 +723,32 @@ def grow_sessions(
     try:
         con.execute("PRAGMA busy_timeout = 60000")
         for key, own in by_session.items():
-            messages: list[tuple[Any, ...]] = []
-            turn_rows: list[tuple[Any, ...]] = []
-            run_rows: list[tuple[Any, ...]] = []
-            last = now
-            for k in range(turns):
-                at = now - timedelta(seconds=GROW_STEP_S * (turns - k))
-                done = at + timedelta(milliseconds=300)
-                last = done
-                turn_id = _ulid_at(at, rng)
-                user, reply = _ulid_at(at, rng), _ulid_at(done, rng)
-                seq = 2 * k + 1
-                if k % GROW_USER_EVERY == GROW_USER_EVERY - 1:
-                    text = f"soak ping g{k}: how are things going?"
-                    meta = {"source": "user", "turn_id": turn_id}
-                    messages += [
-                        (user, key, seq, "user", text, json.dumps(meta), _db_time(at)),
-                        (
-                            reply,
-                            key,
-                            seq + 1,
-                            "assistant",
-                            _OFFLINE_ECHO.format(text=text),
-                            json.dumps({**meta, "status": "succeeded"}),
-                            _db_time(done),
-                        ),
-                    ]
-                    turn_rows.append((turn_id, key, "user", text, None, at, done, reply))
-                    continue
-                job = own[k % len(own)]
-                run_id = _ulid_at(at, rng)
-                grown.add(run_id)
-                task = job["message"]
-                trigger = {
-                    "_automation_turn": True,
-                    "source": "automation",
-                    "automation_id": job["id"],
-                    "automation_name": job["name"],
-                    "automation_run_id": run_id,
-                    "turn_id": turn_id,
-                }
-                messages += [
-                    (
-                        user,
-                        key,
-                        seq,
-                        "user",
-                        f"Scheduled automation triggered: {job['name']}\n\n{task}",
-                        json.dumps(trigger),
-                        _db_time(at),
-                    ),
-                    (
-                        reply,
-                        key,
-                        seq + 1,
-                        "assistant",
-                        f"(offline model) Reminder: {task}.",
-                        json.dumps(
-                            {
-                                "source": "automation",
-                                "status": "succeeded",
-                                "automation_run_id": run_id,
-                                "turn_id": turn_id,
-                            }
-                        ),
-                        _db_time(done),
-                    ),
-                ]
-                turn_rows.append((turn_id, key, "automation", task, run_id, at, done, reply))
-                run_rows.append(
-                    (
-                        run_id,
-                        job["id"],
-                        key,
-                        _db_time(at),
-                        "succeeded",
-                        _db_time(at),
-                        _db_time(at),
-                        _db_time(done),
-                        f"(offline model) Reminder: {task}.",
-                        reply,
-                    )
-                )
+            rows = _grow_one(key, own, turns, now, rng)
+            grown.update(r[0] for r in rows.runs)
             con.execute("BEGIN IMMEDIATE")
             con.executemany(
                 "INSERT INTO messages (id, session_key, seq, role, content, meta, created_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                messages,
+                rows.messages,
             )
             con.executemany(
                 "INSERT INTO turns (id, session_key, source, state, content, run_id, created_at, "
                 "started_at, finished_at, reply_message_id) "
                 "VALUES (?, ?, ?, 'succeeded', ?, ?, ?, ?, ?, ?)",
                 [
-                    (t, k_, src, c, r, _db_time(a), _db_time(a), _db_time(d), m)
-                    for t, k_, src, c, r, a, d, m in turn_rows
+                    (t, k, src, c, r, _db_time(a), _db_time(a), _db_time(d), m)
+                    for t, k, src, c, r, a, d, m in rows.turns
                 ],
             )
             con.executemany(
                 "INSERT INTO runs (id, job_id, session_key, fire_at, state, claimed_at, "
                 "started_at, finished_at, output, message_id) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                run_rows,
+                rows.runs,
             )
             con.execute(
                 "UPDATE sessions SET last_seq = ?, updated_at = ? WHERE session_key = ?",
-                (2 * turns, _db_time(last), key),
+                (len(rows.ids), _db_time(rows.last or now), key),
             )
             con.execute("COMMIT")
     finally:
