@@ -19,7 +19,7 @@ from agentcron.store import SqlStore, Transition
 from agentcron.store.ids import new_id
 from agentcron.store.interface import GroupCommit, OwnerRegistry
 from agentcron.store.owners import OwnerRecord
-from agentcron.store.schema import messages, runs, sessions, turns
+from agentcron.store.schema import messages, recall_history, runs, sessions, turns
 from agentcron.store.signals import Topic, announce
 from agentcron.store.writes import ArmedJob, InsertJobs, JobFinish, JobOutcome, JobsInserted, RunEnd
 
@@ -157,3 +157,15 @@ async def grow_session(
         )
 
     await store._db.write(op)
+
+
+async def end_recalls(store: SqlStore, key: str, count: int, ended: datetime) -> None:
+    """`count` recalls of session `key` that fired and ended at `ended` (their history rows)."""
+    spec = {"kind": "at", "at": ended.isoformat(), "tz": "UTC"}
+    rows = [
+        {"id": new_id(), "session_key": key, "name": f"recall {i}", "message": "look again",
+         "spec": spec, "state": "fired", "run_count": 1, "created_at": ended,
+         "ended_at": ended}
+        for i in range(count)
+    ]  # fmt: skip
+    await store._db.write(lambda conn: conn.execute(recall_history.insert(), rows))

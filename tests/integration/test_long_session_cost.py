@@ -28,7 +28,7 @@ from agentcron.schedule import EverySpec
 from agentcron.store import SqlStore
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import T0
-from tests.helpers.store_setup import grow_session
+from tests.helpers.store_setup import end_recalls, grow_session
 
 KEY = "api:long"
 PAST = 400  # finished turns (and runs of the job) of the long session
@@ -122,7 +122,7 @@ async def test_a_fire_and_a_message_examine_no_more_rows_on_a_long_session(
     assert long_message <= fresh_message + 300, (fresh_message, long_message)
 
 
-async def test_the_prune_by_age_examines_the_expired_runs_not_every_kept_one(
+async def test_the_prune_by_age_examines_the_expired_runs_and_recalls_not_every_kept_one(
     tmp_path: Path,
 ) -> None:
     steps = VmSteps()
@@ -135,13 +135,18 @@ async def test_the_prune_by_age_examines_the_expired_runs_not_every_kept_one(
             for key in (KEY, "api:old"):
                 await cron.sessions.create(key)
             job = await cron.jobs.create(name="hourly", spec=HOURLY, session_key=KEY)
-            # `kept` runs that finished within the day (one a minute), and 5 before it
+            # `kept` runs that finished within the day (one a minute), and 5 before it; as
+            # many recalls that ended within the day, and 5 before it
             await grow_session(cron.store, KEY, job.id, kept, T0)
             await grow_session(cron.store, "api:old", job.id, 5, T0 - timedelta(days=2))
+            await end_recalls(cron.store, KEY, kept, T0 - timedelta(hours=1))
+            await end_recalls(cron.store, "api:old", 5, T0 - timedelta(days=2))
             store: SqlStore = cron.store
             with steps.counting() as pruned:
                 removed = await store.prune_runs(T0, keep_per_job=10_000, max_age=timedelta(days=1))
             assert removed == 5
+            assert len(await store.recall_history(KEY, limit=kept)) == kept
+            assert await store.recall_history("api:old") == []
             counts.append(pruned[0])
     few, many = counts
     assert many <= few + 100, counts

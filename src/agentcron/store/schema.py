@@ -288,6 +288,8 @@ recall_history = sa.Table(
     sa.Column("ended_at", UTCDateTime, nullable=False),
 )
 sa.Index("ix_recall_history_session", recall_history.c.session_key, recall_history.c.ended_at)
+# The prune (with the runs, every minute): the recalls that ended before a time, not all kept.
+sa.Index("ix_recall_history_ended", recall_history.c.ended_at)
 
 approvals = sa.Table(
     "approvals",
