@@ -5,6 +5,7 @@ Run on demand (not part of the test suite):
 
     .venv/bin/python bench/soak.py              # 10 minutes, 1,000 jobs over 200 sessions
     .venv/bin/python bench/soak.py --quick      # 1 minute, 100 jobs over 20 sessions
+    .venv/bin/python bench/soak.py --grow 130   # each session starts with 130 turns behind it
 
 The report is printed as markdown and written to `bench/results/soak-<timestamp>.json` and
 `bench/results/soak-latest.md`. Progress goes to stderr. Exit status 0 when every check holds,
@@ -32,6 +33,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -106,6 +108,7 @@ class Plan:
     warmup: float  # seconds of firing left out of the RSS slope
     quiesce_limit: float  # seconds to wait for the server to become idle after the pause
     tracemalloc: int = 0  # frames per traceback; 0 = off
+    grow: int = 0  # finished turns stored in each session before the firing starts
 
 
 @dataclass
@@ -406,8 +409,11 @@ def check_everything(
     runs_by_job: dict[str, list[dict[str, Any]]],
     transcripts: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]],
     stats: Stats,
+    grown: AbstractSet[str] = frozenset(),
 ) -> dict[str, Any]:
-    """Each check: how many items it looked at, how many broke it, and a few examples."""
+    """Each check: how many items it looked at, how many broke it, and a few examples
+    (the runs of pre-grown turns, `grown`, and their entries are left out).
+    """
     checks: dict[str, dict[str, Any]] = {}
 
     def record(name: str, looked: int, bad: list[str]) -> None:
@@ -469,6 +475,8 @@ def check_everything(
         for e in entries:
             meta = e.get("meta") or {}
             run_id = meta.get("automation_run_id")
+            if run_id in grown:
+                continue
             if run_id is not None:
                 (triggers if e["role"] == "user" else closures)[run_id].append(e)
             elif meta.get("turn_id") is not None and meta.get("source") == "user":
@@ -594,6 +602,160 @@ def check_database(db: Path, api_runs: int, api_turns: int) -> dict[str, Any]:
     }
 
 
+# --- pre-grown sessions ---------------------------------------------------------------------
+
+GROW_STEP_S = 20.0  # seconds between two pre-grown turns of one session
+GROW_USER_EVERY = 10  # every 10th pre-grown turn is a user message's, the rest fires'
+_OFFLINE_ECHO = (
+    '(offline model) You said: "{text}". I am the built-in offline model: try "remind me in '
+    '10 minutes to stretch", "every weekday at 9 check the build" or "list my automations".'
+)
+
+
+def _ulid_at(at: datetime, rng: random.Random) -> str:
+    """A ULID (Crockford base32, 26 characters) for the instant `at`: ids sort like the
+    server's own, older ones first.
+    """
+    value = (int(at.timestamp() * 1000) << 80) | rng.getrandbits(80)
+    alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+    return "".join(alphabet[(value >> (5 * i)) & 31] for i in range(25, -1, -1))
+
+
+def _db_time(at: datetime) -> str:
+    """A time as the store keeps it on SQLite: naive UTC text with microseconds."""
+    return at.astimezone(UTC).replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
+
+
+def _summary_text(folded: int) -> str:
+    return (
+        f"(offline model) Summary of {folded} earlier entries. The user said: "
+        + "; ".join(f'"soak ping g{i}: how are things going?"' for i in range(5))
+        + ". Before that: (offline model) Summary of 99 earlier entries."
+    )
+
+
+@dataclass
+class _Grown:
+    """One session's pre-grown rows, as the server would have written them."""
+
+    key: str
+    messages: list[tuple[Any, ...]] = field(default_factory=list)
+    turns: list[tuple[Any, ...]] = field(default_factory=list)
+    runs: list[tuple[Any, ...]] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)  # entry ids by seq - 1
+    last: datetime | None = None
+
+    def entry(self, role: str, text: str, meta: dict[str, Any], at: datetime, id_: str) -> str:
+        self.ids.append(id_)
+        self.messages.append(
+            (id_, self.key, len(self.ids), role, text, json.dumps(meta), _db_time(at))
+        )
+        return id_
+
+
+def _grow_one(
+    key: str, own: list[dict[str, Any]], turns: int, now: datetime, rng: random.Random
+) -> _Grown:
+    window = 200  # EngineSettings.history_window
+    out = _Grown(key)
+    covered = 0  # the seq the newest summary covers (0: none yet)
+    for k in range(turns):
+        at = now - timedelta(seconds=GROW_STEP_S * (turns - k))
+        done = out.last = at + timedelta(milliseconds=300)
+        turn_id = _ulid_at(at, rng)
+        before = len(out.ids)  # entries before this turn's trigger
+        run_id: str | None = None
+        if k % GROW_USER_EVERY == GROW_USER_EVERY - 1:
+            source, task = "user", f"soak ping g{k}: how are things going?"
+            meta: dict[str, Any] = {"source": "user", "turn_id": turn_id}
+            out.entry("user", task, meta, at, _ulid_at(at, rng))
+            closure = _OFFLINE_ECHO.format(text=task)
+        else:
+            job = own[k % len(own)]
+            run_id = _ulid_at(at, rng)
+            source, task = "automation", job["message"]
+            meta = {"source": "automation", "automation_run_id": run_id, "turn_id": turn_id}
+            trigger = {
+                "_automation_turn": True,
+                "automation_id": job["id"],
+                "automation_name": job["name"],
+                **meta,
+            }
+            text = f"Scheduled automation triggered: {job['name']}\n\n{task}"
+            out.entry("user", text, trigger, at, _ulid_at(at, rng))
+            closure = f"(offline model) Reminder: {task}."
+        if before >= window and covered <= before - window:
+            # this turn's window no longer reaches the last summary's end: it compacts
+            covered = before - window // 2
+            meta_s = {"through_id": out.ids[covered - 1], "entries": covered, "turn_id": turn_id}
+            out.entry("summary", _summary_text(covered), meta_s, done, _ulid_at(done, rng))
+        reply = out.entry(
+            "assistant", closure, {**meta, "status": "succeeded"}, done, _ulid_at(done, rng)
+        )
+        out.turns.append((turn_id, key, source, task, run_id, at, done, reply))
+        if run_id is not None:
+            out.runs.append(
+                (run_id, job["id"], key, _db_time(at), "succeeded", _db_time(at), _db_time(at),
+                 _db_time(done), closure, reply)
+            )  # fmt: skip
+    return out
+
+
+def grow_sessions(
+    db: Path, jobs: list[dict[str, Any]], turns: int, now: datetime, rng: random.Random
+) -> set[str]:
+    """Store `turns` finished turns in each session of `jobs` (the sessions exist, empty), as
+    the server writes them: a fire's turn is its trigger entry, its closure, its turn record and
+    its run record (of one of the session's jobs, round robin, at a time before the job's
+    anchor, so off the soak's grid); every `GROW_USER_EVERY`th is a user message and its reply
+    with its turn. The compactions are there too: a turn whose history window (200 entries)
+    no longer reaches what the last summary covers writes a `summary` entry before its reply
+    that folds all but the newest 100 (so the soak's first turns do not all compact at once).
+    Written straight into the database (the server runs, its schema is made) in one
+    transaction per session, before any job fires. Returns the ids of the runs it wrote (the
+    checks leave them out).
+    """
+    by_session: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for job in jobs:
+        by_session[job["session_key"]].append(job)
+    grown: set[str] = set()
+    con = sqlite3.connect(db, timeout=60, isolation_level=None)
+    try:
+        con.execute("PRAGMA busy_timeout = 60000")
+        for key, own in by_session.items():
+            rows = _grow_one(key, own, turns, now, rng)
+            grown.update(r[0] for r in rows.runs)
+            con.execute("BEGIN IMMEDIATE")
+            con.executemany(
+                "INSERT INTO messages (id, session_key, seq, role, content, meta, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                rows.messages,
+            )
+            con.executemany(
+                "INSERT INTO turns (id, session_key, source, state, content, run_id, created_at, "
+                "started_at, finished_at, reply_message_id) "
+                "VALUES (?, ?, ?, 'succeeded', ?, ?, ?, ?, ?, ?)",
+                [
+                    (t, k, src, c, r, _db_time(a), _db_time(a), _db_time(d), m)
+                    for t, k, src, c, r, a, d, m in rows.turns
+                ],
+            )
+            con.executemany(
+                "INSERT INTO runs (id, job_id, session_key, fire_at, state, claimed_at, "
+                "started_at, finished_at, output, message_id) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows.runs,
+            )
+            con.execute(
+                "UPDATE sessions SET last_seq = ?, updated_at = ? WHERE session_key = ?",
+                (len(rows.ids), _db_time(rows.last or now), key),
+            )
+            con.execute("COMMIT")
+    finally:
+        con.close()
+    return grown
+
+
 # --- the soak -------------------------------------------------------------------------------
 
 
@@ -689,6 +851,16 @@ async def soak(plan: Plan, seed: int, keep: bool) -> dict[str, Any]:
         log(f"{len(keys)} sessions, {len(jobs)} jobs in {time.monotonic() - t_create:.1f} s")
         if len(jobs) != plan.jobs:
             raise RuntimeError(f"only {len(jobs)} of {plan.jobs} jobs were created")
+        grown: set[str] = set()
+        if plan.grow:
+            t_grow = time.monotonic()
+            grown = await asyncio.to_thread(
+                grow_sessions, db, jobs, plan.grow, datetime.now(UTC), random.Random(seed)
+            )
+            log(
+                f"grew {len(keys)} sessions by {plan.grow} turns each ({len(grown):,} runs) in "
+                f"{time.monotonic() - t_grow:.1f} s"
+            )
 
         # fire for `minutes` while clients post and WebSocket clients come and go
         stop_load, stop_rss = asyncio.Event(), asyncio.Event()
@@ -760,10 +932,10 @@ async def soak(plan: Plan, seed: int, keep: bool) -> dict[str, Any]:
                 raise RuntimeError(f"cannot read the runs of job {job['id']}")
             if len(got["runs"]) >= 1000:
                 raise RuntimeError(f"job {job['id']} has 1,000+ runs: the list is cut")
-            runs_by_job[job["id"]] = got["runs"]
+            runs_by_job[job["id"]] = [r for r in got["runs"] if r["id"] not in grown]
         fetched = await gather_limited(8, [fetch_all(api, k) for k in keys])
         transcripts = dict(zip(keys, fetched, strict=True))
-        checks = check_everything(jobs, paused, runs_by_job, transcripts, stats)
+        checks = check_everything(jobs, paused, runs_by_job, transcripts, stats, grown)
         all_runs = [r for rs in runs_by_job.values() for r in rs]
         runs_by_id = {r["id"]: r for r in all_runs}
         api_turns = sum(len(t) for _, t in transcripts.values())
@@ -790,7 +962,7 @@ async def soak(plan: Plan, seed: int, keep: bool) -> dict[str, Any]:
         "first_errors": bad_lines[:5],
         "first_warnings": warn_lines[:10],
     }
-    report["database"] = check_database(db, len(all_runs), api_turns)
+    report["database"] = check_database(db, len(all_runs) + len(grown), api_turns)
     if plan.tracemalloc:
         report["tracemalloc"] = tracemalloc_growth(tmp)
     if not keep:
@@ -903,7 +1075,9 @@ def markdown(r: dict[str, Any], started: str) -> str:
         f"{p['min_interval']}-{p['max_interval']}) over {p['sessions']:,} sessions, firing "
         f"{r['firing_seconds']:.0f} s; {p['post_rate']} user messages/s over REST; "
         f"{p['ws_clients']} WebSocket clients reconnecting every {p['ws_life'][0]:.0f}-"
-        f"{p['ws_life'][1]:.0f} s, {p['ws_subscribe']} sessions each. Commit {r.get('commit')}.",
+        f"{p['ws_life'][1]:.0f} s, {p['ws_subscribe']} sessions each"
+        + (f"; each session starts with {p['grow']:,} turns" if p.get("grow") else "")
+        + f". Commit {r.get('commit')}.",
         "",
         f"**Result: {'all checks hold' if r['ok'] else 'INCONSISTENCIES FOUND'}**",
         "",
@@ -1059,6 +1233,14 @@ def main() -> int:
         help="run the server under tracemalloc and report what grew after the warm-up "
         "(slows the server: a diagnostic, not a soak)",
     )
+    ap.add_argument(
+        "--grow",
+        type=int,
+        default=0,
+        metavar="TURNS",
+        help="store TURNS finished turns in each session before the firing starts (as if the "
+        "soak had run for a while: a long transcript, turn and run records)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (database, server log)")
     args = ap.parse_args()
     if args.quick:
@@ -1078,6 +1260,7 @@ def main() -> int:
         warmup=20.0 if quick else 120.0,
         quiesce_limit=120.0,
         tracemalloc=args.tracemalloc,
+        grow=args.grow,
     )
     if not 1 <= plan.min_interval <= plan.max_interval:
         ap.error("need 1 <= --min-interval <= --max-interval")

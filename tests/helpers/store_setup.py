@@ -1,5 +1,6 @@
 """What only tests do to a SqlStore: set a session's turn lease by hand (as a process that is
-gone left it), move runs by hand, insert jobs without the journal, list every owner. The product
+gone left it), move runs by hand, insert jobs without the journal, list every owner, give a
+session a long past (finished turns, their entries and runs) in one go. The product
 takes, renews and lets go of a lease only inside its group commit (`TurnStart` / `TurnFinish`)
 and `renew_held`, so that SQL lives here, not in the store; the rest goes through the store's
 own calls (`apply`, as the journal does, and `dead_owners`).
@@ -8,16 +9,17 @@ own calls (`apply`, as the journal does, and `dead_owners`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from agentcron.domain.jobs import Job
 from agentcron.store import SqlStore, Transition
+from agentcron.store.ids import new_id
 from agentcron.store.interface import GroupCommit, OwnerRegistry
 from agentcron.store.owners import OwnerRecord
-from agentcron.store.schema import sessions
+from agentcron.store.schema import messages, recall_history, runs, sessions, turns
 from agentcron.store.signals import Topic, announce
 from agentcron.store.writes import ArmedJob, InsertJobs, JobFinish, JobOutcome, JobsInserted, RunEnd
 
@@ -108,3 +110,62 @@ _NEVER = datetime(9999, 1, 1, tzinfo=UTC)
 async def list_owners(store: OwnerRegistry) -> list[OwnerRecord]:
     """Every registered owner, oldest heartbeat first (all are older than the end of time)."""
     return await store.dead_owners(_NEVER)
+
+
+async def grow_session(
+    store: SqlStore, key: str, job_id: str, count: int, before: datetime
+) -> None:
+    """Give session `key` (it exists, with no entries yet) `count` finished turns of job
+    `job_id` that ended before `before`, one a minute: each its trigger entry and closure, its
+    turn record and its run, as the product leaves them (in one transaction, not turn by turn).
+    """
+    if count == 0:
+        return
+    entries: list[dict[str, object]] = []
+    turn_rows: list[dict[str, object]] = []
+    run_rows: list[dict[str, object]] = []
+    for k in range(count):
+        at = before - timedelta(minutes=count - k)
+        done = at + timedelta(seconds=1)
+        run_id, turn_id, reply = new_id(), new_id(), new_id()
+        meta = {"source": "automation", "automation_run_id": run_id, "turn_id": turn_id}
+        entries += [
+            {"id": new_id(), "session_key": key, "seq": 2 * k + 1, "role": "user",
+             "content": f"check item {k}", "meta": meta, "created_at": at},
+            {"id": reply, "session_key": key, "seq": 2 * k + 2, "role": "assistant",
+             "content": f"item {k} checked", "meta": meta, "created_at": done},
+        ]  # fmt: skip
+        turn_rows.append(
+            {"id": turn_id, "session_key": key, "source": "automation", "state": "succeeded",
+             "run_id": run_id, "content": f"check item {k}", "created_at": at,
+             "started_at": at, "finished_at": done, "reply_message_id": reply}
+        )  # fmt: skip
+        run_rows.append(
+            {"id": run_id, "job_id": job_id, "session_key": key, "fire_at": at,
+             "state": "succeeded", "claimed_at": at, "started_at": at, "finished_at": done,
+             "message_id": reply}
+        )  # fmt: skip
+
+    def op(conn: Connection) -> None:
+        conn.execute(messages.insert(), entries)
+        conn.execute(turns.insert(), turn_rows)
+        conn.execute(runs.insert(), run_rows)
+        conn.execute(
+            sessions.update()
+            .where(sessions.c.session_key == key)
+            .values(last_seq=2 * count, updated_at=before - timedelta(seconds=1))
+        )
+
+    await store._db.write(op)
+
+
+async def end_recalls(store: SqlStore, key: str, count: int, ended: datetime) -> None:
+    """`count` recalls of session `key` that fired and ended at `ended` (their history rows)."""
+    spec = {"kind": "at", "at": ended.isoformat(), "tz": "UTC"}
+    rows = [
+        {"id": new_id(), "session_key": key, "name": f"recall {i}", "message": "look again",
+         "spec": spec, "state": "fired", "run_count": 1, "created_at": ended,
+         "ended_at": ended}
+        for i in range(count)
+    ]  # fmt: skip
+    await store._db.write(lambda conn: conn.execute(recall_history.insert(), rows))

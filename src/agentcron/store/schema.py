@@ -177,9 +177,13 @@ runs = sa.Table(
     sa.Column("tool_calls", JSONValue),
     sa.UniqueConstraint("job_id", "fire_at", name="uq_runs_job_fire"),
 )
-sa.Index("ix_runs_state", runs.c.state)
+# The runs in some states (recovery, leases) and, for the prune by age, the terminal ones that
+# finished before a time: a range per state, not every terminal run ever kept.
+sa.Index("ix_runs_state_finished", runs.c.state, runs.c.finished_at)
+# A few jobs' active fires (the claim's overlap check): their open runs only, not every run
+# a job keeps (up to `retention_runs_per_job`).
+sa.Index("ix_runs_job_state", runs.c.job_id, runs.c.state)
 sa.Index("ix_runs_session_key", runs.c.session_key)
-sa.Index("ix_runs_finished_at", runs.c.finished_at)
 
 sessions = sa.Table(
     "sessions",
@@ -227,7 +231,9 @@ turns = sa.Table(
     # the process that will run (or runs) this turn; NULL = released for another to adopt
     sa.Column("owner", sa.Text),
 )
-sa.Index("ix_turns_session_key", turns.c.session_key)
+# A session's turns, and its open ones (the claim's busy check) without reading its finished
+# ones: a session's turns are never pruned.
+sa.Index("ix_turns_session_state", turns.c.session_key, turns.c.state)
 sa.Index("ix_turns_state", turns.c.state)
 sa.Index("ix_turns_run_id", turns.c.run_id)
 
@@ -294,6 +300,8 @@ recall_history = sa.Table(
     sa.Column("ended_at", UTCDateTime, nullable=False),
 )
 sa.Index("ix_recall_history_session", recall_history.c.session_key, recall_history.c.ended_at)
+# The prune (with the runs, every minute): the recalls that ended before a time, not all kept.
+sa.Index("ix_recall_history_ended", recall_history.c.ended_at)
 
 approvals = sa.Table(
     "approvals",
