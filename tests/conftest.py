@@ -1,5 +1,6 @@
 """Shared fixtures: a fake clock, store backends for the contract tests, and AgentCron factories;
-the `postgres` marker and its gate (without a server: skip, or fail when the run requires it).
+the `postgres` marker and its gate (without a server: skip, or fail when the run requires it);
+the `long` marker (deselected unless AGENTCRON_LONG_TESTS=1).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from agentcron.app import AgentCron
 from agentcron.config import EngineSettings
 from agentcron.store.sql import SqlStore, sqlite_url
 from agentcron.testing import FakeClock
+from tests.helpers.long import LONG_MARKER, long_tests_on, split_long
 from tests.helpers.postgres import (
     Verdict,
     pg_address,
@@ -38,15 +40,21 @@ PG_ADMIN_URL = pg_admin_url()
 _current_test: pytest.Item | None = None
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark `postgres` every test parametrized with the backend "postgresql" (`store_url`,
     `cron_backend` and the like); tests that make a PostgreSQL database otherwise say so
-    themselves with `@pytest.mark.postgres`.
+    themselves with `@pytest.mark.postgres`. Deselect the `long` tests unless
+    AGENTCRON_LONG_TESTS=1 (a smaller instance of each of their properties runs by default).
     """
     for item in items:
         callspec = getattr(item, "callspec", None)
         if callspec is not None and "postgresql" in callspec.params.values():
             item.add_marker(pytest.mark.postgres)
+    is_long = [item.get_closest_marker(LONG_MARKER) is not None for item in items]
+    kept, dropped = split_long(items, is_long, long_tests_on())
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 @functools.cache
