@@ -6,7 +6,6 @@ the `long` marker (deselected unless AGENTCRON_LONG_TESTS=1).
 from __future__ import annotations
 
 import functools
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,6 +26,7 @@ from tests.helpers.postgres import (
     pg_required,
     postgres_verdict,
 )
+from tests.helpers.scratch_pg import Admin, ScratchDatabases
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
@@ -98,8 +98,6 @@ def store_url(request: pytest.FixtureRequest, db_path: Path) -> Iterator[str]:
 
 def _scratch_pg_database() -> Iterator[str]:
     """A fresh PostgreSQL database for one test, dropped afterwards."""
-    import psycopg
-
     if _current_test is not None and _current_test.get_closest_marker("postgres") is None:
         pytest.fail(
             f"{_current_test.nodeid} makes a PostgreSQL database but is not marked "
@@ -107,17 +105,35 @@ def _scratch_pg_database() -> Iterator[str]:
             pytrace=False,
         )
 
-    name = f"agentcron_test_{uuid.uuid4().hex[:12]}"
     try:
-        admin = psycopg.connect(PG_ADMIN_URL, autocommit=True)
-    except psycopg.OperationalError as exc:
-        pytest.fail(f"PostgreSQL contract tests need a server at {PG_ADMIN_URL}: {exc}")
-    with admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-        try:
-            yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-        finally:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        name = _SCRATCH.take()
+    except RuntimeError as exc:
+        pytest.fail(f"PostgreSQL tests need a server at {PG_ADMIN_URL}: {exc}")
+    try:
+        yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        _SCRATCH.give_back(name)
+
+
+def _admin() -> Admin:
+    import psycopg
+
+    return psycopg.connect(PG_ADMIN_URL, autocommit=True)
+
+
+# Made ahead and dropped behind in a thread (tests/helpers/scratch_pg.py); started at the first
+# PostgreSQL test, closed at the end of the session.
+_SCRATCH = ScratchDatabases(_admin)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Drop the scratch databases still there; a drop that failed fails the run, said why."""
+    failed = _SCRATCH.close()
+    if failed:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line("scratch PostgreSQL databases left behind:\n" + "\n".join(failed))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture
