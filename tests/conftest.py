@@ -1,12 +1,19 @@
 """Shared fixtures: a fake clock, store backends for the contract tests, and AgentCron factories;
 the `postgres` marker and its gate (without a server: skip, or fail when the run requires it);
 the `long` marker (deselected unless AGENTCRON_LONG_TESTS=1).
+
+The databases of `store_url` and `cron_url` start with agentcron's schema, copied from one that
+agentcron created (from its migrations, on an empty database) once this session; a test marked
+`fresh_db` gets an empty one instead, its first open creates the schema.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,7 +33,7 @@ from tests.helpers.postgres import (
     pg_required,
     postgres_verdict,
 )
-from tests.helpers.scratch_pg import Admin, ScratchDatabases
+from tests.helpers.scratch_pg import Admin, Kind, ScratchDatabases
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
@@ -88,16 +95,49 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "agentcron.db"
 
 
+def _with_schema(request: pytest.FixtureRequest) -> bool:
+    """Whether the test's database (`store_url`, `cron_url`) starts as a copy of the schema
+    agentcron made once this session, not empty: unless the test is marked `fresh_db`.
+    """
+    return request.node.get_closest_marker("fresh_db") is None
+
+
+async def _migrate(url: str) -> None:
+    """Give the empty database at `url` agentcron's schema, as every start does."""
+    store = SqlStore(url)
+    await store.open()
+    await store.close()
+
+
+@pytest.fixture(scope="session")
+def sqlite_schema(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file agentcron created (schema at head, no rows), copied into tests' db_path:
+    creating the schema from the migrations took a large share of a test's set-up.
+    """
+    path = tmp_path_factory.mktemp("schema") / "agentcron.db"
+    with ThreadPoolExecutor(1) as pool:  # its own event loop, away from the tests' loops
+        pool.submit(asyncio.run, _migrate(sqlite_url(path))).result()
+    return path
+
+
+def _sqlite_database(request: pytest.FixtureRequest, path: Path) -> str:
+    if _with_schema(request):
+        shutil.copyfile(request.getfixturevalue("sqlite_schema"), path)
+    return sqlite_url(path)
+
+
 @pytest.fixture(params=BACKENDS)
 def store_url(request: pytest.FixtureRequest, db_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
-        yield sqlite_url(db_path)
+        yield _sqlite_database(request, db_path)
         return
-    yield from _scratch_pg_database()
+    yield from _scratch_pg_database("migrated" if _with_schema(request) else "fresh")
 
 
-def _scratch_pg_database() -> Iterator[str]:
-    """A fresh PostgreSQL database for one test, dropped afterwards."""
+def _scratch_pg_database(kind: Kind = "fresh") -> Iterator[str]:
+    """A PostgreSQL database for one test, dropped afterwards: empty, or (`migrated`) a copy of
+    the schema agentcron made once this session.
+    """
     if _current_test is not None and _current_test.get_closest_marker("postgres") is None:
         pytest.fail(
             f"{_current_test.nodeid} makes a PostgreSQL database but is not marked "
@@ -106,13 +146,17 @@ def _scratch_pg_database() -> Iterator[str]:
         )
 
     try:
-        name = _SCRATCH.take()
+        name = _SCRATCH.take(kind)
     except RuntimeError as exc:
         pytest.fail(f"PostgreSQL tests need a server at {PG_ADMIN_URL}: {exc}")
     try:
-        yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+        yield _pg_url(name)
     finally:
         _SCRATCH.give_back(name)
+
+
+def _pg_url(name: str) -> str:
+    return PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
 
 
 def _admin() -> Admin:
@@ -122,8 +166,9 @@ def _admin() -> Admin:
 
 
 # Made ahead and dropped behind in a thread (tests/helpers/scratch_pg.py); started at the first
-# PostgreSQL test, closed at the end of the session.
-_SCRATCH = ScratchDatabases(_admin)
+# PostgreSQL test, closed at the end of the session. The `migrated` ones copy a template that
+# agentcron gave its schema (in that thread: asyncio.run has it to itself).
+_SCRATCH = ScratchDatabases(_admin, prepare=lambda name: asyncio.run(_migrate(_pg_url(name))))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -180,12 +225,14 @@ def cron_backend() -> str:
 
 
 @pytest.fixture
-def cron_url(cron_backend: str, db_path: Path) -> Iterator[str]:
-    """One database for the whole test (restarts reopen the same one)."""
+def cron_url(request: pytest.FixtureRequest, cron_backend: str, db_path: Path) -> Iterator[str]:
+    """One database for the whole test (restarts reopen the same one), with agentcron's schema
+    (empty for a test marked `fresh_db`).
+    """
     if cron_backend == "sqlite":
-        yield sqlite_url(db_path)
+        yield _sqlite_database(request, db_path)
         return
-    yield from _scratch_pg_database()
+    yield from _scratch_pg_database("migrated" if _with_schema(request) else "fresh")
 
 
 @pytest.fixture

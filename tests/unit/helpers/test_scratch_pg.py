@@ -1,5 +1,6 @@
-"""The scratch PostgreSQL databases (tests/helpers/scratch_pg.py): each taken one is fresh and
-the caller's only, each given back is dropped, close() drops what is left; a failure says so."""
+"""The scratch PostgreSQL databases (tests/helpers/scratch_pg.py): each taken one is new and
+the caller's only, each given back is dropped, close() drops what is left; a `migrated` one is
+a copy of one template, prepared once; a failure says so."""
 
 from __future__ import annotations
 
@@ -20,6 +21,11 @@ class FakeServer:
         self.databases: set[str] = set()
         self.fail_on: str | None = None
         self.connections = 0
+        self.prepared: list[str] = []
+
+    def prepare(self, name: str) -> None:
+        assert name in self.databases
+        self.prepared.append(name)
 
     def connect(self) -> FakeAdmin:
         with self.lock:
@@ -36,6 +42,8 @@ class FakeAdmin:
         if server.fail_on is not None and query.startswith(server.fail_on):
             raise OSError("the server said no")
         name = re.findall(r'"([^"]+)"', query)[0]
+        if " TEMPLATE " in query:
+            assert re.findall(r'"([^"]+)"', query)[1] in server.prepared
         with server.lock:
             server.statements.append(query)
             if query.startswith("CREATE DATABASE"):
@@ -91,3 +99,39 @@ def test_a_drop_that_fails_is_reported_by_close() -> None:
     pool.give_back(name)
     (failure,) = pool.close(timeout=5)
     assert failure.startswith(f"DROP DATABASE {name}: the server said no")
+
+
+def test_migrated_databases_copy_one_template_prepared_once() -> None:
+    server = FakeServer()
+    pool = ScratchDatabases(server.connect, prepare=server.prepare, ahead=1)
+    fresh = pool.take("fresh", timeout=5)
+    copies = [pool.take("migrated", timeout=5) for _ in range(3)]
+    (template,) = server.prepared
+    assert template not in [fresh, *copies]
+    made = {s.split('"')[1]: s for s in server.statements if s.startswith("CREATE DATABASE")}
+    assert made[fresh] == f'CREATE DATABASE "{fresh}"'
+    assert all(made[c] == f'CREATE DATABASE "{c}" TEMPLATE "{template}"' for c in copies)
+    for name in [fresh, *copies]:
+        pool.give_back(name)
+    assert pool.close(timeout=5) == []
+    assert server.databases == set()  # the template too
+
+
+def test_a_template_that_cannot_be_prepared_fails_the_take_and_is_dropped() -> None:
+    server = FakeServer()
+
+    def prepare(name: str) -> None:
+        raise OSError("no schema")
+
+    pool = ScratchDatabases(server.connect, prepare=prepare)
+    assert pool.take("fresh", timeout=5)
+    with pytest.raises(RuntimeError, match="could not make a scratch database: no schema"):
+        pool.take("migrated", timeout=5)
+    pool.close(timeout=5)
+    assert len(server.databases) == 1  # only the fresh one taken (the caller's), not given back
+
+
+def test_without_prepare_only_fresh_databases() -> None:
+    pool = ScratchDatabases(FakeServer().connect)
+    with pytest.raises(ValueError, match="prepare"):
+        pool.take("migrated", timeout=5)
