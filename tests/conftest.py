@@ -168,7 +168,9 @@ def _admin() -> Admin:
 # Made ahead and dropped behind in a thread (tests/helpers/scratch_pg.py); started at the first
 # PostgreSQL test, closed at the end of the session. The `migrated` ones copy a template that
 # agentcron gave its schema (in that thread: asyncio.run has it to itself).
-_SCRATCH = ScratchDatabases(_admin, prepare=lambda name: asyncio.run(_migrate(_pg_url(name))))
+_SCRATCH = ScratchDatabases(
+    _admin, prepare=lambda name: asyncio.run(_migrate(_pg_url(name))), ahead=4
+)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
