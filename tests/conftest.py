@@ -1,12 +1,19 @@
 """Shared fixtures: a fake clock, store backends for the contract tests, and AgentCron factories;
-the `postgres` marker and its gate (without a server: skip, or fail when the run requires it).
+the `postgres` marker and its gate (without a server: skip, or fail when the run requires it);
+the `long` marker (deselected unless AGENTCRON_LONG_TESTS=1).
+
+The databases of `store_url` and `cron_url` start with agentcron's schema, copied from one that
+agentcron created (from its migrations, on an empty database) once this session; a test marked
+`fresh_db` gets an empty one instead, its first open creates the schema.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
-import uuid
+import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,6 +24,7 @@ from agentcron.app import AgentCron
 from agentcron.config import EngineSettings
 from agentcron.store.sql import SqlStore, sqlite_url
 from agentcron.testing import FakeClock
+from tests.helpers.long import LONG_MARKER, long_tests_on, split_long
 from tests.helpers.postgres import (
     Verdict,
     pg_address,
@@ -25,6 +33,7 @@ from tests.helpers.postgres import (
     pg_required,
     postgres_verdict,
 )
+from tests.helpers.scratch_pg import Admin, Kind, ScratchDatabases
 
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
@@ -38,15 +47,21 @@ PG_ADMIN_URL = pg_admin_url()
 _current_test: pytest.Item | None = None
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark `postgres` every test parametrized with the backend "postgresql" (`store_url`,
     `cron_backend` and the like); tests that make a PostgreSQL database otherwise say so
-    themselves with `@pytest.mark.postgres`.
+    themselves with `@pytest.mark.postgres`. Deselect the `long` tests unless
+    AGENTCRON_LONG_TESTS=1 (a smaller instance of each of their properties runs by default).
     """
     for item in items:
         callspec = getattr(item, "callspec", None)
         if callspec is not None and "postgresql" in callspec.params.values():
             item.add_marker(pytest.mark.postgres)
+    is_long = [item.get_closest_marker(LONG_MARKER) is not None for item in items]
+    kept, dropped = split_long(items, is_long, long_tests_on())
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 @functools.cache
@@ -80,18 +95,49 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "agentcron.db"
 
 
+def _with_schema(request: pytest.FixtureRequest) -> bool:
+    """Whether the test's database (`store_url`, `cron_url`) starts as a copy of the schema
+    agentcron made once this session, not empty: unless the test is marked `fresh_db`.
+    """
+    return request.node.get_closest_marker("fresh_db") is None
+
+
+async def _migrate(url: str) -> None:
+    """Give the empty database at `url` agentcron's schema, as every start does."""
+    store = SqlStore(url)
+    await store.open()
+    await store.close()
+
+
+@pytest.fixture(scope="session")
+def sqlite_schema(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file agentcron created (schema at head, no rows), copied into tests' db_path:
+    creating the schema from the migrations took a large share of a test's set-up.
+    """
+    path = tmp_path_factory.mktemp("schema") / "agentcron.db"
+    with ThreadPoolExecutor(1) as pool:  # its own event loop, away from the tests' loops
+        pool.submit(asyncio.run, _migrate(sqlite_url(path))).result()
+    return path
+
+
+def _sqlite_database(request: pytest.FixtureRequest, path: Path) -> str:
+    if _with_schema(request):
+        shutil.copyfile(request.getfixturevalue("sqlite_schema"), path)
+    return sqlite_url(path)
+
+
 @pytest.fixture(params=BACKENDS)
 def store_url(request: pytest.FixtureRequest, db_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
-        yield sqlite_url(db_path)
+        yield _sqlite_database(request, db_path)
         return
-    yield from _scratch_pg_database()
+    yield from _scratch_pg_database("migrated" if _with_schema(request) else "fresh")
 
 
-def _scratch_pg_database() -> Iterator[str]:
-    """A fresh PostgreSQL database for one test, dropped afterwards."""
-    import psycopg
-
+def _scratch_pg_database(kind: Kind = "fresh") -> Iterator[str]:
+    """A PostgreSQL database for one test, dropped afterwards: empty, or (`migrated`) a copy of
+    the schema agentcron made once this session.
+    """
     if _current_test is not None and _current_test.get_closest_marker("postgres") is None:
         pytest.fail(
             f"{_current_test.nodeid} makes a PostgreSQL database but is not marked "
@@ -99,17 +145,42 @@ def _scratch_pg_database() -> Iterator[str]:
             pytrace=False,
         )
 
-    name = f"agentcron_test_{uuid.uuid4().hex[:12]}"
     try:
-        admin = psycopg.connect(PG_ADMIN_URL, autocommit=True)
-    except psycopg.OperationalError as exc:
-        pytest.fail(f"PostgreSQL contract tests need a server at {PG_ADMIN_URL}: {exc}")
-    with admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-        try:
-            yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-        finally:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        name = _SCRATCH.take(kind)
+    except RuntimeError as exc:
+        pytest.fail(f"PostgreSQL tests need a server at {PG_ADMIN_URL}: {exc}")
+    try:
+        yield _pg_url(name)
+    finally:
+        _SCRATCH.give_back(name)
+
+
+def _pg_url(name: str) -> str:
+    return PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+
+
+def _admin() -> Admin:
+    import psycopg
+
+    return psycopg.connect(PG_ADMIN_URL, autocommit=True)
+
+
+# Made ahead and dropped behind in a thread (tests/helpers/scratch_pg.py); started at the first
+# PostgreSQL test, closed at the end of the session. The `migrated` ones copy a template that
+# agentcron gave its schema (in that thread: asyncio.run has it to itself).
+_SCRATCH = ScratchDatabases(
+    _admin, prepare=lambda name: asyncio.run(_migrate(_pg_url(name))), ahead=4
+)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Drop the scratch databases still there; a drop that failed fails the run, said why."""
+    failed = _SCRATCH.close()
+    if failed:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line("scratch PostgreSQL databases left behind:\n" + "\n".join(failed))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture
@@ -156,12 +227,14 @@ def cron_backend() -> str:
 
 
 @pytest.fixture
-def cron_url(cron_backend: str, db_path: Path) -> Iterator[str]:
-    """One database for the whole test (restarts reopen the same one)."""
+def cron_url(request: pytest.FixtureRequest, cron_backend: str, db_path: Path) -> Iterator[str]:
+    """One database for the whole test (restarts reopen the same one), with agentcron's schema
+    (empty for a test marked `fresh_db`).
+    """
     if cron_backend == "sqlite":
-        yield sqlite_url(db_path)
+        yield _sqlite_database(request, db_path)
         return
-    yield from _scratch_pg_database()
+    yield from _scratch_pg_database("migrated" if _with_schema(request) else "fresh")
 
 
 @pytest.fixture

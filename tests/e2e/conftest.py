@@ -3,6 +3,10 @@ Debian's Chromium driven by Playwright's async API.
 
 Run: `.venv/bin/pytest tests/e2e -m e2e`. They need /usr/bin/chromium (`apt-get install chromium`);
 never `playwright install`. With AGENTCRON_SCREENSHOTS=1 they also write docs/screenshots/*.png.
+
+One Chromium per test module (launching it is most of a test's setup): every test gets its own
+browser context (cookies, storage, its page) and its own server, and runs in the module's event
+loop, where the browser lives.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 import uvicorn
 from playwright.async_api import Browser, Page, async_playwright, expect
 
@@ -50,6 +55,16 @@ STARTUP_S = 10.0
 
 # Playwright's own waits (expect, actions) give up well inside the per-test timeout.
 expect.set_options(timeout=8_000)
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The browser tests run in their module's event loop: the one the module's browser lives in
+    (Playwright's objects belong to the loop that made them).
+    """
+    for item in items:
+        if item.path.is_relative_to(HERE):
+            item.add_marker(pytest.mark.asyncio(loop_scope="module"), append=False)
 
 
 class StreamGate:
@@ -112,7 +127,7 @@ def _listening_socket() -> socket.socket:
     return sock
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="module")
 async def start_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[StartServer]:
@@ -167,7 +182,7 @@ async def start_server(
             sock.close()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def chromium() -> Path:
     """Debian's Chromium; without it the browser tests fail (they are never skipped)."""
     if not CHROMIUM.exists():
@@ -178,8 +193,9 @@ def chromium() -> Path:
     return CHROMIUM
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def browser(chromium: Path) -> AsyncIterator[Browser]:
+    """One Chromium for the module's tests (each test opens its own context in it)."""
     async with async_playwright() as playwright:
         launched = await playwright.chromium.launch(
             executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS
@@ -190,7 +206,7 @@ async def browser(chromium: Path) -> AsyncIterator[Browser]:
             await launched.close()
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="module")
 async def page(browser: Browser) -> AsyncIterator[Page]:
     """A fresh 1280x800 page (en-US, Europe/Berlin); an uncaught script error fails the test."""
     context = await browser.new_context(

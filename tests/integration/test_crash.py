@@ -2,7 +2,8 @@
 
 A child process (crash_child.py) runs AgentCron on the real clock over ~55 short-interval
 jobs; its runner journals (fsync'd) every turn before doing any work. The parent kills it with
-SIGKILL at random moments, restarts it, finally stops it gracefully and drains, then checks:
+SIGKILL at random moments (KILLS times: 3, or 6 with AGENTCRON_LONG_TESTS=1), restarts it,
+finally stops it gracefully and drains, then checks:
 every job is still there, no fire ran twice, and every claimed fire ended in exactly one
 terminal state (a turn killed mid-way is `interrupted`, never re-run).
 
@@ -30,11 +31,12 @@ from agentcron.domain.runs import Run
 from agentcron.domain.states import ACTIVE_STATES, RunState
 from agentcron.schedule import AtSpec, EverySpec
 from agentcron.store import SqlStore, sqlite_url
+from tests.helpers.long import long_tests_on
 from tests.integration.child_process import ChildProcess
 
 SEED = int(os.environ.get("AGENTCRON_CRASH_SEED", "20261122"))
 CHILD = Path(__file__).with_name("crash_child.py")
-KILLS = 6
+KILLS = 6 if long_tests_on() else 3  # the kill -9 cycles (6 with AGENTCRON_LONG_TESTS=1)
 EVERY_JOBS = 50
 AT_JOBS = 5
 KILL_AFTER = (0.3, 2.5)  # seconds after "ready"

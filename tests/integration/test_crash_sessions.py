@@ -7,9 +7,10 @@ runs, then sleeps 50-300 ms so that kills land mid-turn. It is killed with SIGKI
 again and restarted each time: in some cycles by the parent at a random moment, in others by
 itself, from a bus subscriber (`cron.subscribe`), at the next event of a given kind (a fire
 about to start, a fire's turn announced started, a turn's trigger entry or reply committed):
-so kills land at those moments every time, not once in a while. Then it runs once more
-(posting a probe message into every session), is stopped gracefully, and a last engine drains
-what was released.
+so kills land at those moments every time, not once in a while (each kind once, CRASH_PLAN;
+with AGENTCRON_LONG_TESTS=1 a longer plan with repeats). Then it runs once more (posting a
+probe message into every session) until every session ran a fire and answered its probe, is
+stopped gracefully, and a last engine drains what was released.
 
 The regression: after a kill the restarted process settled the dead process's turn but left
 the session's turn lease held by the dead owner, so the session was wedged until the lease
@@ -58,6 +59,7 @@ from agentcron.domain.runs import Run
 from agentcron.domain.sessions import Message, Session, Turn
 from agentcron.domain.states import ACTIVE_STATES, RunState, TurnState
 from agentcron.schedule import EverySpec, next_fire
+from tests.helpers.long import long_tests_on
 from tests.integration.child_process import ChildProcess
 
 SEED = int(os.environ.get("AGENTCRON_CRASH_SEED", "20261123"))
@@ -67,12 +69,14 @@ INTERVAL_S = 1
 # One kill per cycle: "random" = the parent kills at a random moment KILL_AFTER after ready;
 # any other = the child kills itself at that event (see crash_sessions_child.py), or the parent
 # does after SELF_KILL_WAIT if none came.
-CRASH_PLAN = [
+# By default each kind once; with AGENTCRON_LONG_TESTS=1 the longer plan, with repeats.
+CRASH_PLAN = ["random", "fired", "stream_start", "fire_started", "stream_end"]
+LONG_CRASH_PLAN = [
     "random", "fired", "random", "stream_start", "fire_started", "random", "stream_end", "fired",
 ]  # fmt: skip
 KILL_AFTER = (0.4, 1.8)
 SELF_KILL_WAIT = 3.0
-FINAL_RUN_S = 5.0
+FINAL_RUN_S = 5.0  # the final run ends once every session ran a fire and answered its probe
 BURST_SLACK = 3  # fires per job the final run may run beyond those due since the last kill
 READY_TIMEOUT = 15.0
 EXIT_TIMEOUT = 15.0
@@ -190,6 +194,14 @@ def read_journal(path: Path, final_pid: int | None) -> Journal:
     return j
 
 
+def all_served(jr: Journal, keys: list[str], pid: int) -> bool:
+    """Every session ran a fire in process `pid`, and its probe's turn ran to the end."""
+    fired = {s.session for s in jr.starts if s.pid == pid and s.run_id is not None}
+    return set(keys) <= fired and all(
+        (probe := jr.probes.get(key)) is not None and probe in jr.done for key in keys
+    )
+
+
 def fires_between(spec: EverySpec, since: datetime, until: datetime) -> int:
     """How many fires of `spec` fall in (since, until]."""
     n, fire = 0, next_fire(spec, since)
@@ -221,7 +233,7 @@ def pid_of(owner: str | None) -> int | None:
 # -- the test ----------------------------------------------------------------------------
 
 
-@pytest.mark.timeout(120)  # ~35 s when it passes; a wedged run also waits out stop timeouts
+@pytest.mark.timeout(120)  # ~20 s when it passes; a wedged run also waits out stop timeouts
 def test_kill_9_mid_bound_turns_leaves_no_session_wedged(tmp_path: Path) -> None:
     seed = SEED
     print(f"session crash test seed={seed} (replay with AGENTCRON_CRASH_SEED={seed})")
@@ -255,7 +267,8 @@ def _scenario(tmp_path: Path, seed: int) -> None:
     try:
         # 1. kill -9 again and again, restarting each time (each run posts user messages)
         last_kill = time.time()
-        for cycle, point in enumerate(CRASH_PLAN):
+        plan = LONG_CRASH_PLAN if long_tests_on() else CRASH_PLAN
+        for cycle, point in enumerate(plan):
             if point == "random":
                 child = launch(cycle, "run")
                 time.sleep(rng.uniform(*KILL_AFTER))
@@ -273,17 +286,22 @@ def _scenario(tmp_path: Path, seed: int) -> None:
             last_kill = time.time()
             killed.append(child.pid)
 
-        # 2. a last run (a probe message into every session), stopped gracefully
-        final = launch(len(CRASH_PLAN), "final")
+        # 2. a last run (a probe message into every session), stopped gracefully once every
+        # session ran a fire and answered its probe (or after FINAL_RUN_S: then (c) says which)
+        final = launch(len(plan), "final")
         final_ready = time.time()
-        time.sleep(FINAL_RUN_S)
+        deadline = time.monotonic() + FINAL_RUN_S
+        while not all_served(read_journal(journal_path, final.pid), keys, final.pid):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         final_term = time.time()
         final.proc.send_signal(signal.SIGTERM)
         final_out = final.wait_exit(EXIT_TIMEOUT)
         after_stop = asyncio.run(read_db(db, keys))
 
         # 3. drain: pause every job, let one more engine finish whatever was released
-        drain = launch(len(CRASH_PLAN) + 1, "drain")
+        drain = launch(len(plan) + 1, "drain")
         drain_out = drain.wait_exit(EXIT_TIMEOUT)
         for c in (final, drain):
             if (tb := c.tracebacks()) is not None:

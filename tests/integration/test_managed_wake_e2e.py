@@ -5,8 +5,9 @@ A recurring bound job fires through the relay on time and re-arms; an agent stop
 a fire gets it once from the relay's retries; the same fire delivered twice runs once;
 pausing and deleting cancel the arm; a relay that is down when the agent starts is healed
 into; `managed` without its settings runs on `local` and says so. The delay fire_at -> turn
-started through the relay is measured and printed (p50/p99). Everything polls, with
-generous deadlines, for a loaded machine.
+started through the relay is measured and printed (p50/p99): over 4 fires of the recurring job
+by default, over 8 (the README's measurement) with AGENTCRON_LONG_TESTS=1. Everything polls,
+with generous deadlines, for a loaded machine.
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ import pytest
 from agentcron.relay.agents import AgentRegistry
 from agentcron.relay.signing_keys import SigningKeys
 from agentcron.wake.arms import wire_text
+from tests.helpers.long import long_tests_on
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 START_S = 30.0
+FIRES = 8 if long_tests_on() else 4  # of the job every 2 s: each one after the first re-armed
 AUD = "agent:e2e"
 BIN = str(Path(sys.executable).with_name("agentcron"))
 DELAYS: list[float] = []  # fire_at -> turn started, seconds, over every fire of this module
@@ -261,7 +264,9 @@ def test_a_recurring_job_fires_through_the_relay_and_re_arms(
     job = agent.job("every 2 seconds")
     job_id = job["id"]
     poll(lambda: job_id in relay.arms(), "the job's arm")
-    runs = poll(lambda: (r := agent.succeeded(job_id)) and len(r) >= 8 and r, "eight fires", 120)
+    runs = poll(
+        lambda: (r := agent.succeeded(job_id)) and len(r) >= FIRES and r, f"{FIRES} fires", 120
+    )
     # each fire is a turn of the session, on time; the arm moved on to the next fire
     assert len({r["fire_at"] for r in runs}) == len(runs)
     record_delays(runs)

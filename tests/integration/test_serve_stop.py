@@ -38,10 +38,11 @@ from agentcron.domain.sessions import Turn
 from agentcron.domain.states import TurnState
 
 SESSIONS = 2
-MESSAGES_PER_SESSION = 6
-# The offline model's ~30-word reply at 4 words/s: ~7.5 s a turn, so a session's queue of six
-# takes ~45 s to drain, longer than the stop timeout.
-WPS = "4"
+MESSAGES_PER_SESSION = 10
+# The offline model's ~32-word reply at 8 words/s: ~4 s a turn (the running one is let finish
+# after SIGINT), so a session's queue of ten takes ~40 s to drain, longer than the stop timeout
+# and its slack: a stop that waited for the queue would miss the bound.
+WPS = "8"
 STOP_TIMEOUT_S = EngineSettings().stop_timeout  # the documented graceful-stop bound (30 s)
 EXIT_SLACK_S = 5.0
 START_TIMEOUT_S = 20.0

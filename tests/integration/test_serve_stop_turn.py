@@ -39,7 +39,7 @@ def test_stopping_scheduled_turns_over_http_cancels_them_and_keeps_the_job(
         assert http.post("/api/sessions", json={"key": KEY}).status_code == 201
         created = http.post("/api/jobs", json={
             "session_key": KEY, "name": "digest", "message": "summarise the day",
-            "when": "every 2 seconds",  # (its "max_failures": 3 was never read: not an API field)
+            "when": "every 1 seconds",  # (its "max_failures": 3 was never read: not an API field)
         })  # fmt: skip
         assert created.status_code == 201, created.text
         job_id = created.json()["id"]

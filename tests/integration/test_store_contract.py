@@ -439,6 +439,7 @@ async def test_prune_keeps_the_newest_per_job_and_drops_old_ones(
     )
 
 
+@pytest.mark.fresh_db  # an empty database: the store's first open creates the schema
 async def test_schema_is_migrated_and_sqlite_is_configured(store: SqlStore, store_url: str) -> None:
     engine = sa.create_engine(store_url)
     with engine.connect() as conn:
