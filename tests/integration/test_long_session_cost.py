@@ -152,6 +152,40 @@ async def test_the_prune_by_age_examines_the_expired_runs_and_recalls_not_every_
     assert many <= few + 100, counts
 
 
+async def test_the_prune_per_job_steps_over_the_kept_runs_on_the_index_only(
+    tmp_path: Path,
+) -> None:
+    """The periodic prune of the jobs that fired keeps each job's newest runs: one statement
+    for all of them, which finds where a job's older runs begin by stepping over its kept
+    ones on the (job_id, fire_at) index (a few instructions each), reading no run row.
+    Reading every kept run (as a NOT IN of the kept ids did) costs ~19 each.
+    """
+    steps = VmSteps()
+    counts = []
+    for kept in (10, 1000):
+        clock = FakeClock(T0)
+        async with AgentCron(
+            db=tmp_path / f"per-job-{kept}.db", runner=Echo(), clock=clock
+        ) as cron:
+            await cron.sessions.create(KEY)
+            job = await cron.jobs.create(name="hourly", spec=HOURLY, session_key=KEY)
+            await grow_session(cron.store, KEY, job.id, kept + 5, T0)  # 5 past the kept ones
+            store: SqlStore = cron.store
+            with steps.counting() as pruned:
+                removed = await store.prune_runs(
+                    T0, keep_per_job=kept, max_age=timedelta(days=3650), job_ids=[job.id]
+                )
+            assert removed == 5
+            left = await store.list_runs(job_id=job.id, limit=kept + 5)
+            assert len(left) == kept
+            oldest_kept = T0 - timedelta(minutes=kept)  # grow_session: one a minute
+            assert min(r.fire_at for r in left) >= oldest_kept - timedelta(minutes=1)
+            counts.append(pruned[0])
+    few, many = counts
+    assert few > 50  # the counter saw the statements
+    assert (many - few) / (1000 - 10) <= 4, counts
+
+
 async def test_a_turns_history_read_examines_its_window_not_the_whole_transcript(
     tmp_path: Path,
 ) -> None:

@@ -295,20 +295,40 @@ class FireClaimsMixin(SqlBase):
         )
         removed += int(result.rowcount)
         conn.execute(recall_history.delete().where(recall_history.c.ended_at < now - max_age))
-        for job_id in job_ids:
-            keep = (
-                sa.select(runs.c.id)
-                .where(runs.c.job_id == job_id)
-                .order_by(runs.c.fire_at.desc())
-                .limit(keep_per_job)
-                .scalar_subquery()
-            )
-            result = conn.execute(
-                runs.delete().where(
-                    runs.c.job_id == job_id,
-                    runs.c.state.in_(TERMINAL),
-                    runs.c.id.not_in(keep),
-                )
-            )
-            removed += int(result.rowcount)
+        jobs_pruned = sorted(set(job_ids))
+        if not jobs_pruned:
+            return removed
+        # One statement for every job (one executemany): a job's terminal runs older than its
+        # newest `keep_per_job` runs (fire times are unique per job). Where they begin is
+        # found by stepping over the kept ones on the (job_id, fire_at) index, no row read.
+        rows: list[dict[str, Any]]
+        if keep_per_job <= 0:
+            stmt, rows = _PRUNE_JOB_ALL, [{"b_job": j} for j in jobs_pruned]
+        else:
+            skip = keep_per_job - 1
+            stmt, rows = _PRUNE_JOB, [{"b_job": j, "b_skip": skip} for j in jobs_pruned]
+        pruned = executemany(conn, stmt, rows)
+        if pruned is not None and pruned.rowcount > 0:  # a count for the log line only
+            removed += int(pruned.rowcount)
         return removed
+
+
+_TERMINAL_LITERALS: list[sa.ColumnElement[Any]] = [
+    sa.literal_column(f"'{s}'") for s in sorted(TERMINAL)
+]
+_PRUNE_JOB_ALL = runs.delete().where(
+    runs.c.job_id == sa.bindparam("b_job"), runs.c.state.in_(_TERMINAL_LITERALS)
+)
+_PRUNE_JOB = runs.delete().where(
+    runs.c.job_id == sa.bindparam("b_job"),
+    runs.c.state.in_(_TERMINAL_LITERALS),
+    runs.c.fire_at
+    < (
+        sa.select(runs.c.fire_at)
+        .where(runs.c.job_id == sa.bindparam("b_job"))
+        .order_by(runs.c.fire_at.desc())
+        .limit(1)
+        .offset(sa.bindparam("b_skip", type_=sa.Integer))
+        .scalar_subquery()
+    ),
+)
