@@ -20,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+from array import array
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -32,16 +33,20 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine as SaEngine
 
 import agentcron
-from agentcron.agent.runner import Trigger
+from agentcron.agent.runner import Outcome, SessionInfo, Trigger, TurnInput
 from agentcron.app import AgentCron
 from agentcron.config import EngineSettings
 from agentcron.domain.jobs import Job, NewJob
 from agentcron.domain.states import RunState
 from agentcron.engine.policies import finish_job
+from agentcron.runtime.clock import SystemClock
 from agentcron.schedule import AtSpec
 from agentcron.store.ids import new_id
+from agentcron.store.schema import jobs as jobs_table
 from agentcron.store.schema import messages
+from agentcron.store.schema import runs as runs_table
 from agentcron.store.schema import sessions as sessions_table
+from agentcron.store.schema import turns as turns_table
 from agentcron.store.sql import SqlStore, sqlite_url
 from agentcron.store.writes import ArmedJob, InsertJobs, JobFinish, JobOutcome
 from agentcron.testing import FakeClock, wait_settled
@@ -57,6 +62,7 @@ BENCHES = (
     "pg",
     "idle",
     "million",
+    "herd",
 )
 ALIASES = {"turns": "bound"}  # the old name of the bound-fire rows
 # A fixed fake "now" keeps the burst runs independent of the wall clock.
@@ -96,6 +102,9 @@ class Sizes:
     idle_jobs: int
     idle_s: float
     million: int
+    herd: int  # bound fires due at one instant in the herd (a fresh process runs it)
+    herd_sessions: int
+    herd_limit_s: float  # the herd waits at most this long after its instant
     limit_s: float  # a burst waits at most this long for its fires to end
     history_limit_s: float  # the same for the burst on the sessions with history
 
@@ -122,6 +131,9 @@ FULL = Sizes(
     idle_jobs=100_000,
     idle_s=30.0,
     million=1_000_000,
+    herd=100_000,
+    herd_sessions=10_000,
+    herd_limit_s=600.0,
     limit_s=90.0,
     history_limit_s=45.0,
 )
@@ -147,6 +159,9 @@ QUICK = Sizes(
     idle_jobs=5_000,
     idle_s=2.0,
     million=20_000,
+    herd=10_000,
+    herd_sessions=1_000,
+    herd_limit_s=120.0,
     limit_s=20.0,
     history_limit_s=10.0,
 )
@@ -177,6 +192,7 @@ class Ctx:
     pg_url: str
     pg_problem: str | None = None  # why PostgreSQL rows are skipped (None = usable)
     pg_checked: bool = False
+    herd_profile: Path | None = None  # py-spy output for the herd's measuring process
 
 
 def log(msg: str) -> None:
@@ -200,6 +216,13 @@ async def settle(cron: AgentCron, limit: float) -> None:
 def wake(cron: AgentCron) -> None:
     """Make the engine read the schedule now (after a FakeClock moved)."""
     cron.engine.wake()
+
+
+def engine_stats(cron: AgentCron) -> Counter[str]:
+    """The engine's running counts (fires claimed, runs ended by state): the herd's progress
+    without a query of its own.
+    """
+    return cron.engine.stats
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -1205,6 +1228,350 @@ async def bench_million(ctx: Ctx) -> list[Row]:
     ]
 
 
+# -- the 9 o'clock herd ----------------------------------------------------------------------
+
+# The herd's instant, and when its database was built (the build runs on a FakeClock here, so
+# nothing fires while it is stored). The measuring process runs on the real clock, moved.
+HERD_DUE = FAKE_T0 + timedelta(hours=1)
+# The measuring process's clock is moved to this long before the instant once it is ready.
+HERD_LEAD = timedelta(seconds=1)
+HERD_SAMPLE_S = 0.25  # the measuring process samples its progress and RSS this often
+
+
+class ShiftedClock(SystemClock):
+    """The system clock moved by a fixed offset that `jump_to` can change: real time flows
+    (waits, leases, heartbeats are real), but it reads "the herd's instant" when we say so,
+    as a host would after its clock was set. The engine takes a jump of its clock in its
+    stride (its heartbeat guards against it); the benchmark wakes it after the jump.
+    """
+
+    def __init__(self, at: datetime) -> None:
+        super().__init__()
+        self.jump_to(at)
+
+    def jump_to(self, at: datetime) -> None:
+        self._shift = at - datetime.now(UTC)
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self._shift
+
+
+class HerdRunner:
+    """A no-op runner that notes, in compact arrays (so it adds next to nothing to the RSS it
+    is part of), when each turn started after the herd's instant and which job it was for.
+    Like the plain callables of the other rows it reads no transcript (`history_window` 0;
+    the `history` row measures that read).
+    """
+
+    history_window = 0
+
+    def __init__(self, clock: ShiftedClock, due: datetime, n: int) -> None:
+        self.clock, self.due, self.n = clock, due, n
+        self.late_s = array("d")  # seconds after the instant, in start order
+        self.index = array("l")  # job index (its name is herd-<index>), in start order
+        self.calls = bytearray(n)  # runner calls per job (a duplicate shows as 2)
+        self.all_started = asyncio.Event()
+
+    async def run_turn(self, session: SessionInfo, turn: TurnInput, events: Any) -> Outcome:
+        self.late_s.append((self.clock.now() - self.due).total_seconds())
+        trigger = turn.trigger
+        i = int(trigger.job_name.rpartition("-")[2]) if trigger is not None else -1
+        self.index.append(i)
+        if 0 <= i < self.n:
+            self.calls[i] = min(255, self.calls[i] + 1)
+        if len(self.index) >= self.n:
+            self.all_started.set()
+        return Outcome.succeeded("ok")
+
+
+def vm_rss_mb() -> float | None:
+    """This process's RSS now, from /proc (Linux)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+async def build_herd(where: Where, n: int, sessions: int) -> dict[str, Any]:
+    """A database with `sessions` sessions and `n` one-shots bound to them (job i to session
+    i mod sessions, created in the order of i), all due at HERD_DUE; AgentCron's arguments.
+    """
+    kwargs = await where.fresh("herd")
+    clock = FakeClock(FAKE_T0)  # never moved: nothing fires here
+    async with AgentCron(**kwargs, runner=noop, clock=clock, settings=UNLIMITED) as cron:
+        await create_sessions(cron, sessions)
+        await create_jobs(cron, at_jobs([HERD_DUE] * n, "herd", sessions=sessions), 5_000)
+        await settle(cron, 120)
+    return kwargs
+
+
+async def child_herd(spec: dict[str, Any]) -> dict[str, Any]:
+    """Runs in a fresh process: open the herd's database, wait until ready, move the clock to
+    just before the instant and time the herd; its figures, progress samples and peak RSS.
+    """
+    rss_imported = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    n, limit = spec["n"], spec["limit_s"]
+    due = datetime.fromisoformat(spec["due"])
+    clock = ShiftedClock(FAKE_T0 + timedelta(minutes=1))  # after the build, before the herd
+    runner = HerdRunner(clock, due, n)
+    kwargs: dict[str, Any] = {"url": spec["url"]} if "url" in spec else {"db": Path(spec["db"])}
+    cron = AgentCron(**kwargs, runner=runner, clock=clock, settings=UNLIMITED)
+    await cron.start()
+    await settle(cron, 120)
+    gc.collect()
+    rss_ready = vm_rss_mb()
+    stats = engine_stats(cron)
+    terminal_states = [s.value for s in TERMINAL]
+    samples: list[tuple[float, int, int, int, float | None]] = []
+
+    def terminal() -> int:
+        return sum(stats[s] for s in terminal_states)
+
+    async def sample() -> None:
+        while True:
+            t = (clock.now() - due).total_seconds()
+            samples.append((t, len(runner.index), stats["claimed"], terminal(), vm_rss_mb()))
+            await asyncio.sleep(HERD_SAMPLE_S)
+
+    sampler = asyncio.create_task(sample())
+    clock.jump_to(due - HERD_LEAD)
+    wake(cron)
+    wait_s = HERD_LEAD.total_seconds() + limit
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(runner.all_started.wait(), wait_s)
+    # The engine's counters (no query of its own) have no event to wait on: polled.
+    while terminal() < n and (clock.now() - due).total_seconds() < limit:  # noqa: ASYNC110
+        await asyncio.sleep(0.05)
+    terminal_s = (clock.now() - due).total_seconds()
+    ended = terminal()
+    with contextlib.suppress(TimeoutError):
+        await settle(cron, 30)
+    sampler.cancel()
+    await asyncio.gather(sampler, return_exceptions=True)
+    stored_terminal = await count_terminal(cron)
+    await cron.close()
+    # The peak before the figures below are worked out (their lists are the benchmark's).
+    rss_mb, hwm_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, vm_hwm_mb()
+    return {
+        "n": n,
+        "started": len(runner.index),
+        "ended": ended,
+        "stored_terminal": stored_terminal,
+        "terminal_s": terminal_s,
+        "claimed": stats["claimed"],
+        **herd_order(runner, spec["sessions"]),
+        "samples": samples,
+        "rss_imported_mb": rss_imported,
+        "rss_ready_mb": rss_ready,
+        "rss_mb": rss_mb,
+        "vm_hwm_mb": hwm_mb,
+    }
+
+
+def herd_order(runner: HerdRunner, sessions: int) -> dict[str, Any]:
+    """When the turns started, and in what order: every fire is due at the same instant, so
+    their order is the order they were created in (job i before job i+1; job i is session
+    i mod sessions' (i // sessions)-th fire).
+    """
+    late, index = runner.late_s, runner.index
+    if not late:
+        return {"first_s": None, "all_s": None, "first_wave_s": None}
+    seen: set[int] = set()
+    first_wave_s: float | None = None
+    last_of = [-1] * sessions
+    inversions = 0  # a session's turn that started before an earlier-created one of it
+    displacement = []  # start rank - creation rank
+    for rank, (t, i) in enumerate(zip(late, index, strict=True)):
+        s = i % sessions
+        if s not in seen:
+            seen.add(s)
+            if len(seen) == sessions:
+                first_wave_s = t
+        if i < last_of[s]:
+            inversions += 1
+        last_of[s] = max(last_of[s], i)
+        displacement.append(abs(rank - i))
+    displacement.sort()
+    return {
+        "first_s": min(late),
+        "all_s": max(late),
+        "p50_s": percentile(sorted(late), 50),
+        "first_wave_s": first_wave_s,
+        "early": sum(1 for t in late if t < 0),  # started before the instant
+        "inversions": inversions,
+        "displacement_p50": percentile(displacement, 50),
+        "displacement_p99": percentile(displacement, 99),
+        "displacement_max": displacement[-1],
+        "duplicate_calls": sum(1 for c in runner.calls if c > 1),
+    }
+
+
+def herd_records(url: str, n: int) -> dict[str, int]:
+    """Read back what the herd left in the database (synchronous SQLAlchemy Core): lost and
+    duplicated fires, turns and overlapping turns of one session.
+    """
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            run_rows = conn.execute(
+                sa.select(runs_table.c.id, runs_table.c.job_id, runs_table.c.state)
+            ).all()
+            turn_rows = conn.execute(
+                sa.select(
+                    turns_table.c.run_id,
+                    turns_table.c.session_key,
+                    turns_table.c.state,
+                    turns_table.c.started_at,
+                    turns_table.c.finished_at,
+                ).order_by(turns_table.c.session_key, turns_table.c.started_at)
+            ).all()
+            armed = conn.execute(
+                sa.select(sa.func.count())
+                .select_from(jobs_table)
+                .where(jobs_table.c.next_run_at.is_not(None))
+            ).scalar_one()
+    finally:
+        engine.dispose()
+    fired = Counter(r.job_id for r in run_rows)
+    run_ids = {r.id for r in run_rows}
+    per_run = Counter(t.run_id for t in turn_rows if t.run_id is not None)
+    overlaps = 0
+    previous: dict[str, Any] = {}
+    for t in turn_rows:  # by session, then start
+        if t.started_at is None:
+            continue
+        before = previous.get(t.session_key)
+        if before is not None and (before.finished_at is None or t.started_at < before.finished_at):
+            overlaps += 1
+        previous[t.session_key] = t
+    states = Counter(r.state for r in run_rows)
+    turn_states = Counter(t.state for t in turn_rows)
+    return {
+        "runs": len(run_rows),
+        "jobs_fired": len(fired),
+        "jobs_fired_twice": sum(1 for c in fired.values() if c > 1),
+        "jobs_unfired": n - len(fired),
+        "jobs_still_armed": int(armed),
+        "runs_succeeded": states.get(RunState.SUCCEEDED.value, 0),
+        "runs_not_succeeded": len(run_rows) - states.get(RunState.SUCCEEDED.value, 0),
+        "turns": len(turn_rows),
+        "runs_without_turn": len(run_ids - set(per_run)),
+        "runs_with_two_turns": sum(1 for c in per_run.values() if c > 1),
+        "turns_not_succeeded": len(turn_rows) - turn_states.get("succeeded", 0),
+        "overlapping_turns": overlaps,
+    }
+
+
+async def herd_rows(ctx: Ctx, where: Where) -> list[Row]:
+    """The 9 o'clock herd on `where`: build, run it in a fresh process, read the records back."""
+    sizes = ctx.sizes
+    n, sessions, limit = sizes.herd, sizes.herd_sessions, sizes.herd_limit_s
+    what = f"herd: {n:,} bound fires due at one instant over {sessions:,} sessions, {where.label}"
+    start = time.perf_counter()
+    kwargs = await build_herd(where, n, sessions)
+    log(f"herd ({where.label}): built {n:,} jobs in {time.perf_counter() - start:.1f} s")
+    spec: dict[str, Any] = {"n": n, "sessions": sessions, "limit_s": limit}
+    spec |= {"url": kwargs["url"]} if "url" in kwargs else {"db": str(kwargs["db"])}
+    spec["due"] = HERD_DUE.isoformat()
+    proc = await asyncio.create_subprocess_exec(
+        *herd_command(ctx, spec),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    if proc.returncode != 0:
+        log(err.decode(errors="replace"))
+        return [Row(what, "child failed", "", False)]
+    child = json.loads(out.decode().strip().splitlines()[-1])
+    records = await asyncio.to_thread(herd_records, where.sync_url("herd"), n)
+    log(f"herd ({where.label}): {json.dumps({k: v for k, v in child.items() if k != 'samples'})}")
+    log(f"herd ({where.label}): records {json.dumps(records)}")
+    for t, started, claimed, ended, rss in child["samples"][:: max(1, len(child["samples"]) // 40)]:
+        log(f"  t={t:6.2f} s started {started:>7,} claimed {claimed:>7,} ended {ended:>7,} "
+            f"rss {rss or 0:6.1f} MB")  # fmt: skip
+    return herd_table(what, child, records, sqlite=where.pg_url is None, limit=limit)
+
+
+def herd_command(ctx: Ctx, spec: dict[str, Any]) -> list[str]:
+    """The measuring process, behind the tiny launcher (see `_LAUNCHER`); under py-spy when
+    --herd-profile asks for it (py-spy then is the launcher: its own RSS is not inherited).
+    """
+    child = [sys.executable, _THIS_FILE, "--child-herd", json.dumps(spec)]
+    if ctx.herd_profile is None:
+        return [sys.executable, "-c", _LAUNCHER, *child]
+    tag = "pg" if "url" in spec else "sqlite"
+    out = ctx.herd_profile.with_name(f"{ctx.herd_profile.stem}-{tag}{ctx.herd_profile.suffix}")
+    fmt = "speedscope" if out.suffix == ".json" else "flamegraph"
+    log(f"herd: profiling the measuring process with py-spy into {out}")
+    spy = Path(sys.executable).with_name("py-spy")
+    spy_cmd = str(spy) if spy.exists() else "py-spy"
+    return [spy_cmd, "record", "--rate", "200", "-f", fmt, "-o", str(out), "--", *child]
+
+
+def herd_table(
+    what: str, child: dict[str, Any], rec: dict[str, int], *, sqlite: bool, limit: float
+) -> list[Row]:
+    n, started = child["n"], child["started"]
+    short = "" if started == n else f" ({started:,}/{n:,} started in {limit:g} s limit)"
+    all_s = child["all_s"]
+    target = "<= 15" if sqlite else "-"
+    lost = rec["jobs_unfired"] + rec["runs_without_turn"] + (n - started)
+    dup = rec["jobs_fired_twice"] + rec["runs_with_two_turns"] + child.get("duplicate_calls", 0)
+    overlaps = rec["overlapping_turns"]
+    not_ok = rec["runs_not_succeeded"] + rec["turns_not_succeeded"]
+    rows = [
+        Row(
+            f"{what}: every turn started (s after the instant)",
+            "no turn started" if all_s is None else f"{all_s:.2f}{short}",
+            target,
+            (all_s is not None and not short and all_s <= 15) if sqlite else None,
+        )
+    ]
+    if all_s is None:
+        return rows
+    rows += [
+        Row("  first turn started (ms after the instant)", f"{child['first_s'] * 1e3:.1f}", "-",
+            None),
+        Row("  every session's first turn started (s)",
+            "-" if child["first_wave_s"] is None else f"{child['first_wave_s']:.2f}", "-", None),
+        Row("  half the turns started, p50 (s)", f"{child['p50_s']:.2f}", "-", None),
+        Row("  every run terminal (s)", f"{child['terminal_s']:.2f}"
+            + ("" if child["ended"] == n else f" ({child['ended']:,}/{n:,})"), "-", None),
+        Row("  turns started per second (all started / time)", f"{started / max(all_s, 1e-6):,.0f}",
+            "-", None),
+        Row("  peak RSS of the process, ru_maxrss (MB)", f"{child['rss_mb']:.1f}", "<= 300",
+            child["rss_mb"] <= 300),
+        Row("    RSS when ready, before the instant / after imports only (MB)",
+            f"{child['rss_ready_mb'] or 0:.1f} / {child['rss_imported_mb']:.1f}", "-", None),
+        Row("    cross-check: VmHWM (MB)",
+            "n/a" if child["vm_hwm_mb"] is None else f"{child['vm_hwm_mb']:.1f}", "-", None),
+        Row("  claimed but not started, most at a sample (fires)",
+            f"{max((c - s for _, s, c, _, _ in child['samples']), default=0):,}", "-", None),
+        Row("  lost / duplicated fires or turns, overlapping turns of a session",
+            f"{lost} / {dup} / {overlaps}", "0 / 0 / 0", lost == dup == overlaps == 0),
+        Row("  runs or turns not succeeded", f"{not_ok:,}", "0", not_ok == 0),
+        Row("  order: turns before the instant / a session's turns against creation order",
+            f"{child['early']} / {child['inversions']}", "-", None),
+        Row("  order: |start rank - creation rank| p50 / p99 / max",
+            f"{child['displacement_p50']:,} / {child['displacement_p99']:,} / "
+            f"{child['displacement_max']:,}", "-", None),
+    ]  # fmt: skip
+    return rows
+
+
+async def bench_herd(ctx: Ctx) -> list[Row]:
+    rows = await herd_rows(ctx, sqlite_at(ctx))
+    where = pg_at(ctx)
+    if where is None:
+        why = f"skipped: PostgreSQL {ctx.pg_problem}"
+        return [*rows, Row("herd, PostgreSQL", why, "-", None, skipped=True)]
+    return rows + await herd_rows(ctx, where)
+
+
 # -- driver ----------------------------------------------------------------------------------
 
 Bench = Callable[[Ctx], Awaitable[list[Row]]]
@@ -1219,6 +1586,7 @@ RUNNERS: dict[str, Bench] = {
     "pg": bench_pg,
     "idle": bench_idle,
     "million": bench_million,
+    "herd": bench_herd,
 }
 
 
@@ -1256,10 +1624,12 @@ def measured_tree() -> str:
     return f"{src} ({commit})"
 
 
-async def run(only: Sequence[str], sizes: Sizes, pg_url: str) -> list[Row]:
+async def run(
+    only: Sequence[str], sizes: Sizes, pg_url: str, herd_profile: Path | None = None
+) -> list[Row]:
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="agentcron-bench-") as tmp_dir:
-        ctx = Ctx(Path(tmp_dir), sizes, pg_url)
+        ctx = Ctx(Path(tmp_dir), sizes, pg_url, herd_profile=herd_profile)
         for name in only:
             log(f"running {name}")
             started = time.perf_counter()
@@ -1284,7 +1654,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--json", type=Path, help="where to write the table as JSON "
                         f"(default: {RESULTS_DIR / 'latest.json'})")  # fmt: skip
+    parser.add_argument("--herd", type=int, help="fires in the herd (sessions: a tenth)")
+    parser.add_argument(
+        "--herd-profile",
+        type=Path,
+        metavar="PATH",
+        help="run the herd's measuring process under py-spy, writing PATH with -sqlite/-pg "
+        "before its suffix (.json: speedscope, else an SVG flame graph)",
+    )
     parser.add_argument("--child-ready", metavar="DB", help=argparse.SUPPRESS)
+    parser.add_argument("--child-herd", metavar="JSON", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
@@ -1292,6 +1671,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.child_ready:
         print(json.dumps(asyncio.run(child_ready(Path(args.child_ready)))))
+        return 0
+    if args.child_herd:
+        print(json.dumps(asyncio.run(child_herd(json.loads(args.child_herd)))))
         return 0
     only = [ALIASES.get(b.strip(), b.strip()) for b in args.only.split(",") if b.strip()]
     unknown = sorted(set(only) - set(BENCHES))
@@ -1303,12 +1685,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         sizes = Sizes(**{**asdict(sizes), "idle_s": args.idle_seconds})
     if args.million is not None:
         sizes = Sizes(**{**asdict(sizes), "million": args.million})
+    if args.herd is not None:
+        herd = {"herd": args.herd, "herd_sessions": max(1, args.herd // 10)}
+        sizes = Sizes(**{**asdict(sizes), **herd})
 
     tree = measured_tree()
     log(f"measuring agentcron from {tree}")
     started_at = datetime.now(UTC)
     start = time.perf_counter()
-    rows = asyncio.run(run(only, sizes, args.pg_url))
+    rows = asyncio.run(run(only, sizes, args.pg_url, args.herd_profile))
     total = time.perf_counter() - start
     print(render(rows))
     missed = [r.metric for r in rows if r.passed is False]

@@ -105,7 +105,7 @@ class Adapter(BaseAdapter):
     # -- the adapter -------------------------------------------------------------------------
 
     async def _runner(self, trigger: Trigger) -> str:
-        self.body(float(trigger.message))
+        self.body(float(trigger.message), int(trigger.job_name.rpartition("-")[2]))
         return "ok"  # non-empty: the run is `succeeded`
 
     def _key(self, i: int) -> str | None:
@@ -113,7 +113,7 @@ class Adapter(BaseAdapter):
 
     async def start(self, n_hint: int) -> None:
         kwargs, new = self._kwargs()
-        self.sessions = sessions_for(n_hint)
+        self.sessions = self.fixed_sessions or sessions_for(n_hint)
         self.cron = AgentCron(**kwargs, runner=self._runner, settings=UNLIMITED)
         await self.cron.start()
         if self.bound and new:

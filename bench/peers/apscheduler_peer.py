@@ -1,7 +1,8 @@
 """APScheduler 3.x: `AsyncIOScheduler` with a `SQLAlchemyJobStore` on SQLite (WAL,
 synchronous=NORMAL, the settings agentcron's store uses), `date` triggers,
 `misfire_grace_time=None` (a late job still runs). The job body is a coroutine, so the default
-`AsyncIOExecutor` runs it on the event loop.
+`AsyncIOExecutor` runs it on the event loop. APScheduler has no sessions: the herd's jobs are
+plain jobs there (nothing keeps two fires of one session apart).
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from bench.peers.harness import BaseAdapter, Body
 _BODY: Body | None = None
 
 
-async def job_body(due: float) -> None:
+async def job_body(due: float, job: int | None = None) -> None:
     """The job target: module level, so the job store can pickle a reference to it."""
     assert _BODY is not None
-    _BODY(due)
+    _BODY(due, job)
 
 
 class Adapter(BaseAdapter):
@@ -58,7 +59,7 @@ class Adapter(BaseAdapter):
             job_body,
             "date",
             run_date=datetime.fromtimestamp(due, UTC),
-            args=[due],
+            args=[due, i],
             id=f"j-{i}",
             replace_existing=True,
         )

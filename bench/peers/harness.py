@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 # A job that exists but does not come due during a benchmark: about a year ahead.
 FAR_S = 365 * 86_400.0
@@ -40,17 +40,21 @@ def log(msg: str) -> None:
 
 class Body:
     """The no-op job body every adapter calls with the job's due instant (epoch seconds):
-    it records when it started and how late that was.
+    it records when it started and how late that was, and, when the adapter says, which job
+    it was for (the herd's checks).
     """
 
     def __init__(self) -> None:
         self.started: list[float] = []  # time.time() at each call
         self.late_ms: list[float] = []
+        self.jobs: list[int] = []  # the job index of each call, when the adapter gives it
 
-    def __call__(self, due: float) -> None:
+    def __call__(self, due: float, job: int | None = None) -> None:
         now = time.time()
         self.started.append(now)
         self.late_ms.append((now - due) * 1_000)
+        if job is not None:
+            self.jobs.append(job)
 
     @property
     def count(self) -> int:
@@ -64,11 +68,16 @@ class BaseAdapter:
 
     name = "?"
     version = "?"
+    # Workloads this system cannot run, and why (the cell says n/a with the reason).
+    unsupported: ClassVar[dict[str, str]] = {}
 
     def __init__(self, workdir: Path, body: Body, **options: Any) -> None:
         self.workdir = workdir
         self.body = body
         self.options = options
+        # Sessions the bound jobs are spread over, when a workload fixes it (the herd); else
+        # the adapter's own rule from the job count.
+        self.fixed_sessions: int | None = None
 
     async def start(self, n_hint: int) -> None:
         """Open the (maybe existing) store and start the scheduler; `n_hint` = jobs the
@@ -113,6 +122,29 @@ def vm_hwm_mb() -> float | None:
         with open("/proc/self/status") as status:
             for line in status:
                 if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def reset_peak_rss() -> bool:
+    """Start VmHWM again from the RSS of now (Linux: 5 > /proc/self/clear_refs), so that the
+    peak of what follows is not the setup's. False where that is not possible.
+    """
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")
+    except OSError:
+        return False
+    return True
+
+
+def vm_rss_mb() -> float | None:
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
                     return int(line.split()[1]) / 1024
     except OSError:
         pass
@@ -275,12 +307,76 @@ async def w_idle(make, p: dict[str, Any], wd: Path):
     }
 
 
+async def w_herd(make, p: dict[str, Any], wd: Path):
+    """The 9 o'clock herd: `n` bound jobs over `sessions` sessions (job i in session i mod
+    sessions), all due at one instant: when the first and the last body started, the peak RSS
+    during the herd (VmHWM started again after the setup), and from the body calls: jobs that
+    never ran, jobs run twice, and a session's fires run against the order they were created
+    in. A system without sessions runs them as plain jobs.
+    """
+    n, sessions, limit = p["n"], p["sessions"], p["limit_s"]
+
+    def make_fixed(workdir: Path, body: Body) -> BaseAdapter:
+        adapter = make(workdir, body)
+        adapter.fixed_sessions = sessions
+        return adapter
+
+    adapter, body, due, setup_s = await stored_before(make_fixed, p, wd, lambda t: [t] * n)
+    gc.collect()
+    rss_setup = vm_rss_mb()
+    reset = reset_peak_rss()
+    try:
+        await wait_count(body, n, due + limit, poll=0.05)
+        rss = vm_hwm_mb() if reset else None
+    finally:
+        await adapter.stop()
+    done = body.count
+    out: dict[str, Any] = {
+        "n": n,
+        "sessions": sessions,
+        "done": done,
+        "complete": done == n,
+        "limit_s": limit,
+        "setup_s": setup_s,
+        "rss_mb": rss,
+        "rss_setup_mb": rss_setup,
+    }
+    if done:
+        starts = sorted(body.started)
+        out |= {"first_ms": (starts[0] - due) * 1_000, "all_s": starts[-1] - due}
+    if body.jobs:
+        out |= herd_checks(body.jobs, n, sessions)
+    return out
+
+
+def herd_checks(jobs: Sequence[int], n: int, sessions: int) -> dict[str, int]:
+    """From the job index of each body call, in call order: jobs never run, jobs run twice,
+    and calls that ran a session's job before an earlier-created one of that session.
+    """
+    calls = [0] * n
+    last = [-1] * sessions
+    against = 0
+    for i in jobs:
+        calls[i] += 1
+        s = i % sessions
+        against += i < last[s]
+        last[s] = max(last[s], i)
+    unrun, twice = sum(1 for c in calls if c == 0), sum(1 for c in calls if c > 1)
+    return {
+        "unrun": unrun,
+        "twice": twice,
+        "lost_or_twice": unrun + twice,
+        "against_order": against,
+    }
+
+
 WORKLOADS = {
     "create": w_create,
     "burst": w_burst,
     "lateness": w_lateness,
     "build": w_build,
     "idle": w_idle,
+    "herd": w_herd,
 }
 
 
@@ -304,6 +400,8 @@ def main(argv: Sequence[str]) -> int:
     if workload == "clone":
         cls.clone_store(Path(p["src"]), Path(p["dst"]))
         result: dict[str, Any] = {}
+    elif workload in cls.unsupported:
+        result = {"na": cls.unsupported[workload]}
     else:
         result = asyncio.run(WORKLOADS[workload](make, p, wd))
     result["version"] = cls.version if isinstance(cls.version, str) else "?"

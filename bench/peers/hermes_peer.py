@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib.metadata import version as dist_version
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from bench.peers.harness import BaseAdapter, Body
 
@@ -29,6 +29,10 @@ def iso(due: float) -> str:
 class Adapter(BaseAdapter):
     name = "hermes"
     version = dist_version("hermes-agent")
+    unsupported: ClassVar[dict[str, str]] = {
+        "herd": "its cron jobs are not turns of a chat: each fire runs its own agent session "
+        "(cron_<job id>_<time>) and delivers the output",
+    }
 
     def __init__(self, workdir: Path, body: Body, **options: Any) -> None:
         super().__init__(workdir, body)

@@ -30,10 +30,10 @@ class Adapter(BaseAdapter):
         self.service = CronService(workdir / "cron" / "jobs.json", on_job=self._on_job)
 
     async def _on_job(self, job: CronJob) -> None:
-        self.body(float(job.payload.message))
+        self.body(float(job.payload.message), int(job.name.rpartition("-")[2]))
 
     async def start(self, n_hint: int) -> None:
-        self.sessions = sessions_for(n_hint)
+        self.sessions = self.fixed_sessions or sessions_for(n_hint)
         await self.service.start()
 
     def _add(self, i: int, due: float) -> None:
@@ -53,7 +53,7 @@ class Adapter(BaseAdapter):
 
     async def setup(self, items: Sequence[tuple[int, float]], n_hint: int) -> None:
         # Not running, add_job appends to the action log (no store rewrite); start() merges it.
-        self.sessions = sessions_for(n_hint)
+        self.sessions = self.fixed_sessions or sessions_for(n_hint)
         for i, due in items:
             self._add(i, due)
         await self.service.start()

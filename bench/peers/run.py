@@ -147,6 +147,23 @@ WORKLOADS = (
             Metric("rss_mb", "peak RSS, {n} stored (MB)", False, "{:,.0f}"),
         ),
     ),
+    Workload(
+        "herd",
+        "herd",
+        {"n": 100_000, "sessions": 10_000, "lead_s": 150, "margin_s": 2, "limit_s": 300},
+        {"n": 10_000, "sessions": 1_000, "lead_s": 30, "margin_s": 1, "limit_s": 60},
+        (
+            Metric(
+                "all_s",
+                "herd: {n} due at once over {sessions:,} sessions: all started (s after due)",
+                False,
+                "{:,.2f}",
+            ),
+            Metric("first_ms", "herd: first fire started (ms after due)", False, "{:,.1f}"),
+            Metric("rss_mb", "herd: peak RSS during the herd (MB)", False, "{:,.0f}"),
+            Metric("lost_or_twice", "herd: fires lost or run twice", False, "{:,.0f}"),
+        ),
+    ),
 )
 WORKLOAD_KEYS = tuple(w.key for w in WORKLOADS)
 # How long a child may take beyond its own limit (setup, imports, the idle window) before it
@@ -230,7 +247,10 @@ def run_child(
         json.dumps(params),
         str(workdir),
     ]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+    # The repository first (for `bench`), then the caller's own path: the agentcron columns
+    # measure the agentcron the caller imports (PYTHONPATH=src), as bench_engine does.
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
     env.pop("HERMES_HOME", None)
     start = time.perf_counter()
     with logfile.open("ab") as err:
@@ -343,6 +363,8 @@ class Run:
 def summary(w: Workload, out: dict[str, Any]) -> str:
     if "error" in out:
         return f"ERROR {out['error']}"
+    if "na" in out:
+        return f"n/a: {out['na']}"
     parts = [f"{m.key}={out.get(m.key)!s:.8}" for m in w.metrics]
     if "complete" in out and not out["complete"]:
         parts.append(f"INCOMPLETE {out['done']}/{out['n']}")
@@ -353,7 +375,12 @@ def summary(w: Workload, out: dict[str, Any]) -> str:
 
 
 def ok(out: dict[str, Any], metric: Metric) -> bool:
-    return "error" not in out and out.get("complete", True) and out.get(metric.key) is not None
+    return (
+        "error" not in out
+        and "na" not in out
+        and out.get("complete", True)
+        and out.get(metric.key) is not None
+    )
 
 
 def cell(w: Workload, metric: Metric, outs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -362,6 +389,9 @@ def cell(w: Workload, metric: Metric, outs: list[dict[str, Any]]) -> dict[str, A
     """
     if not outs:
         return {"text": "-", "value": None, "status": "missing"}
+    na = [o["na"] for o in outs if "na" in o]
+    if na:  # the system cannot run this workload
+        return {"text": f"n/a: {na[0]}", "value": None, "status": "n/a"}
     errors = [o["error"] for o in outs if "error" in o]
     if errors:
         return {"text": f"error: {errors[0]}", "value": None, "status": "error"}
@@ -394,7 +424,9 @@ def cell(w: Workload, metric: Metric, outs: list[dict[str, Any]]) -> dict[str, A
             "status": "limit",
             "rounds_over_limit": len(incomplete),
         }
-    values = [o[metric.key] for o in outs]
+    values = [o.get(metric.key) for o in outs]
+    if None in values:  # not measured by this system (a count it cannot give)
+        return {"text": "-", "value": None, "status": "missing"}
     med = statistics.median(values)
     return {"text": metric.show(med), "value": med, "status": "ok", "rounds": values}
 
