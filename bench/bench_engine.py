@@ -1347,7 +1347,7 @@ async def child_herd(spec: dict[str, Any]) -> dict[str, Any]:
     while terminal() < n and (clock.now() - due).total_seconds() < limit:  # noqa: ASYNC110
         await asyncio.sleep(0.05)
     terminal_s = (clock.now() - due).total_seconds()
-    ended = terminal()
+    ended, started = terminal(), len(runner.index)  # within the limit (a stop may run more)
     with contextlib.suppress(TimeoutError):
         await settle(cron, 30)
     sampler.cancel()
@@ -1358,12 +1358,12 @@ async def child_herd(spec: dict[str, Any]) -> dict[str, Any]:
     rss_mb, hwm_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, vm_hwm_mb()
     return {
         "n": n,
-        "started": len(runner.index),
+        "started": started,
         "ended": ended,
         "stored_terminal": stored_terminal,
         "terminal_s": terminal_s,
         "claimed": stats["claimed"],
-        **herd_order(runner, spec["sessions"]),
+        **herd_order(runner, spec["sessions"], started),
         "samples": samples,
         "rss_imported_mb": rss_imported,
         "rss_ready_mb": rss_ready,
@@ -1372,12 +1372,12 @@ async def child_herd(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def herd_order(runner: HerdRunner, sessions: int) -> dict[str, Any]:
-    """When the turns started, and in what order: every fire is due at the same instant, so
-    their order is the order they were created in (job i before job i+1; job i is session
-    i mod sessions' (i // sessions)-th fire).
+def herd_order(runner: HerdRunner, sessions: int, upto: int | None = None) -> dict[str, Any]:
+    """When the first `upto` turns (default: all) started, and in what order: every fire is
+    due at the same instant, so their order is the order they were created in (job i before
+    job i+1; job i is session i mod sessions' (i // sessions)-th fire).
     """
-    late, index = runner.late_s, runner.index
+    late, index = runner.late_s[:upto], runner.index[:upto]
     if not late:
         return {"first_s": None, "all_s": None, "first_wave_s": None}
     seen: set[int] = set()
@@ -1519,7 +1519,8 @@ def herd_table(
     short = "" if started == n else f" ({started:,}/{n:,} started in {limit:g} s limit)"
     all_s = child["all_s"]
     target = "<= 15" if sqlite else "-"
-    lost = rec["jobs_unfired"] + rec["runs_without_turn"] + (n - started)
+    # Before the end (the time limit), a fire not run yet is not lost: then no figure.
+    lost = rec["jobs_unfired"] + rec["runs_without_turn"] if started == n else None
     dup = rec["jobs_fired_twice"] + rec["runs_with_two_turns"] + child.get("duplicate_calls", 0)
     overlaps = rec["overlapping_turns"]
     not_ok = rec["runs_not_succeeded"] + rec["turns_not_succeeded"]
@@ -1552,8 +1553,10 @@ def herd_table(
         Row("  claimed but not started, most at a sample (fires)",
             f"{max((c - s for _, s, c, _, _ in child['samples']), default=0):,}", "-", None),
         Row("  lost / duplicated fires or turns, overlapping turns of a session",
-            f"{lost} / {dup} / {overlaps}", "0 / 0 / 0", lost == dup == overlaps == 0),
-        Row("  runs or turns not succeeded", f"{not_ok:,}", "0", not_ok == 0),
+            f"{'-' if lost is None else lost} / {dup} / {overlaps}", "0 / 0 / 0",
+            lost == dup == overlaps == 0),
+        Row("  runs or turns not succeeded (handed back at the limit included)", f"{not_ok:,}",
+            "0", not_ok == 0),
         Row("  order: turns before the instant / a session's turns against creation order",
             f"{child['early']} / {child['inversions']}", "-", None),
         Row("  order: |start rank - creation rank| p50 / p99 / max",

@@ -30,8 +30,8 @@ class Adapter(BaseAdapter):
     name = "hermes"
     version = dist_version("hermes-agent")
     unsupported: ClassVar[dict[str, str]] = {
-        "herd": "its cron jobs are not turns of a chat: each fire runs its own agent session "
-        "(cron_<job id>_<time>) and delivers the output",
+        # Each fire runs its own agent session (cron_<job id>_<time>) and delivers the output.
+        "herd": "its jobs are not turns of a chat session",
     }
 
     def __init__(self, workdir: Path, body: Body, **options: Any) -> None:
