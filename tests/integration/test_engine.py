@@ -636,3 +636,90 @@ async def test_one_shot_in_the_past_is_rejected(make_cron: CronFactory) -> None:
     # a ready spec in the past is accepted but never fires (nothing to arm)
     job = await cron.jobs.create(name="late", spec=AtSpec(at=T0 - MIN))
     assert job.next_fire_at is None
+
+
+HERD_KEYS = [f"api:herd-{s}" for s in range(10)]
+
+
+async def herd_of(cron: Any, n: int) -> None:
+    """`n` one-shots due at T0 + 1m, job i bound to session i mod 10, created in order."""
+    from agentcron.domain.jobs import NewJob
+
+    await cron.jobs.create_many(
+        [
+            NewJob(name=f"j{i}", spec=AtSpec(at=T0 + MIN), session_key=HERD_KEYS[i % 10])
+            for i in range(n)
+        ]
+    )
+
+
+def herd_order_ok(names: list[str]) -> bool:
+    """Each session's fires ran in the order their jobs were created (all due at once)."""
+    last = dict.fromkeys(HERD_KEYS, -1)
+    for name in names:
+        i = int(name[1:])
+        if i < last[HERD_KEYS[i % 10]]:
+            return False
+        last[HERD_KEYS[i % 10]] = i
+    return True
+
+
+async def test_a_herd_is_claimed_as_its_fires_end_not_all_at_once(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    # 4 claims of 8 (more than the 2 slots): at most 32 fires held claimed and not ended
+    settings = EngineSettings(batch_size=8, max_concurrent_runs=2)
+    gate = Gate()
+    held: list[int] = []
+
+    async def runner(trigger: Trigger) -> str:
+        held.append(len(cron.engine.live_work.runs))
+        return await gate(trigger)
+
+    cron = await make_cron(runner=runner, settings=settings)
+    await herd_of(cron, 100)
+    await step(cron, clock, MIN, busy_ok=True)  # two turns in the runner, the rest waits
+    assert len(gate.started) == 2
+    assert await cron.store.count_runs() == 32  # claimed: four claims, not the whole herd
+    gate.release.set()
+    await wait_settled(cron.engine)
+    assert len(gate.started) == 100
+    assert len({t.run_id for t in gate.started}) == 100  # every job fired once
+    assert max(held) <= 32
+    assert await cron.store.count_runs(states=[RunState.SUCCEEDED]) == 100
+    assert herd_order_ok([t.job_name for t in gate.started])
+
+
+async def test_a_managed_claim_of_a_herd_claims_it_all_as_its_fires_end(
+    make_cron: CronFactory, clock: FakeClock, recorder: Recorder
+) -> None:
+    # the managed wake asks once for the instant (`claim_for`): the loop does not keep the
+    # request, so the claim must not stop at the cap and drop the rest
+    cron = await make_cron(settings=EngineSettings(batch_size=8, max_concurrent_runs=2))
+    cron.engine.set_timer(False)
+    await herd_of(cron, 100)
+    await step(cron, clock, MIN)
+    assert recorder.triggers == []  # the timer is off: nothing is claimed until asked
+    cron.engine.claim_for(T0 + MIN)
+    await wait_settled(cron.engine)
+    assert len(recorder.triggers) == 100
+    assert len({t.run_id for t in recorder.triggers}) == 100
+    assert herd_order_ok(recorder.names())
+
+
+async def test_a_stop_while_a_herd_waits_for_room_hands_the_rest_back(
+    make_cron: CronFactory, clock: FakeClock, recorder: Recorder
+) -> None:
+    gate = Gate()
+    settings = EngineSettings(batch_size=8, max_concurrent_runs=2)
+    cron = await make_cron(runner=gate, settings=settings)
+    await herd_of(cron, 100)
+    await step(cron, clock, MIN, busy_ok=True)
+    assert await cron.store.count_runs() == 32
+    await cron.close(grace=0.05)  # returns: the claim's wait for room ends with the stop
+    again = await make_cron(settings=settings)  # adopts what was handed back, claims the rest
+    await wait_settled(again.engine)
+    names = [t.job_name for t in gate.started] + recorder.names()
+    assert len(names) == len(set(names)) == 100  # every fire ran once: there, or here
+    assert await again.store.count_runs() == 100
+    assert await again.store.count_runs(states=[RunState.SUCCEEDED]) == 98  # 2 were cut

@@ -48,6 +48,15 @@ log = logging.getLogger(__name__)
 
 _RETRY_AFTER_ERROR = timedelta(seconds=1)
 _FIRST_CLAIM = 50  # due jobs in the first claim of a burst (then x4 per claim, to batch_size)
+# The fires one engine holds claimed and not ended, at most, in claims of `batch_size` (or of
+# its slots, if more): a herd (100,000 fires due at one instant) is claimed as its fires end,
+# not all at once. Its memory stays bounded, its turns' start writes do not queue behind the
+# claim of the whole herd, its leases renewed are few, and the part not claimed yet is there
+# for another replica to take.
+_AHEAD_CLAIMS = 4
+# While the engine holds that many, it waits for its fires to end; it also looks again this
+# often (a fire that waits for a person may hold its place for a long time).
+_ROOM_RECHECK = timedelta(seconds=1)
 
 
 def make_owner() -> str:
@@ -368,23 +377,28 @@ class Engine:
 
     async def _claim_due(self, now: datetime, until: datetime | None = None) -> None:
         settings = self.settings
-        lease_until = now + settings.lease
-        # Claim a few ms ahead and start each fire at its exact time (see claim_ahead).
-        due_by = now + settings.claim_ahead
-        if until is not None and until > due_by:
-            due_by = until  # a managed fire of that instant (see claim_for)
 
         def planner(job: Job, at: datetime, active: int, waiting: int) -> FirePlan:
             return plan_fires(job, at, active, waiting, settings)
 
         # A burst is claimed in growing batches: the first fires start after a small claim,
-        # not after the whole burst is claimed.
+        # not after the whole burst is claimed; and only while this engine holds fewer than
+        # `_AHEAD_CLAIMS` batches of claimed fires that have not ended (`_room_for`).
         limit = min(settings.batch_size, _FIRST_CLAIM)
+        mine: deque[str] = deque()  # the runs this pass handed over, oldest first
         while not self._stopping:
+            at = await self._room_for(limit, mine, now, managed=until is not None)
+            if at is None:
+                return  # the loop has other work first (it comes back: the jobs are due)
+            now = at  # later than the tick's when it waited for room
+            # Claim a few ms ahead and start each fire at its exact time (see claim_ahead).
+            due_by = now + settings.claim_ahead
+            if until is not None and until > due_by:
+                due_by = until  # a managed fire of that instant (see claim_for)
             result = await self.store.claim_due(
                 now,
                 owner=self.owner,
-                lease_until=lease_until,
+                lease_until=now + settings.lease,
                 limit=limit,
                 planner=planner,
                 due_by=due_by,
@@ -392,6 +406,7 @@ class Engine:
             self._next_due = result.next_due_at
             self.stats["claimed"] += len(result.fires)
             for fire in result.fires:
+                mine.append(fire.run_id)
                 await self._dispatch(fire)
             if result.examined < limit:
                 return
@@ -400,6 +415,60 @@ class Engine:
             # the database writer (tasks, then the journal, each need a turn of the loop).
             for _ in range(3):
                 await asyncio.sleep(0)
+
+    async def _room_for(
+        self, claim: int, mine: deque[str], now: datetime, *, managed: bool
+    ) -> datetime | None:
+        """Wait until `claim` more fires fit under this engine's cap of claimed fires that
+        have not ended (`_AHEAD_CLAIMS` batches, at least `_AHEAD_CLAIMS` x the slots); the
+        instant there is room (`now` when there was at once). Woken when the fire whose end
+        leaves room ended (of `mine`, this pass's fires oldest first; else any held one), when
+        the loop is woken, and every `_ROOM_RECHECK`.
+
+        None: claim no more now. A stop began, or (on the timer) the loop was woken or its
+        periodic sweep is due: the loop does that first and comes back to the due fires. A
+        managed fire's claim (`claim_for`) keeps waiting instead: the loop does not keep its
+        request.
+        """
+        settings = self.settings
+        cap = _AHEAD_CLAIMS * max(settings.batch_size, settings.max_concurrent_runs)
+        ended: set[str] = set()  # told ended, and perhaps still held for a moment
+        waited = False
+        while not self._stopping:
+            live = self.live_work.runs
+            ended &= live
+            held = live - ended
+            pending = [r for r in mine if r in held]
+            mine.clear()
+            mine.extend(pending)  # the ended ones out: it stays as short as what is held
+            over = len(held) + claim - cap
+            if over <= 0:
+                return self.clock.now() if waited else now
+            at = self.clock.now()
+            if not managed and (
+                self._wake.is_set() or (self._next_reap is not None and self._next_reap <= at)
+            ):
+                return None
+            watched = pending[min(over, len(pending)) - 1] if pending else next(iter(held))
+            with self.run_waiters.watch(watched) as done:
+                waits: list[asyncio.Future[Any]] = [
+                    asyncio.ensure_future(self.clock.sleep_until(at + _ROOM_RECHECK, done))
+                ]
+                if not self._wake.is_set():  # set already (a managed delivery): not again
+                    waits.append(asyncio.ensure_future(self._wake.wait()))
+                # Asleep as in the loop (`idle`, `due_at`): it waits for runners to return.
+                self._deadline, self._sleeping = at + _ROOM_RECHECK, True
+                try:
+                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    self._sleeping = False
+                    for wait in waits:
+                        wait.cancel()
+                    await asyncio.gather(*waits, return_exceptions=True)
+            if done.is_set():
+                ended.add(watched)
+            waited = True
+        return None
 
     def _next_deadline(self) -> datetime | None:
         due = None if self._next_due is None else self._next_due - self.settings.claim_ahead
