@@ -1486,7 +1486,9 @@ async def herd_rows(ctx: Ctx, where: Where) -> list[Row]:
     if proc.returncode != 0:
         log(err.decode(errors="replace"))
         return [Row(what, "child failed", "", False)]
-    child = json.loads(out.decode().strip().splitlines()[-1])
+    # The answer is the last JSON line (py-spy, when it runs the process, adds lines of its own).
+    lines = [line for line in out.decode().splitlines() if line.startswith("{")]
+    child = json.loads(lines[-1])
     records = await asyncio.to_thread(herd_records, where.sync_url("herd"), n)
     log(f"herd ({where.label}): {json.dumps({k: v for k, v in child.items() if k != 'samples'})}")
     log(f"herd ({where.label}): records {json.dumps(records)}")
@@ -1505,11 +1507,11 @@ def herd_command(ctx: Ctx, spec: dict[str, Any]) -> list[str]:
         return [sys.executable, "-c", _LAUNCHER, *child]
     tag = "pg" if "url" in spec else "sqlite"
     out = ctx.herd_profile.with_name(f"{ctx.herd_profile.stem}-{tag}{ctx.herd_profile.suffix}")
-    fmt = "speedscope" if out.suffix == ".json" else "flamegraph"
+    fmt = {".json": "speedscope", ".txt": "raw"}.get(out.suffix, "flamegraph")
     log(f"herd: profiling the measuring process with py-spy into {out}")
     spy = Path(sys.executable).with_name("py-spy")
     spy_cmd = str(spy) if spy.exists() else "py-spy"
-    return [spy_cmd, "record", "--rate", "200", "-f", fmt, "-o", str(out), "--", *child]
+    return [spy_cmd, "record", "-t", "--rate", "50", "-f", fmt, "-o", str(out), "--", *child]
 
 
 def herd_table(
@@ -1663,7 +1665,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=Path,
         metavar="PATH",
         help="run the herd's measuring process under py-spy, writing PATH with -sqlite/-pg "
-        "before its suffix (.json: speedscope, else an SVG flame graph)",
+        "before its suffix (.json: speedscope, .txt: collapsed stacks, else an SVG flame graph)",
     )
     parser.add_argument("--child-ready", metavar="DB", help=argparse.SUPPRESS)
     parser.add_argument("--child-herd", metavar="JSON", help=argparse.SUPPRESS)
