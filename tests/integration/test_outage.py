@@ -220,8 +220,9 @@ async def test_a_cut_of_the_database_leaves_nothing_open_and_loses_no_message(
         ready = await api.get("/readyz")
     assert ready.status_code == 503
     assert ready.json()["status"] == "not ready"
-    # Long enough for several fires to fall due and for the retries to back off past 1 s.
-    await asyncio.sleep(4)
+    # Long enough for fires to fall due and for the retries to back off past 1 s (0.1 s
+    # doubling: the pause after 1.5 s of outage is 1.6 s).
+    await asyncio.sleep(2.5)
     assert not ran_since(pg_url, job_ids, cut + 0.5)  # really cut: nothing recorded meanwhile
 
     proxy.set_mode("pass")
@@ -273,7 +274,7 @@ async def test_a_stalled_database_is_not_ready_within_the_timeout_and_work_recov
     assert ready.status_code == 503
     assert "no answer within" in " ".join(ready.json()["problems"])
     assert took < health.READY_TIMEOUT_S + 1
-    await asyncio.sleep(3)
+    await asyncio.sleep(2)
 
     proxy.set_mode("pass")
     healed = time.time()
@@ -329,16 +330,16 @@ async def test_a_sqlite_lock_held_past_the_busy_timeout_keeps_the_turns_reply(
     runner.gate = gate = asyncio.Event()
     db = tmp_path / "agentcron.db"
     cron = AgentCron(url=sqlite_url(db), runner=runner, settings=EngineSettings())
-    cron.store._db._busy_timeout_ms = 1000  # past it in a second, so the test stays short
+    cron.store._db._busy_timeout_ms = 500  # past it in half a second, so the test stays short
     await cron.start()
     try:
         await cron.sessions.create("api:lock")
         turn = await cron.sessions.send("api:lock", "hello")
         await until("the turn reaches its runner", lambda: turn.id in runner.chat_started, 10)
-        # Another process takes the write lock and keeps it 3 s (three busy timeouts); the
+        # Another process takes the write lock and keeps it 1.5 s (three busy timeouts); the
         # turn ends meanwhile, so its end write meets the lock.
         holder = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", _HOLD_LOCK, str(db), "3", stdout=asyncio.subprocess.PIPE
+            sys.executable, "-c", _HOLD_LOCK, str(db), "1.5", stdout=asyncio.subprocess.PIPE
         )
         try:
             assert holder.stdout is not None
@@ -374,14 +375,14 @@ async def test_a_direct_write_waits_out_a_lock_for_a_bounded_time(tmp_path: Path
     store._db.lock_wait_s = 1.0
     await store.open()
     holder = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _HOLD_LOCK, str(db), "3", stdout=asyncio.subprocess.PIPE
+        sys.executable, "-c", _HOLD_LOCK, str(db), "2", stdout=asyncio.subprocess.PIPE
     )
     try:
         assert holder.stdout is not None
         assert (await holder.stdout.readline()).strip() == b"locked"
         with pytest.raises(StoreUnavailableError, match="locked by another process for 1 s"):
             await store.sessions.ensure_session("api:a", now=datetime.now(UTC))
-        # A wait within the bound succeeds: the lock goes after 3 s in all.
+        # A wait within the bound succeeds: the lock goes after 2 s in all.
         store._db.lock_wait_s = 30.0
         session = await store.sessions.ensure_session("api:b", now=datetime.now(UTC))
         assert session.key == "api:b"

@@ -24,8 +24,9 @@ The defects these tests found are pinned by the small deterministic tests at the
 survivors taking over one dead replica's work at the same moment (a fire adopted, a turn
 settled, each by one of them only), and a stored start stamped before the previous finish.
 
-The issue-size burst (3,000 fires) and the second seed of the suite-size one are `long`: they
-run with AGENTCRON_LONG_TESTS=1 (the default run keeps one 1,000-fire burst and the kill).
+The issue-size burst (3,000 fires), the second seed of the suite-size one and the kill in a
+1,000-fire burst are `long`: they run with AGENTCRON_LONG_TESTS=1 (the default run keeps one
+1,000-fire burst and the kill in a 500-fire one).
 
 Replay with AGENTCRON_REPLICA_SEED=<seed printed in a failure message>.
 """
@@ -95,6 +96,7 @@ class Size:
 
 
 SUITE = Size(replicas=3, sessions=100, fires=1000, messages=30, rounds=1)
+KILL = Size(replicas=3, sessions=100, fires=500, messages=30, rounds=1)
 ISSUE = Size(replicas=3, sessions=300, fires=3000, messages=90, rounds=1)
 
 
@@ -589,11 +591,12 @@ async def test_replicas_burst_issue_size(pg_url: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-async def test_replicas_kill9_mid_burst(pg_url: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("size", [KILL, pytest.param(SUITE, marks=pytest.mark.long)], ids=str)
+async def test_replicas_kill9_mid_burst(pg_url: str, tmp_path: Path, size: Size) -> None:
     """kill -9 one replica in the middle of the burst: nothing runs twice, every claimed fire
-    ends (taken over, or interrupted with its notice), its sessions answer afterwards.
+    ends (taken over, or interrupted with its notice), its sessions answer afterwards. A burst
+    of 500 fires by default, of 1,000 with AGENTCRON_LONG_TESTS=1.
     """
-    size = Size(replicas=3, sessions=100, fires=1000, messages=30, rounds=1)
     seed = SEED + 2
     began = time.monotonic()
     rng = random.Random(seed)
