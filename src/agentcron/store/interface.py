@@ -341,6 +341,31 @@ class DeliveryRecords(Protocol):
         """
         ...
 
+    async def get(self, channel: str, message_id: str) -> Delivery:
+        """The record; DeliveryNotFoundError when there is none."""
+        ...
+
+    async def retry(self, channel: str, message_id: str, *, now: datetime) -> Delivery:
+        """Failed -> pending, due now, its deadline counted from now (`retried_at`).
+        DeliveryNotFoundError: none; DeliveryNotFailedError: delivered or still pending.
+        """
+        ...
+
+    async def record_failed(
+        self,
+        channel: str,
+        message_id: str,
+        session_key: str,
+        payload: dict[str, Any],
+        *,
+        error: str,
+        now: datetime,
+    ) -> tuple[Delivery, bool]:
+        """Record a delivery failed before any attempt (an unroutable reply), with the
+        reason: (record, created); an existing record is returned as it is.
+        """
+        ...
+
 
 class DeliveryLedger(DeliveryRecords, Protocol):
     """The channels' part: one delivery record per (channel, message), sent at least once."""
@@ -366,15 +391,19 @@ class DeliveryLedger(DeliveryRecords, Protocol):
         """
         ...
 
-    async def get(self, channel: str, message_id: str) -> Delivery:
-        """The record; DeliveryNotFoundError when there is none."""
-        ...
-
     async def begin_attempt(
-        self, channel: str, message_id: str, *, attempts: int, now: datetime
+        self,
+        channel: str,
+        message_id: str,
+        *,
+        attempts: int,
+        now: datetime,
+        lease: timedelta | None = None,
     ) -> Delivery | None:
         """Count one more attempt if the record is still pending at `attempts` tries; None
         when it is no longer the caller's to send (settled, or another process began one).
+        With a `lease`: only once its planned time has come and no attempt holds it, and
+        the attempt holds it that long.
         """
         ...
 
@@ -385,9 +414,10 @@ class DeliveryLedger(DeliveryRecords, Protocol):
         now: datetime,
         *,
         result: dict[str, Any] | None = None,
+        external_id: str | None = None,
     ) -> bool:
         """Pending -> delivered, keeping what the far end answered (`result`; None keeps what
-        `save_progress` left); False if it was not pending.
+        `save_progress` left) and its id of the message; False if it was not pending.
         """
         ...
 
