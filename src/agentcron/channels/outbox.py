@@ -289,6 +289,7 @@ class Outbox:
     async def _deliver(self, message_id: str) -> None:
         deliveries, clock = self._store
         record = await deliveries.get(self.channel, message_id)
+        planned: datetime | None = None  # the time this loop planned its next attempt for
         while record.state is DeliveryState.PENDING:
             claimed = await deliveries.begin_attempt(
                 self.channel,
@@ -296,6 +297,7 @@ class Outbox:
                 attempts=record.attempts,
                 now=clock.now(),
                 lease=self.stalled_after,
+                planned=planned,
             )
             if claimed is None:
                 log.info(
@@ -321,9 +323,10 @@ class Outbox:
             else:
                 await self._delivered(claimed, result, ctx)
                 return
-            delay = await self._failed(claimed, error, retryable, retry_after, ctx)
-            if delay is None:
+            retry = await self._failed(claimed, error, retryable, retry_after, ctx)
+            if retry is None:
                 return
+            planned, delay = retry
             await self._sleep(delay)
             record = await deliveries.get(self.channel, message_id)
 
@@ -332,10 +335,15 @@ class Outbox:
     ) -> None:
         deliveries, clock = self._store
         now = clock.now()
-        given = (result or {}).get(EXTERNAL_ID)
+        kept = dict(result or {})
+        given = kept.pop(EXTERNAL_ID, None)  # a column of its own, not part of the answer
         external_id = given if isinstance(given, str) and given else None
         await deliveries.mark_delivered(
-            self.channel, claimed.message_id, now, result=result, external_id=external_id
+            self.channel,
+            claimed.message_id,
+            now,
+            result=kept or None,
+            external_id=external_id,
         )
         log.info("outbox: delivered", extra={**ctx, "external_id": external_id})
         self.health.last_success_at, self.health.healthy = now, True
@@ -357,9 +365,9 @@ class Outbox:
         retryable: bool,
         retry_after: float | None,
         ctx: dict[str, Any],
-    ) -> float | None:
-        """Settle a failed attempt: the seconds until the next one, or None when it gave up
-        (a permanent error, no attempts left, or the deadline reached).
+    ) -> tuple[datetime, float] | None:
+        """Settle a failed attempt: when the next one is planned and the seconds until then,
+        or None when it gave up (a permanent error, no attempts left, the deadline reached).
         """
         deliveries, clock = self._store
         message_id = claimed.message_id
@@ -373,27 +381,25 @@ class Outbox:
         cap = self.retry.max_attempts
         reason: str | None = None
         if not retryable:
-            reason = error
+            why, reason = "permanent error", error
         elif cap is not None and claimed.attempts >= cap:
-            reason = f"no attempts left ({claimed.attempts}): {error}"
+            why, reason = "no attempts left", error
         elif now >= give_up_at:
             waited = describe_seconds(self.retry.deadline)
-            reason = f"not delivered within the deadline ({waited}): {error}"
-        delay: float | None = None
+            why = "deadline"
+            reason = f"not delivered within the deadline ({waited}); last error: {error}"
+        retry: tuple[datetime, float] | None = None
         if reason is not None:
             await deliveries.mark_failed(self.channel, message_id, error=reason, now=now)
-            log.error("outbox: delivery failed: %s", reason, extra=ctx)
+            log.error("outbox: delivery failed (%s): %s", why, error, extra=ctx)
             self.health.failed += 1
         else:
             # the last attempt is made at the deadline
             left = (give_up_at - now).total_seconds()
             delay = min(self.retry.delay(claimed.attempts, retry_after), left)
+            retry = now + timedelta(seconds=delay), delay
             await deliveries.mark_retry(
-                self.channel,
-                message_id,
-                error=error,
-                next_attempt_at=now + timedelta(seconds=delay),
-                now=now,
+                self.channel, message_id, error=error, next_attempt_at=retry[0], now=now
             )
             log.warning("outbox: attempt failed, retrying in %.1fs: %s", delay, error, extra=ctx)
         await self._publish(
@@ -406,4 +412,4 @@ class Outbox:
                 retryable=reason is None,
             )
         )
-        return delay
+        return retry

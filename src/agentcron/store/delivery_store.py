@@ -152,15 +152,16 @@ class DeliveryStore:
         attempts: int,
         now: datetime,
         lease: timedelta | None = None,
+        planned: datetime | None = None,
     ) -> Delivery | None:
         """Count one more attempt if the record is still pending at `attempts` tries.
 
         None when it is no longer ours to send: delivered, failed, or another process
         started an attempt since the caller read it. With a `lease`, the attempt also holds
         the record for that long (its `next_attempt_at`), and is taken only when no other
-        attempt holds it and its planned time has come (within `ATTEMPT_SLACK`, for a sleep
-        that wakes a little early): a process that read the record before another's attempt
-        began cannot start one beside it.
+        attempt holds it: its planned time has come (within `ATTEMPT_SLACK`), or it is still
+        the time the caller itself `planned` (its own retry after its backoff). So a process
+        that read the record before another's attempt began cannot start one beside it.
         """
         conditions = [
             _key(channel, message_id),
@@ -170,9 +171,11 @@ class DeliveryStore:
         values: dict[str, Any] = {"attempts": attempts + 1, "updated_at": now}
         if lease is not None:
             due = sa.bindparam("due", now + ATTEMPT_SLACK, type_=deliveries.c.next_attempt_at.type)
-            conditions.append(
-                sa.or_(deliveries.c.next_attempt_at.is_(None), deliveries.c.next_attempt_at <= due)
-            )
+            free = [deliveries.c.next_attempt_at.is_(None), deliveries.c.next_attempt_at <= due]
+            if planned is not None:
+                mine = sa.bindparam("planned", planned, type_=deliveries.c.next_attempt_at.type)
+                free.append(deliveries.c.next_attempt_at == mine)
+            conditions.append(sa.or_(*free))
             values["next_attempt_at"] = now + lease
 
         def op(conn: Connection) -> Delivery | None:
