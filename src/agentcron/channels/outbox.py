@@ -289,7 +289,6 @@ class Outbox:
     async def _deliver(self, message_id: str) -> None:
         deliveries, clock = self._store
         record = await deliveries.get(self.channel, message_id)
-        planned: datetime | None = None  # the time this loop planned its next attempt for
         while record.state is DeliveryState.PENDING:
             claimed = await deliveries.begin_attempt(
                 self.channel,
@@ -297,7 +296,6 @@ class Outbox:
                 attempts=record.attempts,
                 now=clock.now(),
                 lease=self.stalled_after,
-                planned=planned,
             )
             if claimed is None:
                 log.info(
@@ -326,8 +324,7 @@ class Outbox:
             retry = await self._failed(claimed, error, retryable, retry_after, ctx)
             if retry is None:
                 return
-            planned, delay = retry
-            await self._sleep(delay)
+            await self._sleep(retry)
             record = await deliveries.get(self.channel, message_id)
 
     async def _delivered(
@@ -365,9 +362,9 @@ class Outbox:
         retryable: bool,
         retry_after: float | None,
         ctx: dict[str, Any],
-    ) -> tuple[datetime, float] | None:
-        """Settle a failed attempt: when the next one is planned and the seconds until then,
-        or None when it gave up (a permanent error, no attempts left, the deadline reached).
+    ) -> float | None:
+        """Settle a failed attempt: the seconds until the next one, or None when it gave up
+        (a permanent error, no attempts left, or the deadline reached).
         """
         deliveries, clock = self._store
         message_id = claimed.message_id
@@ -388,7 +385,7 @@ class Outbox:
             waited = describe_seconds(self.retry.deadline)
             why = "deadline"
             reason = f"not delivered within the deadline ({waited}); last error: {error}"
-        retry: tuple[datetime, float] | None = None
+        retry: float | None = None
         if reason is not None:
             await deliveries.mark_failed(self.channel, message_id, error=reason, now=now)
             log.error("outbox: delivery failed (%s): %s", why, error, extra=ctx)
@@ -397,9 +394,13 @@ class Outbox:
             # the last attempt is made at the deadline
             left = (give_up_at - now).total_seconds()
             delay = min(self.retry.delay(claimed.attempts, retry_after), left)
-            retry = now + timedelta(seconds=delay), delay
+            retry = delay
             await deliveries.mark_retry(
-                self.channel, message_id, error=error, next_attempt_at=retry[0], now=now
+                self.channel,
+                message_id,
+                error=error,
+                next_attempt_at=now + timedelta(seconds=delay),
+                now=now,
             )
             log.warning("outbox: attempt failed, retrying in %.1fs: %s", delay, error, extra=ctx)
         await self._publish(

@@ -15,10 +15,6 @@ from agentcron.store.database import Database
 from agentcron.store.errors import DeliveryNotFailedError, DeliveryNotFoundError
 from agentcron.store.schema import deliveries
 
-# How much earlier than planned an attempt may begin (`begin_attempt` with a lease): a sleep
-# can end a little before the wall clock reaches the planned time.
-ATTEMPT_SLACK = timedelta(seconds=1)
-
 
 def _delivery(row: Row[Any] | Mapping[str, Any]) -> Delivery:
     m = row._mapping if isinstance(row, Row) else row
@@ -152,16 +148,15 @@ class DeliveryStore:
         attempts: int,
         now: datetime,
         lease: timedelta | None = None,
-        planned: datetime | None = None,
     ) -> Delivery | None:
         """Count one more attempt if the record is still pending at `attempts` tries.
 
         None when it is no longer ours to send: delivered, failed, or another process
-        started an attempt since the caller read it. With a `lease`, the attempt also holds
-        the record for that long (its `next_attempt_at`), and is taken only when no other
-        attempt holds it: its planned time has come (within `ATTEMPT_SLACK`), or it is still
-        the time the caller itself `planned` (its own retry after its backoff). So a process
-        that read the record before another's attempt began cannot start one beside it.
+        started an attempt since the caller read it. With a `lease`, the attempt marks the
+        record in flight (no `next_attempt_at` until it fails or settles) and is taken only
+        when no attempt is in flight, or the one in flight began more than `lease` ago (its
+        process is taken for dead): a process that read the record before another's attempt
+        began cannot start one beside it.
         """
         conditions = [
             _key(channel, message_id),
@@ -170,13 +165,11 @@ class DeliveryStore:
         ]
         values: dict[str, Any] = {"attempts": attempts + 1, "updated_at": now}
         if lease is not None:
-            due = sa.bindparam("due", now + ATTEMPT_SLACK, type_=deliveries.c.next_attempt_at.type)
-            free = [deliveries.c.next_attempt_at.is_(None), deliveries.c.next_attempt_at <= due]
-            if planned is not None:
-                mine = sa.bindparam("planned", planned, type_=deliveries.c.next_attempt_at.type)
-                free.append(deliveries.c.next_attempt_at == mine)
-            conditions.append(sa.or_(*free))
-            values["next_attempt_at"] = now + lease
+            began = sa.bindparam("began", now - lease, type_=deliveries.c.updated_at.type)
+            conditions.append(
+                sa.or_(deliveries.c.next_attempt_at.is_not(None), deliveries.c.updated_at <= began)
+            )
+            values["next_attempt_at"] = None
 
         def op(conn: Connection) -> Delivery | None:
             result = conn.execute(deliveries.update().where(*conditions).values(values))

@@ -399,12 +399,12 @@ class DeliveryLedger(DeliveryRecords, Protocol):
         attempts: int,
         now: datetime,
         lease: timedelta | None = None,
-        planned: datetime | None = None,
     ) -> Delivery | None:
         """Count one more attempt if the record is still pending at `attempts` tries; None
         when it is no longer the caller's to send (settled, or another process began one).
-        With a `lease`: only when no attempt holds it (its planned time has come, or it is
-        the time the caller `planned`), and the attempt holds it that long.
+        With a `lease`: the record is in flight (no `next_attempt_at`) until the attempt
+        settles, and none begins while another is in flight, unless that one began more
+        than `lease` ago.
         """
         ...
 
