@@ -275,12 +275,21 @@ async def test_a_reply_to_a_telegram_chat_off_the_allow_list_is_a_failed_deliver
         await bot.wait_for(lambda: len(bot.sent) == 1)
         await manager.idle()
         await telegram.outbox.idle()
+        unroutable = await cron.store.deliveries.get("telegram", refused)
+        assert (unroutable.state, unroutable.attempts) == (DeliveryState.FAILED, 0)
+        assert unroutable.last_error == "chat 99 is not on the telegram allow-list"
+        # re-sending it is held to the allow-list all the same
+        async with rest(cron, manager) as client:
+            answer = await client.post(f"/api/deliveries/telegram:{refused}/retry")
+            assert answer.status_code == 200, answer.text
+        await telegram.outbox.idle()
     finally:
         await manager.stop(grace=1.0)
     assert bot.sent == [(42, "echo: hello")]
     failed = await cron.store.deliveries.get("telegram", refused)
-    assert (failed.state, failed.attempts) == (DeliveryState.FAILED, 0)
+    assert (failed.state, failed.attempts) == (DeliveryState.FAILED, 1)  # the re-send's
     assert failed.last_error == "chat 99 is not on the telegram allow-list"
+    assert failed.retried_at is not None
     sent = await cron.store.deliveries.get("telegram", allowed)
     assert (sent.state, sent.external_id) == (DeliveryState.DELIVERED, "1000")
     assert sent.result == {"chat_id": 42, "message_ids": [1000]}

@@ -666,7 +666,7 @@ def _message_id(event: _Outbound) -> str | None:
 
 # Sessions whose replies are read in agentcron itself (the web UI, the API and its WebSocket,
 # an isolated run's memory): no channel carries them, so none missing is a failure.
-SERVED_HERE = frozenset({"websocket", "unified", "api", "cron", "system", "hook"})
+SERVED_HERE = frozenset({"websocket", "unified", "api", "cron", "system", "hook", "demo"})
 
 
 def _served_here(session_key: str) -> bool:

@@ -107,7 +107,9 @@ class Outbox:
     """Sends a channel's messages one at a time, in order, each at most once successfully.
 
     `submit` records the message as pending before it returns; a worker task attempts it,
-    retries retryable failures with backoff and settles the record as delivered or failed.
+    retries retryable failures with backoff until the policy's deadline (a channel that is
+    down holds its messages that long) and settles the record as delivered or failed; a
+    failed one made pending again (`Deliveries.retry`) is queued by `resume`.
     A message already recorded on this channel is never sent again, nor attempted by a
     second submitter: only the `submit` that created the record queues it, so replicas that
     all see the same event (an approval's decision) send it once. Pending records (an outage,

@@ -480,6 +480,9 @@ class TelegramChannel:
         """One attempt; what it answers is kept in the delivery record (`result`): the chat
         and the ids of the messages sent.
         """
+        refused = self.unroutable(message)
+        if refused is not None:  # a re-sent delivery is held to the allow-list too
+            raise DeliveryAttemptError(refused, retryable=False)
         if message.kind == "approval_requested":
             return await self._send_approval(message)
         if message.kind == "approval_decided":
