@@ -68,9 +68,7 @@ def api(app: AgentCron) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=transport, base_url="http://t", headers=headers)
 
 
-async def failing_recall(
-    make_cron: CronFactory, clock: FakeClock, recorder: Recorder
-) -> AgentCron:
+async def failing_recall(make_cron: CronFactory, clock: FakeClock, recorder: Recorder) -> AgentCron:
     """A recurring recall (every minute) whose turns fail 5 times in a row: auto-paused."""
 
     async def fail(trigger: Trigger) -> str:

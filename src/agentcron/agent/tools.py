@@ -303,9 +303,10 @@ async def schedule_recall(
             raise ToolError("cannot schedule a recall: this turn has no session")
         if not additional_context_message.strip():
             raise ToolError("additional_context_message must say what to do")
-        spec = _recall_spec(deps, call_type, when, timezone_offset, interval_seconds)
+        kind = RecallCallType(call_type)
+        spec = _recall_spec(deps, kind, when, timezone_offset, interval_seconds)
         job, replaced = await _create_recall(
-            deps, deps.session_key, spec, call_type, additional_context_message, internal_comment
+            deps, deps.session_key, spec, kind, additional_context_message, internal_comment
         )
         said = (
             f"Recall scheduled (id {job.id}): {describe(job.spec)}; "
@@ -325,15 +326,15 @@ async def schedule_recall(
 
 def _recall_spec(
     deps: ToolDeps,
-    call_type: str,
+    kind: RecallCallType,
     when: str | None,
     offset: str | None,
     interval_seconds: int | None,
 ) -> AtSpec | EverySpec:
-    """The schedule of a recall of `call_type` (ToolError / ScheduleError when it has none)."""
-    if call_type == "immediate":
+    """The schedule of a recall of call type `kind` (ToolError / ScheduleError when none)."""
+    if kind is RecallCallType.IMMEDIATE:
         return AtSpec(at=deps.now + timedelta(milliseconds=1), tz=deps.tz)
-    if call_type == "once":
+    if kind is RecallCallType.ONCE:
         if not when:
             raise ToolError("a once recall needs `when`")
         at = _recall_time(deps, when, offset)
@@ -356,7 +357,7 @@ async def _create_recall(
     deps: ToolDeps,
     key: str,
     spec: AtSpec | EverySpec,
-    call_type: str,
+    kind: RecallCallType,
     message: str,
     comment: str | None,
 ) -> tuple[Job, Job | None]:
@@ -373,8 +374,8 @@ async def _create_recall(
             session_key=key,
             kind=JobKind.RECALL,
             created_by=CreatedBy.AGENT,
-            delete_after_run=call_type != "recurring",
-            call_type=RecallCallType(call_type),
+            delete_after_run=kind is not RecallCallType.RECURRING,
+            call_type=kind,
             internal_comment=comment,
         )
 
