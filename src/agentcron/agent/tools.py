@@ -447,7 +447,7 @@ async def manage_recall(
             return "\n".join(lines)
         recalls = await _recalls_of(deps, key)
         if not recalls:
-            return f"Error: there is no pending or paused recall in {where}."
+            return f"Error: there is no pending recall in {where}."
         recall = recalls[0]
         if action == "cancel":
             await deps.jobs.delete(recall.id)
