@@ -76,6 +76,7 @@ from agentcron.domain.jobs import (
     NewJob,
     Overlap,
     Recall,
+    RecallCallType,
     RecallState,
 )
 from agentcron.domain.runs import Run
@@ -298,6 +299,7 @@ __all__ += [
     "Overlap",
     "Policy",
     "Recall",
+    "RecallCallType",
     "RecallState",
     "Role",
     "Run",

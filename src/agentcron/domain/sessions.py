@@ -102,3 +102,7 @@ class MemoryScope:
             raise ValueError("a memory scope needs keys or key prefixes")
         if any(not p for p in self.prefixes):
             raise ValueError("a key prefix must not be empty")
+
+    def includes(self, session_key: str) -> bool:
+        """Whether `session_key` is one of the scope's sessions."""
+        return session_key in self.keys or session_key.startswith(self.prefixes)
