@@ -131,14 +131,16 @@ async def test_a_stopped_scheduled_turn_keeps_the_call_on_its_run_record(
 async def test_a_timed_out_turn_after_a_tool_ran_keeps_the_call(
     make_cron: CronFactory, held: HeldReply
 ) -> None:
-    settings = EngineSettings(turn_timeout=1.5)
+    # Real seconds (the guard times the runner on the event loop's clock): far past the
+    # tool's answer, which comes at once; the held reply then runs into it.
+    settings = EngineSettings(turn_timeout=3.0)
     cron = await offline(make_cron, held, [lookup], settings=settings)
     turn = await cron.sessions.send(KEY, PROMPT)
     await held.reached.wait()
     done = await cron.sessions.wait_turn(turn.id, 30)
     assert (done.state, done.error) == (
         TurnState.FAILED,
-        "TimeoutError: the turn ran longer than 1.5 s",
+        "TimeoutError: the turn ran longer than 3 s",
     )
     *_, call, closing = await cron.sessions.messages(KEY)
     assert looked_up(call) == ("lookup", {"q": "tide"}, "found tide", True)
@@ -168,7 +170,7 @@ async def test_a_turn_cut_by_a_shutdown_after_a_tool_ran_keeps_the_call(
 async def test_an_isolated_run_that_timed_out_after_a_tool_ran_keeps_the_call(
     make_cron: CronFactory, clock: FakeClock, held: HeldReply
 ) -> None:
-    settings = EngineSettings(turn_timeout=1.5)
+    settings = EngineSettings(turn_timeout=3.0)
     cron = await offline(make_cron, held, [lookup], settings=settings)
     job = await cron.jobs.create(name="tide", when="in 1m", message=PROMPT)
     clock.advance(job.next_fire_at - clock.now())  # type: ignore[operator]
@@ -177,8 +179,24 @@ async def test_an_isolated_run_that_timed_out_after_a_tool_ran_keeps_the_call(
     run = await cron.runs.wait(started.id, 30)
     assert (run.state, run.error) == (
         RunState.FAILED,
-        "TimeoutError: the turn ran longer than 1.5 s",
+        "TimeoutError: the turn ran longer than 3 s",
     )
+    assert [(c["name"], c["result"], c["ok"]) for c in run.tool_calls or []] == [
+        ("lookup", "found tide", True)
+    ]
+
+
+async def test_an_isolated_run_cut_by_a_shutdown_after_a_tool_ran_keeps_the_call(
+    make_cron: CronFactory, clock: FakeClock, held: HeldReply
+) -> None:
+    cron = await offline(make_cron, held, [lookup])
+    job = await cron.jobs.create(name="tide", when="in 1m", message=PROMPT)
+    clock.advance(job.next_fire_at - clock.now())  # type: ignore[operator]
+    await held.reached.wait()
+    await cron.close(grace=0)
+    after = await make_cron()  # the store again, in a new process
+    (run,) = await after.runs.list(job.id)
+    assert run.state is RunState.INTERRUPTED
     assert [(c["name"], c["result"], c["ok"]) for c in run.tool_calls or []] == [
         ("lookup", "found tide", True)
     ]
