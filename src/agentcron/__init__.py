@@ -31,6 +31,7 @@ from agentcron.agent.runner import (
     TurnEvents,
     TurnInput,
     paused,
+    tool_ran,
 )
 from agentcron.agent.tool_deps import ToolLimits
 from agentcron.app import AgentCron, Status
@@ -277,6 +278,7 @@ __all__ += [
     "WriteQueue",
     "paused",
     "resolve_wake",
+    "tool_ran",
 ]
 # For the receiver of the webhook channel: checks a request's signature.
 __all__ += [

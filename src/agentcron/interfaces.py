@@ -6,7 +6,8 @@ of your own, and where it plugs in. docs/extending.md shows each one with a test
   scheduled turns only. Optional attributes it may have: `history_window`, `history_budget`,
   and `async summarize(entries, *, previous, max_tokens) -> str` (the compaction of older
   history). Inside a turn, `paused()` gives the turn's slot back for a wait on the outside world;
-  an `Approver` (`cron.approvals.broker`) asks a person.
+  `tool_ran(record)` reports a tool call as it happens (kept if the turn is stopped, times out
+  or is cut); an `Approver` (`cron.approvals.broker`) asks a person.
 - **Clock**: the only way the engine, the lanes and the approvals read time or wait.
   `AgentCron(clock=...)`; `SystemClock` is the default, `agentcron.testing.FakeClock` the one
   tests move by hand.
@@ -46,6 +47,7 @@ from agentcron.agent.runner import (
     TurnEvents,
     TurnInput,
     paused,
+    tool_ran,
 )
 from agentcron.approval_links import ApprovalLinks
 from agentcron.channels.manager import (
@@ -126,6 +128,7 @@ __all__ = [
     "TurnInput",
     "TurnSource",
     "paused",
+    "tool_ran",
 ]
 # Time: the one way agentcron reads the clock or waits.
 __all__ += [
