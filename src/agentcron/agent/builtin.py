@@ -66,6 +66,7 @@ from agentcron.config.agent import (
 )
 from agentcron.config.env import or_environ
 from agentcron.domain.approvals import Approver, Policy
+from agentcron.domain.attachments import attachment_note
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -124,6 +125,15 @@ def resolve_model(
         server = OpenAIProvider(base_url=base_url, api_key=provider.api_key)
         return OpenAIChatModel(name, provider=server), f"openai:{name}"
     return infer_model(spec), spec
+
+
+def prompt_with_files(turn: TurnInput) -> str:
+    """The turn's prompt, then a note of each file it came with (kind, name, type, size, URL:
+    the model reads what was attached; the bytes stay with the turn for tools of your own).
+    """
+    if not turn.attachments:
+        return turn.prompt
+    return f"{turn.prompt}\n\n{attachment_note(turn.attachments)}"
 
 
 def history_to_messages(history: Sequence[HistoryEntry]) -> list[ModelMessage]:
@@ -464,7 +474,7 @@ class BuiltinRunner:
                 if inspect.isawaitable(deps):
                     deps = await deps
                 result = await self._agent.run(
-                    turn.prompt,
+                    prompt_with_files(turn),
                     model=model,
                     message_history=history_to_messages(turn.history) or None,
                     instructions=self.instructions(session, turn),
