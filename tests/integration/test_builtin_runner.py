@@ -40,6 +40,7 @@ from agentcron.agent.runner import (
 )
 from agentcron.agent.tools import ToolDeps, scheduling_tools
 from agentcron.app import AgentCron
+from agentcron.domain.attachments import Attachment
 from agentcron.domain.jobs import CreatedBy, JobKind
 from agentcron.schedule import AtSpec
 from agentcron.testing import FakeClock
@@ -312,6 +313,26 @@ def test_instructions_without_a_time_use_the_current_time() -> None:
     text = runner.instructions(SessionInfo(key="k"), turn("hi", now=None))
     stamps = {f"({t:%Y-%m-%dT%H:%MZ} UTC)" for t in (before, datetime.now(UTC))}
     assert any(stamp in text for stamp in stamps)
+
+
+async def test_the_model_reads_a_note_of_the_files_the_message_came_with() -> None:
+    prompts: list[str] = []
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        last = messages[-1]
+        assert isinstance(last, ModelRequest)
+        prompts.extend(p.content for p in last.parts if isinstance(p, UserPromptPart))  # type: ignore[misc]
+        yield "ok"
+
+    runner = BuiltinRunner(FunctionModel(stream_function=stream))
+    photo = Attachment("photo", "cat.jpg", "image/jpeg", data=b"\xff\xd8 cat")
+    doc = Attachment("document", "a.pdf", "application/pdf", url="https://files.example/a.pdf")
+    await runner.run_turn(SESSION, turn("what is this?", attachments=(photo, doc)), Events())
+    assert prompts == [
+        "what is this?\n\n"
+        "[attached photo “cat.jpg”: image/jpeg, 6 bytes, the bytes are in the turn]\n"
+        "[attached document “a.pdf”: application/pdf, https://files.example/a.pdf]"
+    ]
 
 
 async def test_the_model_receives_the_instructions_and_tools() -> None:

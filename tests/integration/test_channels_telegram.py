@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import email.policy
 import logging
-from email.parser import BytesParser
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
+from email.parser import BytesParser
 from typing import Any
 
 import pytest

@@ -24,7 +24,8 @@ ATTACHMENT_KINDS: frozenset[str] = frozenset(get_args(AttachmentKind))
 class Attachment:
     """One file carried with a message: a `url` the receiver fetches, or the file's `data`
     (at most MAX_ATTACHMENT_BYTES), or neither (metadata only: a file a channel did not
-    fetch, e.g. one over the bound). `size` is in bytes (None: unknown).
+    fetch, e.g. one over the bound). `size` is in bytes (None: unknown; with `data`, its
+    length when not given).
 
     Bytes never go into a transcript or a log: `describe()` is what is kept and shown.
     """
@@ -59,6 +60,8 @@ class Attachment:
             )
         if self.size is not None and self.size < 0:
             raise InvalidInputError("an attachment's size cannot be negative")
+        if self.data is not None and self.size is None:  # bytes known: so is their size
+            object.__setattr__(self, "size", len(self.data))
 
     @property
     def filename(self) -> str:
@@ -72,9 +75,8 @@ class Attachment:
             value = getattr(self, key)
             if value is not None:
                 found[key] = value
-        size = self.size if self.size is not None else (len(self.data) if self.data else None)
-        if size is not None:
-            found["size"] = size
+        if self.size is not None:
+            found["size"] = self.size
         if self.data is not None:
             found["inline"] = True
         return found
