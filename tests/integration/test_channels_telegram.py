@@ -62,6 +62,7 @@ class FakeBotApi:
         self.messages: dict[int, dict[str, Any]] = {}  # message id -> what the chat shows
         self.allowed_updates: list[Any] = []
         self.files: dict[str, bytes] = {}  # file id -> its bytes
+        self.fail_files: list[dict[str, Any]] = []  # error answers for the next file sends
         self._send_calls = 0
         self._new = asyncio.Event()
         self._changed = asyncio.Condition()
@@ -143,6 +144,8 @@ class FakeBotApi:
             path = {"file_id": params["file_id"], "file_path": f"files/{params['file_id']}"}
             return Reply(200, {"ok": True, "result": path})
         if method in ("sendPhoto", "sendDocument"):
+            if self.fail_files:
+                return _error(self.fail_files.pop(0))
             await self._record(self.calls, (method, params))
             message_id, self._next_id = 5000 + self._next_id, self._next_id + 1
             return Reply(200, {"ok": True, "result": {"message_id": message_id}})
@@ -455,3 +458,30 @@ async def test_documents_reach_the_turn_with_bytes_or_as_metadata_when_too_big(
     assert second.prompt == "a big one"
     assert second.attachments == (
         Attachment("document", "big.zip", "application/zip", len(big)),)  # fmt: skip
+
+
+async def test_a_failed_file_send_is_retried_after_the_parts_already_sent(
+    make_cron: CronFactory, api: tuple[FakeBotApi, HttpStub]
+) -> None:
+    bot, server = api
+    cron = await make_cron(runner=Echo())
+    sleeps = Sleeps()
+    manager, telegram = await telegram_on(cron, server.url, [7], sleep=sleeps)
+    bot.fail_files.append({"error_code": 429, "description": "Too Many Requests: retry after 3",
+                           "parameters": {"retry_after": 3}})  # fmt: skip
+    files = (Attachment("photo", "a.png", "image/png", data=PNG),
+             Attachment("document", "b.pdf", url="https://files.example/b.pdf"),
+             Attachment("document", "c.zip", size=10**9))  # metadata only: nothing to send
+    try:
+        await telegram.send(OutboundMessage(session_key="telegram:7", channel="telegram",
+                                            chat_id="7", text="two files", message_id="m-files",
+                                            status="succeeded", attachments=files))  # fmt: skip
+        await telegram.outbox.idle()
+    finally:
+        await manager.stop()
+    # the text went once; the photo was refused once, then sent; then the document
+    assert [name for name, _ in bot.calls] == ["sendMessage", "sendPhoto", "sendDocument"]
+    assert sleeps.asked == [3.0]
+    record = await cron.store.deliveries.get("telegram", "m-files")
+    assert (record.state, record.attempts) == (DeliveryState.DELIVERED, 2)
+    assert len(record.result["message_ids"]) == 3
