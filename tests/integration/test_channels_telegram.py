@@ -469,9 +469,11 @@ async def test_a_failed_file_send_is_retried_after_the_parts_already_sent(
     manager, telegram = await telegram_on(cron, server.url, [7], sleep=sleeps)
     bot.fail_files.append({"error_code": 429, "description": "Too Many Requests: retry after 3",
                            "parameters": {"retry_after": 3}})  # fmt: skip
-    files = (Attachment("photo", "a.png", "image/png", data=PNG),
-             Attachment("document", "b.pdf", url="https://files.example/b.pdf"),
-             Attachment("document", "c.zip", size=10**9))  # metadata only: nothing to send
+    files = (
+        Attachment("photo", "a.png", "image/png", data=PNG),
+        Attachment("document", "b.pdf", url="https://files.example/b.pdf"),
+        Attachment("document", "c.zip", size=10**9),  # metadata only: nothing to send
+    )
     try:
         await telegram.send(OutboundMessage(session_key="telegram:7", channel="telegram",
                                             chat_id="7", text="two files", message_id="m-files",
