@@ -330,7 +330,7 @@ async def test_the_model_reads_a_note_of_the_files_the_message_came_with() -> No
     await runner.run_turn(SESSION, turn("what is this?", attachments=(photo, doc)), Events())
     assert prompts == [
         "what is this?\n\n"
-        "[attached photo “cat.jpg”: image/jpeg, 6 bytes, the bytes are in the turn]\n"
+        "[attached photo “cat.jpg”: image/jpeg, 6 bytes, sent inline]\n"
         "[attached document “a.pdf”: application/pdf, https://files.example/a.pdf]"
     ]
 
@@ -642,6 +642,21 @@ def test_history_groups_neighbours_of_one_side() -> None:
     assert isinstance(messages[2].parts[0], SystemPromptPart)
     assert isinstance(messages[2].parts[1], UserPromptPart)
     assert isinstance(messages[3].parts[0], TextPart)
+
+
+def test_earlier_messages_say_what_files_they_carried() -> None:
+    sent = {"attachments": [{"kind": "photo", "name": "cat.jpg", "mime_type": "image/jpeg",
+                             "size": 6, "inline": True}]}  # fmt: skip
+    answered = {"attachments": [{"kind": "document", "url": "https://files.example/a.pdf"}]}
+    asked, replied = history_to_messages(
+        [HistoryEntry("user", "look", sent), HistoryEntry("assistant", "here", answered)]
+    )
+    assert [p.content for p in asked.parts] == [
+        "look\n\n[attached photo “cat.jpg”: image/jpeg, 6 bytes, sent inline]"
+    ]
+    assert [p.content for p in replied.parts] == [  # type: ignore[union-attr]
+        "here\n\n[attached document: type unknown, https://files.example/a.pdf]"
+    ]
 
 
 def test_history_edges() -> None:

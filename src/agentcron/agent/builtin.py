@@ -136,6 +136,14 @@ def prompt_with_files(turn: TurnInput) -> str:
     return f"{turn.prompt}\n\n{attachment_note(turn.attachments)}"
 
 
+def _with_file_note(entry: HistoryEntry) -> str:
+    """An earlier message's text, with a note of the files it carried (its meta says which)."""
+    files = entry.meta.get("attachments")
+    if not isinstance(files, list) or not files:
+        return entry.content
+    return f"{entry.content}\n\n{attachment_note([f for f in files if isinstance(f, dict)])}"
+
+
 def history_to_messages(history: Sequence[HistoryEntry]) -> list[ModelMessage]:
     """Transcript entries as pydantic-ai messages; neighbours of one side share a message.
 
@@ -165,7 +173,7 @@ def history_to_messages(history: Sequence[HistoryEntry]) -> list[ModelMessage]:
             if request:
                 messages.append(ModelRequest(parts=request))
                 request = []
-            response.append(TextPart(entry.content))
+            response.append(TextPart(_with_file_note(entry)))
             continue
         if response:
             messages.append(ModelResponse(parts=response))
@@ -175,7 +183,7 @@ def history_to_messages(history: Sequence[HistoryEntry]) -> list[ModelMessage]:
         elif entry.role == "system":
             request.append(SystemPromptPart(entry.content))
         else:
-            request.append(UserPromptPart(entry.content))
+            request.append(UserPromptPart(_with_file_note(entry)))
     if request:
         messages.append(ModelRequest(parts=request))
     if response:

@@ -158,7 +158,7 @@ def attachment_note(described: list[dict[str, Any]] | tuple[Attachment, ...]) ->
         bits = [str(found.get("mime_type") or "type unknown")]
         if isinstance(found.get("size"), int):
             bits.append(f"{found['size']} bytes")
-        where = found.get("url") or ("the bytes are in the turn" if found.get("inline") else None)
+        where = found.get("url") or ("sent inline" if found.get("inline") else None)
         if where:
             bits.append(str(where))
         name = f" “{found['name']}”" if found.get("name") else ""

@@ -77,7 +77,7 @@ def test_the_note_a_model_reads() -> None:
         )
     )
     assert note == (
-        "[attached photo “cat.jpg”: image/jpeg, 3 bytes, the bytes are in the turn]\n"
+        "[attached photo “cat.jpg”: image/jpeg, 3 bytes, sent inline]\n"
         "[attached document: type unknown, 9 bytes]"
     )
     assert attachment_note([{"kind": "photo", "url": "https://x.example/a"}]) == (
