@@ -95,7 +95,8 @@ class OutboundMessage:
     created_at: datetime | None = None
     approval: dict[str, Any] | None = None
     # The reply's files (`Outcome.attachments`); in the delivery record with their bytes as
-    # base64 (bounded: MAX_ATTACHMENTS of MAX_ATTACHMENT_BYTES), to resend after a restart.
+    # base64 (bounded: MAX_ATTACHMENTS of MAX_ATTACHMENT_BYTES) while it is pending, to resend
+    # after a restart (the store drops the bytes once it is settled).
     attachments: tuple[Attachment, ...] = ()
 
     @property

@@ -164,3 +164,20 @@ def attachment_note(described: list[dict[str, Any]] | tuple[Attachment, ...]) ->
         name = f" “{found['name']}”" if found.get("name") else ""
         lines.append(f"[attached {found.get('kind', 'file')}{name}: {', '.join(bits)}]")
     return "\n".join(lines)
+
+
+def without_bytes(payload: dict[str, Any]) -> dict[str, Any] | None:
+    """A delivery record's payload with its `attachments` described, not carried (their bytes
+    dropped, `"inline": true` instead); None when it has no bytes to drop. A settled record
+    (delivered or failed) no longer needs them.
+    """
+    files = payload.get("attachments")
+    if not isinstance(files, list) or not any(isinstance(f, dict) and "data" in f for f in files):
+        return None
+    kept = [
+        {**{k: v for k, v in f.items() if k != "data"}, "inline": True}
+        if isinstance(f, dict) and "data" in f
+        else f
+        for f in files
+    ]
+    return {**payload, "attachments": kept}

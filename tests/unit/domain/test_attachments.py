@@ -11,6 +11,7 @@ from agentcron.domain.attachments import (
     attachment_note,
     check_attachments,
     decode_data,
+    without_bytes,
 )
 from agentcron.errors import InvalidInputError
 from agentcron.limits import MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS
@@ -82,4 +83,17 @@ def test_the_note_a_model_reads() -> None:
     )
     assert attachment_note([{"kind": "photo", "url": "https://x.example/a"}]) == (
         "[attached photo: type unknown, https://x.example/a]"
+    )
+
+
+def test_a_settled_record_keeps_the_description_not_the_bytes() -> None:
+    photo = Attachment("photo", "p.png", data=b"abc")
+    payload = {"text": "t", "attachments": [photo.to_json(), {"kind": "document"}, "odd"]}
+    assert without_bytes(payload) == {
+        "text": "t",
+        "attachments": [photo.describe(), {"kind": "document"}, "odd"],
+    }
+    assert without_bytes({"text": "t"}) is None
+    assert (
+        without_bytes({"attachments": [{"kind": "document", "url": "https://x.example"}]}) is None
     )
