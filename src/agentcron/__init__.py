@@ -45,6 +45,7 @@ from agentcron.domain.approvals import (
     Decision,
     Policy,
 )
+from agentcron.domain.attachments import Attachment
 from agentcron.domain.deliveries import Delivery, DeliveryCursor, DeliveryState
 from agentcron.domain.events import (
     ApprovalDecided,
@@ -312,6 +313,7 @@ __all__ += [
 __all__ += [
     "Approval",
     "ApprovalState",
+    "Attachment",
     "Catchup",
     "CreatedBy",
     "Decision",

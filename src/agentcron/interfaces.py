@@ -77,6 +77,7 @@ from agentcron.domain.approvals import (
     Approver,
     Decision,
 )
+from agentcron.domain.attachments import Attachment
 from agentcron.domain.deliveries import DeliveryCursor
 from agentcron.domain.sessions import TurnSource
 from agentcron.errors import AgentcronError
@@ -129,6 +130,7 @@ from agentcron.wake.verify import (
 __all__ = [
     "Approval",
     "Approver",
+    "Attachment",
     "Decision",
     "HistoryEntry",
     "NullEvents",

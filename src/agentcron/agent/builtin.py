@@ -66,6 +66,7 @@ from agentcron.config.agent import (
 )
 from agentcron.config.env import or_environ
 from agentcron.domain.approvals import Approver, Policy
+from agentcron.domain.attachments import attachment_note
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -126,6 +127,23 @@ def resolve_model(
     return infer_model(spec), spec
 
 
+def prompt_with_files(turn: TurnInput) -> str:
+    """The turn's prompt, then a note of each file it came with (kind, name, type, size, URL:
+    the model reads what was attached; the bytes stay with the turn for tools of your own).
+    """
+    if not turn.attachments:
+        return turn.prompt
+    return f"{turn.prompt}\n\n{attachment_note(turn.attachments)}"
+
+
+def _with_file_note(entry: HistoryEntry) -> str:
+    """An earlier message's text, with a note of the files it carried (its meta says which)."""
+    files = entry.meta.get("attachments")
+    if not isinstance(files, list) or not files:
+        return entry.content
+    return f"{entry.content}\n\n{attachment_note([f for f in files if isinstance(f, dict)])}"
+
+
 def history_to_messages(history: Sequence[HistoryEntry]) -> list[ModelMessage]:
     """Transcript entries as pydantic-ai messages; neighbours of one side share a message.
 
@@ -155,7 +173,7 @@ def history_to_messages(history: Sequence[HistoryEntry]) -> list[ModelMessage]:
             if request:
                 messages.append(ModelRequest(parts=request))
                 request = []
-            response.append(TextPart(entry.content))
+            response.append(TextPart(_with_file_note(entry)))
             continue
         if response:
             messages.append(ModelResponse(parts=response))
@@ -165,7 +183,7 @@ def history_to_messages(history: Sequence[HistoryEntry]) -> list[ModelMessage]:
         elif entry.role == "system":
             request.append(SystemPromptPart(entry.content))
         else:
-            request.append(UserPromptPart(entry.content))
+            request.append(UserPromptPart(_with_file_note(entry)))
     if request:
         messages.append(ModelRequest(parts=request))
     if response:
@@ -464,7 +482,7 @@ class BuiltinRunner:
                 if inspect.isawaitable(deps):
                     deps = await deps
                 result = await self._agent.run(
-                    turn.prompt,
+                    prompt_with_files(turn),
                     model=model,
                     message_history=history_to_messages(turn.history) or None,
                     instructions=self.instructions(session, turn),

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agentcron.domain.attachments import Attachment
 from agentcron.domain.jobs import JobKind
 from agentcron.domain.sessions import TurnSource as TurnSource
 from agentcron.domain.states import RunState, TurnState
@@ -168,6 +169,9 @@ class TurnInput:
     system_context: str | None = None  # e.g. a recall's self-instruction, for this turn only
     trigger: Trigger | None = None
     model: str | None = None  # the fire's job names a model of its own (None: the default)
+    # Files the message came with (a Telegram photo, a hook's attachment): by URL, as bytes,
+    # or metadata only; the transcript entry of the message keeps their `describe()`.
+    attachments: tuple[Attachment, ...] = ()
 
 
 class TurnEvents(Protocol):
@@ -225,6 +229,9 @@ class Outcome:
     extra: dict[str, Any] = field(default_factory=dict)
     # The tool calls the turn made, in order: saved in the transcript before its reply.
     tools: tuple[ToolRecord, ...] = ()
+    # Files to send with the reply (Telegram sendPhoto / sendDocument, the webhook's JSON):
+    # at most MAX_ATTACHMENTS; the transcript keeps their `describe()`, never the bytes.
+    attachments: tuple[Attachment, ...] = ()
 
     @classmethod
     def succeeded(cls, text: str, **kw: Any) -> Outcome:

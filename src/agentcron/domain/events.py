@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from agentcron.domain.attachments import Attachment
 from agentcron.domain.jobs import Job, JobKind
 from agentcron.domain.runs import ClaimedFire
 from agentcron.domain.sessions import Message
@@ -123,6 +124,9 @@ class StreamEnd(Event):
     run_id: str | None = None
     reply: Message | None = None
     chat: ChatContext | None = None
+    # The reply's files (bytes included) for the channels of this process; the WebSocket
+    # and the relay between replicas carry the reply only (its meta describes them).
+    attachments: tuple[Attachment, ...] = ()
 
     @property
     def message_id(self) -> str | None:

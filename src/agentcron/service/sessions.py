@@ -5,7 +5,7 @@ recalls; the session list and session detail read models.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentcron.agent.runner import TurnSource
 from agentcron.config import UNIFIED_SESSION_KEY
+from agentcron.domain.attachments import Attachment, check_attachments
 from agentcron.domain.events import Event, SessionDeleted
 from agentcron.domain.jobs import Job, JobKind, Recall, RecallState
 from agentcron.domain.sessions import Message, Role, Session, Turn
@@ -73,7 +74,13 @@ class TurnQueue(Protocol):
     turn_waiters: Waiters  # notified when a turn ends
 
     async def submit_message(
-        self, session_key: str, content: str, *, source: TurnSource, title: str | None = None
+        self,
+        session_key: str,
+        content: str,
+        *,
+        source: TurnSource,
+        title: str | None = None,
+        attachments: tuple[Attachment, ...] = (),
     ) -> Turn: ...
 
     def running_turn(self, session_key: str) -> str | None: ...
@@ -251,29 +258,41 @@ class Sessions:
         *,
         source: TurnSource = TurnSource.USER,
         create: bool = True,
+        attachments: Sequence[Attachment] = (),
     ) -> Turn:
         """Submit a message (from the user, a hook or a channel): it runs as a turn after any
         turn in progress. A new session is created (in UTC, named after the message) unless
         `create=False`: then an unknown key is a SessionNotFoundError (the API's messages).
+        `attachments` (at most MAX_ATTACHMENTS) reach the turn's runner.
         """
         _check_text(content)
+        files = check_attachments(tuple(attachments))
         if create:
             check_session_key(key)
         else:
             await self.get(key)
         # A new chat is named after its first message.
-        return await self._lanes.submit_message(key, content, source=source, title=_title(content))
+        return await self._lanes.submit_message(
+            key, content, source=source, title=_title(content), attachments=files
+        )
 
-    async def receive(self, channel: str, chat_id: str, content: str, meta: dict[str, Any]) -> Turn:
+    async def receive(
+        self,
+        channel: str,
+        chat_id: str,
+        content: str,
+        meta: dict[str, Any],
+        attachments: Sequence[Attachment] = (),
+    ) -> Turn:
         """A message from a chat (a channel's inbound): its session `channel:chat_id` is made
         with the chat's context (channel, chat id, `meta` as its channel_meta) when it is new,
-        then the message is sent like any user message.
+        then the message is sent like any user message (with its `attachments`).
         """
         key = check_session_key(f"{channel}:{chat_id}")  # before the session is made
         await self._records.ensure_session(
             key, self._clock.now(), channel=channel, chat_id=chat_id, channel_meta=meta
         )
-        return await self.send(key, content)
+        return await self.send(key, content, attachments=attachments)
 
     def running_turn(self, key: str) -> str | None:
         """The id of the session's turn running in this process now, if any."""

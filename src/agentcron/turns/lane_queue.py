@@ -6,6 +6,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from agentcron.agent.runner import TurnSource
+from agentcron.domain.attachments import Attachment
 from agentcron.domain.runs import ClaimedFire
 
 
@@ -18,6 +19,9 @@ class Pending:
     content: str
     fire: ClaimedFire | None = None
     started: bool = False  # its start is committed: it can only end, never be handed back
+    # A message's files: in memory only (a turn adopted after a restart has none; its
+    # transcript entry, written at the start, says what they were).
+    attachments: tuple[Attachment, ...] = ()
 
 
 @dataclass(eq=False)

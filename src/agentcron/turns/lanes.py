@@ -20,6 +20,7 @@ from agentcron.agent.runner import (
     fire_source,
 )
 from agentcron.config import EngineSettings
+from agentcron.domain.attachments import Attachment
 from agentcron.domain.events import (
     Event,
     EventBus,
@@ -202,6 +203,7 @@ class _LaneTurn:
             system_context=None if prepared is None else prepared.system_context,
             trigger=None if prepared is None else prepared.trigger,
             model=None if pending.fire is None else pending.fire.job.model,
+            attachments=pending.attachments,
         )
         info = SessionInfo(
             key=session.key,
@@ -288,16 +290,17 @@ class Lanes:
         *,
         source: TurnSource = TurnSource.USER,
         title: str | None = None,
+        attachments: tuple[Attachment, ...] = (),
     ) -> Turn:
         """Queue a user (or hook) message as a turn of its session; returns the turn record.
-        `title` names a session that has no title yet.
+        `title` names a session that has no title yet; `attachments` go to its runner.
         """
         if self._closing:
             raise RuntimeError("agentcron is stopping: no new turns")
         turn = await self.store.sessions.open_turn(
             session_key, source.value, content, self.clock.now(), owner=self.owner, title=title
         )
-        self._enqueue(session_key, Pending(turn.id, source, content))
+        self._enqueue(session_key, Pending(turn.id, source, content, attachments=attachments))
         return turn
 
     async def submit_fire(self, fire: ClaimedFire) -> None:

@@ -25,7 +25,7 @@ from agentcron.store.errors import StoreUnavailableError
 from agentcron.store.writes import TurnFinished
 from agentcron.turns.lane_queue import Pending
 from agentcron.turns.posts import chat_of
-from agentcron.turns.transcript import interrupted_entry
+from agentcron.turns.transcript import interrupted_entry, reply_attachments
 from agentcron.turns.turn_records import closing_entry, end_record, log_context, unstarted_record
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,7 @@ class TurnEnds:
                 run_id=fire.run_id if fire else None,
                 reply=result.message,
                 chat=chat_of(session),
+                attachments=reply_attachments(outcome),
             )
         )
         if fire is not None:

@@ -18,7 +18,9 @@ def opening_entry(pending: Pending, prepared: FireTurn | None) -> Entry:
     """The turn's first transcript entry: the user's words, or the fire's readable trigger."""
     if prepared is not None:
         return prepared.entry
-    meta = {"source": pending.source.value, "turn_id": pending.turn_id}
+    meta: dict[str, Any] = {"source": pending.source.value, "turn_id": pending.turn_id}
+    if pending.attachments:  # what they were, never their bytes
+        meta["attachments"] = [a.describe() for a in pending.attachments]
     return Entry(Role.USER, pending.content, meta)
 
 
