@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic_ai import RunContext, Tool
 
 from agentcron.agent.tool_deps import JobsAPI, ToolDeps, ToolLimits
-from agentcron.domain.jobs import CreatedBy, Job, JobKind, Recall, RecallState
+from agentcron.domain.jobs import CreatedBy, Job, JobKind, JobStatus, Recall, RecallState
 from agentcron.errors import AgentcronError
 from agentcron.schedule import (
     AtSpec,
@@ -201,8 +201,10 @@ async def _add(
         raise ToolError("add needs `when` and `message`")
     zone = tz or deps.tz
     spec = _checked_spec(deps, when, zone)
-    existing = [
-        j for j in await deps.jobs.list(session_key=deps.owner) if j.kind is JobKind.AGENT_TURN
+    existing = [  # done ones (their schedule spent) do not count
+        j
+        for j in await deps.jobs.list(session_key=deps.owner)
+        if j.kind is JobKind.AGENT_TURN and j.status is not JobStatus.DONE
     ]
     if len(existing) >= deps.limits.max_jobs_per_session:
         raise ToolError(

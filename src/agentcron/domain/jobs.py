@@ -26,6 +26,16 @@ class CreatedBy(enum.StrEnum):
     SYSTEM = "system"
 
 
+class JobStatus(enum.StrEnum):
+    """Where a job stands: armed or waiting to be (active), paused, or done (its schedule is
+    spent: a one-shot that ran, a job past its last run; kept `retention_age`, then removed).
+    """
+
+    ACTIVE = "active"
+    PAUSED = "paused"
+    DONE = "done"
+
+
 class Overlap(enum.StrEnum):
     """What a fire does while the previous fire of the same job is still queued or running."""
 
@@ -112,6 +122,13 @@ class Job:
     to: str | None = None
     channel_meta: dict[str, Any] | None = None
     model: str | None = None  # the model its turns run on; None = the runner's default
+    finished_at: datetime | None = None  # when its last fire ended with no fire left (done)
+
+    @property
+    def status(self) -> JobStatus:
+        if self.finished_at is not None:
+            return JobStatus.DONE
+        return JobStatus.ACTIVE if self.enabled else JobStatus.PAUSED
 
     @property
     def bound(self) -> bool:

@@ -48,6 +48,7 @@ FINISH_COLUMNS = (
     "consecutive_failures",
     "lease_owner",
     "lease_expires_at",
+    "finished_at",
 )
 
 _RUN_FIELDS = (
@@ -163,6 +164,7 @@ def _job_values(armed: ArmedJob, now: datetime) -> dict[str, Any]:
         "to": new.to,
         "channel_meta": new.channel_meta,
         "model": new.model,
+        "finished_at": None,
     }
 
 
@@ -269,6 +271,7 @@ def _job_of(
         to=m["to"],
         channel_meta=m["channel_meta"],
         model=m["model"],
+        finished_at=m["finished_at"],
     )
 
 

@@ -17,7 +17,8 @@ from agentcron.domain.states import RunState, TurnState
 @dataclass(frozen=True, slots=True)
 class JobFinish:
     """How a job changes when one of its fires ends (`engine.policies.finish_job`): new values
-    for its FINISH_COLUMNS, and whether it is removed (an ended job with `delete_after_run`).
+    for its FINISH_COLUMNS, and whether it is removed (an ended job with `delete_after_run`;
+    without it an ended job is kept, done).
     """
 
     values: dict[str, Any]
@@ -52,12 +53,15 @@ class JobOutcome:
     finished_at: datetime
     error: str | None = None
     delete_after_run: bool = False  # from the claim's snapshot: may need the finisher
+    last: bool = False  # the claim's snapshot had no fire left: the job may end (finisher)
 
     @property
     def simple(self) -> bool:
         """A plain success/empty: the job update needs no read of the job first."""
         return (
-            self.status not in (RunState.FAILED, RunState.CANCELLED) and not self.delete_after_run
+            self.status not in (RunState.FAILED, RunState.CANCELLED)
+            and not self.delete_after_run
+            and not self.last
         )
 
     @property
@@ -94,7 +98,12 @@ def fire_end(
         tool_calls=tool_calls or None,
     )
     job = JobOutcome(
-        fire.job.id, state, at, error=error, delete_after_run=fire.job.policy.delete_after_run
+        fire.job.id,
+        state,
+        at,
+        error=error,
+        delete_after_run=fire.job.policy.delete_after_run,
+        last=fire.job.next_fire_at is None,
     )
     return run, job
 
