@@ -22,7 +22,7 @@ MODEL_HELP = (
 END_AT_HELP = "the instant after which it no longer fires, with a UTC offset; in the future"
 DELETE_AFTER_RUN_HELP = (
     "remove the job once its last fire ends; false (the default) keeps it, done, for "
-    "`retention_age` (30 days)"
+    "`retention_age` (default 30 days)"
 )
 
 

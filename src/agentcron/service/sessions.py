@@ -358,9 +358,7 @@ class Sessions:
         """
         await self._records.get_session(key)
         owned = await self._jobs.list(session_key=key)
-        automations = [
-            j for j in owned if j.kind is JobKind.AGENT_TURN and not j.has_target_fields
-        ]
+        automations = [j for j in owned if j.kind is JobKind.AGENT_TURN and not j.has_target_fields]
         blocking = [j for j in automations if j.status is not JobStatus.DONE]
         if blocking and not confirm:
             return Deletion(False, blocking=blocking)
