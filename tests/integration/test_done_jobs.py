@@ -25,7 +25,6 @@ from agentcron.domain.jobs import JobStatus
 from agentcron.server import create_app
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, T0, CronFactory
-from tests.helpers.ws import wait_for
 
 TOKEN = "t"
 KEY = "websocket:abc"
