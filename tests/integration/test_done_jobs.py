@@ -162,6 +162,8 @@ async def test_the_agent_tools_per_session_limit_ignores_finished_ones(
     ctx: Any = SimpleNamespace(deps=ToolDeps(jobs=app.jobs, session_key=KEY, now=clock.now()))
     added = await cron(ctx, "add", name="stretch", when="in 10 minutes", message="stand up")
     assert added.startswith("Scheduled “stretch”"), added
+    listed = await cron(ctx, "list")
+    assert listed.count("; done (finished Sun 2026-11-22 12:01:00 (UTC))") == 20, listed
     # pending ones still count
     for i in range(limits.max_jobs_per_session - 1):
         await one_shot(api, f"p{i}")

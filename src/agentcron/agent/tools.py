@@ -63,6 +63,8 @@ def _at(instant: datetime | None, tz: str) -> str:
 
 def _line(job: Job) -> str:
     state = "enabled" if job.enabled else f"paused ({job.paused_reason})"
+    if job.status is JobStatus.DONE:
+        state = f"done (finished {_at(job.finished_at, job.spec.tz)})"
     nxt = _at(job.next_fire_at, job.spec.tz)
     last = job.last_status.value if job.last_status else "never ran"
     return f"- {job.name} (id {job.id}): {describe(job.spec)}; next {nxt}; last {last}; {state}"
