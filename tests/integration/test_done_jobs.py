@@ -23,6 +23,7 @@ from agentcron.config import DEFAULT_MAX_JOBS, EngineSettings
 from agentcron.domain.events import Event, JobAction, JobEvent
 from agentcron.domain.jobs import JobStatus
 from agentcron.server import create_app
+from agentcron.store import JobLimitError
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, T0, CronFactory
 
@@ -78,6 +79,23 @@ async def test_600_api_one_shots_fire_and_the_cap_is_not_hit(
     assert {(j["state"], j["enabled"], j["last_status"]) for j in jobs} == {
         ("done", False, "succeeded")
     }
+
+
+async def test_done_jobs_do_not_count_toward_the_job_limit(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    app = await make_cron(settings=EngineSettings(max_jobs=3))
+    await app.sessions.create(KEY)
+    for i in range(3):
+        await app.jobs.create(name=f"once {i}", when="in 1m", session_key=KEY)
+    with pytest.raises(JobLimitError):
+        await app.jobs.create(name="refused", when="in 1m", session_key=KEY)
+    await fire(app, clock)
+    for i in range(3):  # the three done ones leave room for three more
+        await app.jobs.create(name=f"again {i}", when="in 1m", session_key=KEY)
+    with pytest.raises(JobLimitError):
+        await app.jobs.create(name="refused", when="in 1m", session_key=KEY)
+    assert len(await app.jobs.list()) == 6
 
 
 async def test_a_finished_one_shot_is_done_then_removed_after_retention_age(
