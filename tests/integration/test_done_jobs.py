@@ -22,6 +22,7 @@ from agentcron.cli import app as cli_app
 from agentcron.config import DEFAULT_MAX_JOBS, EngineSettings
 from agentcron.domain.events import Event, JobAction, JobEvent
 from agentcron.domain.jobs import JobStatus
+from agentcron.domain.states import RunState
 from agentcron.server import create_app
 from agentcron.store import JobLimitError
 from agentcron.testing import FakeClock, wait_settled
@@ -135,6 +136,23 @@ async def test_a_finished_one_shot_is_done_then_removed_after_retention_age(
     assert (await api.get(f"/api/jobs/{kept['id']}")).status_code == 404
     # its run history outlives it like that of a deleted job
     assert [r.state.value for r in await app.runs.list(kept["id"])] == ["succeeded"]
+
+
+async def test_a_failed_one_shot_is_done_too(make_cron: CronFactory, clock: FakeClock) -> None:
+    async def failing(trigger: object) -> str:
+        raise RuntimeError("model endpoint down")
+
+    app = await make_cron(runner=failing)
+    await app.sessions.create(KEY)
+    job = await app.jobs.create(name="once", when="in 1m", session_key=KEY)
+    await fire(app, clock)
+    failed = await app.jobs.get(job.id)  # through the finisher (a failure), not the stamp
+    assert (failed.status, failed.last_status, failed.finished_at) == (
+        JobStatus.DONE,
+        RunState.FAILED,
+        T0 + MIN,
+    )
+    assert (failed.enabled, failed.consecutive_failures, failed.paused_reason) == (False, 1, None)
 
 
 async def test_a_done_one_shot_given_a_new_time_and_resumed_is_active_again(

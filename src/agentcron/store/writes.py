@@ -53,15 +53,14 @@ class JobOutcome:
     finished_at: datetime
     error: str | None = None
     delete_after_run: bool = False  # from the claim's snapshot: may need the finisher
-    last: bool = False  # the claim's snapshot had no fire left: the job may end (finisher)
 
     @property
     def simple(self) -> bool:
-        """A plain success/empty: the job update needs no read of the job first."""
+        """A plain success/empty: the job update needs no read of the job first (the stamp
+        also makes a job with no fire left done, as the finisher would).
+        """
         return (
-            self.status not in (RunState.FAILED, RunState.CANCELLED)
-            and not self.delete_after_run
-            and not self.last
+            self.status not in (RunState.FAILED, RunState.CANCELLED) and not self.delete_after_run
         )
 
     @property
@@ -98,12 +97,7 @@ def fire_end(
         tool_calls=tool_calls or None,
     )
     job = JobOutcome(
-        fire.job.id,
-        state,
-        at,
-        error=error,
-        delete_after_run=fire.job.policy.delete_after_run,
-        last=fire.job.next_fire_at is None,
+        fire.job.id, state, at, error=error, delete_after_run=fire.job.policy.delete_after_run
     )
     return run, job
 
