@@ -233,7 +233,9 @@ class AgentCron:
             publish=self.publish_job,
             owner_of=self.job_owner,
             max_jobs=lambda: self.settings.max_jobs,
+            retention=lambda: self.settings.retention_age,
         )
+        self.engine.reapers.append(self.jobs.sweep_finished)
         self.sessions = Sessions(
             store.sessions,
             self.lanes,

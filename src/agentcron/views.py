@@ -24,6 +24,7 @@ from agentcron.domain.jobs import (
     CreatedBy,
     Job,
     JobKind,
+    JobStatus,
     Overlap,
     Recall,
     RecallCallType,
@@ -105,6 +106,7 @@ def _job_shown(job: Job, active_run: Run | None) -> Dict:
             "delete_after_run": policy.delete_after_run,
             "jitter": policy.jitter,
         },
+        "state": job.status,
         "legacy": job.has_target_fields,  # wire key keeps its old name
         "active_run": None
         if active_run is None
@@ -122,6 +124,10 @@ class JobOut(View):
     schedule: str = Field(description="the schedule in words, naming its time zone")
     tz: str
     enabled: bool
+    state: JobStatus = Field(
+        description="active, paused, or done: its schedule is spent (kept `retention_age`)"
+    )
+    finished_at: datetime | None = Field(description="when it became done")
     paused_reason: str | None
     paused_at: datetime | None
     created_by: CreatedBy

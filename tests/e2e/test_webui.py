@@ -153,6 +153,40 @@ async def test_automations_form_pause_resume_and_inline_errors(
 
 
 @pytest.mark.timeout(30)
+async def test_a_finished_one_shot_moves_to_done_unless_the_form_said_delete_after_run(
+    start_server: StartServer, page: Page
+) -> None:
+    ui = await start_server()
+    await log_in(page, ui)
+    key = await new_chat(page)
+    form = page.get_by_role("form", name="New automation")
+    for name, delete in (("kept note", False), ("gone note", True)):
+        await form.get_by_label("Name").fill(name)
+        await form.get_by_label("What to do").fill("stretch")
+        await form.get_by_label("When").fill("in 10 minutes")
+        if delete:
+            await form.get_by_label("Delete after its last run").check()
+        await form.get_by_role("button", name="Add automation").click()
+        await expect(automation(page, name)).to_be_visible()
+    await expect(form.get_by_label("Delete after its last run")).not_to_be_checked()  # reset
+    jobs = {j.name: j for j in await ui.cron.jobs.list(session_key=key)}
+    assert not jobs["kept note"].policy.delete_after_run
+    assert jobs["gone note"].policy.delete_after_run
+    done = panel(page).get_by_role("region", name="Done automations")
+    await expect(done).to_be_hidden()
+
+    ui.clock.advance(TEN_MINUTES)
+    kept = done.get_by_role("listitem", name="Automation kept note")
+    await expect(kept.locator(".state-badge")).to_have_text("Done")
+    await expect(kept.locator(".finished")).to_have_text("Mon, Nov 23, 08:10")
+    await expect(kept.get_by_role("button", name="Resume kept note")).to_have_count(0)
+    await expect(automation(page, "gone note")).to_have_count(0)
+    listed = panel(page).get_by_role("list", name="Automations of this chat", exact=True)
+    await expect(listed).to_be_empty()
+    await screenshot(page, "done-automations")
+
+
+@pytest.mark.timeout(30)
 async def test_recall_banner_skip_cancel_and_the_sidebar_clock(
     start_server: StartServer, page: Page
 ) -> None:

@@ -15,7 +15,15 @@ from typing import Any, Literal
 from pydantic_ai import RunContext, Tool
 
 from agentcron.agent.tool_deps import JobsAPI, ToolDeps, ToolLimits
-from agentcron.domain.jobs import CreatedBy, Job, JobKind, Recall, RecallCallType, RecallState
+from agentcron.domain.jobs import (
+    CreatedBy,
+    Job,
+    JobKind,
+    JobStatus,
+    Recall,
+    RecallCallType,
+    RecallState,
+)
 from agentcron.errors import AgentcronError, InvalidInputError
 from agentcron.schedule import (
     AtSpec,
@@ -64,6 +72,8 @@ def _at(instant: datetime | None, tz: str) -> str:
 
 def _line(job: Job) -> str:
     state = "enabled" if job.enabled else f"paused ({job.paused_reason})"
+    if job.status is JobStatus.DONE:
+        state = f"done (finished {_at(job.finished_at, job.spec.tz)})"
     nxt = _at(job.next_fire_at, job.spec.tz)
     last = job.last_status.value if job.last_status else "never ran"
     return f"- {job.name} (id {job.id}): {describe(job.spec)}; next {nxt}; last {last}; {state}"
@@ -213,8 +223,10 @@ async def _add(
         raise ToolError("add needs `when` and `message`")
     zone = tz or deps.tz
     spec = _checked_spec(deps, when, zone)
-    existing = [
-        j for j in await deps.jobs.list(session_key=deps.owner) if j.kind is JobKind.AGENT_TURN
+    existing = [  # done ones (their schedule spent) do not count
+        j
+        for j in await deps.jobs.list(session_key=deps.owner)
+        if j.kind is JobKind.AGENT_TURN and j.status is not JobStatus.DONE
     ]
     if len(existing) >= deps.limits.max_jobs_per_session:
         raise ToolError(

@@ -34,6 +34,16 @@ class RecallCallType(enum.StrEnum):
     IMMEDIATE = "immediate"
 
 
+class JobStatus(enum.StrEnum):
+    """Where a job stands: armed or waiting to be (active), paused, or done (its schedule is
+    spent: a one-shot that ran, a job past its last run; kept `retention_age`, then removed).
+    """
+
+    ACTIVE = "active"
+    PAUSED = "paused"
+    DONE = "done"
+
+
 class Overlap(enum.StrEnum):
     """What a fire does while the previous fire of the same job is still queued or running."""
 
@@ -125,6 +135,13 @@ class Job:
     model: str | None = None  # the model its turns run on; None = the runner's default
     call_type: RecallCallType | None = None  # a recall's, as the agent asked for it
     internal_comment: str | None = None  # a recall's note, whole
+    finished_at: datetime | None = None  # when its last fire ended with no fire left (done)
+
+    @property
+    def status(self) -> JobStatus:
+        if self.finished_at is not None:
+            return JobStatus.DONE
+        return JobStatus.ACTIVE if self.enabled else JobStatus.PAUSED
 
     @property
     def bound(self) -> bool:

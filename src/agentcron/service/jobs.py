@@ -90,6 +90,7 @@ class Jobs:
         publish: Publish,
         owner_of: Callable[[str], str] = lambda key: key,
         max_jobs: Callable[[], int | None] = lambda: None,
+        retention: Callable[[], timedelta] = lambda: timedelta(days=30),
     ) -> None:
         self._catalog = catalog
         self._writes = writes  # the journal: concurrent creates share one transaction
@@ -100,6 +101,7 @@ class Jobs:
         self._publish = publish
         self._owner_of = owner_of  # the session a chat's jobs bind to (unified mode)
         self._max_jobs = max_jobs
+        self._retention = retention  # how long a done job stays listed
 
     # -- create ---------------------------------------------------------------------------
 
@@ -198,6 +200,7 @@ class Jobs:
                 end_at=_aware(end_at, "end_at"),
                 idempotency_key=body.idempotency_key,
                 model=body.model,
+                delete_after_run=body.delete_after_run,
             )
             return self._armed(new, now)
 
@@ -421,11 +424,16 @@ class Jobs:
         return await self._change(job_id, compute, JobAction.PAUSED)
 
     async def resume(self, job_id: str) -> Job:
-        """Re-enable a job from now on (fires due while it was paused do not run)."""
+        """Re-enable a job from now on (fires due while it was paused do not run); a done job
+        comes back only when its schedule (e.g. a new `when`) has a fire left.
+        """
 
         def compute(job: Job, now: datetime) -> dict[str, Any]:
             fire, due = arm(job.spec, job.policy, job.id, now, job.remaining_runs)
+            if fire is None and job.finished_at is not None:
+                return {}  # done, and its schedule (unchanged or edited) has no fire left
             return {
+                "finished_at": None,
                 "enabled": True,
                 "paused_reason": None,
                 "paused_at": None,
@@ -478,6 +486,15 @@ class Jobs:
             self._wake(updated.next_run_at)
             await self._publish(action, updated)
             return updated
+
+    async def sweep_finished(self) -> builtins.list[Job]:
+        """Remove the done jobs that finished more than `retention_age` ago (with the engine's
+        periodic reap) and tell live views; returns them.
+        """
+        swept = await self._catalog.delete_finished_jobs(self._clock.now() - self._retention())
+        for job in swept:
+            await self._publish(JobAction.DELETED, job)
+        return swept
 
     async def delete(self, job_id: str, *, allow_system: bool = False) -> Job:
         """Delete a job; a deleted recall is cancelled and stays readable in `recalls`."""

@@ -15,7 +15,7 @@ from agentcron.agent.runner import TurnSource
 from agentcron.config import UNIFIED_SESSION_KEY
 from agentcron.domain.attachments import Attachment, check_attachments
 from agentcron.domain.events import Event, SessionDeleted
-from agentcron.domain.jobs import Job, JobKind, Recall, RecallState
+from agentcron.domain.jobs import Job, JobKind, JobStatus, Recall, RecallState
 from agentcron.domain.sessions import Message, Role, Session, Turn
 from agentcron.errors import InvalidInputError
 from agentcron.limits import (
@@ -368,25 +368,27 @@ class Sessions:
 
     async def delete(self, key: str, *, confirm: bool = False) -> Deletion:
         """Delete a session. With bound automations it is two-step: without `confirm` nothing
-        is deleted and the blocking automations are listed; with it they go first. System
-        jobs and delivery jobs (with target fields) never block; the session's recall is
-        cancelled with it. Its pending approvals expire ("session deleted": nothing they
-        asked for runs; the records stay, decided, until pruned like its runs) before its
-        running turn is stopped. Live views are told (`SessionDeleted`).
+        is deleted and the blocking automations are listed; with it they go first. Done ones
+        (their schedule spent) go with it without blocking; system jobs and delivery jobs
+        (with target fields) never block; the session's recall is cancelled with it. Its
+        pending approvals expire ("session deleted": nothing they asked for runs; the records
+        stay, decided, until pruned like its runs) before its running turn is stopped. Live
+        views are told (`SessionDeleted`).
         """
         await self._records.get_session(key)
         owned = await self._jobs.list(session_key=key)
-        blocking = [j for j in owned if j.kind is JobKind.AGENT_TURN and not j.has_target_fields]
+        automations = [j for j in owned if j.kind is JobKind.AGENT_TURN and not j.has_target_fields]
+        blocking = [j for j in automations if j.status is not JobStatus.DONE]
         if blocking and not confirm:
             return Deletion(False, blocking=blocking)
-        for job in [*blocking, *(j for j in owned if j.kind is JobKind.RECALL)]:
+        for job in [*automations, *(j for j in owned if j.kind is JobKind.RECALL)]:
             await self._jobs.delete(job.id)
         if self._end_approvals is not None:
             await self._end_approvals(key)
         await self._lanes.stop(key)
         await self._records.delete_session(key)
         await self._publish(SessionDeleted(session_key=key))
-        return Deletion(True, deleted_automations=[j.id for j in blocking])
+        return Deletion(True, deleted_automations=[j.id for j in automations])
 
     # -- the session's recall (seed 003) ----------------------------------------------------
 

@@ -250,6 +250,12 @@ class JobCatalog(Protocol):
         """The session's recalls that fired or were cancelled, newest first."""
         ...
 
+    async def delete_finished_jobs(self, before: datetime) -> list[Job]:
+        """Delete the done jobs (`finished_at` set) that finished before `before`; returns
+        them as they were.
+        """
+        ...
+
 
 class RunRecords(Protocol):
     """Reading run records, and what runs and turns cost."""

@@ -87,7 +87,7 @@ class JobsMixin(SqlBase):
         """Insert jobs inside the group commit's transaction (an `InsertJobs` write); an
         idempotency-key duplicate returns the stored job. With `max_jobs`, the insert is refused
         (JobLimitError, nothing stored) when it would leave more than that many jobs, system
-        jobs not counted; duplicates add nothing.
+        jobs and done ones not counted; duplicates add nothing.
         """
         if not armed:
             return []
@@ -133,7 +133,7 @@ class JobsMixin(SqlBase):
         stored = conn.execute(
             sa.select(sa.func.count())
             .select_from(jobs)
-            .where(jobs.c.kind != JobKind.SYSTEM_EVENT.value)
+            .where(jobs.c.kind != JobKind.SYSTEM_EVENT.value, jobs.c.finished_at.is_(None))
         ).scalar_one()
         if stored > max_jobs:
             raise JobLimitError(max_jobs, stored - added, added)
@@ -261,6 +261,18 @@ class JobsMixin(SqlBase):
         if job.kind is JobKind.RECALL:
             self._end_recalls(conn, [(job, RecallState.CANCELLED, now)])
         return job
+
+    async def delete_finished_jobs(self, before: datetime) -> list[Job]:
+        """Delete the done jobs that finished before `before`; returns them as they were."""
+        return await self._db.write(lambda conn: self._delete_finished_op(conn, before))
+
+    def _delete_finished_op(self, conn: Connection, before: datetime) -> list[Job]:
+        rows = conn.execute(
+            jobs.delete().where(jobs.c.finished_at < before).returning(*jobs.c)
+        ).all()
+        if rows:
+            announce(conn, Topic.JOBS)
+        return [_job(r) for r in rows]
 
     def _end_recalls(
         self, conn: Connection, ended: Sequence[tuple[Job, RecallState, datetime]]

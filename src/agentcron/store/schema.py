@@ -128,6 +128,8 @@ jobs = sa.Table(
     sa.Column("channel", sa.Text),
     sa.Column("to", sa.Text),
     sa.Column("channel_meta", JSONValue),
+    # set when its last fire ended with no fire left (done); removed `retention_age` later
+    sa.Column("finished_at", UTCDateTime),
 )
 # Only armed jobs are in the due index: paused / finished jobs have next_run_at NULL.
 sa.Index("ix_jobs_next_run_at", jobs.c.next_run_at)

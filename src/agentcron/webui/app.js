@@ -391,7 +391,7 @@ $("delete-chat").addEventListener("click", async () => {
     showChatError(`Could not read the chat: ${error.message}`);
     return;
   }
-  const jobs = detail.automations || [];
+  const jobs = (detail.automations || []).filter((j) => j.state !== "done"); // go without asking
   // The same rule as the server: the chat's own user automations block; shared ones do not.
   const own = jobs.filter((j) => j.session_key === key && j.kind === "agent_turn" && !j.legacy);
   deleting = { key, listed: new Set(), title: sessionTitle(detail), recall: Boolean(detail.recall), shared: jobs.length - own.length };
