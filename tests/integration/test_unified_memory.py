@@ -1,8 +1,10 @@
 """Unified mode's memory (seed 001): web chats and `unified:default` are one memory.
 
-In unified mode a web chat's turn (`websocket:*`) and a turn of `unified:default` (where the
-shared automations' fires run) get the entries of all of them as one timeline; threads stay
-what is shown and deleted. Without unified mode each session is its own memory.
+In unified mode a web chat's turn (`websocket:*`) and a turn of `unified:default` (the shared
+automations' session) get the entries of all of them as one timeline; threads stay what is
+shown and deleted. A shared automation's fire runs in the thread the person last talked in,
+and never at the same time as a thread's turn. Without unified mode each session is its own
+memory.
 """
 
 from __future__ import annotations
@@ -130,19 +132,21 @@ async def test_web_chats_share_the_unified_memory(make_cron: CronFactory, clock:
     clock.advance(timedelta(minutes=1))
     await wait_settled(cron.engine)
     key, fired = runner.turns[2]
-    assert key == UNIFIED_SESSION_KEY
+    assert key == "websocket:b"  # its turn runs in the thread the person last talked in
     assert [h.content for h in fired.history] == [
         "the code word is walrus", "ok: the code word is walrus",
         "what did I just say", "ok: what did I just say",
     ]  # fmt: skip
-    # ... and its reply is in the memory of the chat the person talks in
+    # ... and its reply is in the memory of every chat
     await talk(cron, clock, "websocket:a", "and now?")
-    assert runner.history(3)[-1] == (await cron.sessions.messages(UNIFIED_SESSION_KEY))[-1].content
+    assert runner.history(3)[-1] == (await cron.sessions.messages("websocket:b"))[-1].content
     assert len(runner.history(3)) == 6
     # threads stay display scopes: each transcript holds only its own entries
-    assert [m.content for m in await cron.sessions.messages("websocket:b")] == [
-        "what did I just say", "ok: what did I just say",
-    ]  # fmt: skip
+    shown = [m.content for m in await cron.sessions.messages("websocket:b")]
+    assert shown[:2] == ["what did I just say", "ok: what did I just say"]
+    assert len(shown) == 4  # then the automation's trigger and reply
+    assert shown[2] == "Scheduled automation triggered: digest\n\nsummarise"
+    assert await cron.sessions.messages(UNIFIED_SESSION_KEY) == []
     # ... and deletion scopes: deleting a thread deletes its entries, never the automations
     deleted = await cron.sessions.delete("websocket:a")
     assert deleted.deleted is True
@@ -150,6 +154,7 @@ async def test_web_chats_share_the_unified_memory(make_cron: CronFactory, clock:
     await talk(cron, clock, "websocket:b", "again")
     assert not [h for h in runner.history(4) if "walrus" in h]
     assert runner.history(4)[0] == "what did I just say"
+    assert runner.history(4)[2].startswith("Scheduled automation triggered: digest")
 
 
 async def test_without_unified_mode_each_chat_is_its_own_memory(
