@@ -109,6 +109,23 @@ async def test_history_across_looks_at_most_limit_entries_of_each_session(
         MemoryScope()
 
 
+async def test_last_talked_is_the_scopes_session_of_the_newest_user_turn(store: SqlStore) -> None:
+    s = store.sessions
+    assert await s.last_talked(UNIFIED_MEMORY) is None
+    for at, key, source in [
+        (1, "websocket:a", "user"),
+        (2, "websocket:b", "user"),
+        (3, "websocket:a", "automation"),  # not a person's
+        (4, "telegram:42", "user"),  # not in the scope
+        (5, "websocketz:q", "user"),  # a look-alike prefix: not in the scope
+    ]:
+        await s.open_turn(key, source, "hi", T0 + at * SEC, owner="me")
+    assert await s.last_talked(UNIFIED_MEMORY) == "websocket:b"
+    await s.open_turn(UNIFIED_SESSION_KEY, "user", "hi", T0 + 6 * SEC, owner="me")
+    assert await s.last_talked(UNIFIED_MEMORY) == UNIFIED_SESSION_KEY
+    assert await s.last_talked(MemoryScope(keys=("telegram:42",))) == "telegram:42"
+
+
 # -- turns in unified mode --------------------------------------------------------------------
 
 
@@ -285,6 +302,7 @@ async def test_the_unified_lease_serializes_threads_across_processes(
     ended = await two.sessions.wait_turn(second.id, 10)
     assert ended.state.value == "succeeded", ended
     assert runner.most == 1
-    assert done.finished_at is not None and ended.started_at is not None
+    assert done.finished_at is not None
+    assert ended.started_at is not None
     assert done.finished_at <= ended.started_at
     assert (await two.sessions.get(UNIFIED_SESSION_KEY)).turn_owner is None  # let go
