@@ -359,7 +359,9 @@ class Lanes:
         if key is None or fire.turn_id is None:
             raise ValueError(f"fire {fire.run_id} is not a session turn")
         self._fires += 1
-        behind = self.busy(key)  # in unified mode, perhaps behind another session's turn
+        # In unified mode it may wait behind another session's turn, which its claim did not
+        # see (the claim looks at the job's own session): deferred all the same.
+        behind = self.lane_key(key) != key and self.busy(key)
         self._enqueue(key, Pending(fire.turn_id, fire_source(fire.job), fire.job.message, fire))
         if fire.deferred or behind:
             await self._job_event(fire, JobAction.DEFERRED)
