@@ -109,6 +109,12 @@ async def test_history_across_looks_at_most_limit_entries_of_each_session(
         MemoryScope()
 
 
+def test_a_scopes_sessions_share_the_lane_of_its_first_key() -> None:
+    assert UNIFIED_MEMORY.lane_of("websocket:a") == UNIFIED_SESSION_KEY
+    assert UNIFIED_MEMORY.lane_of(UNIFIED_SESSION_KEY) == UNIFIED_SESSION_KEY
+    assert MemoryScope(prefixes=("web:",)).lane_of("web:x") == "web:x"  # no key: its own
+
+
 async def test_last_talked_is_the_scopes_session_of_the_newest_user_turn(store: SqlStore) -> None:
     s = store.sessions
     assert await s.last_talked(UNIFIED_MEMORY) is None
