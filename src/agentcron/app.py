@@ -358,6 +358,8 @@ class AgentCron:
             limits=self.tool_limits,
             automation_key=self.job_owner(session.key),
             turn_id=turn.turn_id,
+            recall_scope=self.memory_scope(session.key),
+            sessions=self.sessions,
         )
 
     async def start(self) -> None:

@@ -26,6 +26,7 @@ from agentcron.domain.jobs import (
     JobKind,
     Overlap,
     Recall,
+    RecallCallType,
     RecallState,
 )
 from agentcron.domain.runs import Run
@@ -134,6 +135,10 @@ class JobOut(View):
     policy: PolicyOut
     idempotency_key: str | None
     model: str | None
+    call_type: RecallCallType | None = Field(
+        description="a recall the agent scheduled: once, recurring or immediate"
+    )
+    internal_comment: str | None = Field(description="a recall's note, whole (the name is cut)")
     legacy: bool = Field(description="a delivery job with target fields (runs isolated)")
     version: int
     created_at: datetime
@@ -243,7 +248,9 @@ class DeletedJobOut(View):
 
 
 class RecallOut(View):
-    """A session's recall: pending (with its next fire) or ended (fired / cancelled, when)."""
+    """A session's recall: pending (with its next fire), paused (why) or ended (fired /
+    cancelled, when).
+    """
 
     id: str
     session_key: str
@@ -259,6 +266,12 @@ class RecallOut(View):
     next_fire_at: datetime | None
     created_at: datetime
     ended_at: datetime | None
+    call_type: RecallCallType | None
+    internal_comment: str | None
+    paused_reason: str | None = Field(
+        description="paused: why (auto-paused after failures: with the last error)"
+    )
+    paused_at: datetime | None
 
     @classmethod
     def of_recall(cls, recall: Recall) -> RecallOut:

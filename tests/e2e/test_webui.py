@@ -329,6 +329,76 @@ async def test_a_reload_mid_turn_replays_the_partial_reply_then_streams_the_rest
 
 
 @pytest.mark.timeout(30)
+async def test_a_turn_stopped_after_a_tool_ran_still_shows_the_call(
+    start_server: StartServer, page: Page
+) -> None:
+    gate = StreamGate()
+    ui = await start_server(model=OfflineModel(sleep=gate.sleep))
+    ui.gates.append(gate)
+    await log_in(page, ui)
+    await new_chat(page)
+    log = transcript(page)
+    # The cron tool runs; the reply after it is held after its first word, and stopped.
+    gate.hold_after(1)
+    await say(page, "remind me in 10 minutes to stretch")
+    await asyncio.wait_for(gate.held.wait(), 10)
+    live = log.locator("article.streaming")
+    await expect(live.locator("details.tool .tool-status")).to_have_text("ok")
+    await page.get_by_role("button", name="Stop").click()
+
+    def stopped_card() -> Locator:
+        return log.get_by_role("article", name="Stopped")
+
+    await expect(stopped_card()).to_contain_text("This turn was stopped.")
+    await expect(live).to_have_count(0)
+    await expect(stopped_card().locator("details.tool")).to_contain_text("cron · add · stretch")
+    await expect(stopped_card().locator("details.tool .tool-status")).to_have_text("ok")
+    # Saved with the turn's end: after a reload the card still shows the call.
+    await page.reload()
+    await expect(page.locator("#conn-status")).to_have_text("Live")
+    await expect(stopped_card().locator("details.tool")).to_contain_text("cron · add · stretch")
+    await expect(stopped_card().locator("details.tool .tool-status")).to_have_text("ok")
+    await expect(log.locator("article.role-tool")).to_have_count(0)
+
+
+@pytest.mark.timeout(30)
+async def test_a_call_still_running_when_its_turn_is_stopped_shows_it_has_no_result(
+    start_server: StartServer, page: Page
+) -> None:
+    running = asyncio.Event()
+
+    async def deploy(env: str) -> str:
+        """Deploy the app to an environment.
+
+        Args:
+            env: staging or production
+        """
+        running.set()
+        await asyncio.Event().wait()  # until the turn is stopped
+        return "never"
+
+    ui = await start_server(model=OfflineModel(), tools=[deploy])
+    await log_in(page, ui)
+    await new_chat(page)
+    log = transcript(page)
+    await say(page, "use deploy with env=production")
+    await asyncio.wait_for(running.wait(), 10)
+    await expect(log.locator("article.streaming details.tool")).to_contain_text("running…")
+    await page.get_by_role("button", name="Stop").click()
+    card = log.get_by_role("article", name="Stopped")
+    await expect(card).to_contain_text("This turn was stopped.")
+    # Not an error, not running: it may have done its work, nobody knows.
+    await expect(card.locator("details.tool .tool-status")).to_have_text("no result")
+    await page.reload()
+    await expect(page.locator("#conn-status")).to_have_text("Live")
+    await expect(card.locator("details.tool .tool-status")).to_have_text("no result")
+    await card.locator("details.tool summary").click()
+    await expect(card.locator("pre.tool-result")).to_have_text(
+        "(no result: the turn ended before the tool answered)"
+    )
+
+
+@pytest.mark.timeout(30)
 async def test_saved_tool_calls_and_a_summary_are_folded_in_the_transcript(
     start_server: StartServer, page: Page, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -49,12 +49,14 @@ from agentcron.agent.offline import (
 )
 from agentcron.agent.pricing import PriceTable, cost_usd, load_prices
 from agentcron.agent.runner import (
+    NO_RESULT,
     HistoryEntry,
     Outcome,
     SessionInfo,
     ToolRecord,
     TurnEvents,
     TurnInput,
+    tool_ran,
 )
 from agentcron.config.agent import (
     MODEL_ENV,
@@ -81,7 +83,7 @@ DEFAULT_SYSTEM_PROMPT = (
     "You are the assistant of a chat session run by agentcron. "
     "When the user asks for something at a later time or on a schedule, use your tools: `cron` "
     "for automations (reminders, recurring checks), `schedule_recall` for a follow-up you schedule "
-    "for yourself, `manage_recall` to list or cancel it. Pass times as the user said them "
+    "for yourself, `manage_recall` to list, cancel or resume it. Pass times as the user said them "
     '("in 10 minutes", "every weekday at 9"); never compute dates yourself. '
     "A turn marked [scheduled] was started by a schedule: do the task and report the result. "
     "Keep answers short."
@@ -221,7 +223,7 @@ def tool_records(
                 ok = answer.outcome == "success"
                 result = answer.model_response_str(wrap_if_error=False)
             else:
-                ok, result = False, "(no result: the turn ended before the tool answered)"
+                ok, result = False, NO_RESULT
             try:
                 args = call.args_as_dict()
             except ValueError:
@@ -261,10 +263,14 @@ def _zone(name: str) -> tuple[tzinfo, str]:
 
 
 class _Relay:
-    """Turns pydantic-ai stream events into the runner protocol's event dicts."""
+    """Turns pydantic-ai stream events into the runner protocol's event dicts, and reports
+    each tool call as it starts and as it answers (`runner.tool_ran`): a turn cut before the
+    agent's run returns keeps them.
+    """
 
-    def __init__(self, events: TurnEvents) -> None:
+    def __init__(self, events: TurnEvents, log: CallLog) -> None:
         self._events = events
+        self._log = log
         self._args: dict[str, dict[str, Any]] = {}
 
     async def __call__(self, ctx: RunContext[Any], stream: AsyncIterable[AgentStreamEvent]) -> None:
@@ -284,20 +290,23 @@ class _Relay:
                     text = event.delta.content_delta
                     await self._events.emit({"type": "thinking_delta", "text": text})
             elif isinstance(event, FunctionToolCallEvent):
-                args = event.part.args_as_dict()
-                self._args[event.part.tool_call_id] = args
+                call = event.part
+                args = call.args_as_dict()
+                self._args[call.tool_call_id] = args
+                tool_ran(ToolRecord(call.tool_call_id, call.tool_name, args, NO_RESULT, False))
                 await self._events.emit(
-                    {"type": "tool_started", "name": event.part.tool_name, "args": args}
+                    {"type": "tool_started", "name": call.tool_name, "args": args}
                 )
             elif isinstance(event, FunctionToolResultEvent):
                 part = event.part
+                call_id = part.tool_call_id
+                args = self._args.get(call_id, {})
+                result = part.model_response_str(wrap_if_error=False)
+                ok = part.outcome == "success" and call_id not in self._log.denied
+                duration = self._log.duration_ms.get(call_id)
+                tool_ran(ToolRecord(call_id, part.tool_name, args, result, ok, duration))
                 await self._events.emit(
-                    {
-                        "type": "tool_call",
-                        "name": part.tool_name,
-                        "args": self._args.get(part.tool_call_id, {}),
-                        "result": part.model_response_str(wrap_if_error=False),
-                    }
+                    {"type": "tool_call", "name": part.tool_name, "args": args, "result": result}
                 )
 
 
@@ -462,7 +471,7 @@ class BuiltinRunner:
                     deps=deps,
                     usage_limits=UsageLimits(request_limit=self.max_steps),
                     model_settings=self.model_settings,
-                    event_stream_handler=_Relay(events),
+                    event_stream_handler=_Relay(events, log),
                     run_id=run_id,
                 )
             except UsageLimitExceeded:

@@ -109,3 +109,7 @@ class MemoryScope:
         each session keeps its own.
         """
         return self.keys[0] if self.keys else session_key
+
+    def includes(self, session_key: str) -> bool:
+        """Whether `session_key` is one of the scope's sessions."""
+        return session_key in self.keys or session_key.startswith(self.prefixes)

@@ -23,19 +23,20 @@ from agentcron.domain.jobs import (
     NewJob,
     Overlap,
     Recall,
+    RecallCallType,
     RecallState,
 )
 from agentcron.domain.runs import Run
 from agentcron.domain.states import ACTIVE_STATES
 from agentcron.engine.policies import arm
 from agentcron.errors import InvalidInputError
-from agentcron.limits import MAX_RUNS, check_text
+from agentcron.limits import MAX_MESSAGE_CHARS, MAX_RUNS, check_text
 from agentcron.runtime.clock import Clock
 from agentcron.schedule import parse_when, upcoming
 from agentcron.schedule.zones import get_zone
 from agentcron.service.job_requests import JobCreate, JobPatch
 from agentcron.service.runs import Runs
-from agentcron.store.errors import SessionNotFoundError, VersionConflictError
+from agentcron.store.errors import ConflictError, SessionNotFoundError, VersionConflictError
 from agentcron.store.ids import new_id
 from agentcron.store.interface import JobCatalog, RunRecords, WriteQueue
 from agentcron.store.writes import ArmedJob, InsertJobs, InSession, JobsInserted
@@ -128,9 +129,12 @@ class Jobs:
         idempotency_key: str | None = None,
         enabled: bool = True,
         model: str | None = None,
+        call_type: RecallCallType | None = None,
+        internal_comment: str | None = None,
     ) -> Job:
         """Create one job from `when` (anything parse_when reads) or a ready `spec`; `model`
-        names the model its turns run on (None: the runner's default).
+        names the model its turns run on (None: the runner's default); a recall keeps its
+        `call_type` and `internal_comment`.
         """
         now = self._clock.now()
         new = _new_job(
@@ -155,6 +159,8 @@ class Jobs:
             enabled=enabled,
             model=model,
         )
+        if call_type is not None or internal_comment is not None:
+            new = _with_recall_note(new, call_type, internal_comment)
         return (await self.create_many([new]))[0]
 
     async def create_many(self, new_jobs: Sequence[NewJob]) -> list[Job]:
@@ -308,15 +314,16 @@ class Jobs:
         states: Iterable[RecallState] | None = None,
         limit: int = 100,
     ) -> builtins.list[Recall]:
-        """A session's recalls (seed 003): the pending one first, then those that fired or
-        were cancelled, newest first; `states` keeps only some of them.
+        """A session's recalls (seed 003): the pending (or paused) one first, then those that
+        fired or were cancelled, newest first; `states` keeps only some of them.
         """
         wanted = None if states is None else set(states)
+        live = {RecallState.PENDING, RecallState.PAUSED}
         found: builtins.list[Recall] = []
-        if wanted is None or RecallState.PENDING in wanted:
-            pending = await self.list(session_key=session_key, kind=JobKind.RECALL)
-            found.extend(Recall.of_job(j, RecallState.PENDING) for j in pending)
-        ended = None if wanted is None else wanted - {RecallState.PENDING}
+        if wanted is None or wanted & live:
+            stored = await self.list(session_key=session_key, kind=JobKind.RECALL)
+            found.extend(r for r in map(Recall.live, stored) if wanted is None or r.state in wanted)
+        ended = None if wanted is None else wanted - live
         if ended is None or ended:
             found.extend(await self._catalog.recall_history(session_key, states=ended, limit=limit))
         return found[:limit]
@@ -430,10 +437,13 @@ class Jobs:
 
     async def skip_next(self, job_id: str) -> Job:
         """Skip the job's next fire; the one after it is computed from now at the earliest,
-        so a skip never schedules into the past.
+        so a skip never schedules into the past. A paused job has no next fire to skip
+        (ConflictError): arming it here would make it fire while paused.
         """
 
         def compute(job: Job, now: datetime) -> dict[str, Any]:
+            if not job.enabled:
+                raise ConflictError(f"job {job.id!r} is paused: resume it first")
             after = max(job.next_fire_at or now, now)
             fire, due = arm(job.spec, job.policy, job.id, after, job.remaining_runs)
             return {"next_fire_at": fire, "next_run_at": due}
@@ -527,6 +537,25 @@ def _new_job(
         enabled=enabled,
         model=check_model_name(model),
     )
+
+
+def _with_recall_note(
+    new: NewJob, call_type: RecallCallType | None, internal_comment: str | None
+) -> NewJob:
+    """`new` with what a recall keeps of how it was asked for (InvalidInputError on any other
+    kind of job, or a comment that cannot be stored).
+    """
+    if new.kind is not JobKind.RECALL:
+        raise InvalidInputError("call_type and internal_comment are for recalls only")
+    if internal_comment is not None:
+        check_text(internal_comment, "internal_comment")
+        if len(internal_comment) > MAX_MESSAGE_CHARS:
+            raise InvalidInputError(
+                f"internal_comment has at most {MAX_MESSAGE_CHARS} characters "
+                f"(this one has {len(internal_comment)})"
+            )
+    kept = None if call_type is None else RecallCallType(call_type)
+    return replace(new, call_type=kept, internal_comment=internal_comment)
 
 
 def _check_bounds(

@@ -22,7 +22,15 @@ from agentcron.store.errors import (
     SessionNotFoundError,
     VersionConflictError,
 )
-from agentcron.store.rows import _chunks, _job, _job_values, _policy_values, _spec, _stored_job
+from agentcron.store.rows import (
+    _chunks,
+    _job,
+    _job_values,
+    _policy_values,
+    _spec,
+    _stored_job,
+    recall_call_type,
+)
 from agentcron.store.schema import jobs, recall_history, sessions
 from agentcron.store.session_store import session_values
 from agentcron.store.signals import Topic, announce
@@ -273,6 +281,8 @@ class JobsMixin(SqlBase):
                     "last_status": job.last_status.value if job.last_status else None,
                     "created_at": job.created_at,
                     "ended_at": at,
+                    "call_type": None if job.call_type is None else job.call_type.value,
+                    "internal_comment": job.internal_comment,
                 }
                 for job, state, at in ended
             ],
@@ -313,6 +323,8 @@ class JobsMixin(SqlBase):
                 last_run_at=r.last_run_at,
                 last_status=None if r.last_status is None else RunState(r.last_status),
                 ended_at=r.ended_at,
+                call_type=recall_call_type(r.call_type),
+                internal_comment=r.internal_comment,
             )
             for r in rows
         ]

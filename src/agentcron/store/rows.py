@@ -13,7 +13,16 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Row, RowMapping
 
 from agentcron.domain.approvals import Approval, ApprovalState
-from agentcron.domain.jobs import AnySpec, Catchup, CreatedBy, Job, JobKind, JobPolicy, Overlap
+from agentcron.domain.jobs import (
+    AnySpec,
+    Catchup,
+    CreatedBy,
+    Job,
+    JobKind,
+    JobPolicy,
+    Overlap,
+    RecallCallType,
+)
 from agentcron.domain.runs import FirePlan, Run
 from agentcron.domain.sessions import Message, Role, Session, Turn, TurnSource
 from agentcron.domain.states import ACTIVE_STATES, TERMINAL_STATES, RunState, TurnState
@@ -163,6 +172,8 @@ def _job_values(armed: ArmedJob, now: datetime) -> dict[str, Any]:
         "to": new.to,
         "channel_meta": new.channel_meta,
         "model": new.model,
+        "call_type": None if new.call_type is None else new.call_type.value,
+        "internal_comment": new.internal_comment,
     }
 
 
@@ -269,7 +280,14 @@ def _job_of(
         to=m["to"],
         channel_meta=m["channel_meta"],
         model=m["model"],
+        call_type=recall_call_type(m["call_type"]),
+        internal_comment=m["internal_comment"],
     )
+
+
+def recall_call_type(stored: str | None) -> RecallCallType | None:
+    """A stored `call_type` (None for jobs that are no agent's recall)."""
+    return None if stored is None else RecallCallType(stored)
 
 
 def _run(row: Row[Any] | Mapping[str, Any]) -> Run:

@@ -14,6 +14,7 @@ from agentcron.agent.runner import (
     Outcome,
     Runner,
     SessionInfo,
+    ToolRecord,
     TurnInput,
     TurnSource,
     fire_source,
@@ -238,12 +239,15 @@ class _LaneTurn:
             self.pending.session_key, self.pending, outcome, self.session, self.put, self.written
         )
 
-    async def cut(self) -> None:
-        """A shutdown cut the turn mid-way: close it (its session is None when the stop came
-        before its start was answered); one whose start was never submitted is handed back.
+    async def cut(self, tools: tuple[ToolRecord, ...]) -> None:
+        """A shutdown cut the turn mid-way: close it with the tool calls that ran (its session
+        is None when the stop came before its start was answered); one whose start was never
+        submitted is handed back.
         """
         if self.pending.started:
-            await self.lanes.ends.interrupted(self.pending.session_key, self.pending, self.session)
+            await self.lanes.ends.interrupted(
+                self.pending.session_key, self.pending, self.session, tools
+            )
 
 
 class Lanes:
