@@ -500,3 +500,30 @@ async def test_a_reply_a_channel_could_not_deliver_is_marked_and_the_channel_sho
         await expect(page.locator("#conn-status")).to_have_text("Live")
         await expect(reply.locator(".undelivered-badge")).to_have_text("not delivered")
         assert len(receiver.received) == 1  # a permanent error is not retried
+
+
+async def test_unified_a_shared_reminder_replies_in_the_chat_you_talk_in_and_system_events_show(
+    start_server: StartServer, page: Page, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTCRON_UNIFIED_SESSION", "1")
+    ui = await start_server()
+    assert ui.cron.unified_session is True
+    await ui.cron.system.ensure(
+        "heartbeat", "every 30 minutes", message="all good", handler=lambda _t: "ok"
+    )
+    await log_in(page, ui)
+    await new_chat(page)
+    await say(page, "remind me in 10 minutes to stretch")
+    log = transcript(page)
+    await expect(log.locator("article.role-assistant").last).to_contain_text("Done: Scheduled")
+    await expect(automation(page, "stretch")).to_be_visible()  # a shared one, listed here
+    # It fires in the chat the person talks in, not in the "Shared automations" chat.
+    ui.clock.advance(TEN_MINUTES)
+    trigger = log.locator("article.trigger")
+    await expect(trigger).to_contain_text("Scheduled automation triggered: stretch")
+    answer = log.locator("article.trigger + article.role-assistant")
+    await expect(answer.locator(".msg-body")).to_have_text("(offline model) Reminder: stretch.")
+    # A system job's event reaches the page, whatever chat is open.
+    ui.clock.advance(timedelta(minutes=20))
+    await expect(page.locator("#system-event")).to_have_text("System event “heartbeat”: all good")
+    await expect(page.locator("#system-event")).to_have_attribute("title", "from cron")

@@ -109,6 +109,13 @@ SETTINGS: tuple[Setting, ...] = (
         "false",
     ),
     Setting(
+        "server.shared_chat",
+        "AGENTCRON_UNIFIED_SHARED_CHAT",
+        "bool",
+        "unified mode: shared automations reply in the Shared chat, not the last active thread",
+        "false",
+    ),
+    Setting(
         "cli.url",
         "AGENTCRON_URL",
         "text",

@@ -237,13 +237,16 @@ class DeliveryFailed(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SystemEventFired(Event):
-    """A `system_event` job fired: its text, for the session's subscribers (seed 004)."""
+    """A `system_event` job fired (heartbeat, dream, a host's own): its text, for every live
+    view (seed 004 broadcasts it); `session_key` is its job's session, "" for none.
+    """
 
     type: ClassVar[str] = "system_event"
     job_id: str
     run_id: str
     name: str
     text: str
+    source: str = "cron"  # where it comes from (seed 004: the scheduler)
 
 
 @dataclass(eq=False)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from agentcron.config import check_model_name
+from agentcron.config import UNIFIED_SESSION_TITLE, check_model_name
 from agentcron.domain.events import JobAction
 from agentcron.domain.jobs import (
     AnySpec,
@@ -42,7 +42,6 @@ from agentcron.store.interface import JobCatalog, RunRecords, WriteQueue
 from agentcron.store.writes import ArmedJob, InsertJobs, InSession, JobsInserted
 
 _CAS_RETRIES = 5
-_SHARED_TITLE = "Shared automations (unified mode)"
 
 
 class Keep(enum.Enum):
@@ -205,7 +204,7 @@ class Jobs:
             return self._armed(new, now)
 
         shared = None if owner == key else owner
-        place = InSession(key, armed, shared, None if shared is None else _SHARED_TITLE)
+        place = InSession(key, armed, shared, None if shared is None else UNIFIED_SESSION_TITLE)
         try:
             (job,) = await self._insert(
                 InsertJobs([], now, max_jobs=self._max_jobs(), in_session=place)

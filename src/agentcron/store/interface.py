@@ -143,6 +143,12 @@ class Transcripts(Protocol):
         """The same across the sessions of one memory scope, as one timeline."""
         ...
 
+    async def last_talked(self, scope: MemoryScope) -> str | None:
+        """The session of the scope where a person last sent a message (its newest user
+        turn); None when nobody has yet.
+        """
+        ...
+
     async def open_turn(
         self,
         session_key: str,

@@ -127,6 +127,9 @@ class TurnStart:
     lease_until: datetime
     entry: Entry
     run: Transition | None = None
+    # Another session whose turn lease the turn takes too (unified mode: the one lane of the
+    # shared memory), so that no turn of that memory starts meanwhile in any process.
+    lease_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +164,7 @@ class TurnFinish:
     # Entries written before the closing entry (a compaction's summary, the turn's tool
     # calls); only with `entry`.
     before: tuple[Entry, ...] = ()
+    lease_key: str | None = None  # the other session whose lease the turn's start took
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,7 +47,9 @@ def start_record(
             prompt_vars=prepared.prompt_vars,
         )
     entry = opening_entry(pending, prepared)
-    return TurnStart(key, pending.turn_id, owner, now, now + lease, entry, run)
+    return TurnStart(
+        key, pending.turn_id, owner, now, now + lease, entry, run, lease_key=pending.lease_key
+    )
 
 
 def closing_entry(pending: Pending, outcome: Outcome) -> Entry:
@@ -105,6 +107,7 @@ def end_record(
         run=run,
         outcome=job,
         before=before,
+        lease_key=pending.lease_key,
     )
 
 
@@ -128,6 +131,7 @@ def unstarted_record(
         error=error,
         run=run,
         outcome=job,
+        lease_key=pending.lease_key,
     )
 
 
