@@ -21,6 +21,7 @@ from agentcron.agent.tool_deps import ToolDeps, ToolLimits
 from agentcron.config import (
     PG_CLAIM_AHEAD,
     UNIFIED_SESSION_KEY,
+    UNIFIED_SESSION_TITLE,
     AgentSettings,
     EngineSettings,
     Settings,
@@ -115,6 +116,7 @@ class AgentCron:
         prices: str | Path | Mapping[str, Mapping[str, float]] | None = None,
         tool_limits: ToolLimits | None = None,
         unified_session: bool | None = None,
+        shared_chat: bool | None = None,
         evaluator: Evaluator | None = None,
         tools: Sequence[ToolLike] = (),
         tool_policy: Mapping[str, Policy] | None = None,
@@ -126,7 +128,8 @@ class AgentCron:
             raise ValueError("give `db` (a SQLite file or a database URL) or `url`, not both")
         config = Settings.load() if config is None else config
         self.clock: Clock = clock or SystemClock()
-        self.unified_session = config.sessions(unified=unified_session).unified
+        session_settings = config.sessions(unified=unified_session, shared_chat=shared_chat)
+        self.unified_session = session_settings.unified
         self.tool_limits = tool_limits or ToolLimits()
         # A path or a URL, checked (config.database); neither: the settings' `[server] db`.
         given = db is not None or url is not None
@@ -202,6 +205,7 @@ class AgentCron:
             slots=slots,
             settings=settings,
             memory_scope=self.memory_scope if self.unified_session else None,
+            shared_chat=session_settings.shared_chat,
         )
         self.engine = Engine(
             self.store,
@@ -233,7 +237,9 @@ class AgentCron:
             publish=self.publish_job,
             owner_of=self.job_owner,
             max_jobs=lambda: self.settings.max_jobs,
+            retention=lambda: self.settings.retention_age,
         )
+        self.engine.reapers.append(self.jobs.sweep_finished)
         self.sessions = Sessions(
             store.sessions,
             self.lanes,
@@ -354,6 +360,8 @@ class AgentCron:
             limits=self.tool_limits,
             automation_key=self.job_owner(session.key),
             turn_id=turn.turn_id,
+            recall_scope=self.memory_scope(session.key),
+            sessions=self.sessions,
         )
 
     async def start(self) -> None:
@@ -361,6 +369,12 @@ class AgentCron:
         start, or a tool name is taken twice), then the engine.
         """
         await self.store.open()
+        if self.unified_session:
+            # The unified memory's lane session: its turn lease serializes the threads' turns
+            # across processes (a missing one would serialize them only within each process).
+            await self.store.sessions.ensure_session(
+                UNIFIED_SESSION_KEY, self.clock.now(), title=UNIFIED_SESSION_TITLE
+            )
         await self.store.signals.start()
         if self.tool_servers is not None:
             try:

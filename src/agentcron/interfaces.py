@@ -6,7 +6,8 @@ of your own, and where it plugs in. docs/extending.md shows each one with a test
   scheduled turns only. Optional attributes it may have: `history_window`, `history_budget`,
   and `async summarize(entries, *, previous, max_tokens) -> str` (the compaction of older
   history). Inside a turn, `paused()` gives the turn's slot back for a wait on the outside world;
-  an `Approver` (`cron.approvals.broker`) asks a person.
+  `tool_ran(record)` reports a tool call as it happens (kept if the turn is stopped, times out
+  or is cut); an `Approver` (`cron.approvals.broker`) asks a person.
 - **Clock**: the only way the engine, the lanes and the approvals read time or wait.
   `AgentCron(clock=...)`; `SystemClock` is the default, `agentcron.testing.FakeClock` the one
   tests move by hand.
@@ -19,9 +20,14 @@ of your own, and where it plugs in. docs/extending.md shows each one with a test
   delivery ledger (for an `Outbox`: durable delivery with retries), one that is
   `ApprovalBound` (and says `carries_approvals = True`) gets the approval desk and the
   gated calls' requests and decisions.
-- **ArmClient**: the client of a wake service (`agentcron relay`, or a hosted scheduler):
-  provision, cancel and list one arm per job. `resolve_wake(settings, ..., arms=client)` or
-  `ManagedWake(...)` keeps its arms equal to the jobs.
+- **ArmClient**: the client of a wake service (`agentcron relay`, a seed-002 managed-cron
+  service, or a hosted scheduler): provision, cancel and list one arm per job.
+  `resolve_wake(settings, ..., arms=client)` or `ManagedWake(...)` keeps its arms equal to the
+  jobs. `RelayArms` and `Seed002Arms` are the built-in ones (`wake.service`).
+- **FireVerifier**: what accepts a fire at `POST /api/cron/fire` (`ready()`, `verify(token,
+  body) -> FireClaims`, raising `FireTokenError` for a 401 and `FireRequestError` for a 400).
+  `RelayFireVerifier` (the default) and `Seed002FireVerifier` are built in (`wake.verifier`);
+  `resolve_wake(..., verifier=mine)` or `ServeOptions(fire_verifier=mine)` takes your own.
 - **Signals**: changes another process made on the database (`Topic`), heard through
   `cron.store.signals.subscribe(topic, listener)`; a `Listener` gets the topic and the keys
   (None: re-read everything).
@@ -46,6 +52,7 @@ from agentcron.agent.runner import (
     TurnEvents,
     TurnInput,
     paused,
+    tool_ran,
 )
 from agentcron.approval_links import ApprovalLinks
 from agentcron.channels.manager import (
@@ -70,6 +77,7 @@ from agentcron.domain.approvals import (
     Approver,
     Decision,
 )
+from agentcron.domain.attachments import Attachment
 from agentcron.domain.deliveries import DeliveryCursor
 from agentcron.domain.sessions import TurnSource
 from agentcron.errors import AgentcronError
@@ -107,11 +115,22 @@ from agentcron.store.signals import Listener, Topic
 from agentcron.wake.arms import Arm, ArmClient, ArmError, RelayArms
 from agentcron.wake.provider import ManagedWake
 from agentcron.wake.provider import resolve as resolve_wake
+from agentcron.wake.seed002 import Seed002Arms, Seed002FireVerifier
+from agentcron.wake.verify import (
+    FireClaims,
+    FireRequestError,
+    FireTokenError,
+    FireVerifier,
+    JwksCache,
+    RelayFireVerifier,
+    VerifierNotReadyError,
+)
 
 # The runner: what executes a turn; its input, its answer, a pause for a wait, asking a person.
 __all__ = [
     "Approval",
     "Approver",
+    "Attachment",
     "Decision",
     "HistoryEntry",
     "NullEvents",
@@ -126,6 +145,7 @@ __all__ = [
     "TurnInput",
     "TurnSource",
     "paused",
+    "tool_ran",
 ]
 # Time: the one way agentcron reads the clock or waits.
 __all__ += [
@@ -168,12 +188,19 @@ __all__ += [
     "TelegramChannel",
     "WebhookChannel",
 ]
-# A wake service's client, and the managed wake that keeps its arms equal to the jobs.
+# A wake service's client, the fire verifier, and the managed wake that keeps its arms equal
+# to the jobs.
 __all__ += [
     "Arm",
     "ArmClient",
+    "FireClaims",
+    "FireVerifier",
+    "JwksCache",
     "ManagedWake",
     "RelayArms",
+    "RelayFireVerifier",
+    "Seed002Arms",
+    "Seed002FireVerifier",
     "WakeSettings",
     "resolve_wake",
 ]
@@ -193,11 +220,14 @@ __all__ += [
     "ConflictError",
     "DeliveryAttemptError",
     "DeliveryNotFoundError",
+    "FireRequestError",
+    "FireTokenError",
     "JobNotFoundError",
     "RunNotFoundError",
     "SessionNotFoundError",
     "StoreError",
     "StoreUnavailableError",
     "TurnNotFoundError",
+    "VerifierNotReadyError",
     "VersionConflictError",
 ]

@@ -13,6 +13,9 @@ from pydantic import AfterValidator, Field
 from agentcron.errors import InvalidInputError
 
 __all__ = [
+    "MAX_ATTACHMENTS",
+    "MAX_ATTACHMENT_BYTES",
+    "MAX_ATTACHMENT_URL_CHARS",
     "MAX_BODY_BYTES",
     "MAX_MESSAGE_CHARS",
     "MAX_META_BYTES",
@@ -35,6 +38,11 @@ MAX_SHORT_CHARS = 200  # `when`, `tz`, `model`, an idempotency key
 MAX_RUNS = 1_000_000  # a job's max_runs
 MAX_META_BYTES = 16 * 1024  # a session's channel_meta, as JSON
 MAX_META_DEPTH = 16
+MAX_ATTACHMENTS = 4  # files carried with one message (in or out)
+# An attachment's bytes (inline, or fetched from Telegram): kept in memory for a turn and in
+# an outbound delivery record until sent, so small; a bigger file goes by URL.
+MAX_ATTACHMENT_BYTES = 512 * 1024
+MAX_ATTACHMENT_URL_CHARS = 2048
 
 
 def check_text(text: str, what: str = "text") -> str:

@@ -24,8 +24,10 @@ from agentcron.domain.jobs import (
     CreatedBy,
     Job,
     JobKind,
+    JobStatus,
     Overlap,
     Recall,
+    RecallCallType,
     RecallState,
 )
 from agentcron.domain.runs import Run
@@ -104,6 +106,7 @@ def _job_shown(job: Job, active_run: Run | None) -> Dict:
             "delete_after_run": policy.delete_after_run,
             "jitter": policy.jitter,
         },
+        "state": job.status,
         "legacy": job.has_target_fields,  # wire key keeps its old name
         "active_run": None
         if active_run is None
@@ -121,6 +124,10 @@ class JobOut(View):
     schedule: str = Field(description="the schedule in words, naming its time zone")
     tz: str
     enabled: bool
+    state: JobStatus = Field(
+        description="active, paused, or done: its schedule is spent (kept `retention_age`)"
+    )
+    finished_at: datetime | None = Field(description="when it became done")
     paused_reason: str | None
     paused_at: datetime | None
     created_by: CreatedBy
@@ -134,6 +141,10 @@ class JobOut(View):
     policy: PolicyOut
     idempotency_key: str | None
     model: str | None
+    call_type: RecallCallType | None = Field(
+        description="a recall the agent scheduled: once, recurring or immediate"
+    )
+    internal_comment: str | None = Field(description="a recall's note, whole (the name is cut)")
     legacy: bool = Field(description="a delivery job with target fields (runs isolated)")
     version: int
     created_at: datetime
@@ -243,7 +254,9 @@ class DeletedJobOut(View):
 
 
 class RecallOut(View):
-    """A session's recall: pending (with its next fire) or ended (fired / cancelled, when)."""
+    """A session's recall: pending (with its next fire), paused (why) or ended (fired /
+    cancelled, when).
+    """
 
     id: str
     session_key: str
@@ -259,6 +272,12 @@ class RecallOut(View):
     next_fire_at: datetime | None
     created_at: datetime
     ended_at: datetime | None
+    call_type: RecallCallType | None
+    internal_comment: str | None
+    paused_reason: str | None = Field(
+        description="paused: why (auto-paused after failures: with the last error)"
+    )
+    paused_at: datetime | None
 
     @classmethod
     def of_recall(cls, recall: Recall) -> RecallOut:

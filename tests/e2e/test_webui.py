@@ -153,6 +153,40 @@ async def test_automations_form_pause_resume_and_inline_errors(
 
 
 @pytest.mark.timeout(30)
+async def test_a_finished_one_shot_moves_to_done_unless_the_form_said_delete_after_run(
+    start_server: StartServer, page: Page
+) -> None:
+    ui = await start_server()
+    await log_in(page, ui)
+    key = await new_chat(page)
+    form = page.get_by_role("form", name="New automation")
+    for name, delete in (("kept note", False), ("gone note", True)):
+        await form.get_by_label("Name").fill(name)
+        await form.get_by_label("What to do").fill("stretch")
+        await form.get_by_label("When").fill("in 10 minutes")
+        if delete:
+            await form.get_by_label("Delete after its last run").check()
+        await form.get_by_role("button", name="Add automation").click()
+        await expect(automation(page, name)).to_be_visible()
+    await expect(form.get_by_label("Delete after its last run")).not_to_be_checked()  # reset
+    jobs = {j.name: j for j in await ui.cron.jobs.list(session_key=key)}
+    assert not jobs["kept note"].policy.delete_after_run
+    assert jobs["gone note"].policy.delete_after_run
+    done = panel(page).get_by_role("region", name="Done automations")
+    await expect(done).to_be_hidden()
+
+    ui.clock.advance(TEN_MINUTES)
+    kept = done.get_by_role("listitem", name="Automation kept note")
+    await expect(kept.locator(".state-badge")).to_have_text("Done")
+    await expect(kept.locator(".finished")).to_have_text("Mon, Nov 23, 08:10")
+    await expect(kept.get_by_role("button", name="Resume kept note")).to_have_count(0)
+    await expect(automation(page, "gone note")).to_have_count(0)
+    listed = panel(page).get_by_role("list", name="Automations of this chat", exact=True)
+    await expect(listed).to_be_empty()
+    await screenshot(page, "done-automations")
+
+
+@pytest.mark.timeout(30)
 async def test_recall_banner_skip_cancel_and_the_sidebar_clock(
     start_server: StartServer, page: Page
 ) -> None:
@@ -329,6 +363,76 @@ async def test_a_reload_mid_turn_replays_the_partial_reply_then_streams_the_rest
 
 
 @pytest.mark.timeout(30)
+async def test_a_turn_stopped_after_a_tool_ran_still_shows_the_call(
+    start_server: StartServer, page: Page
+) -> None:
+    gate = StreamGate()
+    ui = await start_server(model=OfflineModel(sleep=gate.sleep))
+    ui.gates.append(gate)
+    await log_in(page, ui)
+    await new_chat(page)
+    log = transcript(page)
+    # The cron tool runs; the reply after it is held after its first word, and stopped.
+    gate.hold_after(1)
+    await say(page, "remind me in 10 minutes to stretch")
+    await asyncio.wait_for(gate.held.wait(), 10)
+    live = log.locator("article.streaming")
+    await expect(live.locator("details.tool .tool-status")).to_have_text("ok")
+    await page.get_by_role("button", name="Stop").click()
+
+    def stopped_card() -> Locator:
+        return log.get_by_role("article", name="Stopped")
+
+    await expect(stopped_card()).to_contain_text("This turn was stopped.")
+    await expect(live).to_have_count(0)
+    await expect(stopped_card().locator("details.tool")).to_contain_text("cron · add · stretch")
+    await expect(stopped_card().locator("details.tool .tool-status")).to_have_text("ok")
+    # Saved with the turn's end: after a reload the card still shows the call.
+    await page.reload()
+    await expect(page.locator("#conn-status")).to_have_text("Live")
+    await expect(stopped_card().locator("details.tool")).to_contain_text("cron · add · stretch")
+    await expect(stopped_card().locator("details.tool .tool-status")).to_have_text("ok")
+    await expect(log.locator("article.role-tool")).to_have_count(0)
+
+
+@pytest.mark.timeout(30)
+async def test_a_call_still_running_when_its_turn_is_stopped_shows_it_has_no_result(
+    start_server: StartServer, page: Page
+) -> None:
+    running = asyncio.Event()
+
+    async def deploy(env: str) -> str:
+        """Deploy the app to an environment.
+
+        Args:
+            env: staging or production
+        """
+        running.set()
+        await asyncio.Event().wait()  # until the turn is stopped
+        return "never"
+
+    ui = await start_server(model=OfflineModel(), tools=[deploy])
+    await log_in(page, ui)
+    await new_chat(page)
+    log = transcript(page)
+    await say(page, "use deploy with env=production")
+    await asyncio.wait_for(running.wait(), 10)
+    await expect(log.locator("article.streaming details.tool")).to_contain_text("running…")
+    await page.get_by_role("button", name="Stop").click()
+    card = log.get_by_role("article", name="Stopped")
+    await expect(card).to_contain_text("This turn was stopped.")
+    # Not an error, not running: it may have done its work, nobody knows.
+    await expect(card.locator("details.tool .tool-status")).to_have_text("no result")
+    await page.reload()
+    await expect(page.locator("#conn-status")).to_have_text("Live")
+    await expect(card.locator("details.tool .tool-status")).to_have_text("no result")
+    await card.locator("details.tool summary").click()
+    await expect(card.locator("pre.tool-result")).to_have_text(
+        "(no result: the turn ended before the tool answered)"
+    )
+
+
+@pytest.mark.timeout(30)
 async def test_saved_tool_calls_and_a_summary_are_folded_in_the_transcript(
     start_server: StartServer, page: Page, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -396,6 +500,33 @@ async def test_a_reply_a_channel_could_not_deliver_is_marked_and_the_channel_sho
         await expect(page.locator("#conn-status")).to_have_text("Live")
         await expect(reply.locator(".undelivered-badge")).to_have_text("not delivered")
         assert len(receiver.received) == 1  # a permanent error is not retried
+
+
+async def test_unified_a_shared_reminder_replies_in_the_chat_you_talk_in_and_system_events_show(
+    start_server: StartServer, page: Page, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTCRON_UNIFIED_SESSION", "1")
+    ui = await start_server()
+    assert ui.cron.unified_session is True
+    await ui.cron.system.ensure(
+        "heartbeat", "every 30 minutes", message="all good", handler=lambda _t: "ok"
+    )
+    await log_in(page, ui)
+    await new_chat(page)
+    await say(page, "remind me in 10 minutes to stretch")
+    log = transcript(page)
+    await expect(log.locator("article.role-assistant").last).to_contain_text("Done: Scheduled")
+    await expect(automation(page, "stretch")).to_be_visible()  # a shared one, listed here
+    # It fires in the chat the person talks in, not in the "Shared automations" chat.
+    ui.clock.advance(TEN_MINUTES)
+    trigger = log.locator("article.trigger")
+    await expect(trigger).to_contain_text("Scheduled automation triggered: stretch")
+    answer = log.locator("article.trigger + article.role-assistant")
+    await expect(answer.locator(".msg-body")).to_have_text("(offline model) Reminder: stretch.")
+    # A system job's event reaches the page, whatever chat is open.
+    ui.clock.advance(timedelta(minutes=20))
+    await expect(page.locator("#system-event")).to_have_text("System event “heartbeat”: all good")
+    await expect(page.locator("#system-event")).to_have_attribute("title", "from cron")
 
 
 @pytest.mark.timeout(30)

@@ -30,9 +30,13 @@ async def wait_for(condition: Callable[[], object], limit: float = 5.0) -> None:
 
 
 @asynccontextmanager
-async def listening(app: FastAPI, *, lifespan: Literal["on", "off"] = "off") -> AsyncIterator[int]:
-    """`app` served on a free localhost port in this event loop; yields the port."""
-    port = free_port()
+async def listening(
+    app: FastAPI, *, lifespan: Literal["on", "off"] = "off", port: int | None = None
+) -> AsyncIterator[int]:
+    """`app` served on a localhost port (`port`, else a free one) in this event loop; yields
+    the port.
+    """
+    port = port or free_port()
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan)
     )

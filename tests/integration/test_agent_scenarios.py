@@ -237,12 +237,12 @@ async def test_unified_mode_binds_web_chat_automations_to_the_unified_session(
     # deleting one web thread neither blocks on nor deletes the unified automations
     assert await cron.sessions.delete("websocket:a") == Deletion(True)
     assert job.id in [j.id for j in await cron.jobs.list()]
-    # the fire is a turn of the unified session
+    # the fire is the unified session's, its turn runs in the thread last talked in (b)
     await advance(cron, clock, timedelta(hours=20))
     (run,) = await cron.runs.list(job.id)
     assert run.state is RunState.SUCCEEDED
     assert run.session_key == "unified:default"
-    last = (await cron.sessions.messages("unified:default"))[-1]
+    last = (await cron.sessions.messages("websocket:b"))[-1]
     assert last.content == "(offline model) Reminder: read the news."
 
 

@@ -4,6 +4,7 @@ never a 500; the session key grammar; what creates a session. On both store back
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -14,7 +15,13 @@ import pytest
 from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
 from agentcron.errors import InvalidInputError
-from agentcron.limits import MAX_BODY_BYTES, MAX_MESSAGE_CHARS, MAX_RUNS
+from agentcron.limits import (
+    MAX_ATTACHMENT_BYTES,
+    MAX_ATTACHMENTS,
+    MAX_BODY_BYTES,
+    MAX_MESSAGE_CHARS,
+    MAX_RUNS,
+)
 from agentcron.server import create_app
 from agentcron.session_keys import check_session_key
 from agentcron.store.errors import ConflictError
@@ -328,3 +335,33 @@ async def test_a_body_too_deep_to_parse_says_so(api: httpx.AsyncClient) -> None:
     assert answered.status_code == 400
     assert answered.json()["error"] == "bad_request"
     assert "nested too deeply" in answered.json()["detail"]
+
+
+async def test_bad_hook_attachments_are_422_and_start_no_turn(
+    api: httpx.AsyncClient, cron: AgentCron
+) -> None:
+    url = {"url": "https://files.example/a.png"}
+    too_big = base64.b64encode(b"x" * (MAX_ATTACHMENT_BYTES + 1)).decode()
+    for attachments in (
+        [{"kind": "photo"}],  # neither a url nor data
+        [{"kind": "photo", "url": "https://files.example/a.png", "data": "eA=="}],  # both
+        [{"kind": "sticker", **url}],  # not a kind
+        [{"url": "ftp://files.example/a.png"}],  # not http(s)
+        [{"url": "https://" + "a" * 3000}],  # too long
+        [{"data": "not base64!"}],
+        [{"data": too_big}],  # over MAX_ATTACHMENT_BYTES (or the body's bound)
+        [{"name": "a\x00b", **url}],
+        [url] * (MAX_ATTACHMENTS + 1),
+        [{"extra": 1, **url}],
+    ):
+        body = {"session_key": "hook:ci", "content": "hi", "attachments": attachments}
+        hooked = await api.post("/hooks/agent", json=body, headers={"Authorization": "Bearer hook"})
+        assert hooked.status_code in (413, 422), (attachments, hooked.text)
+        assert set(hooked.json()) == {"error", "detail"}
+    assert await cron.sessions.list() == []
+    # at the bounds it is accepted
+    fits = base64.b64encode(b"x" * MAX_ATTACHMENT_BYTES).decode()
+    body = {"session_key": "hook:ci", "content": "hi",
+            "attachments": [{"data": fits}, *[url] * (MAX_ATTACHMENTS - 1)]}  # fmt: skip
+    hooked = await api.post("/hooks/agent", json=body, headers={"Authorization": "Bearer hook"})
+    assert hooked.status_code == 202, hooked.text

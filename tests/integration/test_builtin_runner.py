@@ -40,6 +40,7 @@ from agentcron.agent.runner import (
 )
 from agentcron.agent.tools import ToolDeps, scheduling_tools
 from agentcron.app import AgentCron
+from agentcron.domain.attachments import Attachment
 from agentcron.domain.jobs import CreatedBy, JobKind
 from agentcron.schedule import AtSpec
 from agentcron.testing import FakeClock
@@ -312,6 +313,26 @@ def test_instructions_without_a_time_use_the_current_time() -> None:
     text = runner.instructions(SessionInfo(key="k"), turn("hi", now=None))
     stamps = {f"({t:%Y-%m-%dT%H:%MZ} UTC)" for t in (before, datetime.now(UTC))}
     assert any(stamp in text for stamp in stamps)
+
+
+async def test_the_model_reads_a_note_of_the_files_the_message_came_with() -> None:
+    prompts: list[str] = []
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        last = messages[-1]
+        assert isinstance(last, ModelRequest)
+        prompts.extend(p.content for p in last.parts if isinstance(p, UserPromptPart))  # type: ignore[misc]
+        yield "ok"
+
+    runner = BuiltinRunner(FunctionModel(stream_function=stream))
+    photo = Attachment("photo", "cat.jpg", "image/jpeg", data=b"\xff\xd8 cat")
+    doc = Attachment("document", "a.pdf", "application/pdf", url="https://files.example/a.pdf")
+    await runner.run_turn(SESSION, turn("what is this?", attachments=(photo, doc)), Events())
+    assert prompts == [
+        "what is this?\n\n"
+        "[attached photo “cat.jpg”: image/jpeg, 6 bytes, sent inline]\n"
+        "[attached document “a.pdf”: application/pdf, https://files.example/a.pdf]"
+    ]
 
 
 async def test_the_model_receives_the_instructions_and_tools() -> None:
@@ -621,6 +642,21 @@ def test_history_groups_neighbours_of_one_side() -> None:
     assert isinstance(messages[2].parts[0], SystemPromptPart)
     assert isinstance(messages[2].parts[1], UserPromptPart)
     assert isinstance(messages[3].parts[0], TextPart)
+
+
+def test_earlier_messages_say_what_files_they_carried() -> None:
+    sent = {"attachments": [{"kind": "photo", "name": "cat.jpg", "mime_type": "image/jpeg",
+                             "size": 6, "inline": True}]}  # fmt: skip
+    answered = {"attachments": [{"kind": "document", "url": "https://files.example/a.pdf"}]}
+    asked, replied = history_to_messages(
+        [HistoryEntry("user", "look", sent), HistoryEntry("assistant", "here", answered)]
+    )
+    assert [p.content for p in asked.parts] == [
+        "look\n\n[attached photo “cat.jpg”: image/jpeg, 6 bytes, sent inline]"
+    ]
+    assert [p.content for p in replied.parts] == [  # type: ignore[union-attr]
+        "here\n\n[attached document: type unknown, https://files.example/a.pdf]"
+    ]
 
 
 def test_history_edges() -> None:

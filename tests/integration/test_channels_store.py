@@ -235,6 +235,28 @@ async def test_a_delivery_left_by_a_process_that_died_is_taken_over_once(
             await s.close()
 
 
+async def test_a_file_s_bytes_are_kept_while_pending_and_dropped_once_settled(
+    store: SqlStore,
+) -> None:
+    deliveries = store.deliveries
+    files = [{"kind": "photo", "name": "p.png", "size": 3, "data": "AAEC"},
+             {"kind": "document", "url": "https://files.example/a.pdf"}]  # fmt: skip
+    for message_id in ("sent", "refused"):
+        await deliveries.enqueue("telegram", message_id, "telegram:1",
+                                 {**PAYLOAD, "attachments": files}, T0)  # fmt: skip
+        await deliveries.begin_attempt("telegram", message_id, attempts=0, now=T0)
+    await deliveries.mark_retry("telegram", "sent", error="429", next_attempt_at=T0, now=T0)
+    assert (await deliveries.get("telegram", "sent")).payload["attachments"] == files  # resumable
+    assert await deliveries.mark_delivered("telegram", "sent", T0 + SEC)
+    assert await deliveries.mark_failed("telegram", "refused", error="403", now=T0 + SEC)
+    for message_id in ("sent", "refused"):
+        settled = await deliveries.get("telegram", message_id)
+        assert settled.payload == {**PAYLOAD, "attachments": [
+            {"kind": "photo", "name": "p.png", "size": 3, "inline": True}, files[1]]}  # fmt: skip
+    # a settled record is not changed again
+    assert not await deliveries.mark_delivered("telegram", "sent", T0 + 2 * SEC)
+
+
 async def test_a_failed_delivery_can_be_made_pending_again_once(store: SqlStore) -> None:
     from agentcron.store.errors import DeliveryNotFailedError
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import hashlib
 import hmac
@@ -15,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import pytest
 
 from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput
@@ -28,7 +30,9 @@ from agentcron.channels import (
     WebhookChannel,
     verify_signature,
 )
+from agentcron.domain.attachments import Attachment
 from agentcron.domain.deliveries import DeliveryState
+from agentcron.server import create_app
 from agentcron.testing import wait_settled
 from tests.conftest import CronFactory
 
@@ -450,3 +454,73 @@ async def test_a_channel_that_cannot_start_stops_the_started_ones(
         await manager.start()
     assert first.stopped
     assert not manager.running
+
+
+class Receipts:
+    """A runner that keeps what each turn got and answers with a chart (its bytes) and a
+    report (a URL).
+    """
+
+    def __init__(self) -> None:
+        self.turns: list[TurnInput] = []
+
+    async def run_turn(self, session: SessionInfo, turn: TurnInput, events: TurnEvents) -> Outcome:
+        self.turns.append(turn)
+        chart = Attachment("photo", "chart.png", "image/png", data=b"\x89PNG chart")
+        report = Attachment("document", "report.pdf", "application/pdf",
+                            url="https://files.example/report.pdf")  # fmt: skip
+        return Outcome.succeeded("Totals attached.", attachments=(chart, report))
+
+
+async def test_hook_attachments_reach_the_turn_and_reply_files_are_posted_as_url_or_base64(
+    make_cron: CronFactory, started: list[ChannelManager]
+) -> None:
+    runner = Receipts()
+    cron = await make_cron(runner=runner)
+    app = create_app(cron, token="t", hook_token="hook")
+    receipt = b"%PDF receipt \x00\x01"
+    body = {"session_key": "hook:books", "content": "file these", "attachments": [
+        {"kind": "photo", "name": "scan.jpg", "mime_type": "image/jpeg",
+         "url": "https://files.example/scan.jpg"},
+        {"name": "receipt.pdf", "mime_type": "application/pdf",
+         "data": base64.b64encode(receipt).decode()},
+    ]}  # fmt: skip
+    async with HttpStub(scripted()) as receiver:
+        manager, channel = await webhook_on(cron, receiver.url, started)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as api:
+            answer = await api.post(
+                "/hooks/agent", json=body, headers={"Authorization": "Bearer hook"}
+            )
+            assert answer.status_code == 202, answer.text
+        await wait_settled(cron.engine)
+        (request,) = await receiver.wait_for(lambda r: len(r) == 1)
+        await settled(manager, channel)
+
+    (turn,) = runner.turns
+    assert turn.attachments == (
+        Attachment("photo", "scan.jpg", "image/jpeg", url="https://files.example/scan.jpg"),
+        Attachment("document", "receipt.pdf", "application/pdf", len(receipt), data=receipt),
+    )
+    posted = request.json()
+    assert posted["text"] == "Totals attached."
+    assert posted["attachments"] == [
+        {"kind": "photo", "name": "chart.png", "mime_type": "image/png", "size": len(b"\x89PNG chart"),
+         "data": base64.b64encode(b"\x89PNG chart").decode()},
+        {"kind": "document", "name": "report.pdf", "mime_type": "application/pdf",
+         "url": "https://files.example/report.pdf"},
+    ]  # fmt: skip
+    # the transcript (and the body's meta) describe the files without their bytes
+    user, reply = await cron.sessions.messages("hook:books")
+    assert user.meta["attachments"] == [
+        {"kind": "photo", "name": "scan.jpg", "mime_type": "image/jpeg",
+         "url": "https://files.example/scan.jpg"},
+        {"kind": "document", "name": "receipt.pdf", "mime_type": "application/pdf",
+         "size": len(receipt), "inline": True},
+    ]  # fmt: skip
+    assert posted["meta"]["attachments"] == reply.meta["attachments"]
+    assert "data" not in json.dumps(reply.meta)
+    # the delivery record kept the bytes until sent (to resend after a restart), not after
+    record = await cron.store.deliveries.get("webhook", reply.id)
+    assert record.state is DeliveryState.DELIVERED
+    assert record.payload["attachments"] == reply.meta["attachments"]

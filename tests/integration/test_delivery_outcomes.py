@@ -226,7 +226,7 @@ async def test_send_goes_out_through_the_sessions_channel_without_the_agent(
     assert await cron.sessions.turns(KEY) == []  # the agent was not involved
 
 
-async def test_a_system_events_text_goes_to_its_sessions_subscribers(
+async def test_a_system_events_text_goes_to_every_live_view(
     make_cron: CronFactory, clock: FakeClock
 ) -> None:
     cron = await make_cron()
@@ -242,7 +242,7 @@ async def test_a_system_events_text_goes_to_its_sessions_subscribers(
     assert (event.session_key, event.job_id, event.text) == (KEY, job.id, "Daily digest is ready")
     assert event_json(event) == {"type": "system_event", "session_key": KEY, "job_id": job.id,
                                  "run_id": event.run_id, "name": "digest",
-                                 "text": "Daily digest is ready"}  # fmt: skip
+                                 "text": "Daily digest is ready", "source": "cron"}  # fmt: skip
 
 
 async def _done() -> str:

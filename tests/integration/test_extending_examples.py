@@ -292,6 +292,68 @@ async def test_an_unreachable_scheduler_is_an_arm_error(
     await arms.aclose()
 
 
+class _NoArms:
+    """A wake service that holds the arms in memory (the verifier example needs none)."""
+
+    async def provision(self, job_id: str, fire_at: datetime, callback_url: str) -> str:
+        return job_id
+
+    async def cancel(self, job_id: str) -> None:
+        return None
+
+    async def list(self) -> list[Any]:
+        return []
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_fire_verifier(load: Callable[[str], types.ModuleType], tmp_path: Path) -> None:
+    from agentcron import ManagedWake, WakeSettings, create_app, resolve_wake
+
+    example = load("fire-verifier")
+    verifier = example.SharedSecretVerifier("s3cret-of-the-scheduler")
+    recorder_calls: list[Trigger] = []
+
+    async def runner(trigger: Trigger) -> None:
+        recorder_calls.append(trigger)
+
+    cron = AgentCron(db=str(tmp_path / "cron.db"), runner=runner)
+    settings = WakeSettings(provider="managed", callback_url="https://agent.example")
+    wake = resolve_wake(
+        settings, engine=cron.engine, catalog=cron.store, runs=cron.store,
+        subscribe=cron.subscribe, clock=cron.clock, arms=_NoArms(), verifier=verifier,
+    )  # fmt: skip
+    assert isinstance(wake, ManagedWake)  # no audience, issuer or JWKS needed
+    app = create_app(cron, token="api", wake=wake)
+    wake.prepare()
+    await cron.start()
+    await wake.start()
+    try:
+        job = await cron.jobs.create(
+            name="ping", when="in 1 second", message="ping", session_key="api:ops"
+        )
+        body = {"job_id": job.id, "fire_at": wire_time(job.next_run_at).isoformat()}
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://agent") as http:
+
+            async def fire(secret: str, payload: dict[str, Any]) -> int:
+                headers = {"Authorization": f"Bearer {secret}"}
+                answer = await http.post("/api/cron/fire", json=payload, headers=headers)
+                return answer.status_code
+
+            assert await fire("a-guess", body) == 401
+            assert await fire("s3cret-of-the-scheduler", {"fire_at": body["fire_at"]}) == 400
+            assert await fire("s3cret-of-the-scheduler", body) == 202
+            await eventually(lambda: len(recorder_calls) == 1, "the fire's turn")
+            assert await fire("s3cret-of-the-scheduler", body) == 202  # a retry: runs nothing
+            await eventually(lambda: wake.fires["duplicate"] == 1, "the retry dropped")
+        assert len(recorder_calls) == 1
+    finally:
+        await wake.stop()
+        await cron.close()
+
+
 # -- 4. a store ----------------------------------------------------------------------------------
 
 

@@ -20,7 +20,7 @@ from agentcron.server.asgi import create_app
 from agentcron.testing import FakeClock, wait_settled
 from agentcron.wake.arms import Arm, wire_text, wire_time
 from agentcron.wake.provider import LocalWake, ManagedWake, resolve
-from agentcron.wake.verify import FireVerifier, JwksCache
+from agentcron.wake.verify import JwksCache, RelayFireVerifier
 from tests.conftest import CronFactory, Recorder
 
 AUD, ISS, CALLBACK = "agent:test", "http://relay.test", "http://agent.test"
@@ -116,7 +116,7 @@ async def world(
         subscribe=cron.subscribe,
         clock=clock,
         arms=arms,
-        verifier=FireVerifier(cache, audience=AUD, issuer=ISS),
+        verifier=RelayFireVerifier(cache, audience=AUD, issuer=ISS),
         callback_url=CALLBACK,
     )
     app = create_app(cron, token="api-token", wake=wake)

@@ -17,7 +17,7 @@ import pytest
 from agentcron.agent.runner import OutcomeStatus, Trigger
 from agentcron.relay.agents import AgentRegistry
 from agentcron.relay.server import RelayOptions, RelayServer, build
-from agentcron.wake.verify import FireVerifier, JwksCache
+from agentcron.wake.verify import JwksCache, RelayFireVerifier
 
 FAR = "2030-01-01T00:00:00+00:00"
 
@@ -98,7 +98,7 @@ async def test_the_jwks_publishes_the_signing_key_and_tokens_verify(relay: Relay
         "http://relay.test/jwks.json",
         client=httpx.AsyncClient(transport=httpx.MockTransport(serve)),
     )
-    verifier = FireVerifier(cache, audience="agent:one", issuer="http://relay.test")
+    verifier = RelayFireVerifier(cache, audience="agent:one", issuer="http://relay.test")
     assert (await verifier.verify(token, {"job_id": "j"})).job_id == "j"
 
 

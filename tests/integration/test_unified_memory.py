@@ -1,12 +1,16 @@
 """Unified mode's memory (seed 001): web chats and `unified:default` are one memory.
 
-In unified mode a web chat's turn (`websocket:*`) and a turn of `unified:default` (where the
-shared automations' fires run) get the entries of all of them as one timeline; threads stay
-what is shown and deleted. Without unified mode each session is its own memory.
+In unified mode a web chat's turn (`websocket:*`) and a turn of `unified:default` (the shared
+automations' session) get the entries of all of them as one timeline; threads stay what is
+shown and deleted. A shared automation's fire runs in the thread the person last talked in,
+and never at the same time as a thread's turn. Without unified mode each session is its own
+memory.
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 from datetime import timedelta
 
 import pytest
@@ -18,6 +22,7 @@ from agentcron.domain.sessions import MemoryScope
 from agentcron.store import SqlStore
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, T0, CronFactory
+from tests.helpers.ws import wait_for
 
 SEC = timedelta(seconds=1)
 
@@ -104,6 +109,29 @@ async def test_history_across_looks_at_most_limit_entries_of_each_session(
         MemoryScope()
 
 
+def test_a_scopes_sessions_share_the_lane_of_its_first_key() -> None:
+    assert UNIFIED_MEMORY.lane_of("websocket:a") == UNIFIED_SESSION_KEY
+    assert UNIFIED_MEMORY.lane_of(UNIFIED_SESSION_KEY) == UNIFIED_SESSION_KEY
+    assert MemoryScope(prefixes=("web:",)).lane_of("web:x") == "web:x"  # no key: its own
+
+
+async def test_last_talked_is_the_scopes_session_of_the_newest_user_turn(store: SqlStore) -> None:
+    s = store.sessions
+    assert await s.last_talked(UNIFIED_MEMORY) is None
+    for at, key, source in [
+        (1, "websocket:a", "user"),
+        (2, "websocket:b", "user"),
+        (3, "websocket:a", "automation"),  # not a person's
+        (4, "telegram:42", "user"),  # not in the scope
+        (5, "websocketz:q", "user"),  # a look-alike prefix: not in the scope
+    ]:
+        await s.open_turn(key, source, "hi", T0 + at * SEC, owner="me")
+    assert await s.last_talked(UNIFIED_MEMORY) == "websocket:b"
+    await s.open_turn(UNIFIED_SESSION_KEY, "user", "hi", T0 + 6 * SEC, owner="me")
+    assert await s.last_talked(UNIFIED_MEMORY) == UNIFIED_SESSION_KEY
+    assert await s.last_talked(MemoryScope(keys=("telegram:42",))) == "telegram:42"
+
+
 # -- turns in unified mode --------------------------------------------------------------------
 
 
@@ -130,19 +158,21 @@ async def test_web_chats_share_the_unified_memory(make_cron: CronFactory, clock:
     clock.advance(timedelta(minutes=1))
     await wait_settled(cron.engine)
     key, fired = runner.turns[2]
-    assert key == UNIFIED_SESSION_KEY
+    assert key == "websocket:b"  # its turn runs in the thread the person last talked in
     assert [h.content for h in fired.history] == [
         "the code word is walrus", "ok: the code word is walrus",
         "what did I just say", "ok: what did I just say",
     ]  # fmt: skip
-    # ... and its reply is in the memory of the chat the person talks in
+    # ... and its reply is in the memory of every chat
     await talk(cron, clock, "websocket:a", "and now?")
-    assert runner.history(3)[-1] == (await cron.sessions.messages(UNIFIED_SESSION_KEY))[-1].content
+    assert runner.history(3)[-1] == (await cron.sessions.messages("websocket:b"))[-1].content
     assert len(runner.history(3)) == 6
     # threads stay display scopes: each transcript holds only its own entries
-    assert [m.content for m in await cron.sessions.messages("websocket:b")] == [
-        "what did I just say", "ok: what did I just say",
-    ]  # fmt: skip
+    shown = [m.content for m in await cron.sessions.messages("websocket:b")]
+    assert shown[:2] == ["what did I just say", "ok: what did I just say"]
+    assert len(shown) == 4  # then the automation's trigger and reply
+    assert shown[2] == "Scheduled automation triggered: digest\n\nsummarise"
+    assert await cron.sessions.messages(UNIFIED_SESSION_KEY) == []
     # ... and deletion scopes: deleting a thread deletes its entries, never the automations
     deleted = await cron.sessions.delete("websocket:a")
     assert deleted.deleted is True
@@ -150,6 +180,7 @@ async def test_web_chats_share_the_unified_memory(make_cron: CronFactory, clock:
     await talk(cron, clock, "websocket:b", "again")
     assert not [h for h in runner.history(4) if "walrus" in h]
     assert runner.history(4)[0] == "what did I just say"
+    assert runner.history(4)[2].startswith("Scheduled automation triggered: digest")
 
 
 async def test_without_unified_mode_each_chat_is_its_own_memory(
@@ -177,3 +208,107 @@ async def test_only_web_chats_and_the_unified_session_share_memory(
     assert runner.history(2) == []
     assert cron.memory_scope("telegram:42") is None
     assert cron.memory_scope("websocket:z") == cron.memory_scope(UNIFIED_SESSION_KEY)
+
+
+# -- one lane for the unified memory ----------------------------------------------------------
+
+
+class Gated:
+    """A runner whose turns wait for `release`; it records each turn's session and how many
+    of its turns ran at once at most.
+    """
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.keys: list[str] = []
+        self.running = 0
+        self.most = 0
+
+    async def run_turn(self, session: SessionInfo, turn: TurnInput, events: TurnEvents) -> Outcome:
+        self.keys.append(session.key)
+        self.running += 1
+        self.most = max(self.most, self.running)
+        try:
+            await self.release.wait()
+        finally:
+            self.running -= 1
+        return Outcome.succeeded(f"ok: {turn.prompt}")
+
+
+async def test_a_shared_fire_waits_for_a_threads_turn_and_replies_in_that_thread(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    runner = Gated()
+    cron = await make_cron(runner=runner, unified_session=True)
+    for key in ("websocket:a", "websocket:b"):
+        await cron.sessions.create(key)
+    job = await cron.jobs.create(
+        name="digest", when="in 1 minute", message="summarise", session_key=UNIFIED_SESSION_KEY
+    )
+    first = await cron.sessions.send("websocket:a", "a long question")
+    await wait_for(lambda: runner.running == 1)
+    second = await cron.sessions.send("websocket:b", "and another")  # the person talks in b
+    clock.advance(timedelta(minutes=1))
+    # the fire and b's turn wait in the one lane while a's turn runs
+    await wait_for(lambda: cron.lanes.queued_turns == 2)
+    assert runner.keys == ["websocket:a"]
+    assert cron.sessions.running_turn("websocket:a") == first.id
+    assert cron.sessions.running_turn("websocket:b") is None
+    runner.release.set()
+    await wait_settled(cron.engine)
+    assert runner.most == 1
+    assert runner.keys == ["websocket:a", "websocket:b", "websocket:b"]
+    assert (await cron.sessions.wait_turn(second.id, 10)).state.value == "succeeded"
+    shown = [m.content for m in await cron.sessions.messages("websocket:b")]
+    assert shown[2] == "Scheduled automation triggered: digest\n\nsummarise"
+    assert await cron.sessions.messages(UNIFIED_SESSION_KEY) == []
+    (run,) = await cron.runs.list(job_id=job.id)
+    assert run.state.value == "succeeded"
+    turns = [*await cron.sessions.turns("websocket:a"), *await cron.sessions.turns("websocket:b")]
+    spans = sorted((t.started_at, t.finished_at) for t in turns)
+    assert all(end <= start for (_, end), (start, _) in itertools.pairwise(spans))  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("shared_chat", [True, False])
+async def test_a_shared_fire_replies_in_the_shared_chat_when_asked_or_when_nobody_talked(
+    make_cron: CronFactory, clock: FakeClock, shared_chat: bool
+) -> None:
+    runner = Echo()
+    cron = await make_cron(runner=runner, unified_session=True, shared_chat=shared_chat)
+    await cron.sessions.create("websocket:a")
+    await cron.jobs.create(
+        name="digest", when="every 1 minute", message="summarise", session_key=UNIFIED_SESSION_KEY
+    )
+    clock.advance(timedelta(minutes=1))
+    await wait_settled(cron.engine)
+    assert runner.turns[0][0] == UNIFIED_SESSION_KEY  # nobody has talked yet: the shared chat
+    await talk(cron, clock, "websocket:a", "hello")
+    clock.advance(timedelta(minutes=1))
+    await wait_settled(cron.engine)
+    assert runner.turns[2][0] == (UNIFIED_SESSION_KEY if shared_chat else "websocket:a")
+    assert len(await cron.sessions.messages(UNIFIED_SESSION_KEY)) == (4 if shared_chat else 2)
+
+
+async def test_the_unified_lease_serializes_threads_across_processes(
+    make_cron: CronFactory,
+) -> None:
+    runner = Gated()
+    one = await make_cron(runner=runner, unified_session=True)
+    two = await make_cron(runner=runner, unified_session=True)
+    for key in ("websocket:a", "websocket:b"):
+        await one.sessions.create(key)
+    first = await one.sessions.send("websocket:a", "a long question")
+    await wait_for(lambda: runner.running == 1)
+    second = await two.sessions.send("websocket:b", "meanwhile, elsewhere")
+    # the other process's turn waits for the unified memory's lease, without running
+    await wait_for(lambda: UNIFIED_SESSION_KEY in two.lanes._held_elsewhere)
+    assert runner.keys == ["websocket:a"]
+    runner.release.set()
+    done = await one.sessions.wait_turn(first.id, 10)
+    ended = await two.sessions.wait_turn(second.id, 10)
+    assert ended.state.value == "succeeded", ended
+    assert runner.most == 1
+    assert done.finished_at is not None
+    assert ended.started_at is not None
+    assert done.finished_at <= ended.started_at
+    assert (await two.sessions.get(UNIFIED_SESSION_KEY)).turn_owner is None  # let go

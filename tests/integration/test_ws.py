@@ -205,3 +205,20 @@ async def test_a_binary_first_frame_is_closed_with_a_code(cron: AgentCron) -> No
             await ws.recv()
         assert closed.value.rcvd is not None
         assert closed.value.rcvd.code == 4401
+
+
+async def test_a_system_event_reaches_every_client_with_its_source(
+    cron: AgentCron, clock: FakeClock
+) -> None:
+    async with serving(cron) as url:
+        watching = await login(url)  # subscribed to no session
+        await cron.system.ensure(
+            "heartbeat", "every 30 minutes", message="heartbeat check", handler=lambda _t: "ok"
+        )
+        clock.advance(timedelta(minutes=30))
+        (*_, frame) = await until(watching, lambda f: f["type"] == "system_event")
+        assert frame["session_key"] == ""
+        assert (frame["name"], frame["text"], frame["source"]) == (
+            "heartbeat", "heartbeat check", "cron",
+        )  # fmt: skip
+        await watching.close()

@@ -26,7 +26,7 @@ from agentcron.agent.gate import UserTool
 from agentcron.agent.offline import OfflineModel
 from agentcron.app import AgentCron
 from agentcron.channels.manager import ChannelManager
-from agentcron.domain.events import Event
+from agentcron.domain.events import Event, SystemEventFired
 from agentcron.runtime.clock import SystemClock
 from agentcron.server import create_app
 from agentcron.server.relay_events import LIMIT, MAX_WAITING_BYTES, EventRelay
@@ -160,6 +160,23 @@ async def test_a_turn_on_b_streams_to_a_client_on_a_in_order_and_once(
         assert "agentcron_events_relayed_in_total 0.0" in b.app.state.metrics.render().decode()
         await on_a.close()
         await on_b.close()
+
+
+@pytest.mark.postgres
+async def test_a_system_event_on_b_reaches_a_client_on_a(make_cron: CronFactory) -> None:
+    a = await replica(make_cron, model=OfflineModel(0))
+    b = await replica(make_cron, model=OfflineModel(0))
+    async with serving(a, b):
+        on_a = await login(a.ws_url)  # subscribed to no session
+        fired = SystemEventFired(session_key="", job_id="j1", run_id="r1", name="heartbeat",
+                                 text="heartbeat check")  # fmt: skip
+        await b.cron.events.publish(fired)
+        (*_, frame) = await until(on_a, lambda f: f["type"] == "system_event")
+        assert frame == {"type": "system_event", "session_key": "", "job_id": "j1",
+                         "run_id": "r1", "name": "heartbeat", "text": "heartbeat check",
+                         "source": "cron"}  # fmt: skip
+        assert await nothing_more(on_a) == []
+        await on_a.close()
 
 
 @pytest.mark.postgres

@@ -49,12 +49,14 @@ from agentcron.agent.offline import (
 )
 from agentcron.agent.pricing import PriceTable, cost_usd, load_prices
 from agentcron.agent.runner import (
+    NO_RESULT,
     HistoryEntry,
     Outcome,
     SessionInfo,
     ToolRecord,
     TurnEvents,
     TurnInput,
+    tool_ran,
 )
 from agentcron.config.agent import (
     MODEL_ENV,
@@ -64,6 +66,7 @@ from agentcron.config.agent import (
 )
 from agentcron.config.env import or_environ
 from agentcron.domain.approvals import Approver, Policy
+from agentcron.domain.attachments import attachment_note
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -81,7 +84,7 @@ DEFAULT_SYSTEM_PROMPT = (
     "You are the assistant of a chat session run by agentcron. "
     "When the user asks for something at a later time or on a schedule, use your tools: `cron` "
     "for automations (reminders, recurring checks), `schedule_recall` for a follow-up you schedule "
-    "for yourself, `manage_recall` to list or cancel it. Pass times as the user said them "
+    "for yourself, `manage_recall` to list, cancel or resume it. Pass times as the user said them "
     '("in 10 minutes", "every weekday at 9"); never compute dates yourself. '
     "A turn marked [scheduled] was started by a schedule: do the task and report the result. "
     "Keep answers short."
@@ -124,6 +127,23 @@ def resolve_model(
     return infer_model(spec), spec
 
 
+def prompt_with_files(turn: TurnInput) -> str:
+    """The turn's prompt, then a note of each file it came with (kind, name, type, size, URL:
+    the model reads what was attached; the bytes stay with the turn for tools of your own).
+    """
+    if not turn.attachments:
+        return turn.prompt
+    return f"{turn.prompt}\n\n{attachment_note(turn.attachments)}"
+
+
+def _with_file_note(entry: HistoryEntry) -> str:
+    """An earlier message's text, with a note of the files it carried (its meta says which)."""
+    files = entry.meta.get("attachments")
+    if not isinstance(files, list) or not files:
+        return entry.content
+    return f"{entry.content}\n\n{attachment_note([f for f in files if isinstance(f, dict)])}"
+
+
 def history_to_messages(history: Sequence[HistoryEntry]) -> list[ModelMessage]:
     """Transcript entries as pydantic-ai messages; neighbours of one side share a message.
 
@@ -153,7 +173,7 @@ def history_to_messages(history: Sequence[HistoryEntry]) -> list[ModelMessage]:
             if request:
                 messages.append(ModelRequest(parts=request))
                 request = []
-            response.append(TextPart(entry.content))
+            response.append(TextPart(_with_file_note(entry)))
             continue
         if response:
             messages.append(ModelResponse(parts=response))
@@ -163,7 +183,7 @@ def history_to_messages(history: Sequence[HistoryEntry]) -> list[ModelMessage]:
         elif entry.role == "system":
             request.append(SystemPromptPart(entry.content))
         else:
-            request.append(UserPromptPart(entry.content))
+            request.append(UserPromptPart(_with_file_note(entry)))
     if request:
         messages.append(ModelRequest(parts=request))
     if response:
@@ -221,7 +241,7 @@ def tool_records(
                 ok = answer.outcome == "success"
                 result = answer.model_response_str(wrap_if_error=False)
             else:
-                ok, result = False, "(no result: the turn ended before the tool answered)"
+                ok, result = False, NO_RESULT
             try:
                 args = call.args_as_dict()
             except ValueError:
@@ -261,10 +281,14 @@ def _zone(name: str) -> tuple[tzinfo, str]:
 
 
 class _Relay:
-    """Turns pydantic-ai stream events into the runner protocol's event dicts."""
+    """Turns pydantic-ai stream events into the runner protocol's event dicts, and reports
+    each tool call as it starts and as it answers (`runner.tool_ran`): a turn cut before the
+    agent's run returns keeps them.
+    """
 
-    def __init__(self, events: TurnEvents) -> None:
+    def __init__(self, events: TurnEvents, log: CallLog) -> None:
         self._events = events
+        self._log = log
         self._args: dict[str, dict[str, Any]] = {}
 
     async def __call__(self, ctx: RunContext[Any], stream: AsyncIterable[AgentStreamEvent]) -> None:
@@ -284,20 +308,23 @@ class _Relay:
                     text = event.delta.content_delta
                     await self._events.emit({"type": "thinking_delta", "text": text})
             elif isinstance(event, FunctionToolCallEvent):
-                args = event.part.args_as_dict()
-                self._args[event.part.tool_call_id] = args
+                call = event.part
+                args = call.args_as_dict()
+                self._args[call.tool_call_id] = args
+                tool_ran(ToolRecord(call.tool_call_id, call.tool_name, args, NO_RESULT, False))
                 await self._events.emit(
-                    {"type": "tool_started", "name": event.part.tool_name, "args": args}
+                    {"type": "tool_started", "name": call.tool_name, "args": args}
                 )
             elif isinstance(event, FunctionToolResultEvent):
                 part = event.part
+                call_id = part.tool_call_id
+                args = self._args.get(call_id, {})
+                result = part.model_response_str(wrap_if_error=False)
+                ok = part.outcome == "success" and call_id not in self._log.denied
+                duration = self._log.duration_ms.get(call_id)
+                tool_ran(ToolRecord(call_id, part.tool_name, args, result, ok, duration))
                 await self._events.emit(
-                    {
-                        "type": "tool_call",
-                        "name": part.tool_name,
-                        "args": self._args.get(part.tool_call_id, {}),
-                        "result": part.model_response_str(wrap_if_error=False),
-                    }
+                    {"type": "tool_call", "name": part.tool_name, "args": args, "result": result}
                 )
 
 
@@ -455,14 +482,14 @@ class BuiltinRunner:
                 if inspect.isawaitable(deps):
                     deps = await deps
                 result = await self._agent.run(
-                    turn.prompt,
+                    prompt_with_files(turn),
                     model=model,
                     message_history=history_to_messages(turn.history) or None,
                     instructions=self.instructions(session, turn),
                     deps=deps,
                     usage_limits=UsageLimits(request_limit=self.max_steps),
                     model_settings=self.model_settings,
-                    event_stream_handler=_Relay(events),
+                    event_stream_handler=_Relay(events, log),
                     run_id=run_id,
                 )
             except UsageLimitExceeded:

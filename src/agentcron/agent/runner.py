@@ -17,6 +17,11 @@ any point. A delivery job's isolated run pauses the same way (counted in the sam
 the pause. Outside a turn or an isolated run (a test calling the runner directly) `paused()`
 does nothing. The built-in agent's tool gate (`agent/gate.py`) uses it around an approval
 wait only.
+
+A runner reports each tool call as it happens with `tool_ran(record)`: a turn that is stopped,
+times out or is cut by a shutdown before the runner returns still keeps those calls in its
+transcript and run record (an `Outcome` the runner returns carries its own `tools`). The
+built-in runner reports a call as it starts (no result yet) and again with its result.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agentcron.domain.attachments import Attachment
 from agentcron.domain.jobs import JobKind
 from agentcron.domain.sessions import TurnSource as TurnSource
 from agentcron.domain.states import RunState, TurnState
@@ -111,6 +117,46 @@ class ToolRecord:
     duration_ms: int | None = None  # None: not measured (a runner of your own)
 
 
+# The result a call keeps when its turn ended before the tool answered.
+NO_RESULT = "(no result: the turn ended before the tool answered)"
+
+
+class ToolLog:
+    """The tool calls a runner call reported so far (`tool_ran`), in the order they were first
+    reported; a later report of the same call id (its result) replaces the earlier one.
+    """
+
+    __slots__ = ("_calls",)
+
+    def __init__(self) -> None:
+        self._calls: dict[str, ToolRecord] = {}
+
+    def add(self, record: ToolRecord) -> None:
+        self._calls[record.call_id] = record
+
+    @property
+    def records(self) -> tuple[ToolRecord, ...]:
+        return tuple(self._calls.values())
+
+
+# The tool log of the runner call running in this context (the guard of a turn or an isolated
+# run sets it; tasks the runner starts inherit it). None outside them.
+turn_tools: ContextVar[ToolLog | None] = ContextVar("agentcron_turn_tools", default=None)
+
+
+def tool_ran(record: ToolRecord) -> None:
+    """Report a tool call of the turn as it happens: started (its `result` saying there is none
+    yet, `ok` False) or done; a later report of its `call_id` replaces the earlier one. If the
+    turn is stopped, times out or is cut by a shutdown before the runner returns, the calls
+    reported so far are saved with its end (transcript and run record). An `Outcome` the runner
+    returns with `tools` is saved as it is; one without takes the reported calls. A no-op
+    outside a turn or an isolated run.
+    """
+    log = turn_tools.get()
+    if log is not None:
+        log.add(record)
+
+
 @dataclass(frozen=True, slots=True)
 class TurnInput:
     """Everything a runner needs for one turn."""
@@ -123,6 +169,9 @@ class TurnInput:
     system_context: str | None = None  # e.g. a recall's self-instruction, for this turn only
     trigger: Trigger | None = None
     model: str | None = None  # the fire's job names a model of its own (None: the default)
+    # Files the message came with (a Telegram photo, a hook's attachment): by URL, as bytes,
+    # or metadata only; the transcript entry of the message keeps their `describe()`.
+    attachments: tuple[Attachment, ...] = ()
 
 
 class TurnEvents(Protocol):
@@ -180,6 +229,9 @@ class Outcome:
     extra: dict[str, Any] = field(default_factory=dict)
     # The tool calls the turn made, in order: saved in the transcript before its reply.
     tools: tuple[ToolRecord, ...] = ()
+    # Files to send with the reply (Telegram sendPhoto / sendDocument, the webhook's JSON):
+    # at most MAX_ATTACHMENTS; the transcript keeps their `describe()`, never the bytes.
+    attachments: tuple[Attachment, ...] = ()
 
     @classmethod
     def succeeded(cls, text: str, **kw: Any) -> Outcome:

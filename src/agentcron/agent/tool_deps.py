@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from agentcron.domain.jobs import CreatedBy, Job, JobKind, Recall
+from agentcron.domain.jobs import CreatedBy, Job, JobKind, Recall, RecallCallType
+from agentcron.domain.sessions import MemoryScope
 from agentcron.schedule import AtSpec, CronSpec, EverySpec
 
 
@@ -25,6 +26,8 @@ class JobsAPI(Protocol):
         created_by: CreatedBy,
         idempotency_key: str | None = ...,
         delete_after_run: bool = ...,
+        call_type: RecallCallType | None = ...,
+        internal_comment: str | None = ...,
     ) -> Job: ...
     async def list(self, *, session_key: str | None = ...) -> list[Job]: ...
     async def update(self, job_id: str, **kw: Any) -> Job: ...
@@ -33,6 +36,12 @@ class JobsAPI(Protocol):
     async def delete(self, job_id: str, *, allow_system: bool = ...) -> Job: ...
     async def skip_next(self, job_id: str) -> Job: ...
     async def recalls(self, session_key: str, *, limit: int = ...) -> Sequence[Recall]: ...
+
+
+class SessionsAPI(Protocol):
+    """The part of `AgentCron.sessions` the tools use: whether a named session exists."""
+
+    async def get(self, key: str) -> object: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +66,11 @@ class ToolDeps:
     # Where new automations bind, when not to this session (unified mode: "unified:default").
     automation_key: str | None = None
     turn_id: str | None = None  # the turn calling (approvals name it)
+    # The other sessions whose recalls `manage_recall(session_id=...)` may reach: those that
+    # share this one's memory (unified mode: `unified:default` and every web chat), the same
+    # person's; None = this session only.
+    recall_scope: MemoryScope | None = None
+    sessions: SessionsAPI | None = None  # to tell a named session that does not exist
 
     @property
     def owner(self) -> str | None:

@@ -15,8 +15,16 @@ from typing import Any, Literal
 from pydantic_ai import RunContext, Tool
 
 from agentcron.agent.tool_deps import JobsAPI, ToolDeps, ToolLimits
-from agentcron.domain.jobs import CreatedBy, Job, JobKind, Recall, RecallState
-from agentcron.errors import AgentcronError
+from agentcron.domain.jobs import (
+    CreatedBy,
+    Job,
+    JobKind,
+    JobStatus,
+    Recall,
+    RecallCallType,
+    RecallState,
+)
+from agentcron.errors import AgentcronError, InvalidInputError
 from agentcron.schedule import (
     AtSpec,
     CronSpec,
@@ -27,7 +35,8 @@ from agentcron.schedule import (
     upcoming,
 )
 from agentcron.schedule.zones import get_zone
-from agentcron.store.errors import ConflictError, StoreError
+from agentcron.session_keys import check_session_key
+from agentcron.store.errors import ConflictError, SessionNotFoundError, StoreError
 
 __all__ = [
     "JobsAPI",
@@ -63,6 +72,8 @@ def _at(instant: datetime | None, tz: str) -> str:
 
 def _line(job: Job) -> str:
     state = "enabled" if job.enabled else f"paused ({job.paused_reason})"
+    if job.status is JobStatus.DONE:
+        state = f"done (finished {_at(job.finished_at, job.spec.tz)})"
     nxt = _at(job.next_fire_at, job.spec.tz)
     last = job.last_status.value if job.last_status else "never ran"
     return f"- {job.name} (id {job.id}): {describe(job.spec)}; next {nxt}; last {last}; {state}"
@@ -81,23 +92,34 @@ def _recall_line(recall: Recall) -> str:
     )
     if recall.state is RecallState.PENDING:
         when = f"next {_at(recall.next_fire_at, tz)}"
+    elif recall.state is RecallState.PAUSED:
+        when = f"paused {_at(recall.paused_at, tz)}: {recall.paused_reason or 'no reason given'}"
     elif recall.state is RecallState.FIRED:
         status = f" ({recall.last_status.value})" if recall.last_status else ""
         when = f"fired {_at(recall.last_run_at or recall.ended_at, tz)}{status}"
         fired = ""
     else:
         when = f"cancelled {_at(recall.ended_at, tz)}"
-    parts = [describe(recall.spec), when, fired, f"created {_at(recall.created_at, tz)}"]
-    detail = "; ".join(p for p in parts if p)
+    asked = f"call type {recall.call_type.value}" if recall.call_type else ""
+    note = f"comment: {recall.internal_comment}" if recall.internal_comment else ""
+    parts = [describe(recall.spec), when, fired, f"created {_at(recall.created_at, tz)}", asked]
+    detail = "; ".join(p for p in [*parts, note] if p)
     return f"- {recall.state.value}: {recall.name} (id {recall.id}): {detail}"
 
 
-async def _session_jobs(deps: ToolDeps, kind: JobKind = JobKind.AGENT_TURN) -> list[Job]:
-    """This session's jobs of `kind`; automations also from the unified owner it binds to."""
-    keys = [deps.session_key] if kind is JobKind.RECALL else [deps.owner, deps.session_key]
+_PAUSED_HINT = (
+    "A paused recall does not fire: resume it with manage_recall(action='resume'), cancel it, "
+    "or schedule a new recall, which replaces it."
+)
+
+
+async def _session_jobs(deps: ToolDeps) -> list[Job]:
+    """This session's automations, also those of the unified owner it binds to."""
     found: list[Job] = []
-    for key in dict.fromkeys(k for k in keys if k is not None):
-        found.extend(j for j in await deps.jobs.list(session_key=key) if j.kind is kind)
+    for key in dict.fromkeys(k for k in [deps.owner, deps.session_key] if k is not None):
+        found.extend(
+            j for j in await deps.jobs.list(session_key=key) if j.kind is JobKind.AGENT_TURN
+        )
     return found
 
 
@@ -201,8 +223,10 @@ async def _add(
         raise ToolError("add needs `when` and `message`")
     zone = tz or deps.tz
     spec = _checked_spec(deps, when, zone)
-    existing = [
-        j for j in await deps.jobs.list(session_key=deps.owner) if j.kind is JobKind.AGENT_TURN
+    existing = [  # done ones (their schedule spent) do not count
+        j
+        for j in await deps.jobs.list(session_key=deps.owner)
+        if j.kind is JobKind.AGENT_TURN and j.status is not JobStatus.DONE
     ]
     if len(existing) >= deps.limits.max_jobs_per_session:
         raise ToolError(
@@ -271,7 +295,8 @@ async def schedule_recall(
     interval_seconds: int | None = None,
     internal_comment: str | None = None,
 ) -> str:
-    """Schedule a follow-up turn for yourself in this session (a recall). One per session.
+    """Schedule a follow-up turn for yourself in this session (a recall). One per session;
+    a new one replaces a paused one.
 
     Args:
         call_type: once (at `when`), recurring (every `interval_seconds`, first at `when` or
@@ -282,7 +307,7 @@ async def schedule_recall(
             with a known offset.
         timezone_offset: ±HH:MM, for an absolute `when` without an offset.
         interval_seconds: repeat interval for recurring recalls.
-        internal_comment: a human-readable note shown with the recall.
+        internal_comment: a human-readable note kept (whole) and shown with the recall.
     """
     deps = ctx.deps
     try:
@@ -290,80 +315,180 @@ async def schedule_recall(
             raise ToolError("cannot schedule a recall: this turn has no session")
         if not additional_context_message.strip():
             raise ToolError("additional_context_message must say what to do")
-        spec: AtSpec | CronSpec | EverySpec
-        if call_type == "immediate":
-            spec = AtSpec(at=deps.now + timedelta(milliseconds=1), tz=deps.tz)
-        elif call_type == "once":
-            if not when:
-                raise ToolError("a once recall needs `when`")
-            at = _recall_time(deps, when, timezone_offset)
-            if at is None:
-                raise ToolError("a once recall needs a single time; use call_type=recurring")
-            spec = AtSpec(at=at, tz=deps.tz)
-        else:
-            if not interval_seconds or interval_seconds < 60:
-                raise ToolError("a recurring recall needs interval_seconds >= 60")
-            # Its first fire is `when` (else one interval from now): the anchor of the grid.
-            first = deps.now
-            if when:
-                at = _recall_time(deps, when, timezone_offset)
-                if at is None:
-                    raise ToolError("`when` of a recurring recall is its first time")
-                first = at
-            spec = EverySpec(seconds=interval_seconds, anchor=first, tz=deps.tz)
-        job = await deps.jobs.create(
-            name=(internal_comment or additional_context_message)[:80],
-            spec=spec,
-            message=additional_context_message,
-            session_key=deps.session_key,
-            kind=JobKind.RECALL,
-            created_by=CreatedBy.AGENT,
-            delete_after_run=call_type != "recurring",
+        kind = RecallCallType(call_type)
+        spec = _recall_spec(deps, kind, when, timezone_offset, interval_seconds)
+        job, replaced = await _create_recall(
+            deps, deps.session_key, spec, kind, additional_context_message, internal_comment
         )
-        return (
+        said = (
             f"Recall scheduled (id {job.id}): {describe(job.spec)}; "
             f"next {_at(job.next_fire_at, job.spec.tz)}."
         )
+        if replaced is not None:
+            said += f" It replaces the paused recall “{replaced.name}” (now cancelled)."
+        return said
     except ConflictError:
         return (
             "Error: this session already has a pending recall. Use manage_recall(action='cancel') "
             "first, or keep the existing one."
         )
-    except (ToolError, ScheduleError, StoreError) as exc:
+    except (ToolError, ScheduleError, StoreError, InvalidInputError) as exc:
         return f"Error: {exc}"
 
 
+def _recall_spec(
+    deps: ToolDeps,
+    kind: RecallCallType,
+    when: str | None,
+    offset: str | None,
+    interval_seconds: int | None,
+) -> AtSpec | EverySpec:
+    """The schedule of a recall of call type `kind` (ToolError / ScheduleError when none)."""
+    if kind is RecallCallType.IMMEDIATE:
+        return AtSpec(at=deps.now + timedelta(milliseconds=1), tz=deps.tz)
+    if kind is RecallCallType.ONCE:
+        if not when:
+            raise ToolError("a once recall needs `when`")
+        at = _recall_time(deps, when, offset)
+        if at is None:
+            raise ToolError("a once recall needs a single time; use call_type=recurring")
+        return AtSpec(at=at, tz=deps.tz)
+    if not interval_seconds or interval_seconds < 60:
+        raise ToolError("a recurring recall needs interval_seconds >= 60")
+    # Its first fire is `when` (else one interval from now): the anchor of the grid.
+    first = deps.now
+    if when:
+        at = _recall_time(deps, when, offset)
+        if at is None:
+            raise ToolError("`when` of a recurring recall is its first time")
+        first = at
+    return EverySpec(seconds=interval_seconds, anchor=first, tz=deps.tz)
+
+
+async def _create_recall(
+    deps: ToolDeps,
+    key: str,
+    spec: AtSpec | EverySpec,
+    kind: RecallCallType,
+    message: str,
+    comment: str | None,
+) -> tuple[Job, Job | None]:
+    """The new recall, and the paused one it replaced, if any. A paused recall (e.g. after
+    failures) does not block a new one: it is cancelled (kept readable) once the new one was
+    checked and only the one-per-session rule stands in the way.
+    """
+
+    async def create() -> Job:
+        return await deps.jobs.create(
+            name=(comment or message)[:80],
+            spec=spec,
+            message=message,
+            session_key=key,
+            kind=JobKind.RECALL,
+            created_by=CreatedBy.AGENT,
+            delete_after_run=kind is not RecallCallType.RECURRING,
+            call_type=kind,
+            internal_comment=comment,
+        )
+
+    try:
+        return await create(), None
+    except ConflictError:
+        paused = [j for j in await _recalls_of(deps, key) if not j.enabled]
+        if not paused:
+            raise
+    await deps.jobs.delete(paused[0].id)
+    return await create(), paused[0]
+
+
+async def _recalls_of(deps: ToolDeps, key: str) -> list[Job]:
+    """The recall job of session `key` (at most one: pending or paused)."""
+    return [j for j in await deps.jobs.list(session_key=key) if j.kind is JobKind.RECALL]
+
+
+async def _recall_session(deps: ToolDeps, session_id: str | None) -> str:
+    """The session whose recalls `manage_recall` acts on: this one, or `session_id` when it
+    shares this session's memory (unified mode: the same person's web chats) and exists.
+    """
+    if deps.session_key is None:
+        raise ToolError("this turn has no session")
+    if session_id is None or session_id.strip() == deps.session_key:
+        return deps.session_key
+    key = check_session_key(session_id.strip())
+    scope = deps.recall_scope
+    if scope is None or not scope.includes(deps.session_key) or not scope.includes(key):
+        raise ToolError(
+            f"session {key!r} is not one you may manage: only this session's recalls "
+            f"({deps.session_key!r}) and those of sessions sharing its memory"
+        )
+    if deps.sessions is None:
+        raise ToolError("other sessions cannot be reached from this turn")
+    try:
+        await deps.sessions.get(key)
+    except SessionNotFoundError:
+        raise ToolError(f"there is no session {key!r}") from None
+    return key
+
+
 async def manage_recall(
-    ctx: RunContext[ToolDeps], action: Literal["cancel", "skip", "list"]
+    ctx: RunContext[ToolDeps],
+    action: Literal["cancel", "skip", "list", "resume"],
+    session_id: str | None = None,
 ) -> str:
-    """Cancel this session's pending recall, skip its next occurrence, or list its recalls.
+    """Cancel a session's recall, skip its next occurrence, resume it when paused, or list
+    its recalls.
 
     Args:
-        action: cancel, skip (recurring only; never into the past) or list (pending, fired
-            and cancelled ones, with their times).
+        action: cancel, skip (recurring only; never into the past), resume (a paused recall,
+            e.g. one auto-paused after failures) or list (pending, paused, fired and
+            cancelled ones, with their times and why one is paused).
+        session_id: the session to act on (defaults to this one); only sessions sharing
+            this one's memory.
     """
     deps = ctx.deps
-    if action == "list":
-        if deps.session_key is None:
-            return "No recalls: this turn has no session."
-        listed = await deps.jobs.recalls(deps.session_key, limit=_RECALLS_LISTED)
-        if not listed:
-            return "No recalls in this session."
-        return "Recalls in this session:\n" + "\n".join(_recall_line(r) for r in listed)
-    recalls = await _session_jobs(deps, JobKind.RECALL)
-    if not recalls:
-        return "Error: there is no pending recall in this session."
-    recall = recalls[0]
     try:
+        key = await _recall_session(deps, session_id)
+        where = "this session" if key == deps.session_key else f"session {key!r}"
+        if action == "list":
+            listed = await deps.jobs.recalls(key, limit=_RECALLS_LISTED)
+            if not listed:
+                return f"No recalls in {where}."
+            lines = [f"Recalls in {where}:", *(_recall_line(r) for r in listed)]
+            if any(r.state is RecallState.PAUSED for r in listed):
+                lines.append(_PAUSED_HINT)
+            return "\n".join(lines)
+        recalls = await _recalls_of(deps, key)
+        if not recalls:
+            return f"Error: there is no pending recall in {where}."
+        recall = recalls[0]
         if action == "cancel":
             await deps.jobs.delete(recall.id)
             return f"Cancelled the recall “{recall.name}”."
+        if action == "resume":
+            return await _resume_recall(deps, recall)
+        if not recall.enabled:
+            return "Error: the recall is paused; resume it first (manage_recall(action='resume'))."
         if not isinstance(recall.spec, EverySpec):
             return "Error: only a recurring recall can skip; cancel a one-time recall instead."
         skipped = await deps.jobs.skip_next(recall.id)
         return f"Skipped one occurrence; next at {_at(skipped.next_fire_at, skipped.spec.tz)}."
-    except (ScheduleError, StoreError) as exc:
+    except (ToolError, ScheduleError, StoreError, InvalidInputError) as exc:
         return f"Error: {exc}"
+
+
+async def _resume_recall(deps: ToolDeps, recall: Job) -> str:
+    """Resume a paused recall from now on (its failure count starts again)."""
+    if recall.enabled:
+        return f"Error: the recall “{recall.name}” is not paused."
+    if isinstance(recall.spec, AtSpec) and recall.spec.at <= deps.now:
+        return (
+            f"Error: the recall “{recall.name}” was for {_at(recall.spec.at, recall.spec.tz)}, "
+            "which has passed; schedule a new recall instead (it replaces this one)."
+        )
+    resumed = await deps.jobs.resume(recall.id)
+    return (
+        f"Resumed the recall “{resumed.name}”: next {_at(resumed.next_fire_at, resumed.spec.tz)}."
+    )
 
 
 def scheduling_tools() -> list[Tool[ToolDeps]]:

@@ -7,7 +7,7 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, get_args, runtime_checkable
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, get_args, runtim
 from agentcron import views
 from agentcron.approval_links import ApprovalLinks
 from agentcron.domain.approvals import Approval, ApprovalNotFoundError, Decision
+from agentcron.domain.attachments import Attachment
 from agentcron.domain.deliveries import Delivery
 from agentcron.domain.events import (
     ApprovalDecided,
@@ -35,8 +36,20 @@ if TYPE_CHECKING:  # the facade will wire channels: no import cycle at run time
 
 log = logging.getLogger(__name__)
 
-Inbound = Callable[[str, str, str, dict[str, Any]], Awaitable[Turn]]
-"""(channel, chat_id, content, channel_meta) -> the turn the message became."""
+
+class Inbound(Protocol):
+    """(channel, chat_id, content, channel_meta, attachments) -> the turn the message became."""
+
+    def __call__(
+        self,
+        channel: str,
+        chat_id: str,
+        content: str,
+        meta: dict[str, Any],
+        /,
+        attachments: Sequence[Attachment] = (),
+    ) -> Awaitable[Turn]: ...
+
 
 MessageKind = Literal["turn", "message", "approval_requested", "approval_decided"]
 _KINDS: frozenset[str] = frozenset(get_args(MessageKind))
@@ -92,6 +105,10 @@ class OutboundMessage:
     channel_meta: dict[str, Any] | None = None
     created_at: datetime | None = None
     approval: dict[str, Any] | None = None
+    # The reply's files (`Outcome.attachments`); in the delivery record with their bytes as
+    # base64 (bounded: MAX_ATTACHMENTS of MAX_ATTACHMENT_BYTES) while it is pending, to resend
+    # after a restart (the store drops the bytes once it is settled).
+    attachments: tuple[Attachment, ...] = ()
 
     @property
     def is_approval(self) -> bool:
@@ -99,7 +116,9 @@ class OutboundMessage:
 
     def to_payload(self) -> dict[str, Any]:
         """A JSON-ready dict (kept in the delivery record to resume after a restart)."""
-        extra = {} if self.approval is None else {"approval": self.approval}
+        extra: dict[str, Any] = {} if self.approval is None else {"approval": self.approval}
+        if self.attachments:
+            extra["attachments"] = [a.to_json() for a in self.attachments]
         return {
             "session_key": self.session_key,
             "channel": self.channel,
@@ -123,6 +142,7 @@ class OutboundMessage:
         given = data.get("kind")
         kind = cast(MessageKind, given) if isinstance(given, str) and given in _KINDS else "turn"
         approval = data.get("approval")
+        files = data.get("attachments")
         return cls(
             session_key=str(data["session_key"]),
             channel=str(data["channel"]),
@@ -138,6 +158,9 @@ class OutboundMessage:
             channel_meta=data.get("channel_meta"),
             created_at=datetime.fromisoformat(created) if created else None,
             approval=dict(approval) if isinstance(approval, dict) else None,
+            attachments=tuple(Attachment.from_json(f) for f in files if isinstance(f, dict))
+            if isinstance(files, list)
+            else (),
         )
 
 
@@ -422,11 +445,19 @@ class ChannelManager:
 
     # -- inbound ---------------------------------------------------------------------------
 
-    async def inbound(self, channel: str, chat_id: str, content: str, meta: dict[str, Any]) -> Turn:
+    async def inbound(
+        self,
+        channel: str,
+        chat_id: str,
+        content: str,
+        meta: dict[str, Any],
+        /,
+        attachments: Sequence[Attachment] = (),
+    ) -> Turn:
         """A message from a chat: its session (made with the chat's context when new) gets it
-        like any user message (`Sessions.receive`).
+        like any user message, with its files (`Sessions.receive`).
         """
-        turn = await self.cron.sessions.receive(channel, chat_id, content, meta)
+        turn = await self.cron.sessions.receive(channel, chat_id, content, meta, attachments)
         log.info(
             "inbound message submitted",
             extra={"channel": channel, "session_key": turn.session_key, "turn_id": turn.id},
@@ -482,12 +513,14 @@ class ChannelManager:
                 return None
             kind, status, source, turn_id = "turn", event.status, event.source, event.turn_id
             run_id = event.run_id or reply.meta.get("automation_run_id")
+            files = event.attachments
         else:
             reply = event.message
             if reply.role != "assistant":
                 return None
             kind, status, turn_id = "message", "succeeded", None
             source, run_id = reply.meta.get("source"), reply.meta.get("automation_run_id")
+            files = ()
         chat = event.chat or await self._chat(key, reply.id)
         if chat is None:
             return None
@@ -505,6 +538,7 @@ class ChannelManager:
             meta=reply.meta,
             channel_meta=chat.channel_meta,
             created_at=reply.created_at,
+            attachments=files,
         )
 
     async def _resolve_approval(

@@ -1,5 +1,6 @@
-"""Telegram Bot API channel: long polling for inbound text, sendMessage for replies, and
-approvals of gated tool calls as messages with inline Approve / Deny buttons.
+"""Telegram Bot API channel: long polling for inbound text, photos and documents,
+sendMessage (sendPhoto / sendDocument for a reply's files) for replies, and approvals of gated
+tool calls as messages with inline Approve / Deny buttons.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import html
 import json
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -33,7 +35,9 @@ from agentcron.channels.outbox import (
 )
 from agentcron.config.channels import DEFAULT_TELEGRAM_API_BASE
 from agentcron.domain.approvals import Approval, ApprovalError, ApprovalNotFoundError, Decision
+from agentcron.domain.attachments import Attachment, AttachmentKind
 from agentcron.domain.deliveries import DeliveryState
+from agentcron.limits import MAX_ATTACHMENT_BYTES, MAX_SHORT_CHARS
 from agentcron.runtime.clock import Clock
 from agentcron.store.errors import DeliveryNotFoundError
 from agentcron.store.interface import DeliveryLedger
@@ -337,14 +341,20 @@ class TelegramChannel:
         *,
         client: httpx.AsyncClient | None = None,
         wait: float | None = None,
+        upload: tuple[str, Attachment] | None = None,
     ) -> Any:
         client = client or self._client
         if client is None:
             raise ChannelError("the Telegram channel is not started")
         url = f"{self.api_base}/bot{self._token}/{method}"
-        response = await client.post(
-            url, json=params, timeout=wait if wait is not None else self.request_timeout
-        )
+        timeout = wait if wait is not None else self.request_timeout
+        if upload is not None:  # a file's bytes: multipart/form-data, the other fields as text
+            field_name, file = upload
+            form = {k: v if isinstance(v, str) else json.dumps(v) for k, v in params.items()}
+            part = (file.filename, file.data or b"", file.mime_type or "application/octet-stream")
+            response = await client.post(url, data=form, files={field_name: part}, timeout=timeout)
+        else:
+            response = await client.post(url, json=params, timeout=timeout)
         try:
             data = response.json()
         except ValueError:
@@ -430,6 +440,11 @@ class TelegramChannel:
             log.warning("telegram: message from a chat not on the allow-list ignored", extra=ctx)
             return
         text = message.get("text")
+        found = inbound_files(message)
+        if found:  # a photo or a document: its caption is the text
+            caption = message.get("caption")
+            text = caption if isinstance(caption, str) and caption.strip() else None
+            text = text or f"(sent a {found[0].kind})"
         if not isinstance(text, str) or not text.strip():
             log.info("telegram: non-text message ignored", extra=ctx)
             return
@@ -443,10 +458,46 @@ class TelegramChannel:
         }
         if self._inbound is None:  # polling runs only after start() set it
             return
+        files = [await self._fetch(f, ctx) for f in found]
         try:
-            await self._inbound(self.name, chat_id, text, {k: v for k, v in meta.items() if v})
+            await self._inbound(
+                self.name, chat_id, text, {k: v for k, v in meta.items() if v}, files
+            )
         except Exception:
             log.exception("telegram: inbound message could not be submitted", extra=ctx)
+
+    async def _fetch(self, file: InboundFile, ctx: dict[str, Any]) -> Attachment:
+        """A file a person sent, with its bytes when it is at most MAX_ATTACHMENT_BYTES
+        (getFile, then the download); metadata only when bigger or when fetching fails. The
+        download URL holds the bot token: it is never kept or handed on.
+        """
+        bare = Attachment(file.kind, file.name, file.mime_type, file.size)
+        if file.size is not None and file.size > MAX_ATTACHMENT_BYTES:
+            log.info("telegram: a file over the bound is passed on as metadata only", extra=ctx)
+            return bare
+        client = self._client
+        try:
+            found = await self._call("getFile", {"file_id": file.file_id})
+            path = found.get("file_path") if isinstance(found, dict) else None
+            if not isinstance(path, str) or client is None:
+                return bare
+            url = f"{self.api_base}/file/bot{self._token}/{path}"
+            async with client.stream("GET", url) as response:
+                if response.status_code != 200:
+                    raise TelegramApiError("download", f"HTTP {response.status_code}")
+                data = bytearray()
+                async for chunk in response.aiter_bytes():
+                    data += chunk
+                    if len(data) > MAX_ATTACHMENT_BYTES:
+                        return bare  # bigger than Telegram said: not kept
+        except (httpx.HTTPError, TelegramApiError) as exc:
+            log.warning(
+                "telegram: could not fetch a file, passed on as metadata only: %s",
+                self._redact(f"{type(exc).__name__}: {exc}"),
+                extra=ctx,
+            )
+            return bare
+        return Attachment(file.kind, file.name, file.mime_type, len(data), data=bytes(data))
 
     # -- outbound ----------------------------------------------------------------------------
 
@@ -489,28 +540,46 @@ class TelegramChannel:
             return await self._edit_approval(message)
         parts = split_text(message.text)
         chat = _chat(message.chat_id)
+        # The reply's files go after its text, each a message of its own (a "part").
+        files = [a for a in message.attachments if a.url is not None or a.data is not None]
         sent: list[int | None] = []
-        if attempt > 1 and len(parts) > 1:
+        if attempt > 1 and len(parts) + len(files) > 1:
             # A retry (here or in another process) goes on after the parts already sent.
             done = (await self.outbox.record(message.message_id)).result or {}
             if done.get("chat_id") == chat and isinstance(done.get("message_ids"), list):
-                sent = list(done["message_ids"])[: len(parts)]
-        for index in range(len(sent), len(parts)):
-            answer = await self._delivery_call(
-                "sendMessage", {"chat_id": chat, "text": parts[index]}
-            )
+                sent = list(done["message_ids"])[: len(parts) + len(files)]
+        for index in range(len(sent), len(parts) + len(files)):
+            if index < len(parts):
+                answer = await self._delivery_call(
+                    "sendMessage", {"chat_id": chat, "text": parts[index]}
+                )
+            else:
+                answer = await self._send_file(chat, files[index - len(parts)])
             sent.append(_message_id(answer))
-            if index + 1 < len(parts):  # the last part's ids go with the delivered state
+            if index + 1 < len(parts) + len(files):  # the last part's ids go with delivered
                 await self.outbox.save_progress(
                     message.message_id, {"chat_id": chat, "message_ids": sent}
                 )
         ids = ",".join(str(i) for i in sent if i is not None)
         return {"chat_id": chat, "message_ids": sent, EXTERNAL_ID: ids or None}
 
-    async def _delivery_call(self, method: str, params: dict[str, Any]) -> Any:
+    async def _send_file(self, chat: int | str, file: Attachment) -> Any:
+        """sendPhoto for a photo, sendDocument for any other file: by URL (Telegram fetches
+        it) or uploaded from its bytes.
+        """
+        method, field_name = ("sendPhoto", "photo") if file.kind == "photo" else _DOCUMENT
+        params: dict[str, Any] = {"chat_id": chat}
+        if file.url is not None:
+            params[field_name] = file.url
+            return await self._delivery_call(method, params)
+        return await self._delivery_call(method, params, upload=(field_name, file))
+
+    async def _delivery_call(
+        self, method: str, params: dict[str, Any], upload: tuple[str, Attachment] | None = None
+    ) -> Any:
         """One Bot API call of a delivery attempt: its failure as a DeliveryAttemptError."""
         try:
-            return await self._call(method, params)
+            return await self._call(method, params, upload=upload)
         except TelegramApiError as exc:
             raise DeliveryAttemptError(
                 str(exc), retryable=exc.retryable, retry_after=exc.retry_after
@@ -676,6 +745,53 @@ class TelegramChannel:
             extra={**ctx, "decision": decision, "state": decided.state.value},
         )
         await self._answer(query_id, f"{_outcome(decided)}.")
+
+
+_DOCUMENT = ("sendDocument", "document")
+
+
+@dataclass(frozen=True, slots=True)
+class InboundFile:
+    """A file in a Telegram message: what the update says of it (its bytes come later)."""
+
+    kind: AttachmentKind
+    file_id: str
+    name: str | None
+    mime_type: str | None
+    size: int | None
+
+
+def inbound_files(message: Mapping[str, Any]) -> list[InboundFile]:
+    """The photo (its biggest size) and the document of a message, if it has them."""
+    found: list[InboundFile] = []
+    sizes = message.get("photo")
+    photos = [p for p in sizes if isinstance(p, dict)] if isinstance(sizes, list) else []
+    if photos:
+        biggest = max(photos, key=lambda p: int(p.get("width") or 0) * int(p.get("height") or 0))
+        found.extend(_file("photo", biggest, {"name": None, "mime_type": "image/jpeg"}))
+    document = message.get("document")
+    if isinstance(document, dict):
+        found.extend(_file("document", document, {}))
+    return found
+
+
+def _file(
+    kind: AttachmentKind, item: dict[str, Any], defaults: dict[str, Any]
+) -> list[InboundFile]:
+    file_id, size = item.get("file_id"), item.get("file_size")
+    if not isinstance(file_id, str) or not file_id:
+        return []
+    name = defaults.get("name", item.get("file_name"))
+    mime = defaults.get("mime_type", item.get("mime_type"))
+    return [
+        InboundFile(
+            kind,
+            file_id,
+            name[:MAX_SHORT_CHARS] if isinstance(name, str) else None,
+            mime[:MAX_SHORT_CHARS] if isinstance(mime, str) else None,
+            size if isinstance(size, int) else None,
+        )
+    ]
 
 
 def _chat(chat_id: str) -> int | str:

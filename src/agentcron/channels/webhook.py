@@ -12,6 +12,12 @@ The request::
     {"event", "session_key", "channel", "chat_id", "channel_meta", "text", "status", "kind",
      "source", "message_id", "turn_id", "run_id", "meta", "created_at", "attempt", "sent_at"}
 
+Attachments (files a runner's `Outcome` sent with its reply): the body then has
+``attachments``: a list of {"kind" (photo, document, audio, video, voice), "name",
+"mime_type", "size", and either "url" (fetch it there) or "data" (the bytes, base64; at most
+`MAX_ATTACHMENT_BYTES` each, `MAX_ATTACHMENTS` a message)}; absent without files. ``meta``
+``attachments`` describes the same files without their bytes (what the transcript keeps).
+
 Approvals (a gated tool call of a session the webhook serves, `carries_approvals`): the
 event is ``approval_requested`` (when the call starts waiting) or ``approval_decided`` (when it
 was approved, denied or expired), ``kind`` the same, ``status`` the approval's state, and the

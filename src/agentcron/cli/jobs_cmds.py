@@ -45,6 +45,14 @@ def jobs_add(
         str | None,
         typer.Option(help="Its turns' model, e.g. \"openai:gpt-4o\" (default: the agent's)."),
     ] = None,
+    delete_after_run: Annotated[
+        bool,
+        typer.Option(
+            "--delete-after-run/--keep",
+            help="Remove it once its last fire ends, or keep it listed as done (the default) "
+            "for the retention age.",
+        ),
+    ] = False,
     db: DbOpt = None,
     url: UrlOpt = None,
     api: ApiOpt = None,
@@ -62,6 +70,8 @@ def jobs_add(
         "model": model,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
+    if delete_after_run:
+        body["delete_after_run"] = True
     job = call(backend_for(ctx, db, url, api, token), lambda b: b.add_job(body))
     if as_json:
         print_json(job)
@@ -124,7 +134,7 @@ def _job_action(job_id: str, action: str, backend: Backend, as_json: bool) -> No
     elif action == "rm":
         echo(f"removed {result['deleted']}")
     else:
-        state = "enabled" if result["enabled"] else "paused"
+        state = "enabled" if result["enabled"] else result.get("state", "paused")
         nxt = render.when(result["next_run_at"], result["tz"])
         echo(f"{result['id']} “{result['name']}”: {state}; next run {nxt}")
 

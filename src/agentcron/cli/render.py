@@ -24,6 +24,8 @@ def _state(job: dict[str, Any]) -> str:
     active = job.get("active_run")
     if active:
         return f"{active['state']} ({active['id']})"
+    if job.get("state") == "done":
+        return f"done {when(job.get('finished_at'), job['tz'])}"
     if not job["enabled"]:
         return f"paused: {job.get('paused_reason') or ''}".strip()
     return "enabled" if job["next_run_at"] else "done"

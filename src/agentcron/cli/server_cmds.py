@@ -102,8 +102,8 @@ def serve(
     wake: Annotated[
         str | None,
         typer.Option(
-            help=f"What wakes the engine: local (timer) or managed (a relay) (default: "
-            f"${WAKE_ENV}, else local).",
+            help="What wakes the engine: local (timer) or managed (a signed webhook from the "
+            f"relay or a seed-002 service, `wake.service`) (default: ${WAKE_ENV}, else local).",
         ),
     ] = None,
     tools: ToolsFileOpt = None,

@@ -30,7 +30,13 @@ from agentcron.config.engine import (
     settings_from_env,
 )
 from agentcron.config.env import ConfigError, env_flag
-from agentcron.config.server import UNIFIED_ENV, UNIFIED_SESSION_KEY, data_dir
+from agentcron.config.server import (
+    SHARED_CHAT_ENV,
+    UNIFIED_ENV,
+    UNIFIED_SESSION_KEY,
+    UNIFIED_SESSION_TITLE,
+    data_dir,
+)
 from agentcron.config.settings import Settings
 
 __all__ = [
@@ -38,9 +44,11 @@ __all__ = [
     "DEFAULT_MAX_JOBS",
     "DEFAULT_MAX_STEPS",
     "PG_CLAIM_AHEAD",
+    "SHARED_CHAT_ENV",
     "THINKING_LEVELS",
     "UNIFIED_ENV",
     "UNIFIED_SESSION_KEY",
+    "UNIFIED_SESSION_TITLE",
     "AgentSettings",
     "ConfigError",
     "EngineSettings",

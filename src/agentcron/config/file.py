@@ -109,6 +109,13 @@ SETTINGS: tuple[Setting, ...] = (
         "false",
     ),
     Setting(
+        "server.shared_chat",
+        "AGENTCRON_UNIFIED_SHARED_CHAT",
+        "bool",
+        "unified mode: shared automations reply in the Shared chat, not the last active thread",
+        "false",
+    ),
+    Setting(
         "cli.url",
         "AGENTCRON_URL",
         "text",
@@ -245,12 +252,31 @@ SETTINGS: tuple[Setting, ...] = (
         "what wakes the engine: local or managed",
         "local",
     ),
-    Setting("wake.relay_url", "AGENTCRON_WAKE_RELAY_URL", "text", "the relay's base URL"),
+    Setting(
+        "wake.service",
+        "AGENTCRON_WAKE_SERVICE",
+        "text",
+        "the wake service's contract: relay or seed002",
+        "relay",
+    ),
+    Setting(
+        "wake.verifier",
+        "AGENTCRON_WAKE_VERIFIER",
+        "text",
+        "the fire token's form: relay or seed002",
+        "as wake.service",
+    ),
+    Setting(
+        "wake.relay_url",
+        "AGENTCRON_WAKE_RELAY_URL",
+        "text",
+        "the wake service's base URL (the relay's, or a seed-002 portal's)",
+    ),
     Setting(
         "wake.relay_token",
         "AGENTCRON_WAKE_RELAY_TOKEN",
         "text",
-        "this agent's relay credential (`agentcron relay add-agent`)",
+        "this agent's credential for the wake service (`agentcron relay add-agent`)",
         secret=True,
     ),
     Setting(
@@ -267,7 +293,7 @@ SETTINGS: tuple[Setting, ...] = (
         "wake.jwks_url",
         "AGENTCRON_WAKE_JWKS_URL",
         "text",
-        "the relay's JWKS",
+        "the fire tokens' JWKS (needed for seed002)",
         "{relay_url}/jwks.json",
     ),
     Setting(

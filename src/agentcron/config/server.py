@@ -18,8 +18,10 @@ __all__ = [
     "DEFAULT_PORT",
     "HOME_ENV",
     "PUBLIC_URL_ENV",
+    "SHARED_CHAT_ENV",
     "UNIFIED_ENV",
     "UNIFIED_SESSION_KEY",
+    "UNIFIED_SESSION_TITLE",
     "CliSettings",
     "DataSettings",
     "ServerSettings",
@@ -41,12 +43,14 @@ PORT_ENV = "AGENTCRON_PORT"
 LOG_LEVEL_ENV = "AGENTCRON_LOG_LEVEL"
 PUBLIC_URL_ENV = "AGENTCRON_PUBLIC_URL"
 UNIFIED_ENV = "AGENTCRON_UNIFIED_SESSION"
+SHARED_CHAT_ENV = "AGENTCRON_UNIFIED_SHARED_CHAT"
 URL_ENV = "AGENTCRON_URL"
 DEFAULT_HOST = "127.0.0.1"  # local only unless asked: the API can make the agent act
 DEFAULT_PORT = 8321
 DEFAULT_LOG_LEVEL = "info"
 DEFAULT_API = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
 UNIFIED_SESSION_KEY = "unified:default"
+UNIFIED_SESSION_TITLE = "Shared automations (unified mode)"
 
 
 def data_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -134,17 +138,28 @@ def server_settings_from_env(
 @dataclass(frozen=True, slots=True)
 class SessionSettings:
     """How sessions share memory: `unified`, the web chats and the shared automations' session
-    (`unified:default`) are one memory.
+    (`unified:default`) are one memory. `shared_chat`: a shared automation's reply goes to
+    `unified:default` (the "Shared automations" chat), not to the thread the person last
+    talked in.
     """
 
     unified: bool = False
+    shared_chat: bool = False
 
 
 def session_settings_from_env(
-    env: Mapping[str, str] | None = None, *, unified: bool | None = None
+    env: Mapping[str, str] | None = None,
+    *,
+    unified: bool | None = None,
+    shared_chat: bool | None = None,
 ) -> SessionSettings:
-    """`AGENTCRON_UNIFIED_SESSION` (1/true/yes/on or 0/false/no/off); the flag wins over it."""
-    return SessionSettings(env_flag(UNIFIED_ENV, env) if unified is None else unified)
+    """`AGENTCRON_UNIFIED_SESSION` and `AGENTCRON_UNIFIED_SHARED_CHAT` (1/true/yes/on or
+    0/false/no/off); a flag or argument wins over them.
+    """
+    return SessionSettings(
+        env_flag(UNIFIED_ENV, env) if unified is None else unified,
+        env_flag(SHARED_CHAT_ENV, env) if shared_chat is None else shared_chat,
+    )
 
 
 @dataclass(frozen=True, slots=True)

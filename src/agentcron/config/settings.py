@@ -107,9 +107,13 @@ class Settings:
         """`[server]`: what `serve` binds and its public URL; the flags win."""
         return server_settings_from_env(self.values, host=host, port=port, log_level=log_level)
 
-    def sessions(self, *, unified: bool | None = None) -> SessionSettings:
-        """`[server] unified`: whether web chats share one memory; the flag wins."""
-        return session_settings_from_env(self.values, unified=unified)
+    def sessions(
+        self, *, unified: bool | None = None, shared_chat: bool | None = None
+    ) -> SessionSettings:
+        """`[server] unified`: whether web chats share one memory; `[server] shared_chat`:
+        whether shared automations reply in their own chat; the flags win.
+        """
+        return session_settings_from_env(self.values, unified=unified, shared_chat=shared_chat)
 
     def cli(self, *, url: str | None = None) -> CliSettings:
         """`[cli]`: the server the CLI talks to; `--api` wins."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
 
+from agentcron.domain.attachments import Attachment
 from agentcron.domain.jobs import Job, JobKind
 from agentcron.domain.runs import ClaimedFire
 from agentcron.domain.sessions import Message
@@ -124,6 +125,9 @@ class StreamEnd(Event):
     run_id: str | None = None
     reply: Message | None = None
     chat: ChatContext | None = None
+    # The reply's files (bytes included) for the channels of this process; the WebSocket
+    # and the relay between replicas carry the reply only (its meta describes them).
+    attachments: tuple[Attachment, ...] = ()
 
     @property
     def message_id(self) -> str | None:
@@ -239,13 +243,16 @@ class DeliveryFailed(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SystemEventFired(Event):
-    """A `system_event` job fired: its text, for the session's subscribers (seed 004)."""
+    """A `system_event` job fired (heartbeat, dream, a host's own): its text, for every live
+    view (seed 004 broadcasts it); `session_key` is its job's session, "" for none.
+    """
 
     type: ClassVar[str] = "system_event"
     job_id: str
     run_id: str
     name: str
     text: str
+    source: str = "cron"  # where it comes from (seed 004: the scheduler)
 
 
 @dataclass(eq=False)

@@ -26,6 +26,24 @@ class CreatedBy(enum.StrEnum):
     SYSTEM = "system"
 
 
+class RecallCallType(enum.StrEnum):
+    """How the agent asked for a recall (seed 003): kept with it, shown by `list` and the API."""
+
+    ONCE = "once"
+    RECURRING = "recurring"
+    IMMEDIATE = "immediate"
+
+
+class JobStatus(enum.StrEnum):
+    """Where a job stands: armed or waiting to be (active), paused, or done (its schedule is
+    spent: a one-shot that ran, a job past its last run; kept `retention_age`, then removed).
+    """
+
+    ACTIVE = "active"
+    PAUSED = "paused"
+    DONE = "done"
+
+
 class Overlap(enum.StrEnum):
     """What a fire does while the previous fire of the same job is still queued or running."""
 
@@ -72,6 +90,9 @@ class NewJob:
     idempotency_key: str | None = None
     enabled: bool = True
     model: str | None = None  # the model its turns run on; None = the runner's default
+    # recalls the agent scheduled: its call type and its whole note (the name is cut to 80)
+    call_type: RecallCallType | None = None
+    internal_comment: str | None = None
     # delivery jobs only (their result goes to `channel`/`to`)
     deliver: bool | None = None
     channel: str | None = None
@@ -112,6 +133,15 @@ class Job:
     to: str | None = None
     channel_meta: dict[str, Any] | None = None
     model: str | None = None  # the model its turns run on; None = the runner's default
+    call_type: RecallCallType | None = None  # a recall's, as the agent asked for it
+    internal_comment: str | None = None  # a recall's note, whole
+    finished_at: datetime | None = None  # when its last fire ended with no fire left (done)
+
+    @property
+    def status(self) -> JobStatus:
+        if self.finished_at is not None:
+            return JobStatus.DONE
+        return JobStatus.ACTIVE if self.enabled else JobStatus.PAUSED
 
     @property
     def bound(self) -> bool:
@@ -135,9 +165,12 @@ class Job:
 
 
 class RecallState(enum.StrEnum):
-    """Where a recall stands (seed 003): pending (its job is armed), fired or cancelled."""
+    """Where a recall stands (seed 003): pending (its job is armed), paused (its job stopped,
+    e.g. auto-paused after failures: resumable or replaceable), fired or cancelled.
+    """
 
     PENDING = "pending"
+    PAUSED = "paused"
     FIRED = "fired"  # a one-time recall ran (whatever its outcome)
     CANCELLED = "cancelled"  # cancelled by the agent, a person, or its session's deletion
 
@@ -158,10 +191,17 @@ class Recall:
     last_status: RunState | None = None
     next_fire_at: datetime | None = None  # pending only
     ended_at: datetime | None = None  # fired / cancelled only
+    call_type: RecallCallType | None = None
+    internal_comment: str | None = None
+    paused_reason: str | None = None  # paused only: why (after failures: the last error)
+    paused_at: datetime | None = None
 
     @classmethod
     def of_job(cls, job: Job, state: RecallState, ended_at: datetime | None = None) -> Recall:
-        """The recall a `recall` job is (pending), or was when it ended at `ended_at`."""
+        """The recall a `recall` job is (pending or paused), or was when it ended at
+        `ended_at`.
+        """
+        paused = state is RecallState.PAUSED
         return cls(
             id=job.id,
             session_key=job.session_key or "",
@@ -175,4 +215,13 @@ class Recall:
             last_status=job.last_status,
             next_fire_at=job.next_fire_at if state is RecallState.PENDING else None,
             ended_at=ended_at,
+            call_type=job.call_type,
+            internal_comment=job.internal_comment,
+            paused_reason=job.paused_reason if paused else None,
+            paused_at=job.paused_at if paused else None,
         )
+
+    @classmethod
+    def live(cls, job: Job) -> Recall:
+        """The recall a stored `recall` job is: pending, or paused when its job is disabled."""
+        return cls.of_job(job, RecallState.PENDING if job.enabled else RecallState.PAUSED)

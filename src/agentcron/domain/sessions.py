@@ -102,3 +102,14 @@ class MemoryScope:
             raise ValueError("a memory scope needs keys or key prefixes")
         if any(not p for p in self.prefixes):
             raise ValueError("a key prefix must not be empty")
+
+    def lane_of(self, session_key: str) -> str:
+        """The lane (and turn lease) all of the scope's turns share: its first listed key
+        (unified mode: `unified:default`), so that they never overlap; with no listed key,
+        each session keeps its own.
+        """
+        return self.keys[0] if self.keys else session_key
+
+    def includes(self, session_key: str) -> bool:
+        """Whether `session_key` is one of the scope's sessions."""
+        return session_key in self.keys or session_key.startswith(self.prefixes)

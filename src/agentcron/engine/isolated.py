@@ -27,6 +27,7 @@ from agentcron.agent.runner import (
     OutcomeStatus,
     Runner,
     SessionInfo,
+    ToolRecord,
     Trigger,
     TurnInput,
     as_outcome,
@@ -388,12 +389,14 @@ class _IsolatedRun:
             deleted = isinstance(result, TurnFinished) and result.job_deleted
             await publish_fire_settled(runs.bus, fire, state.value, job_deleted=deleted)
 
-    async def cut(self) -> None:
-        """A shutdown cut the run: interrupted (its end write is queued, not awaited). One
-        cut before its RUNNING was committed is left to the reaper, as a crash's is.
+    async def cut(self, tools: tuple[ToolRecord, ...]) -> None:
+        """A shutdown cut the run: interrupted, with the tool calls that ran (its end write is
+        queued, not awaited). One cut before its RUNNING was committed is left to the reaper,
+        as a crash's is.
         """
         if self.begun:
-            self.runs.finish(self.fire, RunState.INTERRUPTED, Outcome.failed(STOPPED_MID_TURN))
+            outcome = Outcome.failed(STOPPED_MID_TURN, tools=tools)
+            self.runs.finish(self.fire, RunState.INTERRUPTED, outcome)
 
 
 def log_context(fire: ClaimedFire) -> dict[str, Any]:

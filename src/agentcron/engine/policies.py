@@ -142,7 +142,8 @@ def finish_job(job: Job, outcome: JobOutcome, settings: EngineSettings) -> JobFi
 
     Success or empty resets the failure count. A failure counts; at `max_failures` in a row
     the job pauses with the reason recorded, otherwise a recurring job backs off: its next fire
-    is the first one at or after finish + backoff.
+    is the first one at or after finish + backoff. A job with no fire left ends: removed
+    with `delete_after_run`, else done (disabled, `finished_at` set).
     """
     # A run a person stopped (cancelled) is no failure, nor a success: the count stays.
     if outcome.failed:
@@ -179,5 +180,8 @@ def finish_job(job: Job, outcome: JobOutcome, settings: EngineSettings) -> JobFi
                 fire, due = arm(job.spec, job.policy, job.id, until - _TICK, job.remaining_runs)
                 values.update(next_fire_at=fire, next_run_at=due)
     # Ended: no fire left, also when a failure's backoff pushed the next one past the end.
-    ended = values.get("next_fire_at", job.next_fire_at) is None
-    return JobFinish(values, delete=ended and job.policy.delete_after_run and job.enabled)
+    ended = values.get("next_fire_at", job.next_fire_at) is None and job.enabled
+    if ended and not job.policy.delete_after_run:
+        # Done: listed as such (and counted toward no limit) until `retention_age` has passed.
+        values.update(enabled=False, next_run_at=None, finished_at=outcome.finished_at)
+    return JobFinish(values, delete=ended and job.policy.delete_after_run)

@@ -12,9 +12,9 @@ start write, the guarded runner call that may pause for a person, the slot given
           -> steps.end(outcome)   the end write and its events
 
 A cancellation (a shutdown) after the start was submitted and before the outcome makes
-`steps.cut()` close what began. Every way out gives back exactly what is held (`held`). What
-differs between a session turn (`turns/lanes.py`) and an isolated run (`engine/isolated.py`) is
-their `Steps`.
+`steps.cut(tools)` close what began, with the tool calls the runner reported so far. Every way
+out gives back exactly what is held (`held`). What differs between a session turn
+(`turns/lanes.py`) and an isolated run (`engine/isolated.py`) is their `Steps`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, Protocol
 
-from agentcron.agent.runner import Outcome, turn_pause
+from agentcron.agent.runner import Outcome, ToolRecord, turn_pause
 from agentcron.runtime.clock import Clock
 from agentcron.runtime.slots import SlotCounts, SlotPool
 from agentcron.runtime.turn_call import TurnCall
@@ -54,9 +54,9 @@ class Steps(Protocol):
         """The runner's outcome, its slot given back: the end write and its events."""
         ...
 
-    async def cut(self) -> None:
+    async def cut(self, tools: tuple[ToolRecord, ...]) -> None:
         """Cancelled before the outcome (a shutdown; shielded): close what began, if the
-        start was submitted at all.
+        start was submitted at all, keeping `tools` (the calls the runner reported so far).
         """
         ...
 
@@ -129,7 +129,7 @@ class Execution:
                     # The guard awaits the runner's task to its end: a pause has ended by now.
                     counts.in_runner -= 1
             except asyncio.CancelledError:
-                await asyncio.shield(steps.cut())
+                await asyncio.shield(steps.cut(self.guard.tools))
                 raise
             self.release()  # the end write needs no slot: the next call starts meanwhile
             await steps.end(outcome)

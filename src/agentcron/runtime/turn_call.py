@@ -7,9 +7,10 @@ import contextlib
 import logging
 import traceback
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
-from agentcron.agent.runner import Outcome, as_outcome
+from agentcron.agent.runner import Outcome, ToolLog, ToolRecord, as_outcome, turn_tools
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,10 @@ class TurnCall:
     is read as `as_outcome` reads a plain callable's answer. Time between `hold_clock` and
     `resume_clock` (the runner waits for something outside the turn, `runner.paused()`) does
     not count against `timeout`.
+
+    The tool calls the runner reports as they happen (`runner.tool_ran`) are kept (`tools`):
+    an outcome the guard makes (stopped, timed out, raised) carries them, so does an answer
+    without tools of its own, and a caller that is cut reads them to close the turn.
     """
 
     def __init__(self, timeout: float | None = None) -> None:
@@ -35,6 +40,12 @@ class TurnCall:
         self._stopped = False
         self._timer: asyncio.Timeout | None = None  # the running call's timeout
         self._left: float | None = None  # seconds of the timeout left while the clock is held
+        self._tools = ToolLog()
+
+    @property
+    def tools(self) -> tuple[ToolRecord, ...]:
+        """The tool calls the runner has reported so far."""
+        return self._tools.records
 
     @property
     def active(self) -> bool:
@@ -58,8 +69,11 @@ class TurnCall:
     ) -> Outcome:
         if self._stopped:  # stopped before the runner was called: it never is
             return Outcome.cancelled(STOPPED)
+        tools = self._tools
 
         async def invoke() -> Any:
+            # Set inside the runner's task: the runner and the tasks it starts report to it.
+            turn_tools.set(tools)
             return await call()
 
         task = self._task = asyncio.create_task(invoke())
@@ -73,10 +87,12 @@ class TurnCall:
         except TimeoutError:
             await _cancel(task)
             log.warning("turn timed out after %s s", self._timeout, extra=ctx)
-            return Outcome.failed(f"TimeoutError: the turn ran longer than {self._timeout:g} s")
+            return Outcome.failed(
+                f"TimeoutError: the turn ran longer than {self._timeout:g} s", tools=self.tools
+            )
         except asyncio.CancelledError:
             if self._stopped and task.cancelled():
-                return Outcome.cancelled(STOPPED)
+                return Outcome.cancelled(STOPPED, tools=self.tools)
             await _cancel(task)  # we are being cancelled (shutdown): stop the turn too
             raise
         except Exception as exc:
@@ -84,12 +100,18 @@ class TurnCall:
             return Outcome.failed(
                 f"{type(exc).__name__}: {exc}",
                 error_details={"traceback": traceback.format_exc(limit=20)},
+                tools=self.tools,
             )
-        if isinstance(result, Outcome):
+        if not isinstance(result, Outcome):
+            if result is not None and not isinstance(result, str):
+                return Outcome.failed(
+                    f"runner returned {type(result).__name__}, not an Outcome", tools=self.tools
+                )
+            result = as_outcome(result)
+        if result.tools:
             return result
-        if result is None or isinstance(result, str):
-            return as_outcome(result)
-        return Outcome.failed(f"runner returned {type(result).__name__}, not an Outcome")
+        reported = self.tools
+        return replace(result, tools=reported) if reported else result
 
     def hold_clock(self) -> None:
         """Stop the timeout's clock (the runner waits for something outside the turn)."""

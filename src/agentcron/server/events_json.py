@@ -21,7 +21,7 @@ The shapes, one per event class:
   delivered_at};
   `DeliveryFailed` -> `delivery_failed` {channel, message_id, attempts, error, retryable}
   (retryable false: the delivery gave up);
-- `SystemEventFired` -> `system_event` {job_id, run_id, name, text};
+- `SystemEventFired` -> `system_event` {job_id, run_id, name, text, source} (source `cron`);
 - `FireStarted` -> `fire_started` {job_id, run_id, lateness_s} (for completeness: the stream
   does not send it; clients see a fire as the job's `fired` update).
 
@@ -128,6 +128,7 @@ def event_json(event: Event) -> dict[str, Any]:
                 "run_id": event.run_id,
                 "name": event.name,
                 "text": event.text,
+                "source": event.source,
             }
         case FireStarted():
             body = {"job_id": event.job_id, "run_id": event.run_id, "lateness_s": event.lateness_s}

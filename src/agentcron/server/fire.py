@@ -1,10 +1,11 @@
 """`POST /api/cron/fire`: a managed wake's fire webhook, and the wake's metrics.
 
-Outside the API token: the caller is the wake service (the relay), authenticated by a
-short-lived JWT it signs (`wake/verify.py`). Invalid or missing token -> 401 (nothing runs),
-a body without `job_id` -> 400, else 202 at once: the fire is decided and claimed in the
-background (`ManagedWake.deliver`: the engine's own claim, so a retried or replayed delivery
-still runs once).
+Outside the API token: the caller is the wake service (the relay, or a seed-002 service),
+authenticated by a short-lived JWT it signs, checked by the wake's `FireVerifier`
+(`wake/verify.py`, `wake/seed002.py`, or the user's own). Invalid or missing token -> 401
+(nothing runs), a body without `job_id` -> 400, else 202 at once: the fire is decided and
+claimed in the background (`ManagedWake.deliver`: the engine's own claim, so a retried or
+replayed delivery still runs once).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from prometheus_client.registry import Collector
 from agentcron.server.auth import bearer
 from agentcron.server.errors import error_body
 from agentcron.wake.provider import WakeProvider
-from agentcron.wake.verify import FireTokenError
+from agentcron.wake.verify import FireRequestError, FireTokenError
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["wake"])
@@ -55,18 +56,16 @@ async def fire(request: Request) -> JSONResponse:
             body = json.loads(raw or b"null")
         except ValueError:
             body = None
-    try:
-        claims = await wake.verifier.verify_token(bearer(request))
+    try:  # the token first: a caller without one learns nothing of the body's checks
+        fired = await wake.verifier.verify(bearer(request), body if isinstance(body, dict) else {})
     except FireTokenError as exc:
         return _unauthorized(wake, exc.reason, str(exc))
-    job_id = body.get("job_id") if isinstance(body, dict) else None
-    if not isinstance(job_id, str) or not job_id:
+    except FireRequestError as exc:
         wake.webhook["bad_request"] += 1
-        return JSONResponse(error_body("invalid_request", "the body needs a job_id"), 400)
-    try:
-        fired = wake.verifier.match(claims, body)
-    except FireTokenError as exc:
-        return _unauthorized(wake, exc.reason, str(exc))
+        return JSONResponse(error_body("invalid_request", str(exc)), 400)
+    except Exception as exc:  # a verifier of the user's that broke: refuse (fail closed)
+        log.exception("fire webhook: the verifier failed")
+        return _unauthorized(wake, "verifier_error", f"the verifier failed ({type(exc).__name__})")
     wake.webhook["accepted"] += 1
     wake.deliver(fired)
     return JSONResponse({"status": "accepted", "job_id": fired.job_id}, status_code=202)

@@ -57,7 +57,7 @@ CLOSE_S = 2.0  # how long a stop waits for the last batches
 
 _DELTAS = frozenset({"text_delta", "thinking_delta"})
 _JOB_UPDATES = frozenset({"automation_update", "recall_update"})
-_NOT_REPLAYED = frozenset({"approval_requested", "approval_decided", "system_event"})
+_NOT_REPLAYED = frozenset({"approval_requested", "approval_decided"})
 
 Deliver = Callable[[dict[str, Any], bool], None]
 """Hands one event (its wire dict) to the local clients: to everyone (True) or to its

@@ -27,7 +27,9 @@ from agentcron.server.asgi import Hook, create_app
 from agentcron.server.auth import HOOK_TOKEN_ENV, HOOK_TOKEN_FILE, load_or_create_token
 from agentcron.store.ids import new_id
 from agentcron.store.signals import Topic
+from agentcron.wake.arms import ArmClient
 from agentcron.wake.provider import ManagedWake, resolve
+from agentcron.wake.verify import FireVerifier
 
 log = logging.getLogger(__name__)
 DEMO_SENTENCE = "remind me in 30 seconds to stretch"
@@ -47,6 +49,10 @@ class ServeOptions:
     # that arrives as a turn of that session while the server runs.
     demo: bool = False
     wake: str | None = None  # local or managed (--wake); None = $AGENTCRON_WAKE, else local
+    # A managed wake's own arm client / fire verifier, instead of those `wake.service` /
+    # `wake.verifier` name (the relay's or seed 002's).
+    wake_arms: ArmClient | None = None
+    fire_verifier: FireVerifier | None = None
     # The TOML file whose [tools] table gives the agent's tools (the configuration file, or
     # the file of --tools / $AGENTCRON_TOOLS_FILE); None = no configured tools.
     tools: Path | None = None
@@ -111,6 +117,8 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
         runs=cron.store,
         subscribe=cron.subscribe,
         clock=cron.clock,
+        arms=options.wake_arms,
+        verifier=options.fire_verifier,
     )
 
     if isinstance(wake, ManagedWake):

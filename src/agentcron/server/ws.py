@@ -8,8 +8,7 @@ headers on a WebSocket). Then:
   "running_turn": id | null, "replay": [events of the turn in progress]}`, then every event of K's
   turns: `stream_start`, `text_delta`, `thinking_delta`, `tool_started`, `tool_call`,
   `approval_requested` / `approval_decided` (a gated tool call waiting for a person, and its
-  end), any other event its runner emits (as `{"type": name, ...}`), `stream_end`; and
-  `system_event` (the text of a `system_event` job bound to K, when it fires). Approvals are not
+  end), any other event its runner emits (as `{"type": name, ...}`), `stream_end`. Approvals are not
   in the replay: a client that (re)subscribes lists the pending ones with
   `GET /api/approvals?session_key=K`;
 - `{"type": "unsubscribe", "session_key": K}`;
@@ -22,7 +21,9 @@ Every authenticated client also gets the out-of-turn events of all sessions, for
 `automation_update`, `recall_update` (created, updated, paused, resumed, skipped, deleted,
 deferred, fired, finished, settled), `session_sync`, `message` (a message posted outside a turn,
 such as a delivered legacy result), `session_deleted`, and `delivery_succeeded` /
-`delivery_failed` (a channel's attempt to deliver a message). Every event carries its `session_key`;
+`delivery_failed` (a channel's attempt to deliver a message), and `system_event` (the text of a
+`system_event` job such as a heartbeat, when it fires, with `source`; its `session_key` is its
+job's session, "" for none). Every event carries its `session_key`;
 the shapes are in `agentcron.server.events_json`. Errors come back as
 `{"type": "error", "detail": ...}`; a binary frame, or a text frame that is not a JSON object, is
 answered with one too (the connection stays open). A frame is at most 1 MiB.
@@ -89,9 +90,9 @@ _TURN_EVENTS = (
     ApprovalDecided,
     RunnerEvent,
     StreamEnd,
-    SystemEventFired,
 )
 _GLOBAL_EVENTS = (
+    SystemEventFired,
     JobEvent,
     SessionSync,
     MessagePosted,

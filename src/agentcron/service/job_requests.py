@@ -20,6 +20,10 @@ MODEL_HELP = (
     "null (on update) = the default model"
 )
 END_AT_HELP = "the instant after which it no longer fires, with a UTC offset; in the future"
+DELETE_AFTER_RUN_HELP = (
+    "remove the job once its last fire ends; false (the default) keeps it, done, for "
+    "`retention_age` (default 30 days)"
+)
 
 
 class JobCreate(BaseModel):
@@ -36,6 +40,7 @@ class JobCreate(BaseModel):
     end_at: datetime | None = Field(default=None, description=END_AT_HELP)
     idempotency_key: ShortText | None = None
     model: ShortText | None = Field(default=None, description=MODEL_HELP)
+    delete_after_run: bool = Field(default=False, description=DELETE_AFTER_RUN_HELP)
 
 
 class JobPatch(BaseModel):

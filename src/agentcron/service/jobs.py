@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from agentcron.config import check_model_name
+from agentcron.config import UNIFIED_SESSION_TITLE, check_model_name
 from agentcron.domain.events import JobAction
 from agentcron.domain.jobs import (
     AnySpec,
@@ -23,25 +23,25 @@ from agentcron.domain.jobs import (
     NewJob,
     Overlap,
     Recall,
+    RecallCallType,
     RecallState,
 )
 from agentcron.domain.runs import Run
 from agentcron.domain.states import ACTIVE_STATES
 from agentcron.engine.policies import arm
 from agentcron.errors import InvalidInputError
-from agentcron.limits import MAX_RUNS, check_text
+from agentcron.limits import MAX_MESSAGE_CHARS, MAX_RUNS, check_text
 from agentcron.runtime.clock import Clock
 from agentcron.schedule import parse_when, upcoming
 from agentcron.schedule.zones import get_zone
 from agentcron.service.job_requests import JobCreate, JobPatch
 from agentcron.service.runs import Runs
-from agentcron.store.errors import SessionNotFoundError, VersionConflictError
+from agentcron.store.errors import ConflictError, SessionNotFoundError, VersionConflictError
 from agentcron.store.ids import new_id
 from agentcron.store.interface import JobCatalog, RunRecords, WriteQueue
 from agentcron.store.writes import ArmedJob, InsertJobs, InSession, JobsInserted
 
 _CAS_RETRIES = 5
-_SHARED_TITLE = "Shared automations (unified mode)"
 
 
 class Keep(enum.Enum):
@@ -89,6 +89,7 @@ class Jobs:
         publish: Publish,
         owner_of: Callable[[str], str] = lambda key: key,
         max_jobs: Callable[[], int | None] = lambda: None,
+        retention: Callable[[], timedelta] = lambda: timedelta(days=30),
     ) -> None:
         self._catalog = catalog
         self._writes = writes  # the journal: concurrent creates share one transaction
@@ -99,6 +100,7 @@ class Jobs:
         self._publish = publish
         self._owner_of = owner_of  # the session a chat's jobs bind to (unified mode)
         self._max_jobs = max_jobs
+        self._retention = retention  # how long a done job stays listed
 
     # -- create ---------------------------------------------------------------------------
 
@@ -129,9 +131,12 @@ class Jobs:
         idempotency_key: str | None = None,
         enabled: bool = True,
         model: str | None = None,
+        call_type: RecallCallType | None = None,
+        internal_comment: str | None = None,
     ) -> Job:
         """Create one job from `when` (anything parse_when reads) or a ready `spec`; `model`
-        names the model its turns run on (None: the runner's default).
+        names the model its turns run on (None: the runner's default); a recall keeps its
+        `call_type` and `internal_comment`.
         """
         now = self._clock.now()
         new = _new_job(
@@ -156,6 +161,8 @@ class Jobs:
             enabled=enabled,
             model=model,
         )
+        if call_type is not None or internal_comment is not None:
+            new = _with_recall_note(new, call_type, internal_comment)
         return (await self.create_many([new]))[0]
 
     async def create_many(self, new_jobs: Sequence[NewJob]) -> list[Job]:
@@ -192,11 +199,12 @@ class Jobs:
                 end_at=_aware(end_at, "end_at"),
                 idempotency_key=body.idempotency_key,
                 model=body.model,
+                delete_after_run=body.delete_after_run,
             )
             return self._armed(new, now)
 
         shared = None if owner == key else owner
-        place = InSession(key, armed, shared, None if shared is None else _SHARED_TITLE)
+        place = InSession(key, armed, shared, None if shared is None else UNIFIED_SESSION_TITLE)
         try:
             (job,) = await self._insert(
                 InsertJobs([], now, max_jobs=self._max_jobs(), in_session=place)
@@ -309,15 +317,16 @@ class Jobs:
         states: Iterable[RecallState] | None = None,
         limit: int = 100,
     ) -> builtins.list[Recall]:
-        """A session's recalls (seed 003): the pending one first, then those that fired or
-        were cancelled, newest first; `states` keeps only some of them.
+        """A session's recalls (seed 003): the pending (or paused) one first, then those that
+        fired or were cancelled, newest first; `states` keeps only some of them.
         """
         wanted = None if states is None else set(states)
+        live = {RecallState.PENDING, RecallState.PAUSED}
         found: builtins.list[Recall] = []
-        if wanted is None or RecallState.PENDING in wanted:
-            pending = await self.list(session_key=session_key, kind=JobKind.RECALL)
-            found.extend(Recall.of_job(j, RecallState.PENDING) for j in pending)
-        ended = None if wanted is None else wanted - {RecallState.PENDING}
+        if wanted is None or wanted & live:
+            stored = await self.list(session_key=session_key, kind=JobKind.RECALL)
+            found.extend(r for r in map(Recall.live, stored) if wanted is None or r.state in wanted)
+        ended = None if wanted is None else wanted - live
         if ended is None or ended:
             found.extend(await self._catalog.recall_history(session_key, states=ended, limit=limit))
         return found[:limit]
@@ -414,11 +423,16 @@ class Jobs:
         return await self._change(job_id, compute, JobAction.PAUSED)
 
     async def resume(self, job_id: str) -> Job:
-        """Re-enable a job from now on (fires due while it was paused do not run)."""
+        """Re-enable a job from now on (fires due while it was paused do not run); a done job
+        comes back only when its schedule (e.g. a new `when`) has a fire left.
+        """
 
         def compute(job: Job, now: datetime) -> dict[str, Any]:
             fire, due = arm(job.spec, job.policy, job.id, now, job.remaining_runs)
+            if fire is None and job.finished_at is not None:
+                return {}  # done, and its schedule (unchanged or edited) has no fire left
             return {
+                "finished_at": None,
                 "enabled": True,
                 "paused_reason": None,
                 "paused_at": None,
@@ -431,10 +445,13 @@ class Jobs:
 
     async def skip_next(self, job_id: str) -> Job:
         """Skip the job's next fire; the one after it is computed from now at the earliest,
-        so a skip never schedules into the past.
+        so a skip never schedules into the past. A paused job has no next fire to skip
+        (ConflictError): arming it here would make it fire while paused.
         """
 
         def compute(job: Job, now: datetime) -> dict[str, Any]:
+            if not job.enabled:
+                raise ConflictError(f"job {job.id!r} is paused: resume it first")
             after = max(job.next_fire_at or now, now)
             fire, due = arm(job.spec, job.policy, job.id, after, job.remaining_runs)
             return {"next_fire_at": fire, "next_run_at": due}
@@ -468,6 +485,15 @@ class Jobs:
             self._wake(updated.next_run_at)
             await self._publish(action, updated)
             return updated
+
+    async def sweep_finished(self) -> builtins.list[Job]:
+        """Remove the done jobs that finished more than `retention_age` ago (with the engine's
+        periodic reap) and tell live views; returns them.
+        """
+        swept = await self._catalog.delete_finished_jobs(self._clock.now() - self._retention())
+        for job in swept:
+            await self._publish(JobAction.DELETED, job)
+        return swept
 
     async def delete(self, job_id: str, *, allow_system: bool = False) -> Job:
         """Delete a job; a deleted recall is cancelled and stays readable in `recalls`."""
@@ -528,6 +554,25 @@ def _new_job(
         enabled=enabled,
         model=check_model_name(model),
     )
+
+
+def _with_recall_note(
+    new: NewJob, call_type: RecallCallType | None, internal_comment: str | None
+) -> NewJob:
+    """`new` with what a recall keeps of how it was asked for (InvalidInputError on any other
+    kind of job, or a comment that cannot be stored).
+    """
+    if new.kind is not JobKind.RECALL:
+        raise InvalidInputError("call_type and internal_comment are for recalls only")
+    if internal_comment is not None:
+        check_text(internal_comment, "internal_comment")
+        if len(internal_comment) > MAX_MESSAGE_CHARS:
+            raise InvalidInputError(
+                f"internal_comment has at most {MAX_MESSAGE_CHARS} characters "
+                f"(this one has {len(internal_comment)})"
+            )
+    kept = None if call_type is None else RecallCallType(call_type)
+    return replace(new, call_type=kept, internal_comment=internal_comment)
 
 
 def _check_bounds(

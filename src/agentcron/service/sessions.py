@@ -5,7 +5,7 @@ recalls; the session list and session detail read models.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -13,8 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentcron.agent.runner import TurnSource
 from agentcron.config import UNIFIED_SESSION_KEY
+from agentcron.domain.attachments import Attachment, check_attachments
 from agentcron.domain.events import Event, SessionDeleted
-from agentcron.domain.jobs import Job, JobKind, Recall, RecallState
+from agentcron.domain.jobs import Job, JobKind, JobStatus, Recall, RecallState
 from agentcron.domain.sessions import Message, Role, Session, Turn
 from agentcron.errors import InvalidInputError
 from agentcron.limits import (
@@ -73,7 +74,13 @@ class TurnQueue(Protocol):
     turn_waiters: Waiters  # notified when a turn ends
 
     async def submit_message(
-        self, session_key: str, content: str, *, source: TurnSource, title: str | None = None
+        self,
+        session_key: str,
+        content: str,
+        *,
+        source: TurnSource,
+        title: str | None = None,
+        attachments: tuple[Attachment, ...] = (),
     ) -> Turn: ...
 
     def running_turn(self, session_key: str) -> str | None: ...
@@ -251,29 +258,41 @@ class Sessions:
         *,
         source: TurnSource = TurnSource.USER,
         create: bool = True,
+        attachments: Sequence[Attachment] = (),
     ) -> Turn:
         """Submit a message (from the user, a hook or a channel): it runs as a turn after any
         turn in progress. A new session is created (in UTC, named after the message) unless
         `create=False`: then an unknown key is a SessionNotFoundError (the API's messages).
+        `attachments` (at most MAX_ATTACHMENTS) reach the turn's runner.
         """
         _check_text(content)
+        files = check_attachments(tuple(attachments))
         if create:
             check_session_key(key)
         else:
             await self.get(key)
         # A new chat is named after its first message.
-        return await self._lanes.submit_message(key, content, source=source, title=_title(content))
+        return await self._lanes.submit_message(
+            key, content, source=source, title=_title(content), attachments=files
+        )
 
-    async def receive(self, channel: str, chat_id: str, content: str, meta: dict[str, Any]) -> Turn:
+    async def receive(
+        self,
+        channel: str,
+        chat_id: str,
+        content: str,
+        meta: dict[str, Any],
+        attachments: Sequence[Attachment] = (),
+    ) -> Turn:
         """A message from a chat (a channel's inbound): its session `channel:chat_id` is made
         with the chat's context (channel, chat id, `meta` as its channel_meta) when it is new,
-        then the message is sent like any user message.
+        then the message is sent like any user message (with its `attachments`).
         """
         key = check_session_key(f"{channel}:{chat_id}")  # before the session is made
         await self._records.ensure_session(
             key, self._clock.now(), channel=channel, chat_id=chat_id, channel_meta=meta
         )
-        return await self.send(key, content)
+        return await self.send(key, content, attachments=attachments)
 
     def running_turn(self, key: str) -> str | None:
         """The id of the session's turn running in this process now, if any."""
@@ -349,25 +368,27 @@ class Sessions:
 
     async def delete(self, key: str, *, confirm: bool = False) -> Deletion:
         """Delete a session. With bound automations it is two-step: without `confirm` nothing
-        is deleted and the blocking automations are listed; with it they go first. System
-        jobs and delivery jobs (with target fields) never block; the session's recall is
-        cancelled with it. Its pending approvals expire ("session deleted": nothing they
-        asked for runs; the records stay, decided, until pruned like its runs) before its
-        running turn is stopped. Live views are told (`SessionDeleted`).
+        is deleted and the blocking automations are listed; with it they go first. Done ones
+        (their schedule spent) go with it without blocking; system jobs and delivery jobs
+        (with target fields) never block; the session's recall is cancelled with it. Its
+        pending approvals expire ("session deleted": nothing they asked for runs; the records
+        stay, decided, until pruned like its runs) before its running turn is stopped. Live
+        views are told (`SessionDeleted`).
         """
         await self._records.get_session(key)
         owned = await self._jobs.list(session_key=key)
-        blocking = [j for j in owned if j.kind is JobKind.AGENT_TURN and not j.has_target_fields]
+        automations = [j for j in owned if j.kind is JobKind.AGENT_TURN and not j.has_target_fields]
+        blocking = [j for j in automations if j.status is not JobStatus.DONE]
         if blocking and not confirm:
             return Deletion(False, blocking=blocking)
-        for job in [*blocking, *(j for j in owned if j.kind is JobKind.RECALL)]:
+        for job in [*automations, *(j for j in owned if j.kind is JobKind.RECALL)]:
             await self._jobs.delete(job.id)
         if self._end_approvals is not None:
             await self._end_approvals(key)
         await self._lanes.stop(key)
         await self._records.delete_session(key)
         await self._publish(SessionDeleted(session_key=key))
-        return Deletion(True, deleted_automations=[j.id for j in blocking])
+        return Deletion(True, deleted_automations=[j.id for j in automations])
 
     # -- the session's recall (seed 003) ----------------------------------------------------
 

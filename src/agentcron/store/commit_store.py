@@ -63,6 +63,9 @@ class GroupCommitMixin(JobsMixin):
         self, conn: Connection, writes: Sequence[Write], finisher: Finisher
     ) -> list[WriteResult]:
         keys = {w.session_key for w in writes if isinstance(w, TurnStart | TurnFinish)}
+        keys.update(
+            w.lease_key for w in writes if isinstance(w, TurnStart | TurnFinish) and w.lease_key
+        )
         saves = [
             (r, w.run.at) for w in writes if isinstance(w, RunEnd) and (r := w.remember) is not None
         ]

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 
+from agentcron.domain.attachments import without_bytes
 from agentcron.domain.deliveries import Delivery, DeliveryCursor, DeliveryState
 from agentcron.store.database import Database
 from agentcron.store.errors import DeliveryNotFailedError, DeliveryNotFoundError
@@ -269,10 +270,18 @@ class DeliveryStore:
 
     async def _settle(self, channel: str, message_id: str, **values: Any) -> bool:
         def op(conn: Connection) -> bool:
+            changes = dict(values)
+            if "state" in values:  # delivered or failed: a file's bytes are not needed any more
+                payload = conn.execute(
+                    sa.select(deliveries.c.payload).where(_key(channel, message_id))
+                ).scalar_one_or_none()
+                stripped = without_bytes(payload) if isinstance(payload, dict) else None
+                if stripped is not None:
+                    changes["payload"] = stripped
             result = conn.execute(
                 deliveries.update()
                 .where(_key(channel, message_id), deliveries.c.state == DeliveryState.PENDING.value)
-                .values(values)
+                .values(changes)
             )
             if result.rowcount:
                 return True

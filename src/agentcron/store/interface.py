@@ -143,6 +143,12 @@ class Transcripts(Protocol):
         """The same across the sessions of one memory scope, as one timeline."""
         ...
 
+    async def last_talked(self, scope: MemoryScope) -> str | None:
+        """The session of the scope where a person last sent a message (its newest user
+        turn); None when nobody has yet.
+        """
+        ...
+
     async def open_turn(
         self,
         session_key: str,
@@ -248,6 +254,12 @@ class JobCatalog(Protocol):
         self, session_key: str, *, states: Iterable[RecallState] | None = None, limit: int = 100
     ) -> list[Recall]:
         """The session's recalls that fired or were cancelled, newest first."""
+        ...
+
+    async def delete_finished_jobs(self, before: datetime) -> list[Job]:
+        """Delete the done jobs (`finished_at` set) that finished before `before`; returns
+        them as they were.
+        """
         ...
 
 

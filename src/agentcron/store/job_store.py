@@ -22,7 +22,15 @@ from agentcron.store.errors import (
     SessionNotFoundError,
     VersionConflictError,
 )
-from agentcron.store.rows import _chunks, _job, _job_values, _policy_values, _spec, _stored_job
+from agentcron.store.rows import (
+    _chunks,
+    _job,
+    _job_values,
+    _policy_values,
+    _spec,
+    _stored_job,
+    recall_call_type,
+)
 from agentcron.store.schema import jobs, recall_history, sessions
 from agentcron.store.session_store import session_values
 from agentcron.store.signals import Topic, announce
@@ -79,7 +87,7 @@ class JobsMixin(SqlBase):
         """Insert jobs inside the group commit's transaction (an `InsertJobs` write); an
         idempotency-key duplicate returns the stored job. With `max_jobs`, the insert is refused
         (JobLimitError, nothing stored) when it would leave more than that many jobs, system
-        jobs not counted; duplicates add nothing.
+        jobs and done ones not counted; duplicates add nothing.
         """
         if not armed:
             return []
@@ -125,7 +133,7 @@ class JobsMixin(SqlBase):
         stored = conn.execute(
             sa.select(sa.func.count())
             .select_from(jobs)
-            .where(jobs.c.kind != JobKind.SYSTEM_EVENT.value)
+            .where(jobs.c.kind != JobKind.SYSTEM_EVENT.value, jobs.c.finished_at.is_(None))
         ).scalar_one()
         if stored > max_jobs:
             raise JobLimitError(max_jobs, stored - added, added)
@@ -254,6 +262,18 @@ class JobsMixin(SqlBase):
             self._end_recalls(conn, [(job, RecallState.CANCELLED, now)])
         return job
 
+    async def delete_finished_jobs(self, before: datetime) -> list[Job]:
+        """Delete the done jobs that finished before `before`; returns them as they were."""
+        return await self._db.write(lambda conn: self._delete_finished_op(conn, before))
+
+    def _delete_finished_op(self, conn: Connection, before: datetime) -> list[Job]:
+        rows = conn.execute(
+            jobs.delete().where(jobs.c.finished_at < before).returning(*jobs.c)
+        ).all()
+        if rows:
+            announce(conn, Topic.JOBS)
+        return [_job(r) for r in rows]
+
     def _end_recalls(
         self, conn: Connection, ended: Sequence[tuple[Job, RecallState, datetime]]
     ) -> None:
@@ -273,6 +293,8 @@ class JobsMixin(SqlBase):
                     "last_status": job.last_status.value if job.last_status else None,
                     "created_at": job.created_at,
                     "ended_at": at,
+                    "call_type": None if job.call_type is None else job.call_type.value,
+                    "internal_comment": job.internal_comment,
                 }
                 for job, state, at in ended
             ],
@@ -313,6 +335,8 @@ class JobsMixin(SqlBase):
                 last_run_at=r.last_run_at,
                 last_status=None if r.last_status is None else RunState(r.last_status),
                 ended_at=r.ended_at,
+                call_type=recall_call_type(r.call_type),
+                internal_comment=r.internal_comment,
             )
             for r in rows
         ]

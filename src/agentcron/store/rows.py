@@ -13,7 +13,16 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Row, RowMapping
 
 from agentcron.domain.approvals import Approval, ApprovalState
-from agentcron.domain.jobs import AnySpec, Catchup, CreatedBy, Job, JobKind, JobPolicy, Overlap
+from agentcron.domain.jobs import (
+    AnySpec,
+    Catchup,
+    CreatedBy,
+    Job,
+    JobKind,
+    JobPolicy,
+    Overlap,
+    RecallCallType,
+)
 from agentcron.domain.runs import FirePlan, Run
 from agentcron.domain.sessions import Message, Role, Session, Turn, TurnSource
 from agentcron.domain.states import ACTIVE_STATES, TERMINAL_STATES, RunState, TurnState
@@ -48,6 +57,7 @@ FINISH_COLUMNS = (
     "consecutive_failures",
     "lease_owner",
     "lease_expires_at",
+    "finished_at",
 )
 
 _RUN_FIELDS = (
@@ -106,15 +116,25 @@ _CLAIM_UPDATE = (
     .values({c: sa.bindparam(c, type_=jobs.c[c].type) for c in _CLAIM_COLUMNS})
 )
 _INSERT_TURNS = turns.insert()
+_STAMPED_AT = sa.bindparam("last_run_at", type_=jobs.c.last_run_at.type)
+# A job left with no fire (its claim took the last) ends: done, as `finish_job` makes it for
+# a success (SET reads the row as it was before the update, on both backends).
+_ENDS = jobs.c.next_fire_at.is_(None)
 _STAMP_STMT = (
     jobs.update()
     .where(jobs.c.id == sa.bindparam("b_id"))
     .values(
-        last_run_at=sa.bindparam("last_run_at", type_=jobs.c.last_run_at.type),
+        last_run_at=_STAMPED_AT,
         last_status=sa.bindparam("last_status"),
         consecutive_failures=0,
         lease_owner=None,
         lease_expires_at=None,
+        enabled=sa.case((_ENDS, sa.false()), else_=jobs.c.enabled),
+        next_run_at=sa.case((_ENDS, sa.null()), else_=jobs.c.next_run_at),
+        finished_at=sa.case(
+            (sa.and_(_ENDS, jobs.c.enabled.is_(sa.true())), _STAMPED_AT),
+            else_=jobs.c.finished_at,
+        ),
         version=jobs.c.version + 1,
     )
 )
@@ -163,6 +183,9 @@ def _job_values(armed: ArmedJob, now: datetime) -> dict[str, Any]:
         "to": new.to,
         "channel_meta": new.channel_meta,
         "model": new.model,
+        "call_type": None if new.call_type is None else new.call_type.value,
+        "internal_comment": new.internal_comment,
+        "finished_at": None,
     }
 
 
@@ -269,7 +292,15 @@ def _job_of(
         to=m["to"],
         channel_meta=m["channel_meta"],
         model=m["model"],
+        call_type=recall_call_type(m["call_type"]),
+        internal_comment=m["internal_comment"],
+        finished_at=m["finished_at"],
     )
+
+
+def recall_call_type(stored: str | None) -> RecallCallType | None:
+    """A stored `call_type` (None for jobs that are no agent's recall)."""
+    return None if stored is None else RecallCallType(stored)
 
 
 def _run(row: Row[Any] | Mapping[str, Any]) -> Run:

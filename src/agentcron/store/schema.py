@@ -114,6 +114,10 @@ jobs = sa.Table(
     sa.Column("remaining_runs", sa.Integer),
     sa.Column("idempotency_key", sa.Text),
     sa.Column("model", sa.Text),  # the model of its turns; None = the runner's default
+    # A recall the agent scheduled: its call type (once | recurring | immediate) and its
+    # whole note (the name is the note cut to 80 characters).
+    sa.Column("call_type", sa.String(16)),
+    sa.Column("internal_comment", sa.Text),
     sa.Column("lease_owner", sa.Text),
     sa.Column("lease_expires_at", UTCDateTime),
     sa.Column("version", sa.Integer, nullable=False, server_default="1"),
@@ -124,6 +128,8 @@ jobs = sa.Table(
     sa.Column("channel", sa.Text),
     sa.Column("to", sa.Text),
     sa.Column("channel_meta", JSONValue),
+    # set when its last fire ended with no fire left (done); removed `retention_age` later
+    sa.Column("finished_at", UTCDateTime),
 )
 # Only armed jobs are in the due index: paused / finished jobs have next_run_at NULL.
 sa.Index("ix_jobs_next_run_at", jobs.c.next_run_at)
@@ -302,6 +308,8 @@ recall_history = sa.Table(
     sa.Column("last_status", sa.String(16)),
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("ended_at", UTCDateTime, nullable=False),
+    sa.Column("call_type", sa.String(16)),
+    sa.Column("internal_comment", sa.Text),
 )
 sa.Index("ix_recall_history_session", recall_history.c.session_key, recall_history.c.ended_at)
 # The prune (with the runs, every minute): the recalls that ended before a time, not all kept.

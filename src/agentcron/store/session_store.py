@@ -240,16 +240,11 @@ class SessionStore(TurnStore):
             .where(m.c.session_key == session_key, m.c.seq == before)
             .scalar_subquery()
         )
-        in_scope: list[sa.ColumnElement[bool]] = [
-            sa.func.substr(s.c.session_key, 1, len(p)) == p for p in scope.prefixes
-        ]
-        if scope.keys:
-            in_scope.append(s.c.session_key.in_(scope.keys))
         query = (
             sa.select(m)
             .join(s, s.c.session_key == m.c.session_key)
             .where(
-                sa.or_(*in_scope),
+                _in_scope(s.c.session_key, scope),
                 sa.or_(
                     sa.and_(
                         m.c.session_key == session_key,
@@ -269,6 +264,18 @@ class SessionStore(TurnStore):
         rows = await self._db.read(lambda conn: [_message(r) for r in conn.execute(query)])
         rows.reverse()
         return rows
+
+    async def last_talked(self, scope: MemoryScope) -> str | None:
+        """The session of `scope` with the newest user turn (where a person last talked), by
+        the turns' creation time; None when there is none.
+        """
+        query = (
+            sa.select(turns.c.session_key)
+            .where(turns.c.source == "user", _in_scope(turns.c.session_key, scope))
+            .order_by(turns.c.created_at.desc(), turns.c.id.desc())
+            .limit(1)
+        )
+        return await self._db.read(lambda conn: conn.execute(query).scalar_one_or_none())
 
     # -- turns -----------------------------------------------------------------------------
 
@@ -300,3 +307,13 @@ class SessionStore(TurnStore):
             return _turn(values)
 
         return await self._db.write(op)
+
+
+def _in_scope(key: sa.ColumnElement[str], scope: MemoryScope) -> sa.ColumnElement[bool]:
+    """`key` is one of the scope's sessions (listed, or under one of its prefixes)."""
+    found: list[sa.ColumnElement[bool]] = [
+        sa.func.substr(key, 1, len(p)) == p for p in scope.prefixes
+    ]
+    if scope.keys:
+        found.append(key.in_(scope.keys))
+    return sa.or_(*found)

@@ -29,6 +29,8 @@ _START_TURN = (
     .values(
         state=TurnState.RUNNING.value,
         started_at=sa.bindparam("started_at", type_=turns.c.started_at.type),
+        # a unified-mode fire starts in the thread it is delivered to (else: unchanged)
+        session_key=sa.bindparam("b_session"),
     )
 )
 _FINISH_TURN = (
@@ -71,6 +73,19 @@ _SESSIONS_IN = sa.select(sessions).where(
 )
 _SESSIONS_FOR_UPDATE = _SESSIONS_IN.with_for_update()
 _INSERT_MESSAGES = messages.insert()
+
+
+def _held_until(row: dict[str, Any], owner: str, at: datetime) -> datetime | None:
+    """Until when another owner's live lease holds the session row (None: it is free)."""
+    holder, until = row["turn_owner"], row["turn_lease_expires_at"]
+    if holder is not None and holder != owner and until is not None and until > at:
+        return until  # type: ignore[no-any-return]
+    return None
+
+
+def _holds(row: dict[str, Any], owner: str, turn_id: str) -> bool:
+    """The session row's lease is this owner's, for this turn."""
+    return bool(row["turn_owner"] == owner and row["turn_id"] == turn_id)
 
 
 class TurnWrites:
@@ -118,16 +133,22 @@ class TurnWrites:
         row = self._sessions.get(w.session_key)
         if row is None:
             return None, None, None, w.at
-        holder, until = row["turn_owner"], row["turn_lease_expires_at"]
-        if holder is not None and holder != w.owner and until is not None and until > w.at:
-            return None, None, until, w.at
+        # With `lease_key`, that session's lease too (a missing one holds nothing).
+        lane = None if w.lease_key is None else self._sessions.get(w.lease_key)
+        held = [r for r in (row, lane) if r is not None]
+        busy = [_held_until(r, w.owner, w.at) for r in held]
+        if any(busy):
+            return None, None, max(u for u in busy if u is not None), w.at
         at = w.at
         last = row["updated_at"]
         if last is not None and last > at:
             at = last
-        row.update(turn_owner=w.owner, turn_id=w.turn_id, turn_lease_expires_at=w.lease_until)
+        for r in held:
+            r.update(turn_owner=w.owner, turn_id=w.turn_id, turn_lease_expires_at=w.lease_until)
+        if lane is not None and w.lease_key is not None:
+            self._touched.add(w.lease_key)
         message = self._append(row, w.session_key, w.entry, at)
-        self._starts.append({"b_id": w.turn_id, "started_at": at})
+        self._starts.append({"b_id": w.turn_id, "started_at": at, "b_session": w.session_key})
         return message, _session(row), None, at
 
     def remember(self, w: Remember, now: datetime) -> list[Message]:
@@ -143,7 +164,7 @@ class TurnWrites:
         row = self._sessions.get(w.session_key)
         message = None
         if row is not None:
-            holds = row["turn_owner"] == w.owner and row["turn_id"] == w.turn_id
+            holds = _holds(row, w.owner, w.turn_id)
             if w.entry is not None and (holds or self._open(w.turn_id)):
                 for entry in w.before:
                     self._append(row, w.session_key, entry, w.at)
@@ -152,6 +173,11 @@ class TurnWrites:
                 row.update(turn_owner=None, turn_id=None, turn_lease_expires_at=None)
                 self._touched.add(w.session_key)
                 self._freed.append(w.session_key)
+        lane = None if w.lease_key is None else self._sessions.get(w.lease_key)
+        if lane is not None and w.lease_key is not None and _holds(lane, w.owner, w.turn_id):
+            lane.update(turn_owner=None, turn_id=None, turn_lease_expires_at=None)
+            self._touched.add(w.lease_key)
+            self._freed.append(w.lease_key)
         usage = w.usage or {}
         self._finishes.append(
             {

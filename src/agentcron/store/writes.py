@@ -17,7 +17,8 @@ from agentcron.domain.states import RunState, TurnState
 @dataclass(frozen=True, slots=True)
 class JobFinish:
     """How a job changes when one of its fires ends (`engine.policies.finish_job`): new values
-    for its FINISH_COLUMNS, and whether it is removed (an ended job with `delete_after_run`).
+    for its FINISH_COLUMNS, and whether it is removed (an ended job with `delete_after_run`;
+    without it an ended job is kept, done).
     """
 
     values: dict[str, Any]
@@ -55,7 +56,9 @@ class JobOutcome:
 
     @property
     def simple(self) -> bool:
-        """A plain success/empty: the job update needs no read of the job first."""
+        """A plain success/empty: the job update needs no read of the job first (the stamp
+        also makes a job with no fire left done, as the finisher would).
+        """
         return (
             self.status not in (RunState.FAILED, RunState.CANCELLED) and not self.delete_after_run
         )
@@ -124,6 +127,9 @@ class TurnStart:
     lease_until: datetime
     entry: Entry
     run: Transition | None = None
+    # Another session whose turn lease the turn takes too (unified mode: the one lane of the
+    # shared memory), so that no turn of that memory starts meanwhile in any process.
+    lease_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +164,7 @@ class TurnFinish:
     # Entries written before the closing entry (a compaction's summary, the turn's tool
     # calls); only with `entry`.
     before: tuple[Entry, ...] = ()
+    lease_key: str | None = None  # the other session whose lease the turn's start took
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from agentcron.agent.runner import TurnSource
+from agentcron.domain.attachments import Attachment
 from agentcron.domain.runs import ClaimedFire
 
 
@@ -18,6 +19,15 @@ class Pending:
     content: str
     fire: ClaimedFire | None = None
     started: bool = False  # its start is committed: it can only end, never be handed back
+    # A message's files: in memory only (a turn adopted after a restart has none; its
+    # transcript entry, written at the start, says what they were).
+    attachments: tuple[Attachment, ...] = ()
+    # The session it is a turn of; in unified mode a shared automation's fire moves, at its
+    # start, to the thread the person last talked in ("" until its lane sets it).
+    session_key: str = ""
+    # The lane's own session when it is not `session_key` (unified mode: `unified:default`):
+    # its turn lease is taken too, so that turns of one memory never overlap, in any process.
+    lease_key: str | None = None
 
 
 @dataclass(eq=False)

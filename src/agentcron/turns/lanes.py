@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -14,11 +14,13 @@ from agentcron.agent.runner import (
     Outcome,
     Runner,
     SessionInfo,
+    ToolRecord,
     TurnInput,
     TurnSource,
     fire_source,
 )
 from agentcron.config import EngineSettings
+from agentcron.domain.attachments import Attachment
 from agentcron.domain.events import (
     Event,
     EventBus,
@@ -104,7 +106,7 @@ class _LaneTurn:
     # -- TurnEvents ------------------------------------------------------------------------
 
     async def emit(self, event: dict[str, Any]) -> None:
-        await self.put(runner_event(self.lane.key, self.pending.turn_id, event))
+        await self.put(runner_event(self.pending.session_key, self.pending.turn_id, event))
 
     async def put(self, event: Event) -> None:
         self.lane.replay.append(event)
@@ -117,8 +119,8 @@ class _LaneTurn:
         interrupted, never run again). Waits, without a slot, while another process holds
         the session. False: the session is gone (the turn ended unstarted).
         """
-        lanes, key, pending = self.lanes, self.lane.key, self.pending
-        freed = lanes._held_elsewhere.setdefault(key, asyncio.Event())
+        lanes, lane_key, pending = self.lanes, self.lane.key, self.pending
+        freed = lanes._held_elsewhere.setdefault(lane_key, asyncio.Event())
         try:
             while True:
                 # Holding a slot (taken first: the turn's start time, its trigger entry's
@@ -130,8 +132,18 @@ class _LaneTurn:
                 now = lanes.clock.now()
                 if pending.fire is not None and pending.fire.fire_at > now:
                     now = pending.fire.fire_at  # claimed ahead: it starts at its time
+                moved = lanes.moves(pending, lane_key)
+                if moved:  # a shared automation's fire: to the thread the person talks in
+                    key = await lanes.reply_session(lane_key)
+                    pending.session_key = key
+                    pending.lease_key = None if key == lane_key else lane_key
                 start = start_record(
-                    key, pending, self.prepared, owner=lanes.owner, now=now, lease=lanes._lease
+                    pending.session_key,
+                    pending,
+                    self.prepared,
+                    owner=lanes.owner,
+                    now=now,
+                    lease=lanes._lease,
                 )
                 # Submitted, the start commits even if this task is cancelled (a shutdown)
                 # before it hears back: from here the turn can only end, never be handed back.
@@ -150,10 +162,17 @@ class _LaneTurn:
                     self.message, self.session = result.message, result.session
                     return True
                 pending.started = False  # the session is held elsewhere, or gone: not begun
+                if result.busy_until is None and moved and pending.lease_key is not None:
+                    # The thread it was moved to was deleted meanwhile: choose again.
+                    pending.session_key, pending.lease_key = lane_key, None
+                    continue
                 if result.busy_until is None:  # the session was deleted meanwhile
                     self.execution.release()
                     await lanes.ends.unstarted(
-                        key, pending, RunState.CANCELLED, "cancelled: its session was deleted"
+                        pending.session_key,
+                        pending,
+                        RunState.CANCELLED,
+                        "cancelled: its session was deleted",
                     )
                     return False
                 # Another process runs a turn in this session: its end is announced (the
@@ -162,7 +181,7 @@ class _LaneTurn:
                 again = min(result.busy_until, lanes.clock.now() + _BUSY_RECHECK)
                 await self.execution.without_slot(lanes.clock.sleep_until(again, freed))
         finally:
-            lanes._held_elsewhere.pop(key, None)
+            lanes._held_elsewhere.pop(lane_key, None)
 
     async def started(self) -> None:
         lanes, pending, fire = self.lanes, self.pending, self.pending.fire
@@ -170,7 +189,7 @@ class _LaneTurn:
             await lanes._job_event(fire, JobAction.FIRED)
             await lanes.bus.publish(
                 FireStarted(
-                    session_key=self.lane.key,
+                    session_key=pending.session_key,
                     job_id=fire.job.id,
                     run_id=fire.run_id,
                     lateness_s=(lanes.clock.now() - fire.fire_at).total_seconds(),
@@ -178,7 +197,9 @@ class _LaneTurn:
             )
         await self.put(
             StreamStart(
-                session_key=self.lane.key, turn_id=pending.turn_id, source=pending.source.value
+                session_key=pending.session_key,
+                turn_id=pending.turn_id,
+                source=pending.source.value,
             )
         )
 
@@ -190,7 +211,7 @@ class _LaneTurn:
         if self.message is None or session is None:
             raise RuntimeError("a turn's runner was called before its start")
         history = await lanes._history(
-            self.lane.key, self.message.seq, pending.turn_id, self.written
+            pending.session_key, self.message.seq, pending.turn_id, self.written
         )
         turn_input = TurnInput(
             turn_id=pending.turn_id,
@@ -201,6 +222,7 @@ class _LaneTurn:
             system_context=None if prepared is None else prepared.system_context,
             trigger=None if prepared is None else prepared.trigger,
             model=None if pending.fire is None else pending.fire.job.model,
+            attachments=pending.attachments,
         )
         info = SessionInfo(
             key=session.key,
@@ -216,21 +238,30 @@ class _LaneTurn:
         if self.session is None:
             raise RuntimeError("a turn ended before its start")
         await self.lanes.ends.finished(
-            self.lane.key, self.pending, outcome, self.session, self.put, self.written
+            self.pending.session_key, self.pending, outcome, self.session, self.put, self.written
         )
 
-    async def cut(self) -> None:
-        """A shutdown cut the turn mid-way: close it (its session is None when the stop came
-        before its start was answered); one whose start was never submitted is handed back.
+    async def cut(self, tools: tuple[ToolRecord, ...]) -> None:
+        """A shutdown cut the turn mid-way: close it with the tool calls that ran (its session
+        is None when the stop came before its start was answered); one whose start was never
+        submitted is handed back.
         """
         if self.pending.started:
-            await self.lanes.ends.interrupted(self.lane.key, self.pending, self.session)
+            await self.lanes.ends.interrupted(
+                self.pending.session_key, self.pending, self.session, tools
+            )
 
 
 class Lanes:
     """Per-session serializers. User messages and fires are both submitted here; nothing else
     starts a turn. A fire that arrives while its session has a turn waits (its run is
     `deferred`) and runs when that turn ends; it never enters the running turn.
+
+    Sessions of one memory scope (unified mode: `unified:default` and every web thread) share
+    one lane, and each of their turns also takes the turn lease of the lane's own session:
+    their turns never overlap, in one process or across replicas. A fire of the lane's own
+    session (a shared automation) starts in the thread the person last talked in, unless
+    `shared_chat`.
 
     A turn's writes go through the journal (group commit): its start (session lease, opening
     entry, turn and run running) and its end (closing entry, outcome, lease let go, run and
@@ -250,6 +281,7 @@ class Lanes:
         settings: EngineSettings,
         on_busy: Callable[[], None] = lambda: None,
         memory_scope: Callable[[str], MemoryScope | None] | None = None,
+        shared_chat: bool = False,
     ) -> None:
         self.store = store
         self.journal = journal
@@ -262,6 +294,7 @@ class Lanes:
         self.on_busy = on_busy  # leases are held now: the heartbeat renews them
         # Sessions that share one memory (unified mode); None: each session is its own.
         self.memory_scope = memory_scope
+        self.shared_chat = shared_chat  # shared automations reply in their own chat
         self.memory = TurnMemory(store.sessions, runner, settings, memory_scope)
         self._lanes: dict[str, _Lane] = {}
         self._closing = False
@@ -277,6 +310,32 @@ class Lanes:
     def _lease(self) -> timedelta:
         return self.settings.turn_lease
 
+    def lane_key(self, session_key: str) -> str:
+        """The lane a session's turns wait in: its own, or its memory scope's."""
+        scope = None if self.memory_scope is None else self.memory_scope(session_key)
+        return session_key if scope is None else scope.lane_of(session_key)
+
+    def moves(self, pending: Pending, lane_key: str) -> bool:
+        """A fire of the lane's own session in a shared memory (a shared automation): its turn
+        goes to the thread the person last talked in.
+        """
+        fire = pending.fire
+        return (
+            fire is not None
+            and not self.shared_chat
+            and fire.job.session_key == lane_key
+            and self.memory_scope is not None
+            and self.memory_scope(lane_key) is not None
+        )
+
+    async def reply_session(self, lane_key: str) -> str:
+        """Where a shared automation's turn runs: the scope's session where a person last
+        talked, else the lane's own.
+        """
+        scope = None if self.memory_scope is None else self.memory_scope(lane_key)
+        found = None if scope is None else await self.store.sessions.last_talked(scope)
+        return lane_key if found is None else found
+
     # -- submission ------------------------------------------------------------------------
 
     async def submit_message(
@@ -286,16 +345,17 @@ class Lanes:
         *,
         source: TurnSource = TurnSource.USER,
         title: str | None = None,
+        attachments: tuple[Attachment, ...] = (),
     ) -> Turn:
         """Queue a user (or hook) message as a turn of its session; returns the turn record.
-        `title` names a session that has no title yet.
+        `title` names a session that has no title yet; `attachments` go to its runner.
         """
         if self._closing:
             raise RuntimeError("agentcron is stopping: no new turns")
         turn = await self.store.sessions.open_turn(
             session_key, source.value, content, self.clock.now(), owner=self.owner, title=title
         )
-        self._enqueue(session_key, Pending(turn.id, source, content))
+        self._enqueue(session_key, Pending(turn.id, source, content, attachments=attachments))
         return turn
 
     async def submit_fire(self, fire: ClaimedFire) -> None:
@@ -306,22 +366,36 @@ class Lanes:
         if key is None or fire.turn_id is None:
             raise ValueError(f"fire {fire.run_id} is not a session turn")
         self._fires += 1
+        # In unified mode it may wait behind another session's turn, which its claim did not
+        # see (the claim looks at the job's own session): deferred all the same.
+        behind = self.lane_key(key) != key and self.busy(key)
         self._enqueue(key, Pending(fire.turn_id, fire_source(fire.job), fire.job.message, fire))
-        if fire.deferred:
+        if fire.deferred or behind:
             await self._job_event(fire, JobAction.DEFERRED)
 
     def sessions_freed(self, keys: Sequence[str] | None) -> None:
         """Another process let go of these sessions (None or empty: perhaps of any): a turn
         waiting for one of them tries to start again now.
         """
-        waits = self._held_elsewhere.values() if not keys else map(self._held_elsewhere.get, keys)
+        if not keys:
+            waits: Iterable[asyncio.Event | None] = self._held_elsewhere.values()
+        else:
+            waits = (self._held_elsewhere.get(self.lane_key(k)) for k in keys)
         for freed in waits:
             if freed is not None:
                 freed.set()
 
     def busy(self, session_key: str) -> bool:
-        lane = self._lanes.get(session_key)
+        """A turn runs or waits in the session's lane (in unified mode: of any web chat)."""
+        lane = self._lanes.get(self.lane_key(session_key))
         return lane is not None and lane.busy
+
+    def _current(self, session_key: str) -> tuple[_Lane, Pending] | None:
+        """The session's lane and its turn in progress, when that turn is this session's."""
+        lane = self._lanes.get(self.lane_key(session_key))
+        if lane is None or lane.current is None or lane.current.session_key != session_key:
+            return None
+        return lane, lane.current
 
     @property
     def holds_leases(self) -> bool:
@@ -338,7 +412,8 @@ class Lanes:
         return LiveWork(
             runs=frozenset(p.fire.run_id for p in held if p.fire is not None),
             turns=frozenset(p.turn_id for p in held),
-            sessions=frozenset(self._lanes),
+            # the lanes' own sessions, and the sessions of their turns (unified mode: threads)
+            sessions=frozenset(self._lanes) | {p.session_key for p in held},
         )
 
     @property
@@ -357,21 +432,22 @@ class Lanes:
         return sum(lane.waiting for lane in self._lanes.values())
 
     def running_turn(self, session_key: str) -> str | None:
-        lane = self._lanes.get(session_key)
-        return lane.current.turn_id if lane is not None and lane.current is not None else None
+        current = self._current(session_key)
+        return None if current is None else current[1].turn_id
 
     def replay(self, session_key: str) -> list[Event]:
         """The events of the session's turn in progress, for a client that reconnects."""
-        lane = self._lanes.get(session_key)
-        return list(lane.replay) if lane is not None and lane.current is not None else []
+        current = self._current(session_key)
+        return [] if current is None else list(current[0].replay)
 
     async def stop(self, session_key: str) -> bool:
         """Stop the session's running turn (user or scheduled). False if none runs. A turn
         that is current but has not reached its runner yet (waiting for a slot or for its
         start write) is stopped too: it ends cancelled without calling the runner.
         """
-        lane = self._lanes.get(session_key)
-        return lane is not None and lane.execution is not None and lane.execution.stop()
+        current = self._current(session_key)
+        execution = None if current is None else current[0].execution
+        return execution is not None and execution.stop()
 
     async def _job_event(
         self, fire: ClaimedFire, action: JobAction, status: str | None = None
@@ -382,9 +458,12 @@ class Lanes:
     # -- the worker ------------------------------------------------------------------------
 
     def _enqueue(self, key: str, pending: Pending) -> None:
-        lane = self._lanes.get(key)
+        lane_key = self.lane_key(key)
+        pending.session_key = key
+        pending.lease_key = None if lane_key == key else lane_key
+        lane = self._lanes.get(lane_key)
         if lane is None:
-            lane = self._lanes[key] = _Lane(key)
+            lane = self._lanes[lane_key] = _Lane(lane_key)
             self.on_busy()
         lane.push(pending)
         if lane.worker is None or lane.worker.done():
@@ -404,18 +483,19 @@ class Lanes:
                     if turn is not None:
                         # A fire's runner is called at its time, not before (claimed ahead).
                         at = None if pending.fire is None else pending.fire.fire_at
-                        await execution.run(turn, at=at, ctx=log_context(lane.key, pending))
+                        ctx = log_context(pending.session_key, pending)
+                        await execution.run(turn, at=at, ctx=ctx)
                 except StoreUnavailableError as exc:  # a stop gave up waiting for the database
                     log.warning(
                         "turn left to the next start's recovery: %s",
                         exc.reason,
-                        extra=log_context(lane.key, pending),
+                        extra=log_context(pending.session_key, pending),
                     )
-                    await self.ends.after_error(lane.key, pending, exc)
+                    await self.ends.after_error(pending.session_key, pending, exc)
                 except Exception as exc:  # a store failure around the turn: this turn only
-                    ctx = log_context(lane.key, pending)
+                    ctx = log_context(pending.session_key, pending)
                     log.exception("turn failed outside the runner", extra=ctx)
-                    await self.ends.after_error(lane.key, pending, exc)
+                    await self.ends.after_error(pending.session_key, pending, exc)
                 finally:
                     lane.end(pending)
                     lane.execution = None
@@ -426,7 +506,8 @@ class Lanes:
                 # After the lane let go of the turn: a client that re-reads the session on
                 # this event sees it idle (or its next turn).
                 if self.bus.active:
-                    await self.bus.publish(SessionSync(session_key=lane.key))
+                    for key in dict.fromkeys((pending.session_key, lane.key)):
+                        await self.bus.publish(SessionSync(session_key=key))
         finally:
             self._workers -= 1
             if self._lanes.get(lane.key) is lane and not lane.busy:
@@ -454,7 +535,7 @@ class Lanes:
             return _LaneTurn(self, lane, pending, None, execution)
         if self._late(fire):
             await self.ends.unstarted(
-                lane.key,
+                pending.session_key,
                 pending,
                 RunState.MISSED,
                 "missed: it waited behind its session's turns past the grace period (catchup=skip)",
@@ -464,7 +545,10 @@ class Lanes:
             prepared = fire_turn(fire, pending.turn_id)
         except (PromptError, ValueError, KeyError) as exc:
             await self.ends.unstarted(
-                lane.key, pending, RunState.FAILED, f"the prompt could not be rendered: {exc}"
+                pending.session_key,
+                pending,
+                RunState.FAILED,
+                f"the prompt could not be rendered: {exc}",
             )
             return None
         return _LaneTurn(self, lane, pending, prepared, execution)

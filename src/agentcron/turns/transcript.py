@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from agentcron.agent.runner import Outcome, OutcomeStatus, TurnSource
+from agentcron.domain.attachments import Attachment
+from agentcron.limits import MAX_ATTACHMENTS
+
+log = logging.getLogger(__name__)
 
 # One text per way a turn can end without the runner's own answer.
 INTERRUPTED_NOTICE = "This turn was interrupted because agentcron stopped."
@@ -53,6 +58,9 @@ def closure(
     if run_id is not None:
         meta["automation_run_id"] = run_id
     if outcome.status is OutcomeStatus.SUCCEEDED and outcome.text:
+        files = reply_attachments(outcome)
+        if files:  # what was sent with the reply, never the bytes
+            meta["attachments"] = [a.describe() for a in files]
         return outcome.text, meta
     if outcome.status is OutcomeStatus.CANCELLED:
         meta["_status_notice"] = True
@@ -68,6 +76,22 @@ def closure(
     if scheduled:
         return f"{what} ran and had nothing to report.", meta
     return "(no reply)", meta
+
+
+def reply_attachments(outcome: Outcome) -> tuple[Attachment, ...]:
+    """The files that go with a turn's reply: a succeeded reply's, at most MAX_ATTACHMENTS
+    (the rest are dropped with a warning: a runner's bug must not fail its turn).
+    """
+    if outcome.status is not OutcomeStatus.SUCCEEDED or not outcome.text:
+        return ()
+    files = tuple(outcome.attachments)
+    if len(files) > MAX_ATTACHMENTS:
+        log.warning(
+            "a reply's attachments past the first %d dropped",
+            MAX_ATTACHMENTS,
+            extra={"attachments": len(files)},
+        )
+    return files[:MAX_ATTACHMENTS]
 
 
 def interrupted_entry(source: str, turn_id: str) -> tuple[str, dict[str, Any]]:

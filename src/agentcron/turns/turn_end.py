@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
-from agentcron.agent.runner import Outcome
+from agentcron.agent.runner import Outcome, ToolRecord
 from agentcron.agent.tool_entries import run_tool_call, tool_entry
 from agentcron.domain.events import (
     Event,
@@ -26,7 +25,7 @@ from agentcron.store.errors import StoreUnavailableError
 from agentcron.store.writes import TurnFinished
 from agentcron.turns.lane_queue import Pending
 from agentcron.turns.posts import chat_of
-from agentcron.turns.transcript import interrupted_entry
+from agentcron.turns.transcript import interrupted_entry, reply_attachments
 from agentcron.turns.turn_records import closing_entry, end_record, log_context, unstarted_record
 
 log = logging.getLogger(__name__)
@@ -60,18 +59,10 @@ class TurnEnds:
         fire = pending.fire
         state = outcome.status.turn_state
         # Before the reply, in the same write: a compaction's summary, then the tool calls
-        # (which a fire's run record keeps too, in that write).
-        calls = tuple(tool_entry(t, pending.turn_id) for t in outcome.tools)
+        # (which a fire's run record keeps too, in that write). A stopped or timed-out turn's
+        # outcome carries the calls its runner reported before the end.
         entry = closing_entry(pending, outcome)
-        result = await self.write(
-            key,
-            pending,
-            state,
-            entry,
-            outcome,
-            (*written, *calls),
-            tool_calls=[run_tool_call(c) for c in calls] if fire is not None else None,
-        )
+        result = await self.write(key, pending, state, entry, outcome, tuple(written))
         self.waiters.notify(pending.turn_id)
         await put(
             StreamEnd(
@@ -82,6 +73,7 @@ class TurnEnds:
                 run_id=fire.run_id if fire else None,
                 reply=result.message,
                 chat=chat_of(session),
+                attachments=reply_attachments(outcome),
             )
         )
         if fire is not None:
@@ -95,10 +87,11 @@ class TurnEnds:
         entry: Entry | None,
         outcome: Outcome,
         before: tuple[Entry, ...] = (),
-        *,
-        tool_calls: list[dict[str, Any]] | None = None,
     ) -> TurnFinished:
-        now = self.clock.now()
+        """One end write: `before` (a compaction's summary), then the outcome's tool calls,
+        then `entry`; a fire's run keeps the tool calls too.
+        """
+        calls = tuple(tool_entry(t, pending.turn_id) for t in outcome.tools)
         record = end_record(
             key,
             pending,
@@ -106,9 +99,9 @@ class TurnEnds:
             entry,
             outcome,
             owner=self.owner,
-            now=now,
-            before=before,
-            tool_calls=tool_calls,
+            now=self.clock.now(),
+            before=(*before, *calls),
+            tool_calls=[run_tool_call(c) for c in calls] if pending.fire is not None else None,
         )
         result = await self.journal.write(record)
         if not isinstance(result, TurnFinished):
@@ -145,9 +138,16 @@ class TurnEnds:
         except Exception:
             log.exception("could not record a failed turn", extra=log_context(key, pending))
 
-    async def interrupted(self, key: str, pending: Pending, session: Session | None) -> None:
-        """A shutdown stopped this turn mid-way: close it visibly; its fire is not re-run.
-        `session` is None when the stop came before the turn's start was answered.
+    async def interrupted(
+        self,
+        key: str,
+        pending: Pending,
+        session: Session | None,
+        tools: tuple[ToolRecord, ...] = (),
+    ) -> None:
+        """A shutdown stopped this turn mid-way: close it visibly, with the tool calls its
+        runner reported (`tools`); its fire is not re-run. `session` is None when the stop
+        came before the turn's start was answered.
         """
         text, meta = interrupted_entry(pending.source.value, pending.turn_id)
         try:
@@ -156,7 +156,7 @@ class TurnEnds:
                 pending,
                 TurnState.INTERRUPTED,
                 Entry(Role.ASSISTANT, text, meta),
-                Outcome.failed(STOPPED_MID_TURN),
+                Outcome.failed(STOPPED_MID_TURN, tools=tools),
             )
         except StoreUnavailableError as unavailable:  # a stop gave up on the database
             log.warning(

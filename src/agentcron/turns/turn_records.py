@@ -18,7 +18,9 @@ def opening_entry(pending: Pending, prepared: FireTurn | None) -> Entry:
     """The turn's first transcript entry: the user's words, or the fire's readable trigger."""
     if prepared is not None:
         return prepared.entry
-    meta = {"source": pending.source.value, "turn_id": pending.turn_id}
+    meta: dict[str, Any] = {"source": pending.source.value, "turn_id": pending.turn_id}
+    if pending.attachments:  # what they were, never their bytes
+        meta["attachments"] = [a.describe() for a in pending.attachments]
     return Entry(Role.USER, pending.content, meta)
 
 
@@ -45,7 +47,9 @@ def start_record(
             prompt_vars=prepared.prompt_vars,
         )
     entry = opening_entry(pending, prepared)
-    return TurnStart(key, pending.turn_id, owner, now, now + lease, entry, run)
+    return TurnStart(
+        key, pending.turn_id, owner, now, now + lease, entry, run, lease_key=pending.lease_key
+    )
 
 
 def closing_entry(pending: Pending, outcome: Outcome) -> Entry:
@@ -103,6 +107,7 @@ def end_record(
         run=run,
         outcome=job,
         before=before,
+        lease_key=pending.lease_key,
     )
 
 
@@ -126,6 +131,7 @@ def unstarted_record(
         error=error,
         run=run,
         outcome=job,
+        lease_key=pending.lease_key,
     )
 
 

@@ -2,7 +2,7 @@
 
 - `LocalWake` (default): the engine's own timer sleeps until the next due fire.
 - `ManagedWake`: no timer. The engine claims only when the wake service delivers a fire
-  (`POST /api/cron/fire`, verified by `verify.FireVerifier`), so the process can be stopped
+  (`POST /api/cron/fire`, verified by a `verify.FireVerifier`), so the process can be stopped
   between fires. It keeps the service's arms (one per job: its next due time) equal to the
   jobs: `reconcile` arms missing or changed fires and cancels orphans. It runs at start,
   after every job event on the bus (every surface changes jobs through `service.Jobs`, which
@@ -11,9 +11,11 @@
   failed reconcile is retried with backoff while the process runs; nothing here ever wakes a
   stopped agent.
 
-`resolve` picks the provider from `WakeSettings`: `managed` with missing settings, or whose
-JWKS cannot be fetched at start, runs on the local timer and says why (`status`, /readyz,
-/metrics); when the JWKS becomes reachable later, it turns managed then.
+`resolve` picks the provider from `WakeSettings` (and the arm client and fire verifier from
+`wake.service` / `wake.verifier`: the relay's or seed 002's, or the caller's own): `managed`
+with missing settings, or whose verifier is not ready at start (its JWKS cannot be fetched),
+runs on the local timer and says why (`status`, /readyz, /metrics); when the verifier becomes
+ready later, it turns managed then.
 """
 
 from __future__ import annotations
@@ -33,7 +35,15 @@ from agentcron.runtime.clock import Clock
 from agentcron.store.errors import JobNotFoundError
 from agentcron.store.interface import JobCatalog, RunRecords
 from agentcron.wake.arms import ArmClient, RelayArms, wire_time
-from agentcron.wake.verify import LEEWAY, FireClaims, FireVerifier, JwksCache, JwksError
+from agentcron.wake.seed002 import Seed002Arms, Seed002FireVerifier
+from agentcron.wake.verify import (
+    LEEWAY,
+    FireClaims,
+    FireVerifier,
+    JwksCache,
+    RelayFireVerifier,
+    VerifierNotReadyError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -138,14 +148,14 @@ class ManagedWake:
         self._engine.timer = False
 
     async def start(self) -> None:
-        """After the engine started: fetch the JWKS, then turn managed and reconcile; when
-        the JWKS cannot be fetched, run on the local timer and keep trying.
+        """After the engine started: make the verifier ready (fetch its JWKS), then turn
+        managed and reconcile; when it is not ready, run on the local timer and keep trying.
         """
         self._unsubscribe = self._subscribe(self._changed, (JobEvent, FireStarted))
         try:
-            await self.verifier.keys.refresh()
-        except JwksError as exc:
-            self._fall_back(f"the relay's JWKS is unreachable ({exc}); retrying")
+            await self.verifier.ready()
+        except VerifierNotReadyError as exc:
+            self._fall_back(f"the fire verifier is not ready ({exc}); retrying")
             self._spawn(self._retry_keys())
             return
         self._go_managed()
@@ -167,9 +177,9 @@ class ManagedWake:
         while True:
             await asyncio.sleep(delay)
             try:
-                await self.verifier.keys.refresh()
-            except JwksError as exc:
-                self.reason = f"the relay's JWKS is unreachable ({exc}); retrying"
+                await self.verifier.ready()
+            except VerifierNotReadyError as exc:
+                self.reason = f"the fire verifier is not ready ({exc}); retrying"
                 delay = min(delay * 2, _RETRY_MAX)
                 continue
             self._go_managed()
@@ -299,28 +309,35 @@ def resolve(
     subscribe: Subscribe,
     clock: Clock,
     arms: ArmClient | None = None,
+    verifier: FireVerifier | None = None,
     jwks_cooldown: float = 30.0,
 ) -> LocalWake | ManagedWake:
     """The provider the settings ask for, or the local timer (with the reason) when `managed`
-    lacks a setting. `arms` replaces the relay client (another wake service's adapter).
+    lacks a setting. `arms` replaces the service's client (`wake.service`: the relay's or
+    seed 002's) and `verifier` the fire verifier (`wake.verifier`, default the service's).
     """
     if settings.provider != "managed":
         return LocalWake()
-    missing = settings.missing()
+    missing = settings.missing(arms=arms is not None, verifier=verifier is not None)
     if missing:
         return LocalWake("managed", f"managed wake needs {', '.join(missing)}")
-    relay_url, token = settings.relay_url or "", settings.relay_token or ""
-    keys = JwksCache(settings.jwks or "", cooldown=jwks_cooldown)
-    verifier = FireVerifier(
-        keys, audience=settings.audience or "", issuer=settings.expected_issuer or ""
-    )
+    if verifier is None:
+        keys = JwksCache(settings.jwks or "", cooldown=jwks_cooldown)
+        audience, issuer = settings.audience or "", settings.expected_issuer or ""
+        if settings.token_form == "seed002":
+            verifier = Seed002FireVerifier(keys, audience=audience, issuer=issuer, now=clock.now)
+        else:
+            verifier = RelayFireVerifier(keys, audience=audience, issuer=issuer)
+    if arms is None:
+        url, token = settings.relay_url or "", settings.relay_token or ""
+        arms = Seed002Arms(url, token) if settings.service == "seed002" else RelayArms(url, token)
     return ManagedWake(
         engine=engine,
         catalog=catalog,
         runs=runs,
         subscribe=subscribe,
         clock=clock,
-        arms=arms or RelayArms(relay_url, token),
+        arms=arms,
         verifier=verifier,
         callback_url=settings.callback_url or "",
     )

@@ -1,6 +1,7 @@
-"""The fire token's verifier: a JWT from the relay, checked with PyJWT against its JWKS.
+"""The fire token's verifiers: the `FireVerifier` seam and the relay's JWT checked with PyJWT
+against its JWKS (`RelayFireVerifier`, the default; seed 002's form is `wake/seed002.py`).
 
-What a token must be to fire a job (README "Managed wake"):
+What a relay token must be to fire a job (README "Managed wake"):
 - at most `MAX_TOKEN_BYTES` long; a JWS whose header names a `kid` of the relay's JWKS;
 - signed with that key, by the one algorithm its key type allows (`EdDSA` for OKP Ed25519,
   `RS256` for RSA, `ES256` for EC P-256): `none` and every HS* are refused, whatever the header;
@@ -20,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import jwt
@@ -46,7 +47,15 @@ class FireTokenError(AgentcronError):
         self.reason = reason
 
 
-class JwksError(AgentcronError):
+class FireRequestError(AgentcronError):
+    """The fire's body is not usable (no `job_id`, a `fire_at` that is not an instant): 400."""
+
+
+class VerifierNotReadyError(AgentcronError):
+    """The verifier cannot verify yet (its keys cannot be fetched): the wake stays local."""
+
+
+class JwksError(VerifierNotReadyError):
     """The JWKS could not be fetched or read."""
 
 
@@ -170,8 +179,91 @@ def parse_fire_at(value: Any) -> datetime:
     return at
 
 
-class FireVerifier:
-    """Checks a fire token against the JWKS, the audience, the issuer and the request body."""
+class FireVerifier(Protocol):
+    """What the fire webhook (`POST /api/cron/fire`) needs to accept a fire. `verify` checks
+    the token first (a refusal is `FireTokenError`: 401, nothing runs), then the body
+    (`FireRequestError`: 400); `ready` is awaited when the managed wake starts (a
+    `VerifierNotReadyError` keeps the engine on its local timer and is retried).
+    """
+
+    @property
+    def issuer(self) -> str: ...  # who signs the fires (status and logs)
+
+    async def ready(self) -> None: ...
+
+    async def verify(self, token: str | None, body: Mapping[str, Any]) -> FireClaims: ...
+
+
+def body_job_id(body: Mapping[str, Any]) -> str:
+    """The body's `job_id` (a non-empty text), else FireRequestError."""
+    job_id = body.get("job_id")
+    if not isinstance(job_id, str) or not job_id:
+        raise FireRequestError("the body needs a job_id")
+    return job_id
+
+
+async def decode_fire_token(
+    token: str | None,
+    keys: JwksCache,
+    *,
+    audience: str,
+    issuer: str,
+    leeway: timedelta,
+    require: list[str],
+) -> dict[str, Any]:
+    """The claims of a JWT signed by a key of `keys` (the algorithm pinned to the key's type),
+    for `audience` from `issuer`, within its times (`leeway`), with the `require`d claims and
+    `purpose == "cron_fire"`; else FireTokenError.
+    """
+    if not token:
+        raise FireTokenError("missing", "no bearer token")
+    if len(token) > MAX_TOKEN_BYTES:
+        raise FireTokenError("oversized", f"the token is longer than {MAX_TOKEN_BYTES} bytes")
+    try:
+        header = jwt.get_unverified_header(token)
+    except jwt.PyJWTError as exc:
+        raise FireTokenError("malformed", str(exc)) from None
+    kid, alg = header.get("kid"), header.get("alg")
+    if not isinstance(kid, str) or not kid:
+        raise FireTokenError("no_kid", "the token names no key (kid)")
+    if alg not in set(_ALG_OF_KEY.values()):
+        raise FireTokenError("algorithm", f"algorithm {alg!r} is not accepted")
+    key = await keys.get(kid)
+    if key is None:
+        raise FireTokenError("unknown_kid", f"no key {kid!r} in the issuer's JWKS")
+    if alg != key.algorithm:
+        raise FireTokenError("algorithm", f"key {kid!r} verifies {key.algorithm} only")
+    try:
+        claims: dict[str, Any] = jwt.decode(
+            token,
+            key.key,
+            algorithms=[key.algorithm],
+            audience=audience,
+            issuer=issuer,
+            leeway=leeway,
+            options={"require": require},
+        )
+    except jwt.ExpiredSignatureError:
+        raise FireTokenError("expired", "the token has expired") from None
+    except jwt.ImmatureSignatureError:
+        raise FireTokenError("not_yet_valid", "the token is not valid yet") from None
+    except jwt.InvalidAudienceError:
+        raise FireTokenError("audience", "the token is for another audience") from None
+    except jwt.InvalidIssuerError:
+        raise FireTokenError("issuer", "the token is from another issuer") from None
+    except jwt.InvalidSignatureError:
+        raise FireTokenError("signature", "the signature does not verify") from None
+    except jwt.PyJWTError as exc:
+        raise FireTokenError("invalid", str(exc)) from None
+    if claims.get("purpose") != PURPOSE:
+        raise FireTokenError("purpose", f"the token's purpose is not {PURPOSE!r}")
+    return claims
+
+
+class RelayFireVerifier:
+    """The default `FireVerifier`: a token of `agentcron relay` (or a service signing the same
+    form), checked against the JWKS, the audience, the issuer and the request body.
+    """
 
     def __init__(
         self,
@@ -186,56 +278,30 @@ class FireVerifier:
         self.issuer = issuer
         self.leeway = leeway
 
+    async def ready(self) -> None:
+        """Fetch the JWKS (JwksError when it cannot be fetched)."""
+        await self.keys.refresh()
+
     async def verify(self, token: str | None, body: Mapping[str, Any]) -> FireClaims:
-        """The fire the token allows, when it matches the body; else FireTokenError."""
-        return self.match(await self.verify_token(token), body)
+        """The fire the token allows, when it matches the body; else FireTokenError (or
+        FireRequestError: a valid token, a body without `job_id`).
+        """
+        claims = await self.verify_token(token)
+        body_job_id(body)
+        return self.match(claims, body)
 
     async def verify_token(self, token: str | None) -> dict[str, Any]:
         """The claims of a fire token that verifies (signature, aud, iss, exp/nbf, purpose,
         lifetime); else FireTokenError. `match` then compares them with the request body.
         """
-        if not token:
-            raise FireTokenError("missing", "no bearer token")
-        if len(token) > MAX_TOKEN_BYTES:
-            raise FireTokenError("oversized", f"the token is longer than {MAX_TOKEN_BYTES} bytes")
-        try:
-            header = jwt.get_unverified_header(token)
-        except jwt.PyJWTError as exc:
-            raise FireTokenError("malformed", str(exc)) from None
-        kid, alg = header.get("kid"), header.get("alg")
-        if not isinstance(kid, str) or not kid:
-            raise FireTokenError("no_kid", "the token names no key (kid)")
-        if alg not in set(_ALG_OF_KEY.values()):
-            raise FireTokenError("algorithm", f"algorithm {alg!r} is not accepted")
-        key = await self.keys.get(kid)
-        if key is None:
-            raise FireTokenError("unknown_kid", f"no key {kid!r} in the relay's JWKS")
-        if alg != key.algorithm:
-            raise FireTokenError("algorithm", f"key {kid!r} verifies {key.algorithm} only")
-        try:
-            claims: dict[str, Any] = jwt.decode(
-                token,
-                key.key,
-                algorithms=[key.algorithm],
-                audience=self.audience,
-                issuer=self.issuer,
-                leeway=self.leeway,
-                options={"require": ["exp", "iat", "aud", "iss"]},
-            )
-        except jwt.ExpiredSignatureError:
-            raise FireTokenError("expired", "the token has expired") from None
-        except jwt.ImmatureSignatureError:
-            raise FireTokenError("not_yet_valid", "the token is not valid yet") from None
-        except jwt.InvalidAudienceError:
-            raise FireTokenError("audience", "the token is for another audience") from None
-        except jwt.InvalidIssuerError:
-            raise FireTokenError("issuer", "the token is from another issuer") from None
-        except jwt.InvalidSignatureError:
-            raise FireTokenError("signature", "the signature does not verify") from None
-        except jwt.PyJWTError as exc:
-            raise FireTokenError("invalid", str(exc)) from None
-        if claims.get("purpose") != PURPOSE:
-            raise FireTokenError("purpose", f"the token's purpose is not {PURPOSE!r}")
+        claims = await decode_fire_token(
+            token,
+            self.keys,
+            audience=self.audience,
+            issuer=self.issuer,
+            leeway=self.leeway,
+            require=["exp", "iat", "aud", "iss"],
+        )
         try:
             lifetime = float(claims["exp"]) - float(claims["iat"])
         except (TypeError, ValueError):

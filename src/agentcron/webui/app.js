@@ -260,6 +260,14 @@ function sessionGone(key) {
   if (!state.deletedHere.has(key)) showChatError("That chat was deleted (elsewhere).");
 }
 
+// A system job's event (heartbeat, dream, ...) goes to every client, whatever chat is open.
+function showSystemEvent(event) {
+  const line = $("system-event");
+  line.textContent = `System event “${event.name}”${event.text ? `: ${event.text}` : ""}`;
+  line.title = `from ${event.source}`;
+  line.hidden = false;
+}
+
 function concernsCurrent(event) {
   const key = state.current;
   if (key === null) return false;
@@ -285,6 +293,9 @@ function onEvent(event) {
     case "delivery_succeeded":
     case "delivery_failed":
       refreshChannels();
+      break;
+    case "system_event":
+      showSystemEvent(event);
       break;
     case "session_deleted":
       refreshSessions();
@@ -391,7 +402,7 @@ $("delete-chat").addEventListener("click", async () => {
     showChatError(`Could not read the chat: ${error.message}`);
     return;
   }
-  const jobs = detail.automations || [];
+  const jobs = (detail.automations || []).filter((j) => j.state !== "done"); // go without asking
   // The same rule as the server: the chat's own user automations block; shared ones do not.
   const own = jobs.filter((j) => j.session_key === key && j.kind === "agent_turn" && !j.legacy);
   deleting = { key, listed: new Set(), title: sessionTitle(detail), recall: Boolean(detail.recall), shared: jobs.length - own.length };

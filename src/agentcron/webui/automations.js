@@ -25,6 +25,7 @@ function stateOf(job) {
     const state = job.active_run.state;
     return { key: state, text: ACTIVE_RUN_TEXT[state] || state };
   }
+  if (job.state === "done") return { key: "done", text: "Done" };
   if (!job.enabled) return { key: "paused", text: "Paused" };
   return { key: "active", text: "Active" };
 }
@@ -37,6 +38,8 @@ export class AutomationsPanel {
     this.onError = onError;
     this.key = null;
     this.list = document.getElementById("automation-list");
+    this.done = document.getElementById("automations-done"); // the "Done" section
+    this.doneList = document.getElementById("automation-done-list");
     this.empty = document.getElementById("automations-empty");
     this.form = document.getElementById("automation-form");
     this.formError = document.getElementById("automation-error");
@@ -52,6 +55,8 @@ export class AutomationsPanel {
     this.key = key;
     this.confirming = null;
     this.list.replaceChildren();
+    this.doneList.replaceChildren();
+    this.done.hidden = true;
     this.empty.hidden = false;
     this.banner.hidden = true;
     this.banner.replaceChildren();
@@ -59,11 +64,15 @@ export class AutomationsPanel {
     for (const el of this.form.elements) el.disabled = key === null;
   }
 
-  /** Render from GET /api/sessions/{key}: `automations` (with active_run) and `recall`. */
+  /** Render from GET /api/sessions/{key}: `automations` (with active_run) and `recall`;
+   * done ones (their schedule spent, kept a while) in the "Done" section. */
   show(detail) {
     const jobs = detail.automations || [];
+    const done = jobs.filter((job) => job.state === "done");
     this.empty.hidden = jobs.length > 0;
-    this.list.replaceChildren(...jobs.map((job) => this.item(job)));
+    this.list.replaceChildren(...jobs.filter((job) => job.state !== "done").map((job) => this.item(job)));
+    this.doneList.replaceChildren(...done.map((job) => this.item(job)));
+    this.done.hidden = done.length === 0;
     this.showRecall(detail.recall);
   }
 
@@ -79,7 +88,9 @@ export class AutomationsPanel {
       );
     } else {
       buttons.push(
-        job.enabled
+        state.key === "done"
+          ? null
+          : job.enabled
           ? h("button", { type: "button", class: "small", "aria-label": `Pause ${job.name}`, onclick: () => this.act(job, "pause") }, "Pause")
           : h("button", { type: "button", class: "small", "aria-label": `Resume ${job.name}`, onclick: () => this.act(job, "resume") }, "Resume"),
         h("button", { type: "button", class: "small subtle-danger", "aria-label": `Delete ${job.name}`, onclick: () => this.confirm(job.id) }, "Delete"),
@@ -102,8 +113,9 @@ export class AutomationsPanel {
       h(
         "dl",
         { class: "automation-facts" },
-        h("dt", {}, "Next run"),
-        h("dd", { class: "next-run" }, job.enabled ? timeEl(job.next_fire_at) : h("span", { class: "muted" }, "paused")),
+        job.finished_at
+          ? [h("dt", {}, "Finished"), h("dd", { class: "finished" }, timeEl(job.finished_at))]
+          : [h("dt", {}, "Next run"), h("dd", { class: "next-run" }, job.enabled ? timeEl(job.next_fire_at) : h("span", { class: "muted" }, "paused"))],
         h("dt", {}, "Last run"),
         h("dd", { class: "last-run" }, ...last),
         job.paused_reason && !job.enabled ? [h("dt", {}, "Why paused"), h("dd", {}, job.paused_reason)] : null,
@@ -146,6 +158,7 @@ export class AutomationsPanel {
       message: String(data.get("message") || "").trim(),
       when: String(data.get("when") || "").trim(),
     };
+    if (data.get("delete_after_run")) body.delete_after_run = true;
     const missing = ["name", "message", "when"].filter((k) => !body[k]);
     if (missing.length) {
       showError(this.formError, `Please fill in: ${missing.join(", ")}.`);

@@ -45,14 +45,16 @@ export function formatDuration(ms) {
 }
 
 /**
- * running | ok | denied | error. `ok` comes with a saved call (false: failed or denied); a live
- * `tool_call` event has no `ok`, so its result text decides (a denial always starts "Denied").
+ * running | ok | denied | unknown | error. `ok` comes with a saved call (false: failed, denied,
+ * or its turn ended before it answered); a live `tool_call` event has no `ok`, so its result
+ * text decides (a denial always starts "Denied"; a call cut off, "(no result").
  */
 export function toolStatus(call, running = false) {
   if (running) return "running";
   const result = String(call.result ?? "").trimStart().toLowerCase();
   if (call.ok === true) return "ok";
   if (result.startsWith("denied")) return "denied";
+  if (result.startsWith("(no result")) return "unknown"; // it may have done its work: say so
   if (call.ok === false || /^(error|failed)\b/.test(result)) return "error";
   return "ok";
 }
@@ -61,6 +63,7 @@ const STATUS = {
   running: { icon: "⋯", label: "running…" },
   ok: { icon: "✓", label: "ok" },
   denied: { icon: "⊘", label: "denied" },
+  unknown: { icon: "?", label: "no result" },
   error: { icon: "✗", label: "error" },
 };
 

@@ -55,6 +55,7 @@ USED_FROM_OUTSIDE = {
     "__getattr__": "agentcron's module hook (PEP 562): public names loaded on first use",
     "__dir__": "agentcron's module hook (PEP 562): dir() lists the lazily loaded names",
     "resolve_wake": "agentcron.interfaces re-exports wake.provider.resolve under this name",
+    "__call__": "channels.manager.Inbound: the protocol of the callable a channel is given",
 }
 
 

@@ -4,6 +4,7 @@ approval messages fit the delivery records and survive a restart."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any, cast
@@ -13,6 +14,7 @@ import pytest
 from agentcron.app import AgentCron
 from agentcron.channels import ChannelManager, OutboundMessage
 from agentcron.channels.manager import Inbound, approval_delivery_id
+from agentcron.domain.attachments import Attachment
 from agentcron.domain.events import ChatContext, EventBus, MessagePosted, StreamEnd
 from agentcron.domain.sessions import Message
 from agentcron.store.errors import SessionNotFoundError
@@ -136,3 +138,21 @@ def test_approval_messages_fit_the_delivery_records_and_survive_a_restart() -> N
             {**message.to_payload(), "kind": "turn", "approval": None}
         ).to_payload()
     )
+
+
+async def test_a_reply_s_files_go_out_with_it_and_survive_a_restart(
+    wired: tuple[EventBus, ChannelManager, Collect, Sessions],
+) -> None:
+    bus, manager, channel, _ = wired
+    files = (Attachment("photo", "p.png", "image/png", data=b"\x89PNG"),
+             Attachment("document", url="https://files.example/a.pdf"))  # fmt: skip
+    await bus.publish(StreamEnd(session_key=KEY, turn_id="t1", status="succeeded",
+                                source="user", reply=reply(), chat=CHAT,
+                                attachments=files))  # fmt: skip
+    await manager.idle()
+    (sent,) = channel.sent
+    assert sent.attachments == files
+    payload = sent.to_payload()
+    assert payload["attachments"][0]["data"] == "iVBORw=="  # base64 in the delivery record
+    assert OutboundMessage.from_payload(payload) == sent
+    assert "attachments" not in replace(sent, attachments=()).to_payload()

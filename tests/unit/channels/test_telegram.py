@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from agentcron.channels.telegram import (
     CALLBACK_DATA_LIMIT,
+    InboundFile,
     approval_keyboard,
     approval_text,
     callback_data,
+    inbound_files,
     parse_callback,
 )
 
@@ -40,3 +42,20 @@ def test_the_approval_message_escapes_and_cuts_the_arguments() -> None:
     assert "Expires" not in decided
     expired = approval_text({**approval, "state": "expired", "decided_by": "timeout"})
     assert "Expired: nobody decided in time" in expired
+
+
+def test_a_message_s_files_are_its_biggest_photo_and_its_document() -> None:
+    message = {
+        "photo": [
+            {"file_id": "small", "width": 90, "height": 60, "file_size": 900},
+            {"file_id": "big", "width": 1280, "height": 853, "file_size": 90_000},
+            "not a size",
+        ],
+        "document": {"file_id": "doc", "file_name": "a.pdf", "mime_type": "application/pdf"},
+    }
+    assert inbound_files(message) == [
+        InboundFile("photo", "big", None, "image/jpeg", 90_000),
+        InboundFile("document", "doc", "a.pdf", "application/pdf", None),
+    ]
+    assert inbound_files({"text": "hi"}) == []
+    assert inbound_files({"photo": "x", "document": {"file_name": "no id"}}) == []

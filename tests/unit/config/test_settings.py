@@ -17,6 +17,7 @@ FILE = """
 home = "/srv/cron"
 port = 9001
 unified = true
+shared_chat = true
 token = "file-token-0123456789"
 
 [engine]
@@ -60,6 +61,7 @@ def test_each_part_carries_the_files_values_and_the_environment_wins(tmp_path: P
     assert settings.data().dir == Path("/srv/cron")
     assert settings.data().token == "file-token-0123456789"
     assert settings.sessions().unified is True
+    assert settings.sessions().shared_chat is True
     assert settings.agent().model == "openai:gpt-4o"
     provider = settings.provider()
     assert (provider.base_url, provider.offline_wps) == ("http://127.0.0.1:11434/v1", "0")
@@ -80,6 +82,7 @@ def test_nothing_set_gives_the_defaults(tmp_path: Path) -> None:
     assert settings.server().port == 8321
     assert settings.engine().max_jobs == 500
     assert settings.sessions().unified is False
+    assert settings.sessions().shared_chat is False  # replies in the last active thread
     assert settings.channels().webhook is None
     assert settings.wake().provider == "local"
     assert settings.cli().url == "http://127.0.0.1:8321"
@@ -98,6 +101,9 @@ def test_a_flag_wins_and_spares_the_value_it_replaces(tmp_path: Path) -> None:
         settings.wake()
     assert settings.wake(provider="local").provider == "local"
     assert settings.sessions(unified=True).unified is True
+    shared = Settings.load(None, {"AGENTCRON_UNIFIED_SHARED_CHAT": "1"}).sessions()
+    assert shared.shared_chat is True
+    assert Settings.load(None, {}).sessions(shared_chat=True).shared_chat is True
     assert settings.cli(url="http://h:1").url == "http://h:1"
 
 

@@ -13,7 +13,16 @@ from typing import Any
 import pytest
 
 from agentcron.config import EngineSettings
-from agentcron.domain.jobs import AnySpec, Catchup, CreatedBy, Job, JobKind, JobPolicy, Overlap
+from agentcron.domain.jobs import (
+    AnySpec,
+    Catchup,
+    CreatedBy,
+    Job,
+    JobKind,
+    JobPolicy,
+    JobStatus,
+    Overlap,
+)
 from agentcron.domain.states import RunState
 from agentcron.engine.policies import arm, backoff_for, due_time, finish_job, plan_fires
 from agentcron.schedule import AtSpec, CronSpec, EverySpec, jittered
@@ -620,6 +629,44 @@ def test_finish_job_delete_after_run(
 def test_finish_job_without_delete_after_run_never_deletes() -> None:
     job = make_job(AtSpec(at=T0), overlap=Overlap.DEFER, next_fire_at=None)
     assert not finish_job(job, outcome(RunState.SUCCEEDED), SETTINGS).delete
+
+
+@pytest.mark.parametrize(
+    ("spec", "next_fire_at", "status", "done"),
+    [
+        pytest.param(AtSpec(at=T0), None, RunState.SUCCEEDED, True, id="one-shot ran"),
+        pytest.param(AtSpec(at=T0), None, RunState.FAILED, True, id="one-shot failed"),
+        pytest.param(AtSpec(at=T0), None, RunState.CANCELLED, True, id="one-shot stopped"),
+        pytest.param(EVERY_MIN, None, RunState.SUCCEEDED, True, id="recurring, ended"),
+        pytest.param(EVERY_MIN, T0 + MIN, RunState.SUCCEEDED, False, id="recurring, goes on"),
+    ],
+)
+def test_finish_job_without_delete_after_run_marks_an_ended_job_done(
+    spec: AnySpec, next_fire_at: datetime | None, status: RunState, done: bool
+) -> None:
+    job = make_job(spec, overlap=Overlap.DEFER, next_fire_at=next_fire_at)
+    change = finish_job(
+        job, outcome(status, "boom" if status is RunState.FAILED else None), SETTINGS
+    )
+    ended = job_with_values(job, change.values)
+    assert not change.delete
+    assert ended.status is (JobStatus.DONE if done else JobStatus.ACTIVE)
+    if done:  # not enabled, nothing armed, and when it ended
+        assert (ended.enabled, ended.next_run_at, ended.finished_at) == (False, None, FINISHED)
+        assert ended.paused_reason is None
+    else:
+        assert "finished_at" not in change.values
+
+
+def test_finish_job_the_last_run_of_a_paused_job_leaves_it_paused_not_done() -> None:
+    job = make_job(AtSpec(at=T0), overlap=Overlap.DEFER, next_fire_at=None, enabled=False)
+    change = finish_job(job, outcome(RunState.SUCCEEDED), SETTINGS)
+    assert "finished_at" not in change.values
+    assert job_with_values(job, change.values).status is JobStatus.PAUSED
+
+
+def job_with_values(job: Job, values: dict[str, Any]) -> Job:
+    return replace(job, **values)
 
 
 def test_finish_job_auto_pause_wins_over_delete_after_run() -> None:

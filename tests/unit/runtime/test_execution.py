@@ -11,7 +11,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agentcron.agent.runner import Outcome, OutcomeStatus, paused, turn_pause
+from agentcron.agent.runner import (
+    NO_RESULT,
+    Outcome,
+    OutcomeStatus,
+    ToolRecord,
+    paused,
+    tool_ran,
+    turn_pause,
+)
 from agentcron.runtime.execution import Execution
 from agentcron.runtime.slots import SlotPool
 from agentcron.runtime.turn_call import STOPPED
@@ -39,6 +47,7 @@ class Recorder:
         self.execution: Execution | None = None
         self.log: list[tuple[object, ...]] = []
         self.outcome: Outcome | None = None
+        self.cut_with: tuple[ToolRecord, ...] | None = None
 
     def counts(self) -> tuple[int, int, int]:
         c = self.pool.turns
@@ -63,7 +72,8 @@ class Recorder:
         self.outcome = outcome
         self.log.append(("end", free(self.pool), self.counts(), outcome.status))
 
-    async def cut(self) -> None:
+    async def cut(self, tools: tuple[ToolRecord, ...]) -> None:
+        self.cut_with = tools
         self.log.append(("cut", free(self.pool)))
 
 
@@ -297,3 +307,93 @@ async def test_a_finished_execution_is_held_by_nothing_but_its_owner() -> None:
     # Only this frame's name (and getrefcount's argument): the guard's finished task and its
     # context do not keep it (a cycle would leave it to the collector).
     assert sys.getrefcount(execution) == 2
+
+
+# The tool calls a runner reports as they happen (`tool_ran`) outlive a call that is cut.
+PAID = ToolRecord("call-1", "pay", {"amount": 5}, "paid 5", True, 12)
+DEPLOYING = ToolRecord("call-2", "deploy", {}, NO_RESULT, False)
+
+
+def pays_then_hangs(entered: asyncio.Event) -> Body:
+    """A runner that paid (the call answered), started a deploy, then never returns."""
+
+    async def body() -> Outcome:
+        tool_ran(ToolRecord("call-1", "pay", {"amount": 5}, NO_RESULT, False))
+        tool_ran(PAID)  # its answer replaces the started call, in its place
+        tool_ran(DEPLOYING)
+        entered.set()
+        await asyncio.Event().wait()
+        raise AssertionError("never")
+
+    return body
+
+
+async def test_a_stopped_call_keeps_the_tool_calls_it_reported() -> None:
+    pool = SlotPool(1)
+    entered = asyncio.Event()
+    execution = make(pool)
+    steps = Recorder(pool, pays_then_hangs(entered))
+    task = asyncio.create_task(execution.run(steps))
+    await entered.wait()
+    assert execution.stop() is True
+    await task
+    assert steps.outcome == Outcome.cancelled(STOPPED, tools=(PAID, DEPLOYING))
+
+
+async def test_a_timed_out_call_keeps_the_tool_calls_it_reported() -> None:
+    pool = SlotPool(1)
+    steps = Recorder(pool, pays_then_hangs(asyncio.Event()))
+    await make(pool, timeout=0.05).run(steps)
+    assert steps.outcome is not None
+    assert steps.outcome.status is OutcomeStatus.FAILED
+    assert steps.outcome.error == "TimeoutError: the turn ran longer than 0.05 s"
+    assert steps.outcome.tools == (PAID, DEPLOYING)
+
+
+async def test_a_failed_call_keeps_the_tool_calls_it_reported() -> None:
+    pool = SlotPool(1)
+
+    async def pays_then_raises() -> Outcome:
+        tool_ran(PAID)
+        raise RuntimeError("the model went away")
+
+    steps = Recorder(pool, pays_then_raises)
+    await make(pool).run(steps)
+    assert steps.outcome is not None
+    assert (steps.outcome.error, steps.outcome.tools) == (
+        "RuntimeError: the model went away",
+        (PAID,),
+    )
+
+
+async def test_a_shutdown_cuts_with_the_tool_calls_reported_so_far() -> None:
+    pool = SlotPool(1)
+    entered = asyncio.Event()
+    execution = make(pool)
+    steps = Recorder(pool, pays_then_hangs(entered))
+    task = asyncio.create_task(execution.run(steps))
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert steps.cut_with == (PAID, DEPLOYING)
+
+
+async def test_a_returned_outcome_keeps_its_own_tools_else_takes_the_reported_ones() -> None:
+    pool = SlotPool(1)
+    own = ToolRecord("own", "lookup", {"q": "x"}, "found x")
+
+    async def reports_and_returns_its_own() -> Outcome:
+        tool_ran(PAID)
+        return Outcome.succeeded("done", tools=(own,))
+
+    async def reports_and_returns_plain_text() -> str:
+        tool_ran(PAID)
+        return "done"
+
+    first = Recorder(pool, reports_and_returns_its_own)
+    await make(pool).run(first)
+    second = Recorder(pool, reports_and_returns_plain_text)  # type: ignore[arg-type]
+    await make(pool).run(second)
+    assert first.outcome == Outcome.succeeded("done", tools=(own,))
+    assert second.outcome == Outcome.succeeded("done", tools=(PAID,))

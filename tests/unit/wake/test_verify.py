@@ -23,9 +23,9 @@ from agentcron.relay.signing_keys import SigningKeys
 from agentcron.wake.verify import (
     MAX_TOKEN_BYTES,
     FireTokenError,
-    FireVerifier,
     JwksCache,
     JwksError,
+    RelayFireVerifier,
 )
 
 AUD, ISS = "agent:one", "http://relay.test"
@@ -63,9 +63,9 @@ def jwks(keys: SigningKeys) -> Jwks:
     return Jwks(keys)
 
 
-def verifier(jwks: Jwks, cooldown: float = 30.0) -> FireVerifier:
+def verifier(jwks: Jwks, cooldown: float = 30.0) -> RelayFireVerifier:
     cache = JwksCache("http://relay.test/jwks.json", client=jwks.client(), cooldown=cooldown)
-    return FireVerifier(cache, audience=AUD, issuer=ISS)
+    return RelayFireVerifier(cache, audience=AUD, issuer=ISS)
 
 
 def mint(keys: SigningKeys, **changes: Any) -> str:
@@ -97,7 +97,7 @@ def b64(data: bytes) -> str:
 
 
 async def refused(
-    v: FireVerifier, token: str | None, reason: str, body: dict[str, Any] = BODY
+    v: RelayFireVerifier, token: str | None, reason: str, body: dict[str, Any] = BODY
 ) -> None:
     with pytest.raises(FireTokenError) as caught:
         await v.verify(token, body)
@@ -187,7 +187,7 @@ async def test_an_algorithm_other_than_the_keys_is_refused(tmp_path: Path) -> No
     cache = JwksCache(
         "http://x/jwks", client=httpx.AsyncClient(transport=httpx.MockTransport(handler))
     )
-    v = FireVerifier(cache, audience=AUD, issuer=ISS)
+    v = RelayFireVerifier(cache, audience=AUD, issuer=ISS)
     now = int(time.time())
     claims = {"iss": ISS, "aud": AUD, "purpose": "cron_fire", "job_id": JOB, "fire_at": FIRE_AT,
               "iat": now, "exp": now + 60}  # fmt: skip

@@ -2,7 +2,7 @@
 delivery was last re-sent by hand (its deadline counts from then)
 
 Revision ID: 0020
-Revises: 0017
+Revises: 0021
 Create Date: 2026-11-26
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0020"
-down_revision = "0017"
+down_revision = "0021"
 branch_labels = None
 depends_on = None
 
