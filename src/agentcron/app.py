@@ -254,7 +254,7 @@ class AgentCron:
             end_approvals=self.approvals.end_session,
         )
         self.system = SystemJobs(self.jobs, self.engine.system_handlers, self.clock)
-        self.deliveries = Deliveries(store.deliveries)
+        self.deliveries = Deliveries(store.deliveries, self.clock, self.publish)
         # Changes other processes make on the database, acted on here at once.
         self._hear(store.signals)
 

@@ -490,21 +490,26 @@ class HookOut(View):
 class DeliveryOut(View):
     """A delivery record, without its payload (the message is in the transcript)."""
 
+    id: str = Field(
+        description="`channel:message_id`: what `POST /api/deliveries/{id}/retry` takes"
+    )
     channel: str
     message_id: str
     session_key: str
     state: DeliveryState
     attempts: int
-    last_error: str | None
+    last_error: str | None = Field(description="a failed one's reason; else the last error")
     next_attempt_at: datetime | None
     created_at: datetime
     updated_at: datetime
     delivered_at: datetime | None
+    external_id: str | None = Field(description="the far end's id of the delivered message")
+    retried_at: datetime | None = Field(description="when it was last re-sent by hand")
 
 
 class DeliveriesOut(View):
     deliveries: list[DeliveryOut]
-    next_cursor: str | None = Field(description="null on the last page")
+    next_cursor: str | None = Field(default=None, description="null on the last page")
 
 
 class ChannelOut(View):

@@ -527,3 +527,36 @@ async def test_unified_a_shared_reminder_replies_in_the_chat_you_talk_in_and_sys
     ui.clock.advance(timedelta(minutes=20))
     await expect(page.locator("#system-event")).to_have_text("System event “heartbeat”: all good")
     await expect(page.locator("#system-event")).to_have_attribute("title", "from cron")
+
+
+@pytest.mark.timeout(30)
+async def test_a_reply_not_delivered_is_re_sent_with_its_retry_button(
+    start_server: StartServer, page: Page, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.integration.test_channels_webhook import HttpStub, scripted
+
+    async with HttpStub(scripted(400)) as receiver:  # refuses the first request only
+        monkeypatch.setenv("AGENTCRON_WEBHOOK_URL", receiver.url)
+        monkeypatch.setenv("AGENTCRON_WEBHOOK_SECRET", "s3cret-for-the-browser-test")
+        ui = await start_server()
+        await log_in(page, ui)
+        await new_chat(page)
+        await say(page, "hello there")
+        log = transcript(page)
+        replies = log.locator("article.role-assistant:not(.streaming)")
+        reply = replies.filter(has_text="You said")
+        await expect(reply.locator(".undelivered-badge")).to_have_text("not delivered")
+        retry = reply.get_by_role("button", name="Retry")
+        await retry.click()
+        await expect(reply.locator(".undelivered-badge")).to_have_count(0)
+        await expect(retry).to_have_count(0)
+        await receiver.wait_for(lambda r: len(r) == 2)
+        first, second = receiver.received
+        delivery = "x-agentcron-delivery"
+        assert first.headers[delivery] == second.headers[delivery]  # the same reply again
+        # no new run: the transcript still has the one reply, and after a reload no mark
+        await page.reload()
+        await expect(page.locator("#conn-status")).to_have_text("Live")
+        await expect(reply).to_have_count(1)
+        await expect(replies).to_have_count(1)
+        await expect(reply.locator(".undelivered-badge")).to_have_count(0)

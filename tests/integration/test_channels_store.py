@@ -255,3 +255,87 @@ async def test_a_file_s_bytes_are_kept_while_pending_and_dropped_once_settled(
             {"kind": "photo", "name": "p.png", "size": 3, "inline": True}, files[1]]}  # fmt: skip
     # a settled record is not changed again
     assert not await deliveries.mark_delivered("telegram", "sent", T0 + 2 * SEC)
+
+
+async def test_a_failed_delivery_can_be_made_pending_again_once(store: SqlStore) -> None:
+    from agentcron.store.errors import DeliveryNotFailedError
+
+    deliveries = store.deliveries
+    await deliveries.enqueue("webhook", "m1", "web:1", PAYLOAD, T0)
+    await deliveries.begin_attempt("webhook", "m1", attempts=0, now=T0)
+    await deliveries.mark_failed("webhook", "m1", error="HTTP 400", now=T0 + SEC)
+    again = await deliveries.retry("webhook", "m1", now=T0 + 9 * SEC)
+    assert (again.state, again.attempts, again.last_error) == (
+        DeliveryState.PENDING, 1, "HTTP 400",
+    )  # fmt: skip
+    assert (again.next_attempt_at, again.retried_at, again.updated_at) == (T0 + 9 * SEC,) * 3
+    assert again.created_at == T0  # its place in the list stays
+    # two who ask at once: one re-sends it, the other hears it is pending
+    await deliveries.mark_failed("webhook", "m1", error="HTTP 400", now=T0 + 10 * SEC)
+    both = await asyncio.gather(
+        *(deliveries.retry("webhook", "m1", now=T0 + 11 * SEC) for _ in range(2)),
+        return_exceptions=True,
+    )
+    assert sorted(type(r).__name__ for r in both) == ["Delivery", "DeliveryNotFailedError"]
+    with pytest.raises(DeliveryNotFailedError, match="is pending, not failed"):
+        await deliveries.retry("webhook", "m1", now=T0 + 12 * SEC)
+    await deliveries.begin_attempt("webhook", "m1", attempts=1, now=T0 + 12 * SEC)
+    await deliveries.mark_delivered("webhook", "m1", T0 + 13 * SEC, external_id="ext-1")
+    done = await deliveries.get("webhook", "m1")
+    assert (done.state, done.external_id, done.delivered_at) == (
+        DeliveryState.DELIVERED, "ext-1", T0 + 13 * SEC,
+    )  # fmt: skip
+    with pytest.raises(DeliveryNotFailedError, match="already delivered"):
+        await deliveries.retry("webhook", "m1", now=T0 + 14 * SEC)
+    with pytest.raises(DeliveryNotFoundError):
+        await deliveries.retry("webhook", "nope", now=T0)
+
+
+async def test_an_unroutable_reply_is_recorded_failed_once(store: SqlStore) -> None:
+    deliveries = store.deliveries
+    record, created = await deliveries.record_failed(
+        "slack", "m1", "slack:C1", PAYLOAD, error="no channel 'slack'", now=T0
+    )
+    assert created
+    assert (record.state, record.attempts, record.last_error, record.next_attempt_at) == (
+        DeliveryState.FAILED, 0, "no channel 'slack'", None,
+    )  # fmt: skip
+    assert await deliveries.pending("slack") == []
+    same, created = await deliveries.record_failed(
+        "slack", "m1", "slack:C1", PAYLOAD, error="other", now=T0 + SEC
+    )
+    assert not created
+    assert same == record
+
+
+async def test_an_attempt_in_flight_holds_the_record_for_its_lease(store: SqlStore) -> None:
+    """With a lease no attempt begins beside one in flight, even for a caller that read the
+    count after it began; once the lease is over, the one in flight is taken for dead.
+    """
+    deliveries = store.deliveries
+    lease = 10 * SEC
+    await deliveries.enqueue("webhook", "m1", "web:1", PAYLOAD, T0)
+    first = await deliveries.begin_attempt("webhook", "m1", attempts=0, now=T0, lease=lease)
+    assert first is not None
+    assert (first.attempts, first.next_attempt_at) == (1, None)  # in flight
+    late = T0 + 9 * SEC
+    assert (
+        await deliveries.begin_attempt("webhook", "m1", attempts=1, now=late, lease=lease) is None
+    )
+    # it failed: a retry is planned, and whoever reads the count now may begin the next one
+    await deliveries.mark_retry(
+        "webhook", "m1", error="HTTP 503", next_attempt_at=T0 + 11 * SEC, now=T0 + SEC
+    )
+    second = await deliveries.begin_attempt("webhook", "m1", attempts=1, now=late, lease=lease)
+    assert second is not None
+    assert second.attempts == 2
+    # its process died mid-attempt: after the lease another takes it over
+    assert (
+        await deliveries.begin_attempt("webhook", "m1", attempts=2, now=late + SEC, lease=lease)
+        is None
+    )
+    taken = await deliveries.begin_attempt(
+        "webhook", "m1", attempts=2, now=late + lease, lease=lease
+    )
+    assert taken is not None
+    assert taken.attempts == 3

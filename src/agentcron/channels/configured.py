@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from agentcron.channels.manager import Channel
+from agentcron.channels.outbox import RetryPolicy
 from agentcron.channels.telegram import TelegramChannel
 from agentcron.channels.webhook import WebhookChannel, check_headers
 from agentcron.config.channels import (
@@ -22,16 +23,23 @@ def channels_from_settings(settings: ChannelSettings) -> list[Channel]:
     for extra webhook headers the webhook may not send.
     """
     found: list[Channel] = []
+    retry = RetryPolicy(deadline=settings.delivery_deadline)
     hook = settings.webhook
     if hook is not None:
         try:
             headers = check_headers(hook.headers)
         except ValueError as exc:
             raise ChannelConfigError(f"{WEBHOOK_HEADERS_ENV}: {exc}") from None
-        found.append(WebhookChannel(hook.url, hook.secret, channels=hook.channels, headers=headers))
+        found.append(
+            WebhookChannel(
+                hook.url, hook.secret, channels=hook.channels, headers=headers, retry=retry
+            )
+        )
     bot = settings.telegram
     if bot is not None:
-        found.append(TelegramChannel(bot.token, bot.allowed_chats, api_base=bot.api_base))
+        found.append(
+            TelegramChannel(bot.token, bot.allowed_chats, api_base=bot.api_base, retry=retry)
+        )
     return found
 
 

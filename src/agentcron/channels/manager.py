@@ -67,6 +67,17 @@ class ChannelStartError(ChannelError):
         self.channel = channel
 
 
+class ChannelNotRunningError(ChannelError):
+    """A delivery cannot be re-sent from here: this process runs no channel of its name."""
+
+    def __init__(self, channel: str) -> None:
+        super().__init__(
+            f"channel {channel!r} is not running on this server: configure it (and restart) "
+            "to re-send its deliveries"
+        )
+        self.channel = channel
+
+
 @dataclass(frozen=True, slots=True)
 class OutboundMessage:
     """One assistant message of a session, on its way to a channel.
@@ -275,9 +286,8 @@ class ChannelManager:
         """
         if self.running:
             return
-        if not self.channels:  # nothing to carry: do not listen to every turn
+        if not self.channels:  # still listens: a chat session's reply fails for want of one
             log.info("no channels configured")
-            return
         for channel in self.channels:
             if isinstance(channel, StoreBound):
                 channel.bind(self.cron.store.deliveries, self.cron.clock, self.cron.publish)
@@ -458,8 +468,14 @@ class ChannelManager:
 
     def _on_event(self, event: Event) -> None:
         # Called inside the publisher (often a turn): queue only, the rest happens in our task.
-        if isinstance(event, _OUTBOUND):
-            self._events.put_nowait(event)
+        if not isinstance(event, _OUTBOUND):
+            return
+        if not self.channels and (
+            isinstance(event, ApprovalRequested | ApprovalDecided)
+            or _served_here(event.session_key)
+        ):
+            return  # no channel to carry it, and nothing to record either
+        self._events.put_nowait(event)
 
     async def _event_loop(self) -> None:
         while True:
@@ -480,7 +496,7 @@ class ChannelManager:
                     )
                     continue
                 if message is not None:
-                    self._route(message)
+                    await self._route(message)
             finally:
                 self._events.task_done()
 
@@ -588,12 +604,15 @@ class ChannelManager:
             channel=session.channel, chat_id=session.chat_id, channel_meta=session.channel_meta
         )
 
-    def _route(self, message: OutboundMessage) -> None:
+    async def _route(self, message: OutboundMessage) -> None:
+        taken = False
+        refused: str | None = None
         for channel in self.channels:
             if message.is_approval and not _carries_approvals(channel):
                 continue
             try:
                 wanted = channel.wants(message)
+                refused = refused or _refusal(channel, message)
             except Exception:
                 log.exception(
                     "channels: wants() failed",
@@ -603,6 +622,52 @@ class ChannelManager:
             queue = self._outgoing.get(channel.name)
             if wanted and queue is not None:
                 queue.put_nowait(message)
+                taken = True
+        if message.is_approval:
+            return  # an approval is decided in the web UI or the API all the same
+        if refused is None and not taken and not _served_here(message.session_key):
+            refused = f"no channel {message.channel!r} is configured to carry it"
+        if refused is not None:
+            await self._unroutable(message, refused)
+
+    async def _unroutable(self, message: OutboundMessage, reason: str) -> None:
+        """A reply no channel can carry: a failed delivery on its session's channel, with the
+        reason, listed and announced like any other (seed 004: no plugin -> failed).
+        """
+        log.warning(
+            "channels: reply not delivered: %s",
+            reason,
+            extra={"session_key": message.session_key, "message_id": message.message_id},
+        )
+        try:
+            await self.cron.deliveries.unroutable(
+                message.channel,
+                message.message_id,
+                message.session_key,
+                message.to_payload(),
+                reason,
+            )
+        except Exception:
+            log.exception(
+                "channels: could not record an unroutable reply",
+                extra={"session_key": message.session_key, "message_id": message.message_id},
+            )
+
+    def redeliver(self, record: Delivery) -> bool:
+        """Hand a delivery made pending again (`Deliveries.retry`) to its channel's outbox in
+        this process; False when this process does not run that channel (then the outbox of
+        a process that does takes it up when it looks for records left behind).
+        """
+        for channel in self._started:
+            resume = getattr(getattr(channel, "outbox", None), "resume", None)
+            if channel.name == record.channel and callable(resume):
+                resume(record.message_id)
+                return True
+        return False
+
+    def carries(self, channel: str) -> bool:
+        """Whether this process runs a channel of that name."""
+        return self.running and any(c.name == channel for c in self._started)
 
     async def _send_loop(
         self, channel: Channel, queue: asyncio.Queue[OutboundMessage | object]
@@ -631,6 +696,24 @@ def _message_id(event: _Outbound) -> str | None:
     if isinstance(event, ApprovalRequested | ApprovalDecided):
         return event.approval_id
     return event.message_id if isinstance(event, StreamEnd) else event.message.id
+
+
+# Sessions whose replies are read in agentcron itself (the web UI, the API and its WebSocket,
+# an isolated run's memory): no channel carries them, so none missing is a failure.
+SERVED_HERE = frozenset({"websocket", "unified", "api", "cron", "system", "hook", "demo"})
+
+
+def _served_here(session_key: str) -> bool:
+    return session_key.partition(":")[0] in SERVED_HERE
+
+
+def _refusal(channel: Channel, message: OutboundMessage) -> str | None:
+    """Why `channel` will not carry a message of its own sessions (`unroutable`, optional)."""
+    check = getattr(channel, "unroutable", None)
+    if check is None:
+        return None
+    reason = check(message)
+    return reason if isinstance(reason, str) and reason else None
 
 
 def _carries_approvals(channel: Channel) -> bool:

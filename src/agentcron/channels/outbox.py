@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agentcron.channels.manager import OutboundMessage
+from agentcron.config.channels import DEFAULT_DELIVERY_DEADLINE, describe_seconds
 from agentcron.domain.deliveries import Delivery, DeliveryState
 from agentcron.domain.events import DeliveryFailed, DeliverySucceeded, Event
 from agentcron.errors import AgentcronError
@@ -27,8 +28,12 @@ Sleep = Callable[[float], Awaitable[None]]
 Attempt = Callable[[OutboundMessage, int], Awaitable[dict[str, Any] | None]]
 """(message, attempt number from 1, counted across processes) -> once the far end accepted
 it, what it answered that a follow-up needs (kept in the delivery record's `result`; None:
-nothing, or what `Outbox.save_progress` left); raises DeliveryAttemptError (or any
-exception, taken as retryable) otherwise."""
+nothing, or what `Outbox.save_progress` left; its `external_id`, a string, is the far end's
+id of the message, kept in the record's column of that name and sent with the
+`delivery_succeeded` event); raises DeliveryAttemptError (or any exception, taken as
+retryable) otherwise."""
+
+EXTERNAL_ID = "external_id"  # the key of an attempt's answer that names the far end's id
 
 
 Report = Callable[[Event], Awaitable[None]]
@@ -48,16 +53,25 @@ class Health:
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """Exponential backoff: the wait after attempt n is initial * factor**(n-1), capped."""
+    """Exponential backoff: the wait after attempt n is initial * factor**(n-1), capped.
 
-    max_attempts: int = 8
+    A delivery is retried until `deadline` seconds after it was recorded (or re-sent by
+    hand), the last attempt made at the deadline; `max_attempts` (None: no cap) ends it
+    earlier. So a channel that is down for a while (an outage, a restart of the far end)
+    gets its deliveries once it is back, in order.
+    """
+
+    max_attempts: int | None = None
     initial_delay: float = 1.0  # seconds
     factor: float = 2.0
     max_delay: float = 300.0
+    deadline: float = DEFAULT_DELIVERY_DEADLINE  # seconds
 
     def __post_init__(self) -> None:
-        if self.max_attempts < 1:
+        if self.max_attempts is not None and self.max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
+        if self.deadline <= 0:
+            raise ValueError("the delivery deadline must be positive")
         if self.initial_delay < 0 or self.max_delay < 0:
             raise ValueError("retry delays must not be negative")
         if self.factor < 1:
@@ -93,7 +107,9 @@ class Outbox:
     """Sends a channel's messages one at a time, in order, each at most once successfully.
 
     `submit` records the message as pending before it returns; a worker task attempts it,
-    retries retryable failures with backoff and settles the record as delivered or failed.
+    retries retryable failures with backoff until the policy's deadline (a channel that is
+    down holds its messages that long) and settles the record as delivered or failed; a
+    failed one made pending again (`Deliveries.retry`) is queued by `resume`.
     A message already recorded on this channel is never sent again, nor attempted by a
     second submitter: only the `submit` that created the record queues it, so replicas that
     all see the same event (an approval's decision) send it once. Pending records (an outage,
@@ -244,6 +260,10 @@ class Outbox:
         deliveries, clock = self._store
         return await deliveries.save_progress(self.channel, message_id, result, clock.now())
 
+    def resume(self, message_id: str) -> None:
+        """Queue a pending record again (a failed delivery re-sent: `Deliveries.retry`)."""
+        self._put(message_id)
+
     async def idle(self) -> None:
         """Wait until every queued delivery is settled or waiting for a later start."""
         await self._queue.join()
@@ -273,7 +293,11 @@ class Outbox:
         record = await deliveries.get(self.channel, message_id)
         while record.state is DeliveryState.PENDING:
             claimed = await deliveries.begin_attempt(
-                self.channel, message_id, attempts=record.attempts, now=clock.now()
+                self.channel,
+                message_id,
+                attempts=record.attempts,
+                now=clock.now(),
+                lease=self.stalled_after,
             )
             if claimed is None:
                 log.info(
@@ -297,51 +321,98 @@ class Outbox:
                 log.exception("outbox: attempt raised unexpectedly", extra=ctx)
                 error, retryable, retry_after = f"{type(exc).__name__}: {exc}", True, None
             else:
-                now = clock.now()
-                await deliveries.mark_delivered(self.channel, message_id, now, result=result)
-                log.info("outbox: delivered", extra=ctx)
-                self.health.last_success_at, self.health.healthy = now, True
-                await self._publish(
-                    DeliverySucceeded(
-                        session_key=claimed.session_key,
-                        channel=self.channel,
-                        message_id=message_id,
-                        attempts=claimed.attempts,
-                    )
-                )
+                await self._delivered(claimed, result, ctx)
                 return
-            now = clock.now()
-            self.health.last_error, self.health.last_error_at = error, now
-            self.health.healthy = False
-            final = not retryable or claimed.attempts >= self.retry.max_attempts
-            if final:
-                await deliveries.mark_failed(self.channel, message_id, error=error, now=now)
-                why = "permanent error" if not retryable else "no attempts left"
-                log.error("outbox: delivery failed (%s): %s", why, error, extra=ctx)
-                self.health.failed += 1
-            else:
-                delay = self.retry.delay(claimed.attempts, retry_after)
-                await deliveries.mark_retry(
-                    self.channel,
-                    message_id,
-                    error=error,
-                    next_attempt_at=now + timedelta(seconds=delay),
-                    now=now,
-                )
-                log.warning(
-                    "outbox: attempt failed, retrying in %.1fs: %s", delay, error, extra=ctx
-                )
-            await self._publish(
-                DeliveryFailed(
-                    session_key=claimed.session_key,
-                    channel=self.channel,
-                    message_id=message_id,
-                    attempts=claimed.attempts,
-                    error=error,
-                    retryable=not final,
-                )
-            )
-            if final:
+            retry = await self._failed(claimed, error, retryable, retry_after, ctx)
+            if retry is None:
                 return
-            await self._sleep(delay)
+            await self._sleep(retry)
             record = await deliveries.get(self.channel, message_id)
+
+    async def _delivered(
+        self, claimed: Delivery, result: dict[str, Any] | None, ctx: dict[str, Any]
+    ) -> None:
+        deliveries, clock = self._store
+        now = clock.now()
+        kept = dict(result or {})
+        given = kept.pop(EXTERNAL_ID, None)  # a column of its own, not part of the answer
+        external_id = given if isinstance(given, str) and given else None
+        await deliveries.mark_delivered(
+            self.channel,
+            claimed.message_id,
+            now,
+            result=kept or None,
+            external_id=external_id,
+        )
+        log.info("outbox: delivered", extra={**ctx, "external_id": external_id})
+        self.health.last_success_at, self.health.healthy = now, True
+        await self._publish(
+            DeliverySucceeded(
+                session_key=claimed.session_key,
+                channel=self.channel,
+                message_id=claimed.message_id,
+                attempts=claimed.attempts,
+                external_id=external_id,
+                delivered_at=now,
+            )
+        )
+
+    async def _failed(
+        self,
+        claimed: Delivery,
+        error: str,
+        retryable: bool,
+        retry_after: float | None,
+        ctx: dict[str, Any],
+    ) -> float | None:
+        """Settle a failed attempt: the seconds until the next one, or None when it gave up
+        (a permanent error, no attempts left, or the deadline reached).
+        """
+        deliveries, clock = self._store
+        message_id = claimed.message_id
+        now = clock.now()
+        self.health.last_error, self.health.last_error_at = error, now
+        self.health.healthy = False
+        # the deadline counts from when it was recorded, or re-sent by hand
+        give_up_at = (claimed.retried_at or claimed.created_at) + timedelta(
+            seconds=self.retry.deadline
+        )
+        cap = self.retry.max_attempts
+        reason: str | None = None
+        if not retryable:
+            why, reason = "permanent error", error
+        elif cap is not None and claimed.attempts >= cap:
+            why, reason = "no attempts left", error
+        elif now >= give_up_at:
+            waited = describe_seconds(self.retry.deadline)
+            why = "deadline"
+            reason = f"not delivered within the deadline ({waited}); last error: {error}"
+        retry: float | None = None
+        if reason is not None:
+            await deliveries.mark_failed(self.channel, message_id, error=reason, now=now)
+            log.error("outbox: delivery failed (%s): %s", why, error, extra=ctx)
+            self.health.failed += 1
+        else:
+            # the last attempt is made at the deadline
+            left = (give_up_at - now).total_seconds()
+            delay = min(self.retry.delay(claimed.attempts, retry_after), left)
+            retry = delay
+            await deliveries.mark_retry(
+                self.channel,
+                message_id,
+                error=error,
+                next_attempt_at=now + timedelta(seconds=delay),
+                now=now,
+            )
+            log.warning("outbox: attempt failed, retrying in %.1fs: %s", delay, error, extra=ctx)
+        await self._publish(
+            DeliveryFailed(
+                session_key=claimed.session_key,
+                channel=self.channel,
+                message_id=message_id,
+                attempts=claimed.attempts,
+                error=error if reason is None else reason,
+                retryable=reason is None,
+            )
+        )
+        return retry

@@ -25,7 +25,14 @@ from agentcron.channels.manager import (
     OutboundMessage,
     approval_delivery_id,
 )
-from agentcron.channels.outbox import DeliveryAttemptError, Outbox, Report, RetryPolicy, Sleep
+from agentcron.channels.outbox import (
+    EXTERNAL_ID,
+    DeliveryAttemptError,
+    Outbox,
+    Report,
+    RetryPolicy,
+    Sleep,
+)
 from agentcron.config.channels import DEFAULT_TELEGRAM_API_BASE
 from agentcron.domain.approvals import Approval, ApprovalError, ApprovalNotFoundError, Decision
 from agentcron.domain.attachments import Attachment, AttachmentKind
@@ -509,6 +516,14 @@ class TelegramChannel:
             return False
         return True
 
+    def unroutable(self, message: OutboundMessage) -> str | None:
+        """Why a message of this bot's sessions cannot go out (None: it can): the manager
+        records it as a failed delivery.
+        """
+        if message.channel == self.name and message.chat_id not in self.allowed_chats:
+            return f"chat {message.chat_id} is not on the {self.name} allow-list"
+        return None
+
     async def send(self, message: OutboundMessage) -> None:
         await self.outbox.submit(message)
 
@@ -516,6 +531,9 @@ class TelegramChannel:
         """One attempt; what it answers is kept in the delivery record (`result`): the chat
         and the ids of the messages sent.
         """
+        refused = self.unroutable(message)
+        if refused is not None:  # a re-sent delivery is held to the allow-list too
+            raise DeliveryAttemptError(refused, retryable=False)
         if message.kind == "approval_requested":
             return await self._send_approval(message)
         if message.kind == "approval_decided":
@@ -542,7 +560,8 @@ class TelegramChannel:
                 await self.outbox.save_progress(
                     message.message_id, {"chat_id": chat, "message_ids": sent}
                 )
-        return {"chat_id": chat, "message_ids": sent}
+        ids = ",".join(str(i) for i in sent if i is not None)
+        return {"chat_id": chat, "message_ids": sent, EXTERNAL_ID: ids or None}
 
     async def _send_file(self, chat: int | str, file: Attachment) -> Any:
         """sendPhoto for a photo, sendDocument for any other file: by URL (Telegram fetches
@@ -588,7 +607,8 @@ class TelegramChannel:
         else:  # an id too long for a button's 64 bytes: decide it elsewhere
             params["text"] += "\n<i>Decide it in the web UI or through the API.</i>"
         sent = await self._delivery_call("sendMessage", params)
-        return {"chat_id": chat, "message_id": _message_id(sent)}
+        found = _message_id(sent)
+        return {"chat_id": chat, "message_id": found, EXTERNAL_ID: _external(found)}
 
     async def _request_message(self, approval_id: str) -> tuple[int | str, int] | None:
         """The chat and message id of an approval's request, from its delivery record (sent
@@ -630,7 +650,7 @@ class TelegramChannel:
         except DeliveryAttemptError as exc:
             if "not modified" not in exc.reason:  # else it already shows this: done
                 raise
-        return {"chat_id": chat, "message_id": message_id}
+        return {"chat_id": chat, "message_id": message_id, EXTERNAL_ID: str(message_id)}
 
     async def _answer(self, query_id: str, text: str, *, alert: bool = False) -> None:
         """answerCallbackQuery (best effort: the button stops spinning either way)."""
@@ -783,6 +803,10 @@ def _message_id(answer: object) -> int | None:
     """The id of the message a sendMessage answered with (None: none given)."""
     found = answer.get("message_id") if isinstance(answer, dict) else None
     return found if isinstance(found, int) else None
+
+
+def _external(message_id: int | None) -> str | None:
+    return None if message_id is None else str(message_id)
 
 
 def _dict(value: object) -> dict[str, Any]:

@@ -37,9 +37,11 @@ be replayed later (`verify_signature` does all three). Every attempt is signed a
 Configured extra headers (`headers=`, `AGENTCRON_WEBHOOK_HEADERS`: an auth header for the
 receiver's gateway, say) go with every request; they cannot replace the headers above.
 
-Responses: 2xx = delivered. 408, 429 (honouring a numeric Retry-After) and 5xx, timeouts and
-connection errors are retried with exponential backoff; any other status (3xx, 4xx) fails the
-delivery at once: the receiver rejected it and a resend would be rejected again.
+Responses: 2xx = delivered (a JSON object answered with an ``id`` or ``message_id``, a string
+or a number, is kept as the delivery's external id). 408, 429 (honouring a numeric
+Retry-After) and 5xx, timeouts and connection errors are retried with exponential backoff until
+the delivery deadline (`AGENTCRON_DELIVERY_DEADLINE`, a day); any other status (3xx, 4xx) fails
+the delivery at once: the receiver rejected it and a resend would be rejected again.
 """
 
 from __future__ import annotations
@@ -59,7 +61,14 @@ import httpx
 
 from agentcron.approval_links import ApprovalLinks
 from agentcron.channels.manager import ApprovalDesk, Inbound, OutboundMessage
-from agentcron.channels.outbox import DeliveryAttemptError, Outbox, Report, RetryPolicy, Sleep
+from agentcron.channels.outbox import (
+    EXTERNAL_ID,
+    DeliveryAttemptError,
+    Outbox,
+    Report,
+    RetryPolicy,
+    Sleep,
+)
 from agentcron.runtime.clock import Clock
 from agentcron.store.interface import DeliveryLedger
 
@@ -230,7 +239,7 @@ class WebhookChannel:
         }
         return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
-    async def _attempt(self, message: OutboundMessage, attempt: int) -> None:
+    async def _attempt(self, message: OutboundMessage, attempt: int) -> dict[str, Any] | None:
         if self._client is None:
             raise DeliveryAttemptError("the webhook channel is not started", retryable=True)
         sent_at = self._wall_clock()
@@ -254,9 +263,24 @@ class WebhookChannel:
             ) from exc
         status = response.status_code
         if 200 <= status < 300:
-            return
+            return _receipt(response)
         detail = response.text[:200].strip()
         reason = f"HTTP {status} {response.reason_phrase}" + (f": {detail}" if detail else "")
         if status >= 500 or status in _RETRY_STATUSES:
             raise DeliveryAttemptError(reason, retryable=True, retry_after=_retry_after(response))
         raise DeliveryAttemptError(reason, retryable=False)
+
+
+def _receipt(response: httpx.Response) -> dict[str, Any] | None:
+    """The receiver's id of what it accepted (`id` or `message_id` of a JSON object), if any."""
+    try:
+        data = response.json()
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    for key in ("id", "message_id"):
+        found = data.get(key)
+        if isinstance(found, str | int) and not isinstance(found, bool) and str(found):
+            return {EXTERNAL_ID: str(found)[:200]}
+    return None

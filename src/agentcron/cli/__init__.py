@@ -16,6 +16,7 @@ from agentcron.cli import (
     approvals_cmds,
     config_cmds,
     db_cmds,
+    deliveries_cmds,
     jobs_cmds,
     relay_cmds,
     runs_cmds,
@@ -44,6 +45,7 @@ app.add_typer(config_cmds.app, name="config")
 app.add_typer(relay_cmds.app, name="relay")
 app.add_typer(tools_cmds.app, name="tools")
 app.add_typer(approvals_cmds.app, name="approvals")
+app.add_typer(deliveries_cmds.app, name="deliveries")
 # The top-level commands (next, examples, demo, serve, token), in their own modules.
 for group in (schedule_cmds.app, server_cmds.app):
     app.registered_commands += group.registered_commands

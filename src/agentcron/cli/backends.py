@@ -22,6 +22,7 @@ from agentcron.app import AgentCron
 from agentcron.config import ConfigError, Settings
 from agentcron.config.database import sqlite_file, where
 from agentcron.domain.approvals import Decision
+from agentcron.domain.deliveries import DeliveryState
 from agentcron.domain.jobs import JobKind
 from agentcron.errors import AgentcronError
 from agentcron.limits import NameText
@@ -83,6 +84,10 @@ class Backend(Protocol):
     async def decide_approval(
         self, approval_id: str, decision: Decision, by: str
     ) -> dict[str, Any]: ...
+    async def list_deliveries(
+        self, session: str | None, state: DeliveryState | None, limit: int
+    ) -> dict[str, Any]: ...
+    async def retry_delivery(self, delivery_id: str) -> dict[str, Any]: ...
 
 
 class ApiBackend:
@@ -194,6 +199,19 @@ class ApiBackend:
     ) -> dict[str, Any]:
         body = {"decision": decision, "by": by}
         return await self._call("POST", _path("/api/approvals", approval_id), json=body)
+
+    async def list_deliveries(
+        self, session: str | None, state: DeliveryState | None, limit: int
+    ) -> dict[str, Any]:
+        params: dict[str, str | int] = {"limit": limit}
+        if session is not None:
+            params["session_key"] = session
+        if state is not None:
+            params["state"] = state.value
+        return await self._call("GET", "/api/deliveries", params=params)
+
+    async def retry_delivery(self, delivery_id: str) -> dict[str, Any]:
+        return await self._call("POST", _path("/api/deliveries", delivery_id, "retry"))
 
 
 async def _no_turns(trigger: Trigger) -> None:
@@ -363,3 +381,21 @@ class DbBackend:
         return views.approval_view(
             await self._call(lambda: approvals.decide(approval_id, decision, by=who))
         )
+
+    async def list_deliveries(
+        self, session: str | None, state: DeliveryState | None, limit: int
+    ) -> dict[str, Any]:
+        deliveries = self._cron.deliveries
+        found = await self._call(
+            lambda: deliveries.page(session_key=session, state=state, limit=limit)
+        )
+        out = views.DeliveriesOut(deliveries=[views.DeliveryOut.of(d) for d in found])
+        return out.json_dict()
+
+    async def retry_delivery(self, delivery_id: str) -> dict[str, Any]:
+        # Pending again on the record: the outbox of a server running that channel takes it
+        # up when it looks for deliveries left behind (`Outbox._sweep`).
+        deliveries = self._cron.deliveries
+        return views.DeliveryOut.of(
+            await self._call(lambda: deliveries.retry(delivery_id))
+        ).json_dict()

@@ -247,6 +247,30 @@ def approvals_table(approvals: list[dict[str, Any]]) -> Table:
     return table
 
 
+def deliveries_table(deliveries: list[dict[str, Any]]) -> Table:
+    table = Table(
+        Column("id", no_wrap=True),
+        "session",
+        "state",
+        "attempts",
+        "created",
+        "delivered / last error",
+        title=f"{len(deliveries)} deliveries",
+    )
+    for d in deliveries:
+        outcome = when(d["delivered_at"]) if d["state"] == "delivered" else d["last_error"]
+        table.add_row(
+            d["id"],
+            d["session_key"],
+            d["state"],
+            str(d["attempts"]),
+            when(d["created_at"]),
+            outcome or "-",
+            end_section=False,
+        )
+    return table
+
+
 def approval_detail(console: Console, approval: dict[str, Any]) -> None:
     rows: list[tuple[str, Any]] = [
         ("session_key", approval["session_key"] or "-"),

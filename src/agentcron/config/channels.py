@@ -11,12 +11,14 @@ from urllib.parse import urlsplit
 from agentcron.config.env import ConfigError, or_environ
 
 __all__ = [
+    "DEFAULT_DELIVERY_DEADLINE",
     "DEFAULT_TELEGRAM_API_BASE",
     "ChannelConfigError",
     "ChannelSettings",
     "TelegramSettings",
     "WebhookSettings",
     "channel_settings_from_env",
+    "describe_seconds",
 ]
 
 WEBHOOK_URL_ENV = "AGENTCRON_WEBHOOK_URL"
@@ -27,6 +29,9 @@ TELEGRAM_TOKEN_ENV = "AGENTCRON_TELEGRAM_TOKEN"
 TELEGRAM_ALLOWED_CHATS_ENV = "AGENTCRON_TELEGRAM_ALLOWED_CHATS"
 TELEGRAM_API_BASE_ENV = "AGENTCRON_TELEGRAM_API_BASE"
 DEFAULT_TELEGRAM_API_BASE = "https://api.telegram.org"
+DELIVERY_DEADLINE_ENV = "AGENTCRON_DELIVERY_DEADLINE"
+DEFAULT_DELIVERY_DEADLINE = 86_400.0  # seconds a channel's delivery is retried: a day
+MAX_DELIVERY_DEADLINE = 30 * 86_400.0
 
 _CHANNEL_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 _TOKEN = re.compile(r"^\d+:[A-Za-z0-9_-]+$")
@@ -60,10 +65,37 @@ class TelegramSettings:
 
 @dataclass(frozen=True, slots=True)
 class ChannelSettings:
-    """The channels configured; none is fine."""
+    """The channels configured (none is fine), and how long each of their deliveries is
+    retried while its channel is down (`delivery_deadline`, seconds) before it fails.
+    """
 
     webhook: WebhookSettings | None = None
     telegram: TelegramSettings | None = None
+    delivery_deadline: float = DEFAULT_DELIVERY_DEADLINE
+
+
+def describe_seconds(seconds: float) -> str:
+    """A duration in its largest whole unit: `24h`, `90m`, `45s` (else seconds)."""
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+def _deadline(env: Mapping[str, str]) -> float:
+    raw = env.get(DELIVERY_DEADLINE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_DELIVERY_DEADLINE
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= MAX_DELIVERY_DEADLINE:
+        raise ChannelConfigError(
+            f"{DELIVERY_DEADLINE_ENV} is seconds from 0 to {MAX_DELIVERY_DEADLINE:g} (30 days) "
+            f"that a delivery is retried while its channel is down, got {raw!r}"
+        )
+    return value
 
 
 def _http_url(env_name: str, value: str) -> str:
@@ -164,8 +196,10 @@ def channel_settings_from_env(env: Mapping[str, str] | None = None) -> ChannelSe
     - `AGENTCRON_TELEGRAM_TOKEN`: a Telegram bot; `AGENTCRON_TELEGRAM_ALLOWED_CHATS` (comma list
       of chat ids) says who may use it (empty = nobody): send messages, and press an approval's
       Approve / Deny buttons; `AGENTCRON_TELEGRAM_API_BASE` points it at another Bot API server.
+    - `AGENTCRON_DELIVERY_DEADLINE`: seconds a delivery is retried while its channel is down
+      (default 86400, a day); then it fails, and can be re-sent.
 
     Raises ChannelConfigError for a missing or malformed setting.
     """
     env = or_environ(env)
-    return ChannelSettings(_webhook(env), _telegram(env))
+    return ChannelSettings(_webhook(env), _telegram(env), _deadline(env))

@@ -237,6 +237,13 @@ SETTINGS: tuple[Setting, ...] = (
         "Bot API base URL",
         "https://api.telegram.org",
     ),
+    Setting(
+        "channels.delivery_deadline",
+        "AGENTCRON_DELIVERY_DEADLINE",
+        "float",
+        "seconds a channel's delivery is retried while the channel is down",
+        "86400",
+    ),
     # Managed wake (README "Managed wake"): the relay wakes the agent with a signed fire webhook.
     Setting(
         "wake.provider",

@@ -11,7 +11,7 @@ from typing import Any
 class DeliveryState(enum.StrEnum):
     PENDING = "pending"  # not sent yet, or a retry is due
     DELIVERED = "delivered"  # the channel accepted it: never sent again
-    FAILED = "failed"  # gave up (a permanent error, or out of attempts)
+    FAILED = "failed"  # gave up (a permanent error, the deadline passed, or unroutable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +32,28 @@ class Delivery:
     # what the far end answered (a channel's own shape; Telegram: chat and message ids), kept
     # with the record so that a follow-up (an edit, a retry's resume) works in any process
     result: dict[str, Any] | None = None
+    # the far end's id of what it delivered (Telegram: the message id; comma-joined for a
+    # reply sent in parts), and when a person last asked to re-send it (the deadline restarts)
+    external_id: str | None = None
+    retried_at: datetime | None = None
+
+    @property
+    def id(self) -> str:
+        """The record's id on the API and the CLI: `channel:message_id`."""
+        return delivery_id(self.channel, self.message_id)
+
+
+def delivery_id(channel: str, message_id: str) -> str:
+    """`channel:message_id` (a channel name has no `:`, so the first one splits it)."""
+    return f"{channel}:{message_id}"
+
+
+def split_delivery_id(text: str) -> tuple[str, str] | None:
+    """The channel and message id of a `delivery_id`; None when `text` is not one."""
+    channel, colon, message_id = text.partition(":")
+    if not colon or not channel or not message_id:
+        return None
+    return channel, message_id
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, ClassVar
 
 from agentcron.domain.attachments import Attachment
@@ -212,19 +213,24 @@ Callback = Callable[[Event], Awaitable[None] | None]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeliverySucceeded(Event):
-    """A channel delivered a session's message (seed 004: `message.delivered`)."""
+    """A channel delivered a session's message (seed 004: `message.delivered`): when, and
+    the far end's id of it (None: it gave none).
+    """
 
     type: ClassVar[str] = "delivery_succeeded"
     channel: str
     message_id: str
     attempts: int
+    external_id: str | None = None
+    delivered_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeliveryFailed(Event):
     """An attempt to deliver a session's message failed (seed 004: `message.failed`):
     `retryable` = another attempt follows; False = the delivery gave up (a permanent error,
-    or no attempts left), the message never reached that channel.
+    the deadline passed, or no channel could carry it: `attempts` 0), the message never
+    reached that channel; it can be re-sent (`Deliveries.retry`).
     """
 
     type: ClassVar[str] = "delivery_failed"

@@ -11,12 +11,14 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 from starlette.exceptions import HTTPException
 
+from agentcron.channels.manager import ChannelNotRunningError
 from agentcron.config import ConfigError
 from agentcron.domain.approvals import ApprovalError, ApprovalNotFoundError
 from agentcron.errors import AgentcronError, InvalidInputError
 from agentcron.schedule import ScheduleError
 from agentcron.store.errors import (
     ConflictError,
+    DeliveryNotFailedError,
     DeliveryNotFoundError,
     JobLimitError,
     JobNotFoundError,
@@ -43,6 +45,8 @@ _STATUS: list[tuple[type[Exception], int, str]] = [
     (JobLimitError, 409, "job_limit"),
     (ConflictError, 409, "conflict"),
     (DeliveryNotFoundError, 404, "not_found"),
+    (DeliveryNotFailedError, 409, "conflict"),  # delivered, or still pending
+    (ChannelNotRunningError, 409, "conflict"),
     (ApprovalNotFoundError, 404, "not_found"),
     (ApprovalError, 409, "conflict"),  # already decided, or expired
     (ScheduleError, 422, "invalid_schedule"),

@@ -17,7 +17,8 @@ The shapes, one per event class:
 - `JobEvent` -> `automation_update` / `recall_update` {action, job_id} and, when the event
   carries them, `run_id` and `status` (a fire's progress) and `job` (the job as it is now, in
   the API's shape, `views.JobOut`);
-- `DeliverySucceeded` -> `delivery_succeeded` {channel, message_id, attempts};
+- `DeliverySucceeded` -> `delivery_succeeded` {channel, message_id, attempts, external_id,
+  delivered_at};
   `DeliveryFailed` -> `delivery_failed` {channel, message_id, attempts, error, retryable}
   (retryable false: the delivery gave up);
 - `SystemEventFired` -> `system_event` {job_id, run_id, name, text, source} (source `cron`);
@@ -105,10 +106,13 @@ def event_json(event: Event) -> dict[str, Any]:
         case JobEvent():
             return _job_json(event)
         case DeliverySucceeded():
+            at = event.delivered_at
             body = {
                 "channel": event.channel,
                 "message_id": event.message_id,
                 "attempts": event.attempts,
+                "external_id": event.external_id,
+                "delivered_at": None if at is None else at.isoformat(),
             }
         case DeliveryFailed():
             body = {

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection, Row
 from agentcron.domain.attachments import without_bytes
 from agentcron.domain.deliveries import Delivery, DeliveryCursor, DeliveryState
 from agentcron.store.database import Database
-from agentcron.store.errors import DeliveryNotFoundError
+from agentcron.store.errors import DeliveryNotFailedError, DeliveryNotFoundError
 from agentcron.store.schema import deliveries
 
 
@@ -32,6 +32,8 @@ def _delivery(row: Row[Any] | Mapping[str, Any]) -> Delivery:
         updated_at=m["updated_at"],
         delivered_at=m["delivered_at"],
         result=m["result"],
+        external_id=m["external_id"],
+        retried_at=m["retried_at"],
     )
 
 
@@ -71,19 +73,50 @@ class DeliveryStore:
         Returns (record, created): `created` is False when the message was already recorded
         on this channel (delivered, failed, or pending from an earlier attempt).
         """
+        return await self._insert_new(channel, message_id, session_key, payload, now)
+
+    async def record_failed(
+        self,
+        channel: str,
+        message_id: str,
+        session_key: str,
+        payload: dict[str, Any],
+        *,
+        error: str,
+        now: datetime,
+    ) -> tuple[Delivery, bool]:
+        """Record a delivery that failed before any attempt (an unroutable reply: no such
+        channel, a chat it may not serve), with the reason; an existing record is returned as
+        it is (`created` False).
+        """
+        return await self._insert_new(channel, message_id, session_key, payload, now, failed=error)
+
+    async def _insert_new(
+        self,
+        channel: str,
+        message_id: str,
+        session_key: str,
+        payload: dict[str, Any],
+        now: datetime,
+        *,
+        failed: str | None = None,
+    ) -> tuple[Delivery, bool]:
+        state = DeliveryState.PENDING if failed is None else DeliveryState.FAILED
         values: dict[str, Any] = {
             "channel": channel,
             "message_id": message_id,
             "session_key": session_key,
-            "state": DeliveryState.PENDING.value,
+            "state": state.value,
             "payload": payload,
             "attempts": 0,
-            "last_error": None,
-            "next_attempt_at": now,
+            "last_error": failed,
+            "next_attempt_at": now if failed is None else None,
             "created_at": now,
             "updated_at": now,
             "delivered_at": None,
             "result": None,
+            "external_id": None,
+            "retried_at": None,
         }
         # RETURNING, not rowcount: drivers disagree on rowcount for ON CONFLICT DO NOTHING.
         stmt = (
@@ -109,24 +142,38 @@ class DeliveryStore:
         return _delivery(row)
 
     async def begin_attempt(
-        self, channel: str, message_id: str, *, attempts: int, now: datetime
+        self,
+        channel: str,
+        message_id: str,
+        *,
+        attempts: int,
+        now: datetime,
+        lease: timedelta | None = None,
     ) -> Delivery | None:
         """Count one more attempt if the record is still pending at `attempts` tries.
 
         None when it is no longer ours to send: delivered, failed, or another process
-        started an attempt since the caller read it.
+        started an attempt since the caller read it. With a `lease`, the attempt marks the
+        record in flight (no `next_attempt_at` until it fails or settles) and is taken only
+        when no attempt is in flight, or the one in flight began more than `lease` ago (its
+        process is taken for dead): a process that read the record before another's attempt
+        began cannot start one beside it.
         """
+        conditions = [
+            _key(channel, message_id),
+            deliveries.c.state == DeliveryState.PENDING.value,
+            deliveries.c.attempts == attempts,
+        ]
+        values: dict[str, Any] = {"attempts": attempts + 1, "updated_at": now}
+        if lease is not None:
+            began = sa.bindparam("began", now - lease, type_=deliveries.c.updated_at.type)
+            conditions.append(
+                sa.or_(deliveries.c.next_attempt_at.is_not(None), deliveries.c.updated_at <= began)
+            )
+            values["next_attempt_at"] = None
 
         def op(conn: Connection) -> Delivery | None:
-            result = conn.execute(
-                deliveries.update()
-                .where(
-                    _key(channel, message_id),
-                    deliveries.c.state == DeliveryState.PENDING.value,
-                    deliveries.c.attempts == attempts,
-                )
-                .values(attempts=attempts + 1, updated_at=now)
-            )
+            result = conn.execute(deliveries.update().where(*conditions).values(values))
             if not result.rowcount:
                 return None
             row = _select(conn, channel, message_id)
@@ -141,11 +188,14 @@ class DeliveryStore:
         now: datetime,
         *,
         result: dict[str, Any] | None = None,
+        external_id: str | None = None,
     ) -> bool:
         """Pending -> delivered, with what the far end answered (`result`; None keeps what
-        `save_progress` left). False if the record was not pending.
+        `save_progress` left) and its id of the message. False if the record was not pending.
         """
         values: dict[str, Any] = {"result": result} if result is not None else {}
+        if external_id is not None:
+            values["external_id"] = external_id
         return await self._settle(
             channel,
             message_id,
@@ -190,6 +240,33 @@ class DeliveryStore:
             next_attempt_at=None,
             updated_at=now,
         )
+
+    async def retry(self, channel: str, message_id: str, *, now: datetime) -> Delivery:
+        """Failed -> pending again, due now, its deadline counted from now (`retried_at`);
+        its attempts count on. DeliveryNotFoundError: no such record; DeliveryNotFailedError:
+        it is delivered or still pending (compare-and-set on the failed state, so two who ask
+        at once re-send it once).
+        """
+
+        def op(conn: Connection) -> Delivery:
+            result = conn.execute(
+                deliveries.update()
+                .where(_key(channel, message_id), deliveries.c.state == DeliveryState.FAILED.value)
+                .values(
+                    state=DeliveryState.PENDING.value,
+                    next_attempt_at=now,
+                    updated_at=now,
+                    retried_at=now,
+                )
+            )
+            row = _select(conn, channel, message_id)
+            if row is None:
+                raise DeliveryNotFoundError(channel, message_id)
+            if not result.rowcount:
+                raise DeliveryNotFailedError(channel, message_id, row._mapping["state"])
+            return _delivery(row)
+
+        return await self._db.write(op)
 
     async def _settle(self, channel: str, message_id: str, **values: Any) -> bool:
         def op(conn: Connection) -> bool:

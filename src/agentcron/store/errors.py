@@ -25,6 +25,18 @@ class DeliveryNotFoundError(StoreError, LookupError):
         self.channel, self.message_id = channel, message_id
 
 
+class DeliveryNotFailedError(StoreError):
+    """Only a failed delivery can be re-sent: this one is delivered, or still pending."""
+
+    def __init__(self, channel: str, message_id: str, state: str) -> None:
+        why = "already delivered" if state == "delivered" else f"{state}, not failed"
+        super().__init__(
+            f"the delivery of message {message_id!r} on channel {channel!r} is {why}: "
+            "only a failed delivery can be re-sent"
+        )
+        self.channel, self.message_id, self.state = channel, message_id, state
+
+
 class VersionConflictError(StoreError):
     """A compare-and-set update lost: the job changed since the caller read it."""
 

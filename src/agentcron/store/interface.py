@@ -353,6 +353,31 @@ class DeliveryRecords(Protocol):
         """
         ...
 
+    async def get(self, channel: str, message_id: str) -> Delivery:
+        """The record; DeliveryNotFoundError when there is none."""
+        ...
+
+    async def retry(self, channel: str, message_id: str, *, now: datetime) -> Delivery:
+        """Failed -> pending, due now, its deadline counted from now (`retried_at`).
+        DeliveryNotFoundError: none; DeliveryNotFailedError: delivered or still pending.
+        """
+        ...
+
+    async def record_failed(
+        self,
+        channel: str,
+        message_id: str,
+        session_key: str,
+        payload: dict[str, Any],
+        *,
+        error: str,
+        now: datetime,
+    ) -> tuple[Delivery, bool]:
+        """Record a delivery failed before any attempt (an unroutable reply), with the
+        reason: (record, created); an existing record is returned as it is.
+        """
+        ...
+
 
 class DeliveryLedger(DeliveryRecords, Protocol):
     """The channels' part: one delivery record per (channel, message), sent at least once."""
@@ -378,15 +403,20 @@ class DeliveryLedger(DeliveryRecords, Protocol):
         """
         ...
 
-    async def get(self, channel: str, message_id: str) -> Delivery:
-        """The record; DeliveryNotFoundError when there is none."""
-        ...
-
     async def begin_attempt(
-        self, channel: str, message_id: str, *, attempts: int, now: datetime
+        self,
+        channel: str,
+        message_id: str,
+        *,
+        attempts: int,
+        now: datetime,
+        lease: timedelta | None = None,
     ) -> Delivery | None:
         """Count one more attempt if the record is still pending at `attempts` tries; None
         when it is no longer the caller's to send (settled, or another process began one).
+        With a `lease`: the record is in flight (no `next_attempt_at`) until the attempt
+        settles, and none begins while another is in flight, unless that one began more
+        than `lease` ago.
         """
         ...
 
@@ -397,9 +427,10 @@ class DeliveryLedger(DeliveryRecords, Protocol):
         now: datetime,
         *,
         result: dict[str, Any] | None = None,
+        external_id: str | None = None,
     ) -> bool:
         """Pending -> delivered, keeping what the far end answered (`result`; None keeps what
-        `save_progress` left); False if it was not pending.
+        `save_progress` left) and its id of the message; False if it was not pending.
         """
         ...
 

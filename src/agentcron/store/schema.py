@@ -281,6 +281,10 @@ deliveries = sa.Table(
     # and message id of a sent message, which the edit after an approval's decision needs;
     # the parts of a long reply already sent, so a retry elsewhere does not send them again)
     sa.Column("result", JSONValue),
+    # the far end's id of the delivered message, and when a failed delivery was last re-sent
+    # (its deadline counts from then); migration 0020
+    sa.Column("external_id", sa.Text),
+    sa.Column("retried_at", UTCDateTime),
 )
 # Resuming on start reads the pending records of one channel.
 sa.Index("ix_deliveries_state", deliveries.c.state, deliveries.c.channel)

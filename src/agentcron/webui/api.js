@@ -27,6 +27,7 @@ export const path = {
   recallSkip: (key) => `/api/sessions/${encodeURIComponent(key)}/recall/skip`,
   deliveries: (key, state) =>
     `/api/deliveries?session_key=${encodeURIComponent(key)}&state=${state}&limit=200`,
+  retryDelivery: (id) => `/api/deliveries/${encodeURIComponent(id)}/retry`,
   channels: () => "/api/channels",
   approvals: (key, all = false) =>
     `/api/approvals?session_key=${encodeURIComponent(key)}` + (all ? "&all=true" : ""),

@@ -87,7 +87,7 @@ export class ChatView {
     this.rendered = new Set(); // message ids
     this.userTurns = new Set(); // turn ids whose user message is shown
     this.turnTools = new Map(); // turn id -> saved tool calls waiting for that turn's reply
-    this.undelivered = new Map(); // message id -> "channel: error" of a delivery that gave up
+    this.undelivered = new Map(); // message id -> {id, reason} of a delivery that gave up
     this.approvals = new Map(); // approval id -> ApprovalCard shown
     this.lastSeq = 0;
     this.live = null; // the turn being streamed: {turnId, el, body, tools}
@@ -168,22 +168,58 @@ export class ChatView {
         this.enqueue(() => this.approvals.get(event.approval_id)?.settle(event.state, event.decided_by));
         break;
       case "delivery_failed":
-        if (!event.retryable) this.markUndelivered(event.message_id, `${event.channel}: ${event.error}`);
+        if (!event.retryable) {
+          const failure = { id: `${event.channel}:${event.message_id}`, reason: `${event.channel}: ${event.error}` };
+          this.markUndelivered(event.message_id, failure);
+        }
+        break;
+      case "delivery_succeeded":
+        // a retry went through; a success on another channel leaves the mark
+        if (this.undelivered.get(event.message_id)?.id === `${event.channel}:${event.message_id}`) {
+          this.clearUndelivered(event.message_id);
+        }
         break;
       default:
         break;
     }
   }
 
-  /** A message a channel could not deliver (it gave up): a badge with the reason. */
-  markUndelivered(messageId, reason) {
-    this.undelivered.set(messageId, reason);
+  /** A message a channel could not deliver (it gave up): a badge with the reason, and a
+   * Retry button that re-sends it (the agent does not run again). */
+  markUndelivered(messageId, failure) {
+    this.undelivered.set(messageId, failure);
     const el = this.list.querySelector(`article[data-id="${CSS.escape(messageId)}"]`);
     if (!el || el.querySelector(".undelivered-badge")) return;
     el.classList.add("undelivered");
+    const retry = h("button", { type: "button", class: "retry-delivery", title: `Send it again through ${failure.id.split(":")[0]}` }, "Retry");
+    retry.addEventListener("click", () => this.retryDelivery(messageId, failure, retry));
     el.querySelector(".msg-head")?.append(
-      h("span", { class: "badge undelivered-badge", title: `Not delivered: ${reason}` }, "not delivered"),
+      h("span", { class: "badge undelivered-badge", title: `Not delivered: ${failure.reason}` }, "not delivered"),
+      retry,
     );
+  }
+
+  /** The mark goes: the delivery was re-sent, or it succeeded. */
+  clearUndelivered(messageId) {
+    this.undelivered.delete(messageId);
+    const el = this.list.querySelector(`article[data-id="${CSS.escape(messageId)}"]`);
+    if (!el) return;
+    el.classList.remove("undelivered");
+    for (const part of el.querySelectorAll(".undelivered-badge, .retry-delivery")) part.remove();
+  }
+
+  async retryDelivery(messageId, failure, button) {
+    button.disabled = true;
+    button.textContent = "Retrying…";
+    try {
+      await this.api("POST", path.retryDelivery(failure.id));
+    } catch (error) {
+      button.disabled = false;
+      button.textContent = "Retry";
+      button.title = `Could not re-send: ${error.message}`;
+      return;
+    }
+    this.clearUndelivered(messageId); // marked again if it fails again
   }
 
   /** The open session's failed deliveries, from their records (after a load or reload). */
@@ -195,7 +231,9 @@ export class ChatView {
       return; // the transcript still shows; the badges come with the next event
     }
     if (key !== this.key) return;
-    for (const d of data.deliveries) this.markUndelivered(d.message_id, `${d.channel}: ${d.last_error || "failed"}`);
+    for (const d of data.deliveries) {
+      this.markUndelivered(d.message_id, { id: d.id, reason: `${d.channel}: ${d.last_error || "failed"}` });
+    }
   }
 
   async reload() {

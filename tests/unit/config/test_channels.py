@@ -136,3 +136,27 @@ def test_outbound_messages_survive_their_json_payload() -> None:
         created_at=datetime(2026, 11, 22, 12, tzinfo=UTC),
     )  # fmt: skip
     assert OutboundMessage.from_payload(message.to_payload()) == message
+
+
+def test_the_delivery_deadline_is_a_day_unless_set() -> None:
+    from agentcron.config.channels import channel_settings_from_env, describe_seconds
+
+    assert RetryPolicy().deadline == 86_400
+    assert RetryPolicy().max_attempts is None  # the deadline decides, not a count
+    env = {"AGENTCRON_WEBHOOK_URL": "https://example.com/h", "AGENTCRON_WEBHOOK_SECRET": "s"}
+    assert channel_settings_from_env(env).delivery_deadline == 86_400
+    env["AGENTCRON_TELEGRAM_TOKEN"] = TOKEN
+    env["AGENTCRON_DELIVERY_DEADLINE"] = "3600"
+    assert channel_settings_from_env(env).delivery_deadline == 3600
+    hook, bot = channels_from_env(env)
+    assert isinstance(hook, WebhookChannel)
+    assert isinstance(bot, TelegramChannel)
+    assert hook.outbox.retry.deadline == bot.outbox.retry.deadline == 3600
+    for bad in ("0", "-5", "soon", str(31 * 86_400)):
+        with pytest.raises(ChannelConfigError, match="AGENTCRON_DELIVERY_DEADLINE is seconds"):
+            channel_settings_from_env({"AGENTCRON_DELIVERY_DEADLINE": bad})
+    with pytest.raises(ValueError, match="deadline must be positive"):
+        RetryPolicy(deadline=0)
+    assert [describe_seconds(s) for s in (86_400, 7200, 600, 90, 1.5)] == [
+        "1d", "2h", "10m", "90s", "1.5s",
+    ]  # fmt: skip

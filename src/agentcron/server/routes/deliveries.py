@@ -8,10 +8,12 @@ import json
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, Request, status
+from fastapi import APIRouter, HTTPException, Path, Query, Request, status
 
+from agentcron.channels.manager import ChannelNotRunningError
 from agentcron.domain.deliveries import DeliveryCursor, DeliveryState
 from agentcron.server.deps import Cron
+from agentcron.server.errors import answers
 from agentcron.views import ChannelOut, ChannelsOut, DeliveriesOut, DeliveryOut
 
 router = APIRouter(prefix="/api", tags=["deliveries"])
@@ -65,6 +67,25 @@ async def list_deliveries(
         deliveries=[DeliveryOut.of(d) for d in page],
         next_cursor=_encode(DeliveryCursor.after(page[-1])) if more and page else None,
     )
+
+
+@router.post("/deliveries/{delivery_id}/retry", responses=answers(404, 409))
+async def retry_delivery(
+    cron: Cron,
+    request: Request,
+    delivery_id: str = Path(max_length=300, description="the record's `id`: `channel:message_id`"),
+) -> DeliveryOut:
+    """Re-send a failed delivery without running the agent again: it is pending once more,
+    with a fresh deadline, and this server's channel sends it now. 404: no such delivery;
+    409: it is delivered or still pending, or this server runs no channel of its name.
+    """
+    manager = request.app.state.channels
+    record = await cron.deliveries.get(delivery_id)
+    if manager is None or not manager.carries(record.channel):
+        raise ChannelNotRunningError(record.channel)
+    record = await cron.deliveries.retry(delivery_id)
+    manager.redeliver(record)
+    return DeliveryOut.of(record)
 
 
 @router.get("/channels")
