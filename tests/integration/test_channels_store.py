@@ -235,7 +235,7 @@ async def test_a_delivery_left_by_a_process_that_died_is_taken_over_once(
             await s.close()
 
 
-async def test_a_file_s_bytes_are_kept_while_pending_and_dropped_once_settled(
+async def test_a_file_s_bytes_are_kept_while_pending_or_failed_and_dropped_once_delivered(
     store: SqlStore,
 ) -> None:
     deliveries = store.deliveries
@@ -249,10 +249,14 @@ async def test_a_file_s_bytes_are_kept_while_pending_and_dropped_once_settled(
     assert (await deliveries.get("telegram", "sent")).payload["attachments"] == files  # resumable
     assert await deliveries.mark_delivered("telegram", "sent", T0 + SEC)
     assert await deliveries.mark_failed("telegram", "refused", error="403", now=T0 + SEC)
-    for message_id in ("sent", "refused"):
-        settled = await deliveries.get("telegram", message_id)
-        assert settled.payload == {**PAYLOAD, "attachments": [
-            {"kind": "photo", "name": "p.png", "size": 3, "inline": True}, files[1]]}  # fmt: skip
+    delivered = await deliveries.get("telegram", "sent")
+    assert delivered.payload == {**PAYLOAD, "attachments": [
+        {"kind": "photo", "name": "p.png", "size": 3, "inline": True}, files[1]]}  # fmt: skip
+    # a failed one keeps them: a re-send carries the file
+    failed = await deliveries.get("telegram", "refused")
+    assert failed.payload["attachments"] == files
+    again = await deliveries.retry("telegram", "refused", now=T0 + 2 * SEC)
+    assert again.payload["attachments"] == files
     # a settled record is not changed again
     assert not await deliveries.mark_delivered("telegram", "sent", T0 + 2 * SEC)
 

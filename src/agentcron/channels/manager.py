@@ -107,7 +107,7 @@ class OutboundMessage:
     approval: dict[str, Any] | None = None
     # The reply's files (`Outcome.attachments`); in the delivery record with their bytes as
     # base64 (bounded: MAX_ATTACHMENTS of MAX_ATTACHMENT_BYTES) while it is pending, to resend
-    # after a restart (the store drops the bytes once it is settled).
+    # after a restart, or failed, for a re-send (the store drops the bytes once it is delivered).
     attachments: tuple[Attachment, ...] = ()
 
     @property

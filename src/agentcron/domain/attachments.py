@@ -168,8 +168,8 @@ def attachment_note(described: list[dict[str, Any]] | tuple[Attachment, ...]) ->
 
 def without_bytes(payload: dict[str, Any]) -> dict[str, Any] | None:
     """A delivery record's payload with its `attachments` described, not carried (their bytes
-    dropped, `"inline": true` instead); None when it has no bytes to drop. A settled record
-    (delivered or failed) no longer needs them.
+    dropped, `"inline": true` instead); None when it has no bytes to drop. A delivered record
+    no longer needs them (a failed one keeps them for a re-send).
     """
     files = payload.get("attachments")
     if not isinstance(files, list) or not any(isinstance(f, dict) and "data" in f for f in files):

@@ -271,7 +271,9 @@ class DeliveryStore:
     async def _settle(self, channel: str, message_id: str, **values: Any) -> bool:
         def op(conn: Connection) -> bool:
             changes = dict(values)
-            if "state" in values:  # delivered or failed: a file's bytes are not needed any more
+            # Delivered: a file's bytes are not needed any more. A failed record keeps them, so
+            # that a re-send (`retry`) carries the file; they go with the record's pruning.
+            if values.get("state") == DeliveryState.DELIVERED.value:
                 payload = conn.execute(
                     sa.select(deliveries.c.payload).where(_key(channel, message_id))
                 ).scalar_one_or_none()
