@@ -14,6 +14,7 @@ from agentcron.domain.runs import Run
 from agentcron.domain.states import RunState
 from agentcron.schedule import next_fire
 from agentcron.store.errors import (
+    ConflictError,
     JobNotFoundError,
     ManualRunPendingError,
     RunNotFoundError,
@@ -71,7 +72,10 @@ class RunsMixin(SqlBase):
                 announce(conn, Topic.RUNS)
                 return self._get_run_op(conn, values["id"])
             fire_at -= _TICK  # lost to a run at that instant, or to a manual run just begun
-        raise ManualRunPendingError(job_id, "unknown")
+        raise ConflictError(
+            f"job {job_id!r}: no free instant for a manual run now (its runs hold the last "
+            f"{_FIRE_AT_TRIES} microseconds); try again"
+        )
 
     def _pending_manual_op(self, conn: Connection, job_id: str) -> str | None:
         return conn.execute(

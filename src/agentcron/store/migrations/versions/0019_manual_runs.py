@@ -1,7 +1,7 @@
 """manual runs: a person's "run now" recorded on its run, and at most one not ended per job
 
 Revision ID: 0019
-Revises: 0017
+Revises: 0021
 Create Date: 2026-11-26
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0019"
-down_revision = "0017"
+down_revision = "0021"
 branch_labels = None
 depends_on = None
 
