@@ -17,6 +17,7 @@ import pytest
 from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
 from agentcron.domain.states import RunState
+from agentcron.runtime.clock import SystemClock
 from agentcron.server import create_app
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, T0, CronFactory, Recorder
@@ -210,3 +211,34 @@ async def test_a_manual_run_never_takes_an_instant_of_the_schedule(
         (due, False, RunState.SUCCEEDED),
         (due - TICK, True, RunState.SUCCEEDED),
     ]
+
+
+async def test_run_now_from_another_process_is_run_by_the_servers_engine(cron_url: str) -> None:
+    """A CLI-like process (store open, no engine) asks; a server's engine hears the notice
+    (PostgreSQL NOTIFY, SQLite's change counter) and runs it, here within the run's wait.
+    """
+    ran: list[str] = []
+
+    async def runner(trigger: Trigger) -> str:
+        ran.append(trigger.job_name)
+        return "ok"
+
+    engine_side = AgentCron(url=cron_url, runner=runner, clock=SystemClock())
+    await engine_side.start()
+    cli_side = AgentCron(url=cron_url, runner=runner)
+    await cli_side.store.open()  # as the CLI's database backend does: no engine
+    try:
+        if engine_side.store.dialect == "postgresql":
+            await asyncio.wait_for(engine_side.store.signals.connected.wait(), 5)
+        await engine_side.sessions.create(KEY)
+        job = await engine_side.jobs.create(
+            name="digest", when="every day at 9", message="m", session_key=KEY
+        )
+        run = await cli_side.runs.run_now(job.id)
+        done = await engine_side.runs.wait(run.id, 10)
+        assert (done.state, done.manual, done.output) == (RunState.SUCCEEDED, True, "ok")
+        assert ran == ["digest"]
+        assert (await engine_side.jobs.get(job.id)).next_run_at == job.next_run_at
+    finally:
+        await cli_side.store.close()
+        await engine_side.close(grace=1)
