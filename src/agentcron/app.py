@@ -226,7 +226,13 @@ class AgentCron:
         self.engine.reapers.append(self.approvals.reap)
         self._stopping = False
         store = self.store
-        self.runs = Runs(store, self.engine.run_waiters, stopping=lambda: self._stopping)
+        self.runs = Runs(
+            store,
+            self.engine.run_waiters,
+            stopping=lambda: self._stopping,
+            clock=self.clock,
+            adopt=self.engine.adopt_soon,
+        )
         self.jobs = Jobs(
             store,
             self.journal,

@@ -194,6 +194,7 @@ class RunOut(View):
     tool_calls: list[ToolCallOut] | None = Field(
         description="a scheduled turn's tool calls, in order (null: none)"
     )
+    manual: bool = Field(description='a person\'s "run now", not the schedule')
 
 
 class RunFullOut(RunOut):

@@ -1,4 +1,4 @@
-"""`agentcron jobs`: automations — add, list, show, pause, resume, remove."""
+"""`agentcron jobs`: automations — add, list, show, run now, pause, resume, remove."""
 
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ from agentcron.cli.common import (
 )
 from agentcron.domain.jobs import Catchup, JobKind, Overlap
 
-app = typer.Typer(help="Automations: add, list, show, pause, resume, remove.", no_args_is_help=True)
+app = typer.Typer(
+    help="Automations: add, list, show, run now, pause, resume, remove.", no_args_is_help=True
+)
 
 
 @app.command("add")
@@ -125,6 +127,24 @@ def jobs_show(
         print_json(job)
         return
     render.job_detail(out(), job)
+
+
+@app.command("run")
+def jobs_run(
+    ctx: typer.Context,
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job's id.")],
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run an automation now, once (its schedule does not move; a paused one runs too)."""
+    run = call(backend_for(ctx, db, url, api, token), lambda b: b.run_job(job_id))
+    if as_json:
+        print_json(run)
+        return
+    echo(f"run {run['id']} of {run['job_id']} asked for; `agentcron runs show {run['id']}`")
 
 
 def _job_action(job_id: str, action: str, backend: Backend, as_json: bool) -> None:

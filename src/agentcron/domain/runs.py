@@ -37,6 +37,8 @@ class Run:
     delivery: dict[str, Any] | None = None  # delivery jobs' runs: evaluation verdict, target
     # the turn's tool calls, in order: {name, args, result, ok, duration_ms} (truncated)
     tool_calls: list[dict[str, Any]] | None = None
+    # a person's "run now" (`Runs.run_now`), not the schedule: its job's schedule is untouched
+    manual: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,8 @@ class ClaimedFire:
 
     A session-turn fire (`job.session_turn`) comes with the turn record the claim opened for
     it (`turn_id`), `deferred` when its session already had a turn open, and the session's zone.
+    A `manual` one is a person's "run now": never late, and its end leaves the job's schedule,
+    failure count and life as they are.
     """
 
     run_id: str
@@ -67,6 +71,7 @@ class ClaimedFire:
     turn_id: str | None = None
     deferred: bool = False
     session_tz: str = "UTC"
+    manual: bool = False
 
 
 class ClaimResult(NamedTuple):

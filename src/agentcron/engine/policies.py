@@ -140,11 +140,16 @@ def finish_job(job: Job, outcome: JobOutcome, settings: EngineSettings) -> JobFi
     """How a job whose fire just ended changes: new values (see store FINISH_COLUMNS), and
     whether it is removed.
 
+    A manual run (a person's "run now") is only recorded as the job's last run: its failure
+    count, its next fire and its life stay the schedule's.
+
     Success or empty resets the failure count. A failure counts; at `max_failures` in a row
     the job pauses with the reason recorded, otherwise a recurring job backs off: its next fire
     is the first one at or after finish + backoff. A job with no fire left ends: removed
     with `delete_after_run`, else done (disabled, `finished_at` set).
     """
+    if outcome.manual:
+        return JobFinish({"last_run_at": outcome.finished_at, "last_status": outcome.status})
     # A run a person stopped (cancelled) is no failure, nor a success: the count stays.
     if outcome.failed:
         failures = job.consecutive_failures + 1

@@ -75,6 +75,17 @@ class ConflictError(StoreError):
     """A write collided with a uniqueness rule (e.g. a second pending recall in a session)."""
 
 
+class ManualRunPendingError(ConflictError):
+    """A "run now" of a job whose previous manual run has not ended yet."""
+
+    def __init__(self, job_id: str, run_id: str) -> None:
+        super().__init__(
+            f"job {job_id!r} has a manual run that has not ended yet ({run_id}): wait for it "
+            "to end, then run it again"
+        )
+        self.job_id, self.run_id = job_id, run_id
+
+
 class JobLimitError(StoreError):
     """Creating these jobs would pass the store's job limit (`EngineSettings.max_jobs`)."""
 

@@ -258,7 +258,9 @@ class FireLedgerMixin(FireClaimsMixin):
     async def adopt_released(
         self, owner: str, lease_until: datetime, now: datetime
     ) -> list[ClaimedFire]:
-        """Take over runs released by a graceful stop; cancel those whose job is gone."""
+        """Take over runs released by a graceful stop, or asked for by a person (a manual
+        run); cancel those whose job is gone.
+        """
         return await self._db.write(
             lambda conn: self._adopt_released_op(conn, owner, lease_until, now)
         )
@@ -318,10 +320,11 @@ class FireLedgerMixin(FireClaimsMixin):
                         turn_id=turn_id,
                         deferred=deferred,
                         session_tz=zone,
+                        manual=r.manual,
                     )
                 )
             else:
-                fires.append(ClaimedFire(run_id=r.id, job=job, fire_at=r.fire_at))
+                fires.append(ClaimedFire(run_id=r.id, job=job, fire_at=r.fire_at, manual=r.manual))
         return sorted(fires, key=lambda c: (c.fire_at, c.run_id))
 
     def _adopt_fire_turns(
@@ -370,6 +373,15 @@ class FireLedgerMixin(FireClaimsMixin):
             opened = self._open_fire_turns(conn, rows, claimed, now, owner)
             if opened:
                 conn.execute(turns.insert(), [t for t, _ in opened.values()])
+                # The run says what its new turn is: queued, or deferred behind an open one.
+                for row in rows:
+                    state = row["state"]
+                    stamp = "deferred_at" if state == RunState.DEFERRED.value else "queued_at"
+                    conn.execute(
+                        runs.update()
+                        .where(runs.c.id == row["id"], runs.c.state == RunState.CLAIMED.value)
+                        .values({"state": state, stamp: now})
+                    )
             for run_id, (turn, zone) in opened.items():
                 out[run_id] = (turn["id"], turn["state"] == TurnState.DEFERRED.value, zone)
         return out

@@ -85,7 +85,9 @@ class FireLedger(Protocol):
     async def adopt_released(
         self, owner: str, lease_until: datetime, now: datetime
     ) -> list[ClaimedFire]:
-        """Take over released runs (claimed by a stopped engine, never started)."""
+        """Take over released runs (claimed by a stopped engine, never started; or a
+        person's manual run, `RunRecords.insert_manual_run`).
+        """
         ...
 
     async def earliest_foreign_lease(self, owner: str) -> datetime | None:
@@ -291,6 +293,13 @@ class RunRecords(Protocol):
 
     async def count_runs(self, *, states: Iterable[RunState] | None = None) -> int:
         """How many runs are stored (in one of `states`, when given)."""
+        ...
+
+    async def insert_manual_run(self, job_id: str, now: datetime) -> Run:
+        """A person's "run now": an unclaimed run of the job marked manual, announced for an
+        engine to adopt; the job is not changed. JobNotFoundError when there is no such job,
+        ManualRunPendingError while an earlier manual run of it has not ended.
+        """
         ...
 
 

@@ -328,6 +328,7 @@ def _run(row: Row[Any] | Mapping[str, Any]) -> Run:
         usage=m["usage"],
         delivery=m["delivery"],
         tool_calls=m["tool_calls"],
+        manual=bool(m["manual"]),
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -11,12 +12,22 @@ from sqlalchemy.engine import Connection
 
 from agentcron.domain.runs import Run
 from agentcron.domain.states import RunState
+from agentcron.schedule import next_fire
 from agentcron.store.errors import (
+    ConflictError,
+    JobNotFoundError,
+    ManualRunPendingError,
     RunNotFoundError,
 )
-from agentcron.store.rows import USAGE_COLUMNS, _run
-from agentcron.store.schema import runs, turns
+from agentcron.store.rows import ACTIVE, USAGE_COLUMNS, _job, _run, _run_values
+from agentcron.store.schema import jobs, runs, turns
+from agentcron.store.signals import Topic, announce
 from agentcron.store.sql_base import SqlBase
+
+_TICK = timedelta(microseconds=1)
+# A manual run's instant taken by another run of its job: one tick earlier (never later: a
+# fire in the future waits for its time).
+_FIRE_AT_TRIES = 8
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +43,46 @@ class RunsMixin(SqlBase):
         if row is None:
             raise RunNotFoundError(run_id)
         return _run(row)
+
+    async def insert_manual_run(self, job_id: str, now: datetime) -> Run:
+        """A person's "run now" of the job: a run record, unclaimed (`claimed`, no owner),
+        marked manual, announced (`Topic.RUNS`) for the engine that adopts released fires to
+        take it through the same path as a scheduled one. The job itself is not changed.
+        """
+        return await self._db.write(lambda conn: self._insert_manual_run_op(conn, job_id, now))
+
+    def _insert_manual_run_op(self, conn: Connection, job_id: str, now: datetime) -> Run:
+        row = conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).first()
+        if row is None:
+            raise JobNotFoundError(job_id)
+        job = _job(row)
+        fire_at = now
+        for _ in range(_FIRE_AT_TRIES):
+            pending = self._pending_manual_op(conn, job_id)
+            if pending is not None:
+                raise ManualRunPendingError(job_id, pending)
+            # Never on an instant of the schedule: `(job_id, fire_at)` is unique, and a
+            # scheduled fire that lands on a manual run's instant would be lost.
+            if next_fire(job.spec, fire_at - _TICK) == fire_at:
+                fire_at -= _TICK
+                continue
+            values = _run_values(job, fire_at, RunState.CLAIMED, now, None, None)
+            values["manual"] = True
+            if conn.execute(self._insert_runs, values).first() is not None:
+                announce(conn, Topic.RUNS)
+                return self._get_run_op(conn, values["id"])
+            fire_at -= _TICK  # lost to a run at that instant, or to a manual run just begun
+        raise ConflictError(
+            f"job {job_id!r}: no free instant for a manual run now (its runs hold the last "
+            f"{_FIRE_AT_TRIES} microseconds); try again"
+        )
+
+    def _pending_manual_op(self, conn: Connection, job_id: str) -> str | None:
+        return conn.execute(
+            sa.select(runs.c.id).where(
+                runs.c.job_id == job_id, runs.c.manual.is_(True), runs.c.state.in_(ACTIVE)
+            )
+        ).scalar_one_or_none()
 
     async def list_runs(
         self,

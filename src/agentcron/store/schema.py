@@ -181,6 +181,8 @@ runs = sa.Table(
     sa.Column("delivery", JSONValue),
     # a scheduled turn's tool calls (name, args, result, ok, duration_ms; truncated), NULL: none
     sa.Column("tool_calls", JSONValue),
+    # a person's "run now", not the schedule (migration 0019)
+    sa.Column("manual", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.UniqueConstraint("job_id", "fire_at", name="uq_runs_job_fire"),
 )
 # The runs in some states (recovery, leases) and, for the prune by age, the terminal ones that
@@ -190,6 +192,15 @@ sa.Index("ix_runs_state_finished", runs.c.state, runs.c.finished_at)
 # a job keeps (up to `retention_runs_per_job`).
 sa.Index("ix_runs_job_state", runs.c.job_id, runs.c.state)
 sa.Index("ix_runs_session_key", runs.c.session_key)
+# At most one manual run of a job not ended yet: a second "run now" loses, in any process.
+_MANUAL_PENDING = sa.text("manual AND state IN ('claimed', 'queued', 'deferred', 'running')")
+sa.Index(
+    "ux_runs_one_manual_pending",
+    runs.c.job_id,
+    unique=True,
+    sqlite_where=_MANUAL_PENDING,
+    postgresql_where=_MANUAL_PENDING,
+)
 
 sessions = sa.Table(
     "sessions",

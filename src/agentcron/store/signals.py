@@ -43,7 +43,7 @@ class Topic(StrEnum):
     JOBS = "jobs"  # a job was created, changed, paused, resumed or deleted: re-read the schedule
     SESSIONS = "sessions"  # sessions' turn leases were let go (keys: session keys)
     APPROVALS = "approvals"  # approvals were decided or expired (keys: approval ids)
-    RUNS = "runs"  # fires were handed back unstarted: adopt them
+    RUNS = "runs"  # fires were handed back unstarted, or a person asked for one: adopt them
     EVENTS = "events"  # live turn events relayed between replicas (payload: JSON lines)
 
 

@@ -53,6 +53,7 @@ class JobOutcome:
     finished_at: datetime
     error: str | None = None
     delete_after_run: bool = False  # from the claim's snapshot: may need the finisher
+    manual: bool = False  # a person's "run now": the finisher leaves the schedule as it is
 
     @property
     def simple(self) -> bool:
@@ -60,7 +61,9 @@ class JobOutcome:
         also makes a job with no fire left done, as the finisher would).
         """
         return (
-            self.status not in (RunState.FAILED, RunState.CANCELLED) and not self.delete_after_run
+            self.status not in (RunState.FAILED, RunState.CANCELLED)
+            and not self.delete_after_run
+            and not self.manual
         )
 
     @property
@@ -97,7 +100,12 @@ def fire_end(
         tool_calls=tool_calls or None,
     )
     job = JobOutcome(
-        fire.job.id, state, at, error=error, delete_after_run=fire.job.policy.delete_after_run
+        fire.job.id,
+        state,
+        at,
+        error=error,
+        delete_after_run=fire.job.policy.delete_after_run,
+        manual=fire.manual,
     )
     return run, job
 

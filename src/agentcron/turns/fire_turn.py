@@ -57,6 +57,8 @@ def fire_turn(fire: ClaimedFire, turn_id: str) -> FireTurn:
         prompt_ref=dict(ref),
     )
     meta["turn_id"] = turn_id
+    if fire.manual:
+        meta["manual"] = True  # a person's "run now": the transcript can say so
     return FireTurn(
         source=source,
         entry=Entry(Role.USER, content, meta),

@@ -570,9 +570,12 @@ class Lanes:
                 await backoff.sleep()
 
     def _late(self, fire: ClaimedFire) -> bool:
-        """A fire that waited past the grace period, of a job that skips late fires."""
+        """A fire that waited past the grace period, of a job that skips late fires (a
+        person's manual run is never late: it was asked for to run, whenever it can).
+        """
         waited = self.clock.now() - fire.fire_at
-        return fire.job.policy.catchup is Catchup.SKIP and waited > self.settings.misfire_grace
+        skips = fire.job.policy.catchup is Catchup.SKIP and not fire.manual
+        return skips and waited > self.settings.misfire_grace
 
     @property
     def keeps_history(self) -> bool:

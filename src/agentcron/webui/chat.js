@@ -322,7 +322,7 @@ export class ChatView {
       head = h(
         "div",
         { class: "msg-head" },
-        h("span", { class: "badge clock-badge" }, clockIcon(), who === "Recall" ? "Recall" : "Scheduled"),
+        h("span", { class: "badge clock-badge" }, clockIcon(), (message.meta || {}).manual ? "Run now" : who === "Recall" ? "Recall" : "Scheduled"),
         h("span", { class: "trigger-title" }, first),
         when,
       );

@@ -692,3 +692,20 @@ def test_finish_job_failure_whose_backoff_passes_end_at_ends_and_deletes() -> No
     values = change.values
     assert values["next_fire_at"] is None
     assert change.delete is True
+
+
+@pytest.mark.parametrize("status", [RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED])
+@pytest.mark.parametrize("spec", [EVERY_MIN, AtSpec(at=T0 + MIN)], ids=["recurring", "one-shot"])
+def test_finish_job_of_a_manual_run_only_records_the_last_run(
+    spec: AnySpec, status: RunState
+) -> None:
+    # A person's "run now": no failure counted, no backoff, no auto-pause, no deletion.
+    job = make_job(
+        spec, overlap=Overlap.DEFER, next_fire_at=T0 + MIN, consecutive_failures=2,
+        max_failures=1, delete_after_run=True,
+    )  # fmt: skip
+    manual = replace(outcome(status, "boom"), manual=True)
+    assert not manual.simple  # the job is read: the finisher decides
+    change = finish_job(job, manual, SETTINGS)
+    assert change.values == {"last_run_at": FINISHED, "last_status": status}
+    assert not change.delete

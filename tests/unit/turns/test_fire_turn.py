@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -76,3 +77,12 @@ def test_a_recall_fire_carries_its_self_instruction_as_system_context() -> None:
 def test_an_unknown_zone_is_an_error_not_a_silent_utc() -> None:
     with pytest.raises(KeyError, match="Mars/Olympus"):  # ZoneInfoNotFoundError
         fire_turn(fire(tz="Mars/Olympus"), "turn1")
+
+
+def test_a_manual_fire_has_the_same_entry_marked_manual() -> None:
+    scheduled = fire_turn(fire(), "turn1")
+    made = fire_turn(replace(fire(), manual=True), "turn1")
+    assert made.entry.content == scheduled.entry.content
+    assert made.entry.meta == scheduled.entry.meta | {"manual": True}
+    assert "manual" not in scheduled.entry.meta
+    assert made.prompt == scheduled.prompt

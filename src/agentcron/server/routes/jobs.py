@@ -9,7 +9,7 @@ from agentcron.server.deps import Cron, Id
 from agentcron.server.errors import CHANGE, answers
 from agentcron.service.job_requests import JobCreate, JobPatch
 from agentcron.session_keys import MAX_SESSION_KEY
-from agentcron.views import DeletedJobOut, JobDetailOut, JobOut, JobsOut, RunsOut
+from agentcron.views import DeletedJobOut, JobDetailOut, JobOut, JobsOut, RunOut, RunsOut
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 
@@ -70,3 +70,11 @@ async def job_runs(
     job_id: Id, cron: Cron, limit: int = Query(default=50, ge=1, le=1000)
 ) -> RunsOut:
     return RunsOut.of_runs(await cron.jobs.runs_of(job_id, limit=limit))
+
+
+# A paused job runs too: "run now" is a person's explicit request. 409: its previous manual run
+# has not ended yet.
+@router.post("/{job_id}/run", status_code=status.HTTP_202_ACCEPTED, responses=answers(404, 409))
+async def run_job(job_id: Id, cron: Cron) -> RunOut:
+    """Run the job now, once (a manual run; its schedule does not move): the run, not started."""
+    return RunOut.of(await cron.runs.run_now(job_id))
