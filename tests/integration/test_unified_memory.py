@@ -312,3 +312,26 @@ async def test_the_unified_lease_serializes_threads_across_processes(
     assert ended.started_at is not None
     assert done.finished_at <= ended.started_at
     assert (await two.sessions.get(UNIFIED_SESSION_KEY)).turn_owner is None  # let go
+
+
+async def test_the_unified_lease_holds_across_processes_after_its_session_was_deleted(
+    make_cron: CronFactory,
+) -> None:
+    runner = Gated()
+    one = await make_cron(runner=runner, unified_session=True)
+    two = await make_cron(runner=runner, unified_session=True)
+    for key in ("websocket:a", "websocket:b"):
+        await one.sessions.create(key)
+    gone = await one.sessions.delete(UNIFIED_SESSION_KEY, confirm=True)
+    assert gone.deleted
+    first = await one.sessions.send("websocket:a", "a long question")
+    await wait_for(lambda: runner.running == 1)
+    second = await two.sessions.send("websocket:b", "meanwhile, elsewhere")
+    # the first turn's start made the lane's session again: its lease holds the other process
+    await wait_for(lambda: UNIFIED_SESSION_KEY in two.lanes._held_elsewhere)
+    assert runner.keys == ["websocket:a"]
+    runner.release.set()
+    await one.sessions.wait_turn(first.id, 10)
+    ended = await two.sessions.wait_turn(second.id, 10)
+    assert ended.state.value == "succeeded", ended
+    assert runner.most == 1

@@ -66,6 +66,11 @@ class GroupCommitMixin(JobsMixin):
         keys.update(
             w.lease_key for w in writes if isinstance(w, TurnStart | TurnFinish) and w.lease_key
         )
+        lanes = {w.lease_key: w.at for w in writes if isinstance(w, TurnStart) and w.lease_key}
+        if lanes:  # a lane's own session (unified mode's) holds the lease even once deleted
+            executemany(
+                conn, self._insert_sessions, [session_values(k, at) for k, at in lanes.items()]
+            )
         saves = [
             (r, w.run.at) for w in writes if isinstance(w, RunEnd) and (r := w.remember) is not None
         ]
