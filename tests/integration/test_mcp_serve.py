@@ -97,17 +97,20 @@ async def schedule_and_cancel(client: Client) -> str:
     assert "(Europe/Berlin)" in text(added)  # read in the session's zone, on the server
     job_id = text(added).split("(id ", 1)[1].split(")", 1)[0]
     listing = await client.call_tool("cron", {"action": "list"})
-    assert "standup" in text(listing) and job_id in text(listing)
+    assert "standup" in text(listing)
+    assert job_id in text(listing)
     # The guard rails are the agent's: too frequent is refused, as text marked an error.
     often = await client.call_tool(
         "cron", {"action": "add", "name": "spam", "when": "every 1m", "message": "x"}
     )
-    assert often.is_error and "at most every" in text(often)
+    assert often.is_error
+    assert "at most every" in text(often)
     recall = await client.call_tool(
         "schedule_recall",
         {"call_type": "once", "when": "in 2 hours", "additional_context_message": "check"},
     )
-    assert not recall.is_error and "Recall scheduled" in text(recall), text(recall)
+    assert not recall.is_error, text(recall)
+    assert "Recall scheduled" in text(recall)
     pending = await client.call_tool("manage_recall", {"action": "list"})
     assert "pending" in text(pending)
     cancelled = await client.call_tool("manage_recall", {"action": "cancel"})
@@ -125,14 +128,13 @@ async def test_http_session_token_schedules_in_its_session_and_the_fire_is_its_t
     async with http_client(serve, {"Authorization": f"Bearer {token}"}) as client:
         job_id = await schedule_and_cancel(client)
     job = serve.client.get(f"/api/jobs/{job_id}").json()
-    assert job["session_key"] == KEY and job["kind"] == "agent_turn"
+    assert job["session_key"] == KEY
+    assert job["kind"] == "agent_turn"
     # Its fire is a turn of the session (run now: through the fire path, no waiting a day).
     assert serve.client.post(f"/api/jobs/{job_id}/run").status_code == 202
     turn = wait_for(
         lambda: [
-            t
-            for t in serve.turns(KEY)
-            if t["source"] == "automation" and t["state"] == "succeeded"
+            t for t in serve.turns(KEY) if t["source"] == "automation" and t["state"] == "succeeded"
         ]
     )
     assert turn[0]["session_key"] == KEY
@@ -204,6 +206,9 @@ async def test_stdio_refuses_an_unknown_session(serve: Serve, tmp_path: Path) ->
     with pytest.raises(Exception):  # noqa: B017, PT011 - the process exits before it speaks
         async with _stdio(serve, tmp_path, "api:nobody") as client:
             await client.list_tools()
+
+
+def test_stdio_command_says_which_session_is_unknown(serve: Serve, tmp_path: Path) -> None:
     done = subprocess.run(
         [str(AGENTCRON), "mcp", "--session", "api:nobody", "--db", str(serve.db)],
         env=_env(tmp_path), capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
