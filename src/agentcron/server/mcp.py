@@ -66,16 +66,15 @@ class McpEndpoint:
                 self._manager = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope, receive)
-        try:
-            key = await self._bind(request)
-        except _Refused as refused:
-            await refused.response(scope, receive, send)
-            return
         manager = self._manager
         if manager is None:  # the app runs without its lifespan (the caller owns AgentCron)
             detail = "the MCP endpoint runs only while the server's lifespan does"
             await JSONResponse(error_body("unavailable", detail), 503)(scope, receive, send)
+            return
+        try:
+            key = await self._bind(Request(scope, receive))
+        except _Refused as refused:
+            await refused.response(scope, receive, send)
             return
         scope.setdefault("state", {})[_BOUND] = key
         await manager.handle_request(scope, receive, send)
