@@ -13,11 +13,13 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import httpx2
 import pytest
 from mcp import Client
@@ -28,7 +30,6 @@ from tests.integration.test_serve_stop import Serve
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
-KEY = "api:mcp-test"
 TOOLS = {"cron", "schedule_recall", "manage_recall"}
 AGENTCRON = Path(sys.executable).with_name("agentcron")
 
@@ -39,31 +40,64 @@ def _env(home: Path) -> dict[str, str]:
     return env
 
 
-@pytest.fixture
-def serve(tmp_path: Path) -> Iterator[Serve]:
-    server = Serve(tmp_path, wps="10000")
+@dataclass(frozen=True)
+class Served:
+    """The module's server, and this test's own session on it."""
+
+    serve: Serve
+    home: Path  # the server's data dir: its API token, which MCP tokens are made from
+    key: str
+
+    @property
+    def api(self) -> httpx.Client:
+        return self.serve.client
+
+    def token_for(self, key: str) -> str:
+        """`agentcron token --mcp --session KEY`, as a person runs it."""
+        done = subprocess.run(
+            [str(AGENTCRON), "token", "--mcp", "--session", key],
+            env=_env(self.home), capture_output=True, text=True, timeout=30, check=True,
+        )  # fmt: skip
+        return done.stdout.strip()
+
+    def stdio(self, key: str) -> Client:
+        """The client's stdio transport starting `agentcron mcp --session KEY`."""
+        args = ["mcp", "--session", key, "--db", str(self.serve.db)]
+        return Client(StdioServerParameters(command=str(AGENTCRON), args=args, env=_env(self.home)))
+
+    def turns_of(self, source: str) -> list[dict[str, Any]]:
+        return [
+            t
+            for t in self.serve.turns(self.key)
+            if t["source"] == source and t["state"] == "succeeded"
+        ]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serve, Path]]:
+    """One server for the module (its start is the slow part)."""
+    home = tmp_path_factory.mktemp("mcp")
+    serve = Serve(home, wps="10000")
     try:
-        created = server.client.post("/api/sessions", json={"key": KEY, "tz": "Europe/Berlin"})
-        assert created.status_code == 201, created.text
-        yield server
+        yield serve, home
     finally:
-        server.close()
+        serve.close()
 
 
-def mcp_token(home: Path, key: str) -> str:
-    """`agentcron token --mcp --session KEY`, as a person runs it."""
-    done = subprocess.run(
-        [str(AGENTCRON), "token", "--mcp", "--session", key],
-        env=_env(home), capture_output=True, text=True, timeout=30, check=True,
-    )  # fmt: skip
-    return done.stdout.strip()
+@pytest.fixture
+def served(server: tuple[Serve, Path], request: pytest.FixtureRequest) -> Served:
+    serve, home = server
+    key = f"api:{request.node.name[:60]}"
+    created = serve.client.post("/api/sessions", json={"key": key, "tz": "Europe/Berlin"})
+    assert created.status_code == 201, created.text
+    return Served(serve, home, key)
 
 
 @asynccontextmanager
-async def http_client(serve: Serve, headers: dict[str, str]) -> AsyncIterator[Client]:
+async def http_client(served: Served, headers: dict[str, str]) -> AsyncIterator[Client]:
     async with (
         httpx2.AsyncClient(headers=headers, timeout=30) as http,
-        Client(streamable_http_client(f"{serve.base}/mcp", http_client=http)) as client,
+        Client(streamable_http_client(f"{served.serve.base}/mcp", http_client=http)) as client,
     ):
         yield client
 
@@ -72,12 +106,11 @@ def text(result: Any) -> str:
     return "\n".join(getattr(part, "text", "") for part in result.content)
 
 
-def wait_for(check: Any, seconds: float = 20.0) -> Any:
+def wait_for(check: Callable[[], list[dict[str, Any]]], seconds: float = 20.0) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
+        if check():
+            return
         time.sleep(0.05)
     raise AssertionError("the condition did not hold in time")
 
@@ -121,97 +154,76 @@ async def schedule_and_cancel(client: Client) -> str:
 
 
 async def test_http_session_token_schedules_in_its_session_and_the_fire_is_its_turn(
-    serve: Serve, tmp_path: Path
+    served: Served,
 ) -> None:
-    token = mcp_token(tmp_path, KEY)
-    assert token != serve.token
-    async with http_client(serve, {"Authorization": f"Bearer {token}"}) as client:
+    token = served.token_for(served.key)
+    assert token != served.serve.token
+    async with http_client(served, {"Authorization": f"Bearer {token}"}) as client:
         job_id = await schedule_and_cancel(client)
-    job = serve.client.get(f"/api/jobs/{job_id}").json()
-    assert job["session_key"] == KEY
+    job = served.api.get(f"/api/jobs/{job_id}").json()
+    assert job["session_key"] == served.key
     assert job["kind"] == "agent_turn"
     # Its fire is a turn of the session (run now: through the fire path, no waiting a day).
-    assert serve.client.post(f"/api/jobs/{job_id}/run").status_code == 202
-    turn = wait_for(
-        lambda: [
-            t for t in serve.turns(KEY) if t["source"] == "automation" and t["state"] == "succeeded"
-        ]
-    )
-    assert turn[0]["session_key"] == KEY
+    assert served.api.post(f"/api/jobs/{job_id}/run").status_code == 202
+    wait_for(lambda: served.turns_of("automation"))
 
 
-async def test_http_api_token_names_the_session_in_a_header(serve: Serve) -> None:
-    headers = {"Authorization": f"Bearer {serve.token}", "X-Agentcron-Session": KEY}
-    async with http_client(serve, headers) as client:
+async def test_http_api_token_names_the_session_in_a_header(served: Served) -> None:
+    headers = {"Authorization": f"Bearer {served.serve.token}", "X-Agentcron-Session": served.key}
+    async with http_client(served, headers) as client:
         await schedule_and_cancel(client)
 
 
-def test_http_refuses_missing_and_wrong_tokens_and_unknown_sessions(
-    serve: Serve, tmp_path: Path
-) -> None:
+def test_http_refuses_missing_and_wrong_tokens_and_unknown_sessions(served: Served) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     accept = {"Accept": "application/json, text/event-stream"}
-    post = serve.client.post
 
     def refused(headers: dict[str, str]) -> tuple[int, str]:
-        answer = post("/mcp", json=body, headers={**accept, **headers})
+        answer = httpx.post(f"{served.serve.base}/mcp", json=body, headers={**accept, **headers})
         return answer.status_code, answer.json()["error"]
 
-    serve.client.headers.pop("Authorization")
     assert refused({}) == (401, "unauthorized")
     assert refused({"Authorization": "Bearer nope"}) == (401, "unauthorized")
-    other = mcp_token(tmp_path, "api:nobody")
+    other = served.token_for("api:nobody")
     assert refused({"Authorization": f"Bearer {other}"}) == (404, "not_found")
-    api = {"Authorization": f"Bearer {serve.token}"}
+    api = {"Authorization": f"Bearer {served.serve.token}"}
     assert refused(api)[0] == 400  # the API token alone names no session
     assert refused({**api, "X-Agentcron-Session": "api:nobody"}) == (404, "not_found")
-    mine = {"Authorization": f"Bearer {mcp_token(tmp_path, KEY)}"}
+    mine = {"Authorization": f"Bearer {served.token_for(served.key)}"}
     assert refused({**mine, "X-Agentcron-Session": "api:other"}) == (403, "forbidden")
 
 
-async def test_http_client_with_a_wrong_token_cannot_connect(serve: Serve) -> None:
+async def test_http_client_with_a_wrong_token_cannot_connect(served: Served) -> None:
     with pytest.raises(Exception):  # noqa: B017, PT011 - the SDK's own error for a 401
-        async with http_client(serve, {"Authorization": "Bearer nope"}) as client:
+        async with http_client(served, {"Authorization": "Bearer nope"}) as client:
             await client.list_tools()
 
 
-def _stdio(serve: Serve, tmp_path: Path, key: str) -> Client:
-    params = StdioServerParameters(
-        command=str(AGENTCRON),
-        args=["mcp", "--session", key, "--db", str(serve.db)],
-        env=_env(tmp_path),
-    )
-    return Client(params)
-
-
 async def test_stdio_schedules_in_its_session_and_the_running_server_fires_it(
-    serve: Serve, tmp_path: Path
+    served: Served,
 ) -> None:
-    async with _stdio(serve, tmp_path, KEY) as client:
+    async with served.stdio(served.key) as client:
         job_id = await schedule_and_cancel(client)
         # An immediate recall fires at once in the running server: a turn of the session.
         now = await client.call_tool(
             "schedule_recall", {"call_type": "immediate", "additional_context_message": "go"}
         )
         assert not now.is_error, text(now)
-    assert serve.client.get(f"/api/jobs/{job_id}").json()["session_key"] == KEY
-    wait_for(
-        lambda: [
-            t for t in serve.turns(KEY) if t["source"] == "recall" and t["state"] == "succeeded"
-        ]
-    )
+    assert served.api.get(f"/api/jobs/{job_id}").json()["session_key"] == served.key
+    wait_for(lambda: served.turns_of("recall"))
 
 
-async def test_stdio_refuses_an_unknown_session(serve: Serve, tmp_path: Path) -> None:
+async def test_stdio_refuses_an_unknown_session(served: Served) -> None:
     with pytest.raises(Exception):  # noqa: B017, PT011 - the process exits before it speaks
-        async with _stdio(serve, tmp_path, "api:nobody") as client:
+        async with served.stdio("api:nobody") as client:
             await client.list_tools()
 
 
-def test_stdio_command_says_which_session_is_unknown(serve: Serve, tmp_path: Path) -> None:
+def test_stdio_command_says_which_session_is_unknown(served: Served) -> None:
     done = subprocess.run(
-        [str(AGENTCRON), "mcp", "--session", "api:nobody", "--db", str(serve.db)],
-        env=_env(tmp_path), capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+        [str(AGENTCRON), "mcp", "--session", "api:nobody", "--db", str(served.serve.db)],
+        env=_env(served.home), capture_output=True, text=True, timeout=30,
+        stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert done.returncode == 1
     assert "api:nobody" in done.stderr
