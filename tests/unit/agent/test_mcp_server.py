@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -59,8 +58,8 @@ class CallsIn:
 
 
 @pytest.fixture
-async def cron(tmp_path: Path) -> AsyncIterator[AgentCron]:
-    async with AgentCron(db=tmp_path / "cron.db", runner=CallsIn()) as started:
+async def cron(store_url: str) -> AsyncIterator[AgentCron]:
+    async with AgentCron(url=store_url, runner=CallsIn()) as started:
         await started.sessions.create(KEY, tz="Europe/Berlin")
         yield started
 
@@ -137,3 +136,33 @@ async def test_a_call_during_a_scheduled_turn_of_the_session_cannot_schedule(
         "Error: automations cannot be created from inside a scheduled turn"
     )
     assert [j.name for j in await cron.jobs.list(session_key=KEY)] == ["from user"]
+
+
+async def test_unified_a_web_chat_is_inside_the_scheduled_turn_holding_its_lane(
+    store_url: str,
+) -> None:
+    """Unified mode: the shared automations' fires and every web chat share one lane (the
+    lease of `unified:default`); a call bound to any web chat while a fire holds it (the fire
+    runs in the chat last talked in) is inside it.
+    """
+    runner = CallsIn()
+    async with AgentCron(url=store_url, runner=runner, unified_session=True) as cron:
+        runner.cron = cron
+        await cron.sessions.create("websocket:t2")  # another web chat, where the fire is not
+        await cron.sessions.create("websocket:t1")
+        user = await cron.sessions.send("websocket:t1", "remind me", create=False)
+        await cron.sessions.wait_turn(user.id, 10)
+        # Added from the web chat, bound to the shared automations' session.
+        (job,) = await cron.jobs.list(session_key="unified:default")
+        seen: list[bool] = []
+        called = asyncio.Event()
+
+        async def during(session: SessionInfo, turn: TurnInput, events: TurnEvents) -> Outcome:
+            seen.append((await cron.session_tool_deps("websocket:t2")).in_scheduled_turn)
+            called.set()
+            return Outcome.succeeded("ok")
+
+        runner.run_turn = during  # type: ignore[method-assign]
+        await cron.runs.run_now(job.id)
+        await asyncio.wait_for(called.wait(), 10)
+    assert seen == [True]
