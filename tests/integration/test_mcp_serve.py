@@ -194,6 +194,9 @@ def test_http_refuses_missing_and_wrong_tokens_and_unknown_sessions(served: Serv
 
 
 async def test_http_client_with_a_wrong_token_cannot_connect(served: Served) -> None:
+    right = {"Authorization": f"Bearer {served.token_for(served.key)}"}
+    async with http_client(served, right) as client:
+        assert len((await client.list_tools()).tools) == 3
     with pytest.raises(Exception):  # noqa: B017, PT011 - the SDK's own error for a 401
         async with http_client(served, {"Authorization": "Bearer nope"}) as client:
             await client.list_tools()
@@ -217,6 +220,8 @@ async def test_stdio_refuses_an_unknown_session(served: Served) -> None:
     with pytest.raises(Exception):  # noqa: B017, PT011 - the process exits before it speaks
         async with served.stdio("api:nobody") as client:
             await client.list_tools()
+    async with served.stdio(served.key) as client:  # the same, for a session that exists
+        assert len((await client.list_tools()).tools) == 3
 
 
 def test_stdio_command_says_which_session_is_unknown(served: Served) -> None:
