@@ -7,7 +7,14 @@ from typing import Annotated
 import typer
 
 from agentcron.cli.backends import DbBackend
-from agentcron.cli.common import DbOpt, database_flag, fail, run_async, settings
+from agentcron.cli.common import (
+    DB_HELP,
+    DB_METAVAR,
+    database_flag,
+    fail,
+    run_async,
+    settings,
+)
 from agentcron.config import ConfigError
 
 app = typer.Typer()
@@ -20,7 +27,14 @@ def mcp(
         str,
         typer.Option("--session", help="The session every call is bound to (it must exist)."),
     ],
-    db: DbOpt = None,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            metavar=DB_METAVAR,
+            help=f"{DB_HELP} (default: the one `agentcron serve` uses).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the scheduling tools (cron, schedule_recall, manage_recall) over MCP on stdio,
     bound to one session: for an MCP client that starts agentcron itself (Claude Desktop and

@@ -22,7 +22,7 @@ from starlette.types import Receive, Scope, Send
 from agentcron.agent.mcp_server import scheduling_server
 from agentcron.agent.tool_deps import ToolDeps
 from agentcron.app import AgentCron
-from agentcron.errors import InvalidInputError
+from agentcron.errors import AgentcronError, InvalidInputError
 from agentcron.server.auth import bearer, token_matches
 from agentcron.server.errors import error_body
 from agentcron.session_keys import check_session_key
@@ -35,7 +35,9 @@ SESSION_HEADER = "X-Agentcron-Session"
 _BOUND = "agentcron_session"  # the request state's key: the session the request is bound to
 
 
-class _Refused(Exception):
+class _Refused(AgentcronError):
+    """A request `/mcp` answers itself, before the MCP transport: its JSON `{error, detail}`."""
+
     def __init__(self, status: int, kind: str, detail: str) -> None:
         super().__init__(detail)
         self.response = JSONResponse(
