@@ -404,6 +404,7 @@ async def test_a_restart_resumes_pending_deliveries_and_never_resends_delivered_
         assert len(receiver.received) == 3
 
     assert [r.headers["x-agentcron-delivery"] for r in requests] == [delivered, pending, pending]
+    assert [r.headers["webhook-id"] for r in requests] == [delivered, pending, pending]
     assert requests[2].json()["text"] == "echo: second"
     assert requests[2].json()["attempt"] == 2
     done = await cron2.store.deliveries.get("webhook", pending)
