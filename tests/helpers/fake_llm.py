@@ -253,6 +253,11 @@ class FakeLLM:
     script: Callable[[Turn], Reply] = default_script
     requests: list[Recorded] = field(default_factory=list)
     port: int = 0
+    server: uvicorn.Server | None = None  # set once it serves
+
+    def open_connections(self) -> int:
+        """Client connections open now (a client that closed its pool leaves none)."""
+        return 0 if self.server is None else len(self.server.server_state.connections)
 
     @property
     def url(self) -> str:
@@ -305,9 +310,10 @@ def _free_port() -> int:
 def fake_llm(script: Callable[[Turn], Reply] = default_script) -> Iterator[FakeLLM]:
     """A `FakeLLM` served by uvicorn in a thread of its own, stopped on exit."""
     fake = FakeLLM(script=script, port=_free_port())
+    # Idle connections stay open until their client closes them (uvicorn's 5 s would hide a leak).
     config = uvicorn.Config(fake.app(), host="127.0.0.1", port=fake.port, log_level="warning",
-                            lifespan="off")  # fmt: skip
-    server = uvicorn.Server(config)
+                            lifespan="off", timeout_keep_alive=300)  # fmt: skip
+    server = fake.server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="fake-llm", daemon=True)
     thread.start()
     started = threading.Event()

@@ -24,7 +24,7 @@ from agentcron.server import create_app
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import T0, CronFactory
 from tests.helpers.fake_llm import INPUT_TOKENS, OUTPUT_TOKENS, FakeLLM, Recorded, fake_llm
-from tests.helpers.ws import TOKEN, listening, login, until
+from tests.helpers.ws import TOKEN, listening, login, until, wait_for
 
 KEY = "websocket:models"
 PRICE = {"input_per_mtok": 1.0, "output_per_mtok": 2.0}
@@ -168,6 +168,9 @@ async def test_a_message_schedules_a_job_whose_fire_runs_on_the_same_model(
     total = await cron.sessions.usage(KEY)
     assert total["input_tokens"] == 3 * INPUT_TOKENS
     assert total["cost_usd"] == pytest.approx(cost + (INPUT_TOKENS + 2 * OUTPUT_TOKENS) / 1e6)
+    assert fake.open_connections() > 0  # the model's client keeps its connection for the next turn
+    await cron.close()
+    await wait_for(lambda: fake.open_connections() == 0)  # closing agentcron closed it
 
 
 async def test_a_summary_is_one_non_streamed_request(llm: tuple[str, FakeLLM]) -> None:
@@ -177,8 +180,10 @@ async def test_a_summary_is_one_non_streamed_request(llm: tuple[str, FakeLLM]) -
     entries = [HistoryEntry("user", "check the build"), HistoryEntry("assistant", "it is green")]
     try:
         summary = await runner.summarize(entries, previous=None, max_tokens=100)
+        assert fake.open_connections() == 1
     finally:
-        await runner.aclose()  # its connection to the server: no socket left open
+        await runner.aclose()
+    await wait_for(lambda: fake.open_connections() == 0)  # no socket left open
     assert summary == "Handled: Conversation (2 entries, oldest first):"
     (request,) = fake.of(api)
     assert not request.body.get("stream")
