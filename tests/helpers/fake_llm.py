@@ -147,13 +147,20 @@ def openai_chunks(reply: Reply, model: str) -> Iterator[str]:
         name, args = reply.tool
         raw = json.dumps(args)
         half = len(raw) // 2
-        start = {"index": 0, "id": "call_fake_1", "type": "function",
-                 "function": {"name": name, "arguments": raw[:half]}}  # fmt: skip
+        start = {
+            "index": 0,
+            "id": "call_fake_1",
+            "type": "function",
+            "function": {"name": name, "arguments": raw[:half]},
+        }
         yield chunk({"tool_calls": [start]})
         yield chunk({"tool_calls": [{"index": 0, "function": {"arguments": raw[half:]}}]})
     yield chunk({}, "tool_calls" if reply.tool else "stop")
-    usage = {"prompt_tokens": INPUT_TOKENS, "completion_tokens": OUTPUT_TOKENS,
-             "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS}  # fmt: skip
+    usage = {
+        "prompt_tokens": INPUT_TOKENS,
+        "completion_tokens": OUTPUT_TOKENS,
+        "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS,
+    }
     yield _sse({**base, "choices": [], "usage": usage})
     yield "data: [DONE]\n\n"
 
@@ -165,17 +172,30 @@ def openai_completion(reply: Reply, model: str) -> dict[str, Any]:
         message["reasoning_content"] = reply.thinking
     if reply.tool is not None:
         name, args = reply.tool
-        message["tool_calls"] = [{"id": "call_fake_1", "type": "function",
-                                  "function": {"name": name, "arguments": json.dumps(args)}}]  # fmt: skip
+        message["tool_calls"] = [
+            {
+                "id": "call_fake_1",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)},
+            }
+        ]
     return {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
         "created": 0,
         "model": model,
-        "choices": [{"index": 0, "message": message,
-                     "finish_reason": "tool_calls" if reply.tool else "stop"}],  # fmt: skip
-        "usage": {"prompt_tokens": INPUT_TOKENS, "completion_tokens": OUTPUT_TOKENS,
-                  "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS},  # fmt: skip
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if reply.tool else "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": INPUT_TOKENS,
+            "completion_tokens": OUTPUT_TOKENS,
+            "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS,
+        },
     }
 
 
@@ -196,9 +216,16 @@ def anthropic_events(reply: Reply, model: str) -> Iterator[str]:
     its signature), text and tool_use (its input as input_json_delta pieces), message_delta
     with the stop reason and usage, message_stop.
     """
-    start = {"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
-             "content": [], "stop_reason": None, "stop_sequence": None,
-             "usage": {"input_tokens": INPUT_TOKENS, "output_tokens": 1}}  # fmt: skip
+    start: dict[str, Any] = {
+        "id": "msg_fake",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": INPUT_TOKENS, "output_tokens": 1},
+    }
     yield _sse({"type": "message_start", "message": start}, "message_start")
     for index, block in enumerate(_anthropic_blocks(reply)):
         kind = block["type"]
@@ -213,17 +240,29 @@ def anthropic_events(reply: Reply, model: str) -> Iterator[str]:
             opened = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
             raw = json.dumps(block["input"])
             half = len(raw) // 2
-            deltas = [{"type": "input_json_delta", "partial_json": part}
-                      for part in (raw[:half], raw[half:])]  # fmt: skip
-        yield _sse({"type": "content_block_start", "index": index, "content_block": opened},
-                   "content_block_start")  # fmt: skip
+            deltas = [
+                {"type": "input_json_delta", "partial_json": part}
+                for part in (raw[:half], raw[half:])
+            ]
+        yield _sse(
+            {"type": "content_block_start", "index": index, "content_block": opened},
+            "content_block_start",
+        )
         for delta in deltas:
-            yield _sse({"type": "content_block_delta", "index": index, "delta": delta},
-                       "content_block_delta")  # fmt: skip
+            yield _sse(
+                {"type": "content_block_delta", "index": index, "delta": delta},
+                "content_block_delta",
+            )
         yield _sse({"type": "content_block_stop", "index": index}, "content_block_stop")
     stop = "tool_use" if reply.tool else "end_turn"
-    yield _sse({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-                "usage": {"output_tokens": OUTPUT_TOKENS}}, "message_delta")  # fmt: skip
+    yield _sse(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop, "stop_sequence": None},
+            "usage": {"output_tokens": OUTPUT_TOKENS},
+        },
+        "message_delta",
+    )
     yield _sse({"type": "message_stop"}, "message_stop")
 
 
@@ -273,8 +312,9 @@ class FakeLLM:
         reply = self.script(openai_turn(body))
         model = str(body.get("model", ""))
         if body.get("stream"):
-            return StreamingResponse(_stream(openai_chunks(reply, model)),
-                                     media_type="text/event-stream")  # fmt: skip
+            return StreamingResponse(
+                _stream(openai_chunks(reply, model)), media_type="text/event-stream"
+            )
         return JSONResponse(openai_completion(reply, model))
 
     async def _anthropic(self, request: Request) -> Response:
@@ -282,8 +322,9 @@ class FakeLLM:
         reply = self.script(anthropic_turn(body))
         model = str(body.get("model", ""))
         if body.get("stream"):
-            return StreamingResponse(_stream(anthropic_events(reply, model)),
-                                     media_type="text/event-stream")  # fmt: skip
+            return StreamingResponse(
+                _stream(anthropic_events(reply, model)), media_type="text/event-stream"
+            )
         return JSONResponse(anthropic_message(reply, model))
 
     async def _record(self, request: Request) -> dict[str, Any]:
@@ -311,14 +352,20 @@ def fake_llm(script: Callable[[Turn], Reply] = default_script) -> Iterator[FakeL
     """A `FakeLLM` served by uvicorn in a thread of its own, stopped on exit."""
     fake = FakeLLM(script=script, port=_free_port())
     # Idle connections stay open until their client closes them (uvicorn's 5 s would hide a leak).
-    config = uvicorn.Config(fake.app(), host="127.0.0.1", port=fake.port, log_level="warning",
-                            lifespan="off", timeout_keep_alive=300)  # fmt: skip
+    config = uvicorn.Config(
+        fake.app(),
+        host="127.0.0.1",
+        port=fake.port,
+        log_level="warning",
+        lifespan="off",
+        timeout_keep_alive=300,
+    )
     server = fake.server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="fake-llm", daemon=True)
     thread.start()
     started = threading.Event()
     while not server.started and thread.is_alive():
-        started.wait(0.01)  # noqa: no event marks uvicorn's start from another thread
+        started.wait(0.01)  # uvicorn marks its start with a flag only
     if not server.started:
         raise RuntimeError("the fake LLM server did not start")
     try:

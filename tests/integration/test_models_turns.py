@@ -64,11 +64,9 @@ def tool_names(request: Recorded) -> set[str]:
 
 
 def cron_schema(request: Recorded) -> dict[str, Any]:
-    (tool,) = [
-        t for t in request.body["tools"] if (t.get("function") or t).get("name") == "cron"
-    ]
-    schema: dict[str, Any] = tool["function"]["parameters"] if request.api == "openai" else (
-        tool["input_schema"]
+    (tool,) = [t for t in request.body["tools"] if (t.get("function") or t).get("name") == "cron"]
+    schema: dict[str, Any] = (
+        tool["function"]["parameters"] if request.api == "openai" else (tool["input_schema"])
     )
     return schema
 

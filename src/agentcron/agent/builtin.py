@@ -130,7 +130,8 @@ def resolve_model(
         # A proxy may need no key (as the OpenAI provider allows); Anthropic's own env key
         # still counts when AGENTCRON_API_KEY is unset.
         key = provider.api_key or env.get(_ANTHROPIC_KEY_ENV) or _NO_KEY
-        return AnthropicModel(name, provider=AnthropicProvider(base_url=base_url, api_key=key)), spec
+        gateway = AnthropicProvider(base_url=base_url, api_key=key)
+        return AnthropicModel(name, provider=gateway), spec
     if base_url:
         # Imported here: only this path needs the OpenAI SDK loaded.
         from pydantic_ai.models.openai import OpenAIChatModel
