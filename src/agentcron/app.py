@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
@@ -148,6 +148,8 @@ class AgentCron:
             )
         self._tool_names: dict[str, str] = {}  # function tools' names -> where they come from
         self.tool_servers: ToolServers | None = None  # the configured MCP servers
+        # The built-in agent's model clients (pooled connections to the model's server).
+        self._close_models: Callable[[], Awaitable[None]] | None = None
         if runner is None:
             # Imported here: the agent framework (and its providers' SDKs) is loaded only
             # when the built-in agent is used.
@@ -184,6 +186,7 @@ class AgentCron:
                 system_prompt=system_prompt,
                 prices=load_price_table(provider.prices if prices is None else prices),
             )
+            self._close_models = runner.aclose
         self.runner = as_runner(runner)
         settings = settings or EngineSettings()
         if self.store.dialect == "postgresql" and settings.claim_ahead == _DEFAULT_CLAIM_AHEAD:
@@ -426,8 +429,8 @@ class AgentCron:
         await self.approvals.recover(keep=self.settings.retention_age)
 
     async def close(self, grace: float | None = None) -> None:
-        """Stop the engine (running turns get `grace` seconds to finish), the MCP servers and
-        the store.
+        """Stop the engine (running turns get `grace` seconds to finish), the MCP servers, the
+        built-in agent's model clients and the store.
         """
         self.begin_stop()
         try:
@@ -436,6 +439,8 @@ class AgentCron:
             try:
                 if self.tool_servers is not None:
                     await self.tool_servers.stop()
+                if self._close_models is not None:
+                    await self._close_models()
             finally:
                 await self.store.signals.stop()
                 await self.store.close()
