@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -31,7 +32,7 @@ from agentcron.config.database import store_url
 from agentcron.domain.approvals import DEFAULT_APPROVAL_TIMEOUT, Policy
 from agentcron.domain.events import Callback, Event, EventBus, JobAction, JobEvent
 from agentcron.domain.jobs import Job
-from agentcron.domain.sessions import MemoryScope
+from agentcron.domain.sessions import MemoryScope, Turn
 from agentcron.domain.states import TERMINAL_STATES, RunState
 from agentcron.engine.isolated import Evaluator, evaluate_response
 from agentcron.engine.policies import finish_job
@@ -45,6 +46,7 @@ from agentcron.service.jobs import KEEP, Jobs, Keep
 from agentcron.service.runs import Runs
 from agentcron.service.sessions import Sessions
 from agentcron.service.system_jobs import SystemJobs
+from agentcron.store.errors import SessionNotFoundError, TurnNotFoundError
 from agentcron.store.signals import SignalHub, Topic
 from agentcron.store.sql import SqlStore
 from agentcron.turns.lanes import Lanes
@@ -372,6 +374,30 @@ class AgentCron:
             recall_scope=self.memory_scope(session.key),
             sessions=self.sessions,
         )
+
+    async def session_tool_deps(self, key: str) -> ToolDeps:
+        """What the scheduling tools know when called from outside a turn for session `key`
+        (agentcron as an MCP server): the session's zone, the time now, and, while the turn
+        holding the session (its lane's lease) is a scheduled one, that the call is inside it,
+        so its guard rails hold for an agent that calls in during a fire.
+        SessionNotFoundError when there is no such session.
+        """
+        session = await self.sessions.get(key)
+        scope = self.memory_scope(key)
+        current: Turn | None = None
+        with contextlib.suppress(SessionNotFoundError, TurnNotFoundError):  # no turn holds it
+            lane = session if scope is None else await self.sessions.get(scope.lane_of(key))
+            if lane.turn_id is not None and lane.turn_owner is not None:
+                turn = await self.sessions.turn(lane.turn_id)
+                current = None if turn.state.terminal else turn
+        info = SessionInfo(key=session.key, channel=session.channel, tz=session.tz)
+        asked = TurnInput(
+            turn_id=current.id if current else "",
+            source=current.source if current else TurnSource.USER,
+            prompt="",
+        )
+        deps = self.tool_deps(info, asked)
+        return deps if current else replace(deps, turn_id=None)
 
     async def start(self) -> None:
         """Open the store, start the configured MCP servers (ToolConfigError when one does not
