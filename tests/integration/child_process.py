@@ -8,11 +8,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 EXIT_TIMEOUT = 15.0
+HELD = Path(__file__).with_name("held_child.py")
 
 
 @dataclass
@@ -30,12 +32,16 @@ class ChildProcess:
         self.pid = self.proc.pid
 
     @classmethod
-    def start(cls, script: Path, args: list[str], log_path: Path, label: str) -> ChildProcess:
+    def start(
+        cls, script: Path, args: list[str], log_path: Path, label: str, *, held: bool = False
+    ) -> ChildProcess:
+        """Start the script; `held`: it imports agentcron, then waits for `go()` to run."""
         log = log_path.open("wb")
+        command = [str(HELD), str(script)] if held else [str(script)]
         try:
             proc = subprocess.Popen(
-                [sys.executable, str(script), *args],
-                stdin=subprocess.DEVNULL,
+                [sys.executable, *command, *args],
+                stdin=subprocess.PIPE if held else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=log,
                 bufsize=0,
@@ -44,6 +50,13 @@ class ChildProcess:
             log.close()
             raise
         return cls(proc, log_path, log, label)
+
+    def go(self) -> None:
+        """Let a held child run its script."""
+        if self.proc.stdin is None:
+            raise RuntimeError(f"{self.name} was not started held")
+        self.proc.stdin.write(b"go\n")
+        self.proc.stdin.close()
 
     @property
     def name(self) -> str:
@@ -117,6 +130,42 @@ class ChildProcess:
                 self.proc.kill()
                 self.proc.wait(timeout=EXIT_TIMEOUT)
         finally:
-            if self.proc.stdout is not None:
-                self.proc.stdout.close()
+            for pipe in (self.proc.stdin, self.proc.stdout):
+                if pipe is not None and not pipe.closed:
+                    pipe.close()
             self.log.close()
+
+
+class OneAhead:
+    """Children of a sequence of runs, each started held one run ahead: the next one imports
+    while the current one runs, so a restart costs no import time.
+    """
+
+    def __init__(self, start: Callable[[int, str], ChildProcess], modes: list[str]) -> None:
+        self._start = start  # (cycle, mode) -> a child started held
+        self._modes = modes
+        self._next: ChildProcess | None = None
+        self.children: list[ChildProcess] = []
+
+    def _spawn(self, cycle: int) -> ChildProcess:
+        child = self._start(cycle, self._modes[cycle])
+        self.children.append(child)
+        return child
+
+    def launch(self, cycle: int, mode: str, ready_timeout: float) -> ChildProcess:
+        if self._modes[cycle] != mode:
+            raise AssertionError(
+                f"cycle {cycle} was planned as {self._modes[cycle]!r}, not {mode!r}"
+            )
+        child, self._next = self._next, None
+        if child is None or child.label != mode:
+            child = self._spawn(cycle)
+        child.go()
+        if cycle + 1 < len(self._modes):
+            self._next = self._spawn(cycle + 1)
+        child.wait_ready(ready_timeout)
+        return child
+
+    def close(self) -> None:
+        for child in self.children:
+            child.close()

@@ -32,7 +32,7 @@ from agentcron.domain.states import ACTIVE_STATES, RunState
 from agentcron.schedule import AtSpec, EverySpec
 from agentcron.store import SqlStore, sqlite_url
 from tests.helpers.long import long_tests_on
-from tests.integration.child_process import ChildProcess
+from tests.integration.child_process import ChildProcess, OneAhead
 
 SEED = int(os.environ.get("AGENTCRON_CRASH_SEED", "20261122"))
 CHILD = Path(__file__).with_name("crash_child.py")
@@ -50,8 +50,12 @@ pytestmark = pytest.mark.slow
 # -- the child process -------------------------------------------------------------------
 
 
-def start_child(db: Path, journal: Path, seed: int, mode: str, log_path: Path) -> ChildProcess:
-    return ChildProcess.start(CHILD, [str(db), str(journal), str(seed), mode], log_path, mode)
+def start_child(
+    db: Path, journal: Path, seed: int, mode: str, log_path: Path, *, held: bool = False
+) -> ChildProcess:
+    return ChildProcess.start(
+        CHILD, [str(db), str(journal), str(seed), mode], log_path, mode, held=held
+    )
 
 
 def wait_clean_exit(child: ChildProcess) -> str:
@@ -163,13 +167,15 @@ def _crash_scenario(tmp_path: Path, seed: int) -> None:
 
     killed: list[int] = []
     graceful: list[int] = []
-    children: list[ChildProcess] = []
+    cycles = OneAhead(
+        lambda cycle, mode: start_child(
+            db, journal, seed * 1000 + cycle, mode, tmp_path / f"child-{cycle}.log", held=True
+        ),
+        ["run"] * (KILLS + 1) + ["drain"],
+    )
 
     def launch(cycle: int, mode: str) -> ChildProcess:
-        child = start_child(db, journal, seed * 1000 + cycle, mode, tmp_path / f"child-{cycle}.log")
-        children.append(child)
-        child.wait_ready(READY_TIMEOUT)
-        return child
+        return cycles.launch(cycle, mode, READY_TIMEOUT)
 
     try:
         # 1. kill -9 at a random moment, several times
@@ -201,8 +207,7 @@ def _crash_scenario(tmp_path: Path, seed: int) -> None:
         drain_out = wait_clean_exit(child)
         graceful.append(child.pid)
     finally:
-        for c in children:
-            c.close()
+        cycles.close()
 
     jobs, runs = asyncio.run(read_db(db))
     starts, done = read_journal(journal)

@@ -60,7 +60,7 @@ from agentcron.domain.sessions import Message, Session, Turn
 from agentcron.domain.states import ACTIVE_STATES, RunState, TurnState
 from agentcron.schedule import EverySpec, next_fire
 from tests.helpers.long import long_tests_on
-from tests.integration.child_process import ChildProcess
+from tests.integration.child_process import ChildProcess, OneAhead
 
 SEED = int(os.environ.get("AGENTCRON_CRASH_SEED", "20261123"))
 CHILD = Path(__file__).with_name("crash_sessions_child.py")
@@ -253,21 +253,23 @@ def _scenario(tmp_path: Path, seed: int) -> None:
     job_by_id = {j.id: j for j in jobs}
 
     killed: list[int] = []
-    children: list[ChildProcess] = []
     problems: list[str] = []
+    plan = LONG_CRASH_PLAN if long_tests_on() else CRASH_PLAN
 
-    def launch(cycle: int, mode: str) -> ChildProcess:
+    def start(cycle: int, mode: str) -> ChildProcess:
         args = [str(db), str(journal_path), str(seed * 1000 + cycle), mode, *keys]
         log_path = tmp_path / f"child-{cycle}-{mode.replace(':', '-')}.log"
-        child = ChildProcess.start(CHILD, args, log_path, mode)
-        children.append(child)
-        child.wait_ready(READY_TIMEOUT)
-        return child
+        return ChildProcess.start(CHILD, args, log_path, mode, held=True)
+
+    modes = ["run" if p == "random" else f"run:{p}" for p in plan] + ["final", "drain"]
+    cycles = OneAhead(start, modes)
+
+    def launch(cycle: int, mode: str) -> ChildProcess:
+        return cycles.launch(cycle, mode, READY_TIMEOUT)
 
     try:
         # 1. kill -9 again and again, restarting each time (each run posts user messages)
         last_kill = time.time()
-        plan = LONG_CRASH_PLAN if long_tests_on() else CRASH_PLAN
         for cycle, point in enumerate(plan):
             if point == "random":
                 child = launch(cycle, "run")
@@ -307,8 +309,7 @@ def _scenario(tmp_path: Path, seed: int) -> None:
             if (tb := c.tracebacks()) is not None:
                 problems.append(f"the {c.label} engine {c.pid} logged an error:\n{tb}")
     finally:
-        for c in children:
-            c.close()
+        cycles.close()
 
     graceful = {final.pid, drain.pid}
     end = asyncio.run(read_db(db, keys))
