@@ -86,6 +86,13 @@ def serve(
         str | None,
         typer.Option(help="Model, e.g. openai:gpt-4.1-mini (default: $AGENTCRON_MODEL, offline)."),
     ] = None,
+    runner_url: Annotated[
+        str | None,
+        typer.Option(
+            help="Your own agent over HTTP runs every turn (default: $AGENTCRON_RUNNER_URL, "
+            "else the built-in agent)."
+        ),
+    ] = None,
     unified: Annotated[
         bool | None,
         typer.Option("--unified/--no-unified", help="Web-chat automations share one session."),
@@ -124,6 +131,7 @@ def serve(
         port=bound.port,
         url=target,
         model=model,
+        runner_url=runner_url,
         unified_session=unified,
         demo=demo,
         log_level=bound.log_level,
@@ -141,17 +149,33 @@ def serve(
 def token(
     ctx: typer.Context,
     hook: Annotated[bool, typer.Option("--hook", help="The inbound hook's token.")] = False,
+    runner: Annotated[
+        bool,
+        typer.Option("--runner", help="The secret your agent over HTTP checks signatures with."),
+    ] = False,
 ) -> None:
     """Print the API token (created on first use; the server prints it at start-up too)."""
     from agentcron.tokens import (
         HOOK_TOKEN_ENV,
         HOOK_TOKEN_FILE,
+        RUNNER_SECRET_ENV,
+        RUNNER_SECRET_FILE,
         TOKEN_ENV,
         TOKEN_FILE,
         load_or_create_token,
+        new_runner_secret,
     )
 
-    data = settings(ctx).data()
+    config = settings(ctx)
+    data = config.data()
+    if runner:
+        given = config.runner().secret
+        echo(
+            load_or_create_token(
+                data.dir, RUNNER_SECRET_FILE, RUNNER_SECRET_ENV, given=given, make=new_runner_secret
+            )
+        )
+        return
     name, env = (HOOK_TOKEN_FILE, HOOK_TOKEN_ENV) if hook else (TOKEN_FILE, TOKEN_ENV)
     given = data.hook_token if hook else data.token
     echo(load_or_create_token(data.dir, name, env, given=given))

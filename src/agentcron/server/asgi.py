@@ -19,7 +19,16 @@ from agentcron.server.deps import clean_url
 from agentcron.server.errors import CHANGE, answers
 from agentcron.server.metrics import Metrics, RelayCollector
 from agentcron.server.middleware import BodyLimit, SessionKeyPath
-from agentcron.server.routes import approvals, deliveries, health, hooks, jobs, runs, sessions
+from agentcron.server.routes import (
+    approvals,
+    deliveries,
+    health,
+    hooks,
+    jobs,
+    runner,
+    runs,
+    sessions,
+)
 from agentcron.server.ws import Hub
 from agentcron.version import __version__
 from agentcron.wake.provider import LocalWake, WakeProvider
@@ -107,6 +116,8 @@ def create_app(
         app.include_router(router, dependencies=guarded, responses=answers(401, 422))
     app.include_router(approvals.capability_router, dependencies=[Depends(clean_url)])
     app.include_router(hooks.router, dependencies=[Depends(clean_url)])
+    # The runner protocol's schema (no token) and callback (the runner secret as its token).
+    app.include_router(runner.router, dependencies=[Depends(clean_url)])
     # its own token (the relay's signed JWT), 404 while managed wake is off
     app.include_router(fire.router, responses=answers(401, 404, 422, *CHANGE))
     app.include_router(health.router)
