@@ -551,6 +551,15 @@ class ApprovalsOut(View):
         return ApprovalsOut(approvals=[ApprovalOut.of(a) for a in approvals])
 
 
+class RunnerSchemaOut(View):
+    """The runner protocol's JSON Schema (`GET /api/schema/runner.json`)."""
+
+    request: Dict = Field(description="the body agentcron POSTs for each turn")
+    answer: Dict = Field(
+        description="`json`: a JSON answer's body; `sse`: each event's data, by event name"
+    )
+
+
 class RunnerApprovalOut(View):
     """A person's decision on a remote agent's tool call (`POST /api/runner/approvals`)."""
 

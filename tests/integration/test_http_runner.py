@@ -157,7 +157,8 @@ async def test_the_callback_needs_the_runner_secret_and_a_running_turn(
         unknown = await client.post(ask, json=body, headers={"authorization": f"Bearer {SECRET}"})
         assert unknown.status_code == 404
         assert "t-1" in unknown.json()["detail"]
-        schema = (await client.get(f"http://127.0.0.1:{port}/api/schema/runner.json")).json()
+        schema_url = f"http://127.0.0.1:{port}/api/schema/runner.json"
+        schema = (await client.get(schema_url, headers={"authorization": f"Bearer {TOKEN}"})).json()
         assert set(schema["answer"]["sse"]) == {"delta", "thinking", "tool", "done", "error"}
         assert "turn_id" in schema["request"]["properties"]
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -58,6 +59,7 @@ _CONNECT_S = 10.0
 NO_ONE_TO_ASK = "Denied: this call needs a person's approval and no one can be asked here."
 _RETRY_BASE_S = 0.2  # the first retry's delay; doubled each time, up to _RETRY_MAX_S
 _RETRY_MAX_S = 2.0
+_ASK_END_S = 10.0
 
 
 # -- the wire models (the JSON Schema route is generated from them) -------------------------
@@ -170,7 +172,9 @@ def request_of(session: SessionInfo, turn: TurnInput) -> RunnerRequest:
         ),
         system_context=turn.system_context,
         history=[
-            HistoryItem(role=e.role, content=e.content, at=_text(e.meta.get("at")))
+            HistoryItem(
+                role=e.role, content=e.content, at=None if e.at is None else e.at.isoformat()
+            )
             for e in turn.history
         ]
         or None,
@@ -178,8 +182,16 @@ def request_of(session: SessionInfo, turn: TurnInput) -> RunnerRequest:
     )
 
 
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
+def wire_body(request: RunnerRequest) -> str:
+    """The request as JSON: `run_id`, `trigger`, `system_context` null when unset; `history`,
+    `attachments` and an entry's unknown `at` absent.
+    """
+    data = request.model_dump(exclude={"history", "attachments"})
+    if request.history is not None:
+        data["history"] = [item.model_dump(exclude_none=True) for item in request.history]
+    if request.attachments is not None:
+        data["attachments"] = request.attachments
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
 class RunnerTurnNotFoundError(TurnNotFoundError):
@@ -200,6 +212,7 @@ class _Active:
     session_key: str
     pause: TurnPause | None
     asks: int = 0
+    waits: set[asyncio.Future[Approval]] = field(default_factory=set)  # end with the turn
     idle: asyncio.Event = field(default_factory=asyncio.Event)  # no approval is waited for
     busy: asyncio.Event = field(default_factory=asyncio.Event)  # an approval is waited for
 
@@ -242,7 +255,10 @@ class HttpRunner:
             raise ValueError("timeout must be positive, retries >= 0, concurrency >= 1")
         self.url = url
         self.secret = secret
-        self._signer = Webhook(secret)  # rejects a malformed secret now
+        try:
+            self._signer = Webhook(secret)
+        except ValueError:  # binascii.Error: not base64
+            raise ValueError("the runner secret must be a `whsec_<base64>` secret") from None
         self.timeout = timeout
         self.retries = retries
         self._slots = asyncio.Semaphore(concurrency)
@@ -268,13 +284,25 @@ class HttpRunner:
         active.asks += 1
         active.idle.clear()
         active.busy.set()
+        request = asyncio.ensure_future(
+            self._approvals.request(
+                tool=tool, args=args, session_key=active.session_key, turn_id=turn_id, wait=wait
+            )
+        )
+        active.waits.add(request)
         try:
             pause = active.pause
+            # A wait the turn's end cancelled leaves the pause cancelled: it takes no slot.
             async with pause.pause() if pause is not None else contextlib.nullcontext():
-                return await self._approvals.request(
-                    tool=tool, args=args, session_key=active.session_key, turn_id=turn_id, wait=wait
-                )
+                return await asyncio.shield(request)
+        except asyncio.CancelledError:
+            if not request.cancelled():
+                request.cancel()  # the caller went away: the approval's wait ends too
+                raise
+            # The turn ended while the person was asked (`run_turn` ends its waits).
+            raise RunnerTurnNotFoundError(turn_id) from None
         finally:
+            active.waits.discard(request)
             active.asks -= 1
             if not active.asks:
                 active.busy.clear()
@@ -283,7 +311,7 @@ class HttpRunner:
     # -- a turn ----------------------------------------------------------------------------
 
     async def run_turn(self, session: SessionInfo, turn: TurnInput, events: TurnEvents) -> Outcome:
-        body = request_of(session, turn).model_dump_json(exclude_none=True)
+        body = wire_body(request_of(session, turn))
         active = self._active[turn.turn_id] = _Active(session.key, turn_pause.get())
         tools: dict[str, ToolRecord] = {}
         exchange = asyncio.ensure_future(self._exchange(turn.turn_id, body, events, tools))
@@ -305,10 +333,16 @@ class HttpRunner:
                 failed.error, error_details=failed.details, tools=(*tools.values(),)
             )
         finally:
-            for task in (exchange, watch):
+            ending: list[asyncio.Future[Any]] = [exchange, watch, *active.waits]
+            for task in ending:
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError, _Failed):
                 await asyncio.gather(exchange, watch, return_exceptions=True)
+            # The asks of this turn leave its pause before the turn ends (bounded: the
+            # broker's cancelled wait writes its end within a few seconds).
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_ASK_END_S):
+                    await active.idle.wait()
             del self._active[turn.turn_id]
 
     async def _watch(self, active: _Active) -> None:

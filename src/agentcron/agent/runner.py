@@ -103,6 +103,7 @@ class HistoryEntry:
     role: str
     content: str
     meta: dict[str, Any] = field(default_factory=dict)
+    at: datetime | None = None  # when it was written (None: not known, e.g. a fresh summary)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """Your own agent over HTTP: the wire protocol's JSON Schema, and the approval callback.
 
-`GET /api/schema/runner.json` needs no token (a receiver's author reads it). `POST
+`GET /api/schema/runner.json` takes the API token like the rest of the API. `POST
 /api/runner/approvals` is the remote agent's, authorized by the runner secret as its bearer
 token (the agent has it to check the requests' signatures), not by the API token: it waits
 for a person's decision on a tool call of a turn whose request is still open, and answers it.
@@ -20,20 +20,22 @@ from agentcron.limits import NameText
 from agentcron.server.auth import bearer, token_matches
 from agentcron.server.deps import Cron
 from agentcron.server.errors import answers
-from agentcron.views import ApprovalOut, RunnerApprovalOut
+from agentcron.views import ApprovalOut, RunnerApprovalOut, RunnerSchemaOut
 
 router = APIRouter(tags=["runner"])
+# Included with the API token's guard (the callback above is the runner secret's).
+schema_router = APIRouter(tags=["runner"])
 
 _MAX_ID = 200
 _MAX_WAIT_S = 7 * 86_400
 
 
-@router.get("/api/schema/runner.json")
-async def runner_json_schema() -> dict[str, Any]:
+@schema_router.get("/api/schema/runner.json")
+async def runner_json_schema() -> RunnerSchemaOut:
     """The JSON Schema of the runner protocol: the request agentcron POSTs per turn and the
     two answer forms (a JSON body, or the data of each Server-Sent Event by its name).
     """
-    return runner_schema()
+    return RunnerSchemaOut.model_validate(runner_schema())
 
 
 class RunnerApproval(BaseModel):
