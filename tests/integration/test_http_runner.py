@@ -23,6 +23,7 @@ from fastapi.responses import PlainTextResponse
 from standardwebhooks import Webhook
 
 from agentcron.app import AgentCron
+from agentcron.domain.events import ApprovalRequested, Event
 from agentcron.domain.states import RunState, TurnState
 from agentcron.server import create_app
 from agentcron.testing import FakeClock, wait_settled
@@ -63,7 +64,11 @@ def example_agent(*, stream: bool = False, agentcron: str = "") -> Iterator[str]
         yield f"http://127.0.0.1:{port}/turn"
     finally:
         process.terminate()
-        process.wait(10)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()  # a request it still serves must not hold the test
+            process.wait(10)
 
 
 def _wait_exit(process: subprocess.Popen[bytes], seconds: float) -> None:
@@ -125,9 +130,12 @@ async def test_the_agent_asks_a_person_and_reports_its_tool_call(
         with example_agent(stream=True, agentcron=f"http://127.0.0.1:{port}") as url:
             assert cron.http_runner is not None
             cron.http_runner.url = url  # the example needs agentcron's port, agentcron its URL
+            asked: list[Event] = []
+            cron.subscribe(asked.append, [ApprovalRequested])
             turn = await cron.sessions.send(KEY, "!rm -rf /tmp/x")
-            await wait_for(lambda: cron.status().awaiting_approval == 1, 15)
+            await wait_for(lambda: asked, 15)  # written, then told
             [pending] = await cron.approvals.list(KEY)
+            assert cron.status().awaiting_approval == 1
             assert (pending.tool, pending.args, pending.turn_id) == (
                 "shell",
                 {"command": "rm -rf /tmp/x"},
@@ -143,6 +151,27 @@ async def test_the_agent_asks_a_person_and_reports_its_tool_call(
     assert tool.meta["name"] == "shell"
     assert tool.content == ("ran" if approved else "denied")
     assert entries[-1].content == ("Done." if approved else "I was not allowed to.")
+
+
+async def test_a_turn_stopped_while_its_agent_asks_ends_the_approval(
+    make_cron: CronFactory,
+) -> None:
+    cron = await make_cron(runner=None, runner_url="http://127.0.0.1:1/turn", runner_secret=SECRET)
+    async with listening(create_app(cron, token=TOKEN)) as port:
+        with example_agent(agentcron=f"http://127.0.0.1:{port}") as url:
+            assert cron.http_runner is not None
+            cron.http_runner.url = url
+            asked: list[Event] = []
+            cron.subscribe(asked.append, [ApprovalRequested])
+            turn = await cron.sessions.send(KEY, "!reboot")
+            await wait_for(lambda: asked, 15)
+            assert await cron.sessions.stop(KEY)
+            done = await cron.sessions.wait_turn(turn.id, 10)
+            assert done.state is TurnState.CANCELLED
+            [approval] = await cron.approvals.list(KEY, pending_only=False)
+            assert approval.state.value == "expired"  # nothing it asked for runs later
+            assert cron.status().awaiting_approval == 0
+            assert cron.status().turns_in_runner == 0
 
 
 async def test_the_callback_needs_the_runner_secret_and_a_running_turn(
