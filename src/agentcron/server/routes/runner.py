@@ -19,7 +19,7 @@ from agentcron.domain.approvals import denial_text
 from agentcron.limits import NameText
 from agentcron.server.auth import bearer, token_matches
 from agentcron.server.deps import Cron
-from agentcron.server.errors import answers
+from agentcron.server.errors import BODY, answers
 from agentcron.views import ApprovalOut, RunnerApprovalOut, RunnerSchemaOut
 
 router = APIRouter(tags=["runner"])
@@ -54,7 +54,7 @@ class RunnerApproval(BaseModel):
     )
 
 
-@router.post("/api/runner/approvals", responses=answers(401, 404, 422))
+@router.post("/api/runner/approvals", responses=answers(401, 404, 422, *BODY))
 async def ask_approval(body: RunnerApproval, cron: Cron, request: Request) -> RunnerApprovalOut:
     """Ask a person to approve a tool call of a running turn, and wait for the decision (the
     turn gives its slot back meanwhile and its timeout stops). Authorized by the runner
