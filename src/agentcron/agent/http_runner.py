@@ -343,7 +343,8 @@ class HttpRunner:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(_ASK_END_S):
                     await active.idle.wait()
-            del self._active[turn.turn_id]
+            if self._active.get(turn.turn_id) is active:  # its own entry, not a reused id's
+                del self._active[turn.turn_id]
 
     async def _watch(self, active: _Active) -> None:
         """Returns when the turn has had `timeout` seconds without an approval waited for."""

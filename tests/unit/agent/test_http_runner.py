@@ -4,6 +4,7 @@ answer form and failure as an outcome.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -89,8 +90,10 @@ async def base() -> AsyncIterator[tuple[str, list[tuple[dict[str, str], bytes]]]
         yield f"http://127.0.0.1:{port}", received
 
 
-def turn(prompt: str = "hello", source: TurnSource = TurnSource.USER, **kw: Any) -> TurnInput:
-    return TurnInput("t-1", source, prompt, now=AT, **kw)
+def turn(
+    prompt: str = "hello", source: TurnSource = TurnSource.USER, turn_id: str = "t-1", **kw: Any
+) -> TurnInput:
+    return TurnInput(turn_id, source, prompt, now=AT, **kw)
 
 
 async def test_the_request_is_signed_with_the_turn_id_and_carries_the_turn(
@@ -158,6 +161,31 @@ async def test_each_other_answer_is_an_outcome(
     url, _ = base
     outcome = await HttpRunner(f"{url}/{path}", SECRET).run_turn(SESSION, turn(), Events())
     assert (outcome.status, outcome.error) == (status, error)
+
+
+async def test_at_most_concurrency_requests_are_open_to_the_url() -> None:
+    release, arrived = asyncio.Event(), asyncio.Event()
+    app = FastAPI()
+
+    @app.post("/held")
+    async def held() -> dict[str, str]:
+        arrived.set()
+        await release.wait()
+        return {"text": "hi"}
+
+    async with listening(app) as port:
+        runner = HttpRunner(f"http://127.0.0.1:{port}/held", SECRET, concurrency=1)
+        first = asyncio.ensure_future(runner.run_turn(SESSION, turn(), Events()))
+        await asyncio.wait_for(arrived.wait(), 5)
+        arrived.clear()
+        second = asyncio.ensure_future(runner.run_turn(SESSION, turn(turn_id="t-2"), Events()))
+        done, _ = await asyncio.wait({second}, timeout=0.2)  # it waits for the first's answer
+        assert not done
+        assert not arrived.is_set()
+        release.set()
+        outcomes = await asyncio.gather(first, second)
+    assert [o.text for o in outcomes] == ["hi", "hi"]
+    assert arrived.is_set()  # the second went once the first was answered
 
 
 async def test_a_refused_connection_is_a_failure_once_the_retries_are_spent() -> None:
