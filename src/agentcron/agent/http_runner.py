@@ -264,7 +264,11 @@ class HttpRunner:
         self._slots = asyncio.Semaphore(concurrency)
         self._approvals = approvals
         self._active: dict[str, _Active] = {}
-        self.model_id = f"http:{url}"
+
+    @property
+    def model_id(self) -> str:
+        """What `serve` says runs the turns: the URL."""
+        return self.url
 
     # -- approvals -----------------------------------------------------------------------
 
