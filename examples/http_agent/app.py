@@ -1,6 +1,6 @@
 """A ~30-line agent for agentcron's HTTP runner (README "Your own agent over HTTP").
 
-Run: RUNNER_SECRET=$(agentcron token --runner) uvicorn app:app --port 8400, then
+Run: AGENTCRON_RUNNER_SECRET=$(agentcron token --runner) uvicorn app:app --port 8400, then
 `agentcron serve --runner-url http://127.0.0.1:8400/turn`. It checks each request's signature,
 echoes the prompt, and asks a person before its one tool runs (a prompt starting with "!").
 STREAM=1 answers with Server-Sent Events instead of JSON.
@@ -14,7 +14,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import StreamingResponse
 from standardwebhooks import Webhook, WebhookVerificationError
 
-SECRET = os.environ["RUNNER_SECRET"]  # `agentcron token --runner`
+SECRET = os.environ["AGENTCRON_RUNNER_SECRET"]  # `agentcron token --runner`
 AGENTCRON = os.environ.get("AGENTCRON_URL", "http://127.0.0.1:8321")
 app = FastAPI()
 

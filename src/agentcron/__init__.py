@@ -134,7 +134,7 @@ if TYPE_CHECKING:  # the names of _LAZY, for type checkers (keep the two in step
     from agentcron.agent.builtin import BuiltinRunner
     from agentcron.agent.gate import UserTool
     from agentcron.agent.tools import scheduling_tools
-    from agentcron.channels.webhook import verify_signature
+    from agentcron.channels.webhook import standard_webhook_secret, verify_signature
     from agentcron.config.tools import ToolConfigError
     from agentcron.interfaces import (
         ApprovalBound,
@@ -210,6 +210,7 @@ _LAZY: dict[str, str] = {
     "create_app": "agentcron.server",
     "resolve_wake": _SEAMS,
     "scheduling_tools": "agentcron.agent.tools",
+    "standard_webhook_secret": "agentcron.channels.webhook",
     "verify_signature": "agentcron.channels.webhook",
 }
 
@@ -306,8 +307,10 @@ __all__ += [
     "resolve_wake",
     "tool_ran",
 ]
-# For the receiver of the webhook channel: checks a request's signature.
+# For the receiver of the webhook channel: the secret its Standard Webhooks verifier takes; the
+# deprecated X-Agentcron-Signature's check.
 __all__ += [
+    "standard_webhook_secret",
     "verify_signature",
 ]
 # The domain: what the services answer with, and their states.

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import contextlib
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
@@ -32,7 +33,7 @@ from agentcron.config.database import store_url
 from agentcron.domain.approvals import DEFAULT_APPROVAL_TIMEOUT, Policy
 from agentcron.domain.events import Callback, Event, EventBus, JobAction, JobEvent
 from agentcron.domain.jobs import Job
-from agentcron.domain.sessions import MemoryScope
+from agentcron.domain.sessions import MemoryScope, Turn
 from agentcron.domain.states import TERMINAL_STATES, RunState
 from agentcron.engine.isolated import Evaluator, evaluate_response
 from agentcron.engine.policies import finish_job
@@ -46,6 +47,7 @@ from agentcron.service.jobs import KEEP, Jobs, Keep
 from agentcron.service.runs import Runs
 from agentcron.service.sessions import Sessions
 from agentcron.service.system_jobs import SystemJobs
+from agentcron.store.errors import SessionNotFoundError, TurnNotFoundError
 from agentcron.store.signals import SignalHub, Topic
 from agentcron.store.sql import SqlStore
 from agentcron.turns.lanes import Lanes
@@ -178,6 +180,8 @@ class AgentCron:
                 concurrency=remote.concurrency,
                 approvals=self.approvals.broker,
             )
+        # The built-in agent's model clients (pooled connections to the model's server).
+        self._close_models: Callable[[], Awaitable[None]] | None = None
         if runner is None:
             # Imported here: the agent framework (and its providers' SDKs) is loaded only
             # when the built-in agent is used.
@@ -214,6 +218,7 @@ class AgentCron:
                 system_prompt=system_prompt,
                 prices=load_price_table(provider.prices if prices is None else prices),
             )
+            self._close_models = runner.aclose
         self.runner = as_runner(runner)
         settings = settings or EngineSettings()
         if self.store.dialect == "postgresql" and settings.claim_ahead == _DEFAULT_CLAIM_AHEAD:
@@ -402,6 +407,30 @@ class AgentCron:
             sessions=self.sessions,
         )
 
+    async def session_tool_deps(self, key: str) -> ToolDeps:
+        """What the scheduling tools know when called from outside a turn for session `key`
+        (agentcron as an MCP server): the session's zone, the time now, and, while the turn
+        holding the session (its lane's lease) is a scheduled one, that the call is inside it,
+        so its guard rails hold for an agent that calls in during a fire.
+        SessionNotFoundError when there is no such session.
+        """
+        session = await self.sessions.get(key)
+        scope = self.memory_scope(key)
+        current: Turn | None = None
+        with contextlib.suppress(SessionNotFoundError, TurnNotFoundError):  # no turn holds it
+            lane = session if scope is None else await self.sessions.get(scope.lane_of(key))
+            if lane.turn_id is not None and lane.turn_owner is not None:
+                turn = await self.sessions.turn(lane.turn_id)
+                current = None if turn.state.terminal else turn
+        info = SessionInfo(key=session.key, channel=session.channel, tz=session.tz)
+        asked = TurnInput(
+            turn_id=current.id if current else "",
+            source=current.source if current else TurnSource.USER,
+            prompt="",
+        )
+        deps = self.tool_deps(info, asked)
+        return deps if current else replace(deps, turn_id=None)
+
     async def start(self) -> None:
         """Open the store, start the configured MCP servers (ToolConfigError when one does not
         start, or a tool name is taken twice), then the engine.
@@ -432,8 +461,8 @@ class AgentCron:
         await self.approvals.recover(keep=self.settings.retention_age)
 
     async def close(self, grace: float | None = None) -> None:
-        """Stop the engine (running turns get `grace` seconds to finish), the MCP servers and
-        the store.
+        """Stop the engine (running turns get `grace` seconds to finish), the MCP servers, the
+        built-in agent's model clients and the store.
         """
         self.begin_stop()
         try:
@@ -442,6 +471,8 @@ class AgentCron:
             try:
                 if self.tool_servers is not None:
                     await self.tool_servers.stop()
+                if self._close_models is not None:
+                    await self._close_models()
             finally:
                 await self.store.signals.stop()
                 await self.store.close()

@@ -1,9 +1,12 @@
-"""The secrets in the data dir: the API and WebSocket's token, the inbound hook's, and the one
-your agent over HTTP checks the requests' signatures with (the runner secret).
+"""The secrets in the data dir: the API and WebSocket's token, the inbound hook's, the one your
+agent over HTTP checks the requests' signatures with (the runner secret); and the MCP session
+tokens made from the API token.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import secrets
 from base64 import b64encode
@@ -25,9 +28,13 @@ __all__ = [
     "TOKEN_ENV",
     "TOKEN_FILE",
     "load_or_create_token",
+    "mcp_session_of",
+    "mcp_token",
     "new_runner_secret",
     "read_token",
 ]
+
+MCP_AUDIENCE = "agentcron-mcp"
 
 
 def _given(given: str | None, env: str) -> str:
@@ -83,3 +90,37 @@ def read_token(
         return given
     path = data_dir / name
     return path.read_text("utf-8").strip() or None if path.exists() else None
+
+
+def _mcp_key(api_token: str) -> bytes:
+    """The key MCP session tokens are signed with: derived from the API token (so a new API
+    token revokes them all), never the API token itself.
+    """
+    return hmac.new(api_token.encode(), MCP_AUDIENCE.encode(), hashlib.sha256).digest()
+
+
+def mcp_token(api_token: str, session_key: str) -> str:
+    """A bearer token for `/mcp` bound to one session: a JWT (HS256) naming the session."""
+    import jwt  # PyJWT: loaded only where a token is made or read
+
+    return jwt.encode({"aud": MCP_AUDIENCE, "sub": session_key}, _mcp_key(api_token), "HS256")
+
+
+def mcp_session_of(api_token: str, token: str) -> str | None:
+    """The session an MCP token (`mcp_token`) is bound to; None when it is not one signed
+    with this API token.
+    """
+    import jwt
+
+    try:
+        claims = jwt.decode(
+            token,
+            _mcp_key(api_token),
+            algorithms=["HS256"],
+            audience=MCP_AUDIENCE,
+            options={"require": ["aud", "sub"]},
+        )
+    except jwt.InvalidTokenError:
+        return None
+    session = claims.get("sub")
+    return session if isinstance(session, str) and session else None

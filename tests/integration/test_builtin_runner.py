@@ -605,6 +605,31 @@ def test_resolve_model_with_a_base_url_is_openai_compatible(
     assert model.base_url.rstrip("/") == "http://127.0.0.1:9/v1"
 
 
+@pytest.mark.parametrize(
+    ("env", "key"),
+    [
+        ({}, "api-key-not-set"),  # a proxy that needs none, as on the OpenAI side
+        ({"ANTHROPIC_API_KEY": "sk-ant-env"}, "sk-ant-env"),
+        ({"ANTHROPIC_API_KEY": "sk-ant-env", "AGENTCRON_API_KEY": "sk-mine"}, "sk-mine"),
+    ],
+)
+def test_resolve_model_with_a_base_url_speaks_anthropic_for_anthropic_names(
+    env: dict[str, str], key: str
+) -> None:
+    from pydantic_ai.models.anthropic import AnthropicModel
+
+    env = {
+        **env,
+        "AGENTCRON_MODEL": "anthropic:claude-x",
+        "AGENTCRON_BASE_URL": "http://127.0.0.1:9",
+    }
+    model, model_id = resolve_model(env=env)  # builds a client; opens no connection
+    assert isinstance(model, AnthropicModel)
+    assert (model.model_name, model_id) == ("claude-x", "anthropic:claude-x")
+    assert model.base_url.rstrip("/") == "http://127.0.0.1:9"
+    assert model.client.api_key == key
+
+
 def test_runner_resolves_its_model_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTCRON_MODEL", "offline")
     monkeypatch.setenv("AGENTCRON_OFFLINE_WPS", "0")

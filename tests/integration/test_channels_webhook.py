@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from standardwebhooks import Webhook, WebhookVerificationError
 
 from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput
 from agentcron.app import AgentCron
@@ -37,6 +38,8 @@ from agentcron.testing import wait_settled
 from tests.conftest import CronFactory
 
 SECRET = "s3cret-for-tests"
+# the documented Standard Webhooks form of a plain secret, made independently of the channel
+STANDARD_SECRET = "whsec_" + base64.b64encode(SECRET.encode()).decode()
 KEY = "websocket:abc"
 
 # --- a real HTTP/1.1 server on 127.0.0.1 (also the fake Telegram Bot API) -------------------
@@ -189,10 +192,11 @@ async def webhook_on(
     url: str,
     started: list[ChannelManager],
     sleeps: Sleeps | None = None,
+    secret: str = SECRET,
     **kw: Any,
 ) -> tuple[ChannelManager, WebhookChannel]:
     kw.setdefault("retry", FAST)
-    channel = WebhookChannel(url, SECRET, sleep=sleeps or Sleeps(), **kw)
+    channel = WebhookChannel(url, secret, sleep=sleeps or Sleeps(), **kw)
     manager = ChannelManager(cron, [channel])
     await manager.start()
     started.append(manager)
@@ -245,6 +249,19 @@ async def test_a_turn_result_is_posted_as_signed_json(
     }  # fmt: skip
     assert body["sent_at"].endswith("+00:00")
 
+    # Standard Webhooks: the stock verifier accepts it, keyed by the delivery's stable id
+    assert request.headers["webhook-id"] == message_id
+    assert request.headers["webhook-timestamp"] == timestamp
+    assert request.headers["webhook-signature"].startswith("v1,")
+    assert Webhook(STANDARD_SECRET).verify(request.body, request.headers) == body
+    forged = {**request.headers, "webhook-id": "msg_other"}
+    for secret, headers, data in [("whsec_" + base64.b64encode(b"other").decode(),
+                                   request.headers, request.body),
+                                  (STANDARD_SECRET, request.headers, request.body + b" "),
+                                  (STANDARD_SECRET, forged, request.body)]:  # fmt: skip
+        with pytest.raises(WebhookVerificationError):
+            Webhook(secret).verify(data, headers)
+
     # the receiver's helper accepts it, and rejects a changed body or a stale timestamp
     signature = request.headers["x-agentcron-signature"]
     assert verify_signature(SECRET, request.body, timestamp, signature)
@@ -273,12 +290,32 @@ async def test_5xx_and_429_are_retried_with_backoff_until_delivered(
     assert sleeps.asked == [0.01, 3.0]  # exponential, and a server's Retry-After wins
     assert [r.json()["attempt"] for r in requests] == [1, 2, 3]
     assert {r.headers["x-agentcron-delivery"] for r in requests} == {message_id}
+    assert [r.headers["webhook-id"] for r in requests] == [message_id] * 3  # dedupe on it
     for r in requests:  # each attempt is signed afresh
+        assert Webhook(STANDARD_SECRET).verify(r.body, r.headers)["attempt"] >= 1
         assert r.headers["x-agentcron-signature"] == expected_signature(
             r.headers["x-agentcron-timestamp"], r.body
         )
     record = await cron.store.deliveries.get("webhook", message_id)
     assert (record.state, record.attempts, record.last_error) == (DeliveryState.DELIVERED, 3, None)
+
+
+async def test_a_whsec_secret_signs_with_its_bytes_and_the_old_header_with_the_whole_string(
+    make_cron: CronFactory, started: list[ChannelManager]
+) -> None:
+    whsec = "whsec_" + base64.b64encode(bytes(range(32))).decode()
+    cron = await make_cron(runner=Echo())
+    async with HttpStub(scripted()) as receiver:
+        manager, channel = await webhook_on(cron, receiver.url, started, secret=whsec)
+        message_id = await say(cron, "hello")
+        (request,) = await receiver.wait_for(lambda r: len(r) == 1)
+        await settled(manager, channel)
+
+    assert request.headers["webhook-id"] == message_id
+    assert Webhook(whsec).verify(request.body, request.headers)["text"] == "echo: hello"
+    timestamp = request.headers["x-agentcron-timestamp"]
+    legacy = hmac.new(whsec.encode(), timestamp.encode() + b"." + request.body, hashlib.sha256)
+    assert request.headers["x-agentcron-signature"] == "sha256=" + legacy.hexdigest()
 
 
 async def test_a_400_is_not_retried(
@@ -367,6 +404,7 @@ async def test_a_restart_resumes_pending_deliveries_and_never_resends_delivered_
         assert len(receiver.received) == 3
 
     assert [r.headers["x-agentcron-delivery"] for r in requests] == [delivered, pending, pending]
+    assert [r.headers["webhook-id"] for r in requests] == [delivered, pending, pending]
     assert requests[2].json()["text"] == "echo: second"
     assert requests[2].json()["attempt"] == 2
     done = await cron2.store.deliveries.get("webhook", pending)

@@ -47,7 +47,7 @@ def _up(port: int) -> bool:
 def example_agent(*, stream: bool = False, agentcron: str = "") -> Iterator[str]:
     """The example agent in its own process (uvicorn); yields its turn URL."""
     port = free_port()
-    env = {**os.environ, "RUNNER_SECRET": SECRET, "AGENTCRON_URL": agentcron}
+    env = {**os.environ, "AGENTCRON_RUNNER_SECRET": SECRET, "AGENTCRON_URL": agentcron}
     env["STREAM"] = "1" if stream else "0"
     command = [sys.executable, "-m", "uvicorn", "app:app", "--port", str(port)]
     command += ["--log-level", "warning", "--app-dir", str(EXAMPLE)]

@@ -78,6 +78,9 @@ __all__ = [
 ]
 
 _OPENAI_PREFIXES = ("openai:", "openai-chat:")
+_ANTHROPIC_PREFIX = "anthropic:"
+_ANTHROPIC_KEY_ENV = "ANTHROPIC_API_KEY"
+_NO_KEY = "api-key-not-set"  # what the OpenAI provider sends without a key
 _MAX_ERROR_CHARS = 300
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -102,8 +105,10 @@ def resolve_model(
     """The model to run and its id for pricing ("provider:name"); no network is touched.
 
     Order: `model`, else env AGENTCRON_MODEL, else the offline model. With a `base_url` (the
-    `provider`'s; without one, env AGENTCRON_BASE_URL), a name (optionally "openai:"-prefixed)
-    runs on that OpenAI-compatible server (Ollama, vLLM, llama.cpp) with its API key, if any.
+    `provider`'s; without one, env AGENTCRON_BASE_URL), an "anthropic:"-prefixed name runs on
+    that Anthropic Messages API (a proxy or gateway; the URL without `/v1`), any other name
+    (optionally "openai:"-prefixed) on that OpenAI-compatible server (Ollama, vLLM, llama.cpp,
+    a LiteLLM proxy), each with the provider's API key, if any.
     """
     env = or_environ(env)
     provider = provider_from_env(env) if provider is None else provider
@@ -116,6 +121,17 @@ def resolve_model(
     if spec.lower() == OFFLINE_MODEL_NAME:
         return OfflineModel(parse_wps(provider.offline_wps)), OFFLINE_MODEL_NAME
     base_url = provider.base_url
+    if base_url and spec.startswith(_ANTHROPIC_PREFIX):
+        # Imported here: only this path needs the Anthropic SDK loaded.
+        from pydantic_ai.models.anthropic import AnthropicModel
+        from pydantic_ai.providers.anthropic import AnthropicProvider
+
+        name = spec[len(_ANTHROPIC_PREFIX) :]
+        # A proxy may need no key (as the OpenAI provider allows); Anthropic's own env key
+        # still counts when AGENTCRON_API_KEY is unset.
+        key = provider.api_key or env.get(_ANTHROPIC_KEY_ENV) or _NO_KEY
+        gateway = AnthropicProvider(base_url=base_url, api_key=key)
+        return AnthropicModel(name, provider=gateway), spec
     if base_url:
         # Imported here: only this path needs the OpenAI SDK loaded.
         from pydantic_ai.models.openai import OpenAIChatModel
@@ -368,6 +384,7 @@ class BuiltinRunner:
         if history_budget is not None and history_budget < 1:
             raise ValueError(f"history_budget must be at least 1 token, got {history_budget}")
         self.model, self.model_id = resolve_model(model, provider=self.provider)
+        self._model_given = isinstance(model, Model)  # its clients are its owner's to close
         # Models served by the provider's base_url (Ollama, vLLM, ...): a name like
         # "gpt-4.1-mini" there is not OpenAI's, so only the override table prices them.
         self._own_endpoint: set[str] = set()
@@ -403,6 +420,19 @@ class BuiltinRunner:
         self._summarizer: Agent[None, str] = Agent(
             self.model, output_type=str, instructions=SUMMARY_INSTRUCTIONS, name="agentcron-memory"
         )
+
+    async def aclose(self) -> None:
+        """Close the HTTP clients of the models this runner resolved by name (their servers'
+        pooled connections); a later turn opens new ones. Models passed in are left alone.
+        """
+        for model in self._resolved_models():
+            # Leaving a model's context closes the client its provider made for it.
+            async with model:
+                pass
+
+    def _resolved_models(self) -> list[Model]:
+        found = [] if self._model_given else [self.model]
+        return found + [model for model, _ in self._models.values()]
 
     async def summarize(
         self, entries: Sequence[HistoryEntry], *, previous: str | None, max_tokens: int

@@ -3,7 +3,8 @@ webhook and Telegram channels, and their configuration from the environment.
 
 Public names: `agentcron.Channel`, `agentcron.ChannelManager`, `agentcron.Outbox`,
 `agentcron.WebhookChannel`, `agentcron.TelegramChannel` (see `agentcron.interfaces`), and
-`agentcron.verify_signature` for a webhook's receiver.
+`agentcron.standard_webhook_secret` and `agentcron.verify_signature` for a webhook's
+receiver.
 """
 
 from agentcron.channels.configured import channels_from_env, channels_from_settings
@@ -18,7 +19,12 @@ from agentcron.channels.manager import (
 )
 from agentcron.channels.outbox import DeliveryAttemptError, Outbox, RetryPolicy
 from agentcron.channels.telegram import TelegramApiError, TelegramChannel, split_text
-from agentcron.channels.webhook import WebhookChannel, sign, verify_signature
+from agentcron.channels.webhook import (
+    WebhookChannel,
+    sign,
+    standard_webhook_secret,
+    verify_signature,
+)
 from agentcron.config.channels import ChannelConfigError
 
 __all__ = [
@@ -40,5 +46,6 @@ __all__ = [
     "channels_from_settings",
     "sign",
     "split_text",
+    "standard_webhook_secret",
     "verify_signature",
 ]

@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from agentcron.channels.manager import Channel
 from agentcron.channels.outbox import RetryPolicy
 from agentcron.channels.telegram import TelegramChannel
-from agentcron.channels.webhook import WebhookChannel, check_headers
+from agentcron.channels.webhook import WebhookChannel, check_headers, signing_key
 from agentcron.config.channels import (
     WEBHOOK_HEADERS_ENV,
+    WEBHOOK_SECRET_ENV,
     ChannelConfigError,
     ChannelSettings,
     channel_settings_from_env,
@@ -30,6 +31,10 @@ def channels_from_settings(settings: ChannelSettings) -> list[Channel]:
             headers = check_headers(hook.headers)
         except ValueError as exc:
             raise ChannelConfigError(f"{WEBHOOK_HEADERS_ENV}: {exc}") from None
+        try:
+            signing_key(hook.secret)
+        except ValueError as exc:
+            raise ChannelConfigError(f"{WEBHOOK_SECRET_ENV}: {exc}") from None
         found.append(
             WebhookChannel(
                 hook.url, hook.secret, channels=hook.channels, headers=headers, retry=retry

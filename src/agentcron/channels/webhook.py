@@ -4,10 +4,13 @@ The request::
 
     POST <url>
     Content-Type: application/json
+    webhook-id: <message_id>                    (the same on every retry: deduplicate on it)
+    webhook-timestamp: <unix seconds, integer>
+    webhook-signature: v1,<base64>              (Standard Webhooks)
     X-Agentcron-Event: turn.result | message | approval_requested | approval_decided
-    X-Agentcron-Delivery: <message_id>          (the same on every retry: deduplicate on it)
-    X-Agentcron-Timestamp: <unix seconds, integer>
-    X-Agentcron-Signature: sha256=<hex>
+    X-Agentcron-Delivery: <message_id>          (= webhook-id)
+    X-Agentcron-Timestamp: <unix seconds>       (= webhook-timestamp; deprecated)
+    X-Agentcron-Signature: sha256=<hex>         (deprecated: gone in 0.2.0)
 
     {"event", "session_key", "channel", "chat_id", "channel_meta", "text", "status", "kind",
      "source", "message_id", "turn_id", "run_id", "meta", "created_at", "attempt", "sent_at"}
@@ -28,11 +31,21 @@ POSTs ``{"decision": "approve" | "deny"}`` (optionally ``"by"``) to decide witho
 token: it carries a capability token for that one approval (`agentcron.approval_links`); a
 wrong token is 403, an approval already decided or expired 409.
 
-The signature is ``hex(HMAC-SHA256(key=secret as UTF-8, msg=timestamp + "." + raw body))``,
-where ``timestamp`` is the ``X-Agentcron-Timestamp`` header value as ASCII and ``raw body`` the
-exact bytes received. A receiver recomputes it over the bytes it got, compares in constant time,
-and rejects timestamps more than a few minutes from its own clock, so a captured request cannot
-be replayed later (`verify_signature` does all three). Every attempt is signed afresh.
+Requests are signed the Standard Webhooks way (https://www.standardwebhooks.com), made with
+the `standardwebhooks` package: ``webhook-signature`` is ``v1,`` + base64 of
+``HMAC-SHA256(key, webhook-id + "." + webhook-timestamp + "." + raw body)``, so a receiver
+verifies with its language's stock verifier (Python: ``standardwebhooks.Webhook(secret)
+.verify(body, headers)``), which also rejects timestamps more than 5 minutes off its clock. The
+key: a secret of the form ``whsec_<base64>`` (the Standard Webhooks form; make one with
+``"whsec_" + base64(32 random bytes)``) is those bytes; any other secret (what agentcron took
+before) is its UTF-8 bytes, and the receiver's verifier takes it as ``"whsec_" +
+base64(UTF-8 secret)``, which `standard_webhook_secret` gives. Every attempt is signed afresh,
+with the same ``webhook-id``.
+
+Deprecated, sent by 0.1.x so receivers can move, removed in 0.2.0: ``X-Agentcron-Signature`` is
+``sha256=`` + ``hex(HMAC-SHA256(key=the configured secret as UTF-8, whole, msg=timestamp + "."
++ raw body))``, ``timestamp`` the ``X-Agentcron-Timestamp`` header as ASCII; `verify_signature`
+checks it.
 
 Configured extra headers (`headers=`, `AGENTCRON_WEBHOOK_HEADERS`: an auth header for the
 receiver's gateway, say) go with every request; they cannot replace the headers above.
@@ -47,6 +60,8 @@ the delivery at once: the receiver rejected it and a resend would be rejected ag
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import hashlib
 import hmac
 import json
@@ -58,6 +73,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+from standardwebhooks import Webhook
 
 from agentcron.approval_links import ApprovalLinks
 from agentcron.channels.manager import ApprovalDesk, Inbound, OutboundMessage
@@ -74,17 +90,55 @@ from agentcron.store.interface import DeliveryLedger
 
 log = logging.getLogger(__name__)
 
-SIGNATURE_HEADER = "X-Agentcron-Signature"
-TIMESTAMP_HEADER = "X-Agentcron-Timestamp"
+ID_HEADER = "webhook-id"
+STANDARD_TIMESTAMP_HEADER = "webhook-timestamp"
+STANDARD_SIGNATURE_HEADER = "webhook-signature"
+SIGNATURE_HEADER = "X-Agentcron-Signature"  # deprecated: gone in 0.2.0
+TIMESTAMP_HEADER = "X-Agentcron-Timestamp"  # deprecated with it
 DELIVERY_HEADER = "X-Agentcron-Delivery"
 EVENT_HEADER = "X-Agentcron-Event"
-_OWN_HEADERS = ("Content-Type", EVENT_HEADER, DELIVERY_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER)
+_OWN_HEADERS = (
+    "Content-Type",
+    ID_HEADER,
+    STANDARD_TIMESTAMP_HEADER,
+    STANDARD_SIGNATURE_HEADER,
+    EVENT_HEADER,
+    DELIVERY_HEADER,
+    TIMESTAMP_HEADER,
+    SIGNATURE_HEADER,
+)
+SECRET_PREFIX = "whsec_"
 DEFAULT_TOLERANCE_S = 300.0
 _RETRY_STATUSES = frozenset({408, 429})
 
 
+def signing_key(secret: str) -> bytes:
+    """The Standard Webhooks key of a configured secret: a `whsec_` secret's base64 bytes, any
+    other secret's UTF-8 bytes. ValueError for a `whsec_` secret that is not base64 of a key.
+    """
+    if not secret.startswith(SECRET_PREFIX):
+        return secret.encode("utf-8")
+    encoded = secret.removeprefix(SECRET_PREFIX).rstrip("=")
+    try:
+        key = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
+    except binascii.Error:
+        key = b""
+    if not key:
+        raise ValueError(
+            f"a secret starting with {SECRET_PREFIX} is a Standard Webhooks secret: "
+            "base64 bytes must follow the prefix"
+        )
+    return key
+
+
+def standard_webhook_secret(secret: str) -> str:
+    """The `whsec_` form of a configured secret: what a Standard Webhooks verifier is given."""
+    key = base64.b64encode(signing_key(secret)).decode("ascii")
+    return SECRET_PREFIX + key
+
+
 def sign(secret: str, timestamp: str, body: bytes) -> str:
-    """The `X-Agentcron-Signature` value for `body` sent at `timestamp`."""
+    """The deprecated `X-Agentcron-Signature` value for `body` sent at `timestamp`."""
     mac = hmac.new(secret.encode("utf-8"), timestamp.encode("ascii") + b"." + body, hashlib.sha256)
     return f"sha256={mac.hexdigest()}"
 
@@ -98,8 +152,9 @@ def verify_signature(
     now: float | None = None,
     tolerance: float = DEFAULT_TOLERANCE_S,
 ) -> bool:
-    """For receivers: True if `signature` signs `body` at `timestamp` with `secret` and the
-    timestamp is within `tolerance` seconds of `now` (default: the current time).
+    """For receivers of the deprecated `X-Agentcron-Signature` (Standard Webhooks verifiers
+    check `webhook-signature`): True if `signature` signs `body` at `timestamp` with `secret`
+    and the timestamp is within `tolerance` seconds of `now` (default: the current time).
     """
     if not timestamp or not signature:
         return False
@@ -186,6 +241,7 @@ class WebhookChannel:
         self.channels = frozenset(channels) if channels is not None else None
         self.timeout = timeout
         self._secret = secret
+        self._signer = Webhook(signing_key(secret))
         self._wall_clock = wall_clock  # signatures use real time: receivers check it
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
@@ -245,9 +301,16 @@ class WebhookChannel:
         sent_at = self._wall_clock()
         timestamp = str(int(sent_at))
         body = self.body(message, attempt, sent_at)
+        # the delivery's id, stable across retries and restarts: the receiver dedupes on it
+        signature = self._signer.sign(
+            message.message_id, datetime.fromtimestamp(int(timestamp), UTC), body.decode("utf-8")
+        )
         headers = {
             **self.headers,  # first: the signed headers below cannot be replaced
             "Content-Type": "application/json",
+            ID_HEADER: message.message_id,
+            STANDARD_TIMESTAMP_HEADER: timestamp,
+            STANDARD_SIGNATURE_HEADER: signature,
             EVENT_HEADER: _EVENTS[message.kind],
             DELIVERY_HEADER: message.message_id,
             TIMESTAMP_HEADER: timestamp,

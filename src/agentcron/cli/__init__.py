@@ -18,6 +18,7 @@ from agentcron.cli import (
     db_cmds,
     deliveries_cmds,
     jobs_cmds,
+    mcp_cmds,
     relay_cmds,
     runs_cmds,
     schedule_cmds,
@@ -46,8 +47,8 @@ app.add_typer(relay_cmds.app, name="relay")
 app.add_typer(tools_cmds.app, name="tools")
 app.add_typer(approvals_cmds.app, name="approvals")
 app.add_typer(deliveries_cmds.app, name="deliveries")
-# The top-level commands (next, examples, demo, serve, token), in their own modules.
-for group in (schedule_cmds.app, server_cmds.app):
+# The top-level commands (next, examples, demo, serve, token, mcp), in their own modules.
+for group in (schedule_cmds.app, server_cmds.app, mcp_cmds.app):
     app.registered_commands += group.registered_commands
 
 

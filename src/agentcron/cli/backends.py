@@ -239,6 +239,11 @@ class DbBackend:
         self._opened: AgentCron | None = None
 
     @property
+    def cron(self) -> AgentCron:
+        """The opened AgentCron (inside `async with`): `agentcron mcp` serves its tools."""
+        return self._cron
+
+    @property
     def _cron(self) -> AgentCron:
         if self._opened is None:
             raise CliError("the database backend is used outside `async with`")  # a bug

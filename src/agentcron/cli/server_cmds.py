@@ -153,8 +153,20 @@ def token(
         bool,
         typer.Option("--runner", help="The secret your agent over HTTP checks signatures with."),
     ] = False,
+    mcp: Annotated[
+        bool,
+        typer.Option("--mcp", help="A token for /mcp bound to one session (with --session)."),
+    ] = False,
+    session: Annotated[
+        str | None, typer.Option("--session", help="The session an --mcp token is bound to.")
+    ] = None,
 ) -> None:
-    """Print the API token (created on first use; the server prints it at start-up too)."""
+    """Print the API token (created on first use; the server prints it at start-up too), the
+    hook's, the runner secret (your agent over HTTP checks signatures with it), or an MCP
+    token bound to one session (made from the API token: a new API token revokes them all).
+    """
+    from agentcron.errors import InvalidInputError
+    from agentcron.session_keys import check_session_key
     from agentcron.tokens import (
         HOOK_TOKEN_ENV,
         HOOK_TOKEN_FILE,
@@ -163,6 +175,7 @@ def token(
         TOKEN_ENV,
         TOKEN_FILE,
         load_or_create_token,
+        mcp_token,
         new_runner_secret,
     )
 
@@ -175,6 +188,17 @@ def token(
                 data.dir, RUNNER_SECRET_FILE, RUNNER_SECRET_ENV, given=given, make=new_runner_secret
             )
         )
+        return
+    if mcp != (session is not None):
+        raise fail("--mcp and --session go together: agentcron token --mcp --session KEY", 2)
+    if hook and mcp:
+        raise fail("give --hook or --mcp, not both", 2)
+    if session is not None:
+        try:
+            key = check_session_key(session)
+        except InvalidInputError as exc:
+            raise fail(str(exc), 2) from None
+        echo(mcp_token(load_or_create_token(data.dir, given=data.token), key))
         return
     name, env = (HOOK_TOKEN_FILE, HOOK_TOKEN_ENV) if hook else (TOKEN_FILE, TOKEN_ENV)
     given = data.hook_token if hook else data.token

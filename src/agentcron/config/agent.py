@@ -112,8 +112,9 @@ def agent_settings_from_env(env: Mapping[str, str] | None = None) -> AgentSettin
 @dataclass(frozen=True, slots=True)
 class ProviderSettings:
     """Where named models run and what they cost, as the settings give them (each checked where
-    it is used, as before): an OpenAI-compatible server (`base_url`, Ollama, vLLM, and its
-    `api_key`), the price table's file (`prices`) and the offline model's words per second
+    it is used, as before): an OpenAI-compatible server (`base_url`, Ollama, vLLM; for
+    "anthropic:" names Anthropic's Messages API there, and its `api_key`), the price table's
+    file (`prices`) and the offline model's words per second
     (`offline_wps`, read by `agent.offline.parse_wps`). None = not set.
     """
 

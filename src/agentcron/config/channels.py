@@ -125,8 +125,9 @@ def _webhook(env: Mapping[str, str]) -> WebhookSettings | None:
         return None
     if not secret.strip():
         raise ChannelConfigError(
-            f"{WEBHOOK_URL_ENV} needs {WEBHOOK_SECRET_ENV}: a shared secret (any non-empty "
-            "string; 32+ random characters recommended) that signs every request"
+            f"{WEBHOOK_URL_ENV} needs {WEBHOOK_SECRET_ENV}: a shared secret that signs every "
+            "request: a Standard Webhooks secret 'whsec_<base64 of 32 random bytes>' "
+            "(recommended), or any other non-empty string"
         )
     channels: list[str] | None = None
     if names and names.lower() not in ("*", "all"):

@@ -152,7 +152,10 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("agent.model", "AGENTCRON_MODEL", "text", "model, e.g. openai:gpt-4.1-mini", "offline"),
     Setting(
-        "agent.base_url", "AGENTCRON_BASE_URL", "text", "an OpenAI-compatible server (Ollama, vLLM)"
+        "agent.base_url",
+        "AGENTCRON_BASE_URL",
+        "text",
+        "an OpenAI-compatible server (Ollama, vLLM); Anthropic's API for anthropic: models",
     ),
     Setting("agent.api_key", "AGENTCRON_API_KEY", "text", "that server's API key", secret=True),
     Setting(

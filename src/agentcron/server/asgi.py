@@ -9,6 +9,7 @@ from pathlib import Path
 
 from fastapi import Depends, FastAPI, HTTPException, WebSocket, status
 from fastapi.staticfiles import StaticFiles
+from starlette.routing import Route
 
 from agentcron.app import AgentCron
 from agentcron.approval_links import ApprovalLinks
@@ -17,6 +18,7 @@ from agentcron.server import errors, fire
 from agentcron.server.auth import require_token
 from agentcron.server.deps import clean_url
 from agentcron.server.errors import CHANGE, answers
+from agentcron.server.mcp import McpEndpoint
 from agentcron.server.metrics import Metrics, RelayCollector
 from agentcron.server.middleware import BodyLimit, SessionKeyPath
 from agentcron.server.routes import (
@@ -61,13 +63,15 @@ def create_app(
     """
     hub: Hub | None = None
     metrics = Metrics(cron)
+    mcp = McpEndpoint(cron, token)  # /mcp: the scheduling tools over MCP, bound to a session
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         for start in on_start:
             await start()
         try:
-            yield
+            async with mcp.running():
+                yield
         finally:
             try:
                 if hub is not None and hub.relay is None:
@@ -128,6 +132,8 @@ def create_app(
     # its own token (the relay's signed JWT), 404 while managed wake is off
     app.include_router(fire.router, responses=answers(401, 404, 422, *CHANGE))
     app.include_router(health.router)
+    # An ASGI app of its own (the MCP SDK's transport), with its own auth: server/mcp.py.
+    app.router.routes.append(Route("/mcp", mcp, include_in_schema=False))
 
     @app.websocket("/api/ws")
     async def stream(socket: WebSocket) -> None:

@@ -54,6 +54,8 @@ def test_a_webhook_with_its_secret_and_channel_list() -> None:
         ({"AGENTCRON_WEBHOOK_URL": "https://e.com", "AGENTCRON_WEBHOOK_SECRET": "s",
           "AGENTCRON_WEBHOOK_CHANNELS": "tele gram"},
          "comma-separated list of channel names"),
+        ({"AGENTCRON_WEBHOOK_URL": "https://e.com", "AGENTCRON_WEBHOOK_SECRET": "whsec_no!"},
+         "AGENTCRON_WEBHOOK_SECRET: a secret starting with whsec_ is a Standard Webhooks secret"),
         ({"AGENTCRON_TELEGRAM_TOKEN": "not-a-token"},
          "must be a bot token as @BotFather gives it"),
         ({"AGENTCRON_TELEGRAM_TOKEN": TOKEN, "AGENTCRON_TELEGRAM_ALLOWED_CHATS": "42,@bob"},
