@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -192,7 +193,7 @@ async def test_the_callback_needs_the_runner_secret_and_a_running_turn(
         assert "turn_id" in schema["request"]["properties"]
 
 
-def failing_agent(release: asyncio.Event) -> FastAPI:
+def failing_agent(release: asyncio.Event, bodies: list[dict[str, Any]]) -> FastAPI:
     """An agent that answers 500 with a long body, or never answers (until the test ends)."""
     app = FastAPI()
 
@@ -207,17 +208,21 @@ def failing_agent(release: asyncio.Event) -> FastAPI:
 
     @app.post("/turn")
     async def turn(request: Request) -> dict[str, str]:
+        bodies.append(await request.json())
         return {"text": f"got {request.headers['webhook-id']}"}
 
     return app
 
 
 @asynccontextmanager
-async def agent_on(port: int | None = None) -> AsyncIterator[tuple[str, asyncio.Event]]:
+async def agent_on(
+    port: int | None = None,
+) -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
     release = asyncio.Event()
-    async with listening(failing_agent(release), port=port) as bound:
+    bodies: list[dict[str, Any]] = []
+    async with listening(failing_agent(release, bodies), port=port) as bound:
         try:
-            yield f"http://127.0.0.1:{bound}", release
+            yield f"http://127.0.0.1:{bound}", bodies
         finally:
             release.set()
 
@@ -225,7 +230,7 @@ async def agent_on(port: int | None = None) -> AsyncIterator[tuple[str, asyncio.
 async def test_a_500_and_a_timeout_are_failed_runs_with_the_status_and_an_excerpt(
     make_cron: CronFactory,
 ) -> None:
-    async with agent_on() as (base, _):
+    async with agent_on() as (base, bodies):
         cron = await make_cron(runner=None, runner_url=f"{base}/fail", runner_secret=SECRET)
         job = await cron.jobs.create(name="one", when="in 1h", message="go", session_key="chat:2")
         run = await cron.runs.wait((await cron.runs.run_now(job.id)).id, 10)
@@ -242,6 +247,14 @@ async def test_a_500_and_a_timeout_are_failed_runs_with_the_status_and_an_excerp
         run = await cron.runs.wait((await cron.runs.run_now(job.id)).id, 10)
         assert run.state is RunState.FAILED
         assert run.error == "the runner did not answer within 0.3s"
+
+        cron.http_runner.url = f"{base}/turn"
+        run = await cron.runs.wait((await cron.runs.run_now(job.id)).id, 10)
+        assert run.state is RunState.SUCCEEDED
+        [sent] = bodies
+        assert sent["run_id"] == run.id
+        assert sent["trigger"]["job_id"] == job.id
+        assert sent["trigger"]["prompt_ref"] == run.prompt_ref  # the fire's template
 
 
 async def test_a_refused_connection_is_tried_again_until_the_agent_is_up(

@@ -80,6 +80,9 @@ class TriggerBody(_Wire):
     name: str
     fire_at: str = Field(description="ISO-8601")
     kind: str = Field(description="agent_turn, recall or system_event")
+    prompt_ref: dict[str, Any] | None = Field(
+        default=None, description="the prompt template: id, version, sha256"
+    )
 
 
 class RunnerRequest(_Wire):
@@ -169,6 +172,7 @@ def request_of(session: SessionInfo, turn: TurnInput) -> RunnerRequest:
             name=trigger.job_name,
             fire_at=trigger.fire_at.isoformat(),
             kind=trigger.kind,
+            prompt_ref=turn.prompt_ref,
         ),
         system_context=turn.system_context,
         history=[

@@ -103,7 +103,14 @@ async def test_the_request_is_signed_with_the_turn_id_and_carries_the_turn(
     trigger = Trigger("r-1", "j-1", "stretch", "agent_turn", "chat:1", "stand up", AT)
     history = (HistoryEntry("user", "before", {}, AT), HistoryEntry("assistant", "after"))
     outcome = await HttpRunner(f"{url}/json", SECRET).run_turn(
-        SESSION, turn(trigger=trigger, history=history, source=TurnSource.AUTOMATION), Events()
+        SESSION,
+        turn(
+            trigger=trigger,
+            history=history,
+            source=TurnSource.AUTOMATION,
+            prompt_ref={"id": "cron.agent_turn.reminder", "version": 1, "sha256": "ab"},
+        ),
+        Events(),
     )
     assert (outcome.status, outcome.text) == (OutcomeStatus.SUCCEEDED, "hi")
     [(headers, body)] = received
@@ -114,7 +121,9 @@ async def test_the_request_is_signed_with_the_turn_id_and_carries_the_turn(
     assert sent["run_id"] == "r-1"
     assert sent["source"] == "automation"
     assert sent["trigger"] == {"job_id": "j-1", "name": "stretch", "kind": "agent_turn",
-                               "fire_at": AT.isoformat()}  # fmt: skip
+                               "fire_at": AT.isoformat(), "prompt_ref": {
+                                   "id": "cron.agent_turn.reminder", "version": 1, "sha256": "ab"}
+                               }  # fmt: skip
     assert sent["history"] == [
         {"role": "user", "content": "before", "at": AT.isoformat()},
         {"role": "assistant", "content": "after"},  # when: not known
