@@ -24,6 +24,7 @@ from agentcron.config import (
     UNIFIED_SESSION_KEY,
     UNIFIED_SESSION_TITLE,
     AgentSettings,
+    ConfigError,
     EngineSettings,
     Settings,
     load_price_table,
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
     from agentcron.agent.gate import ToolLike
+    from agentcron.agent.http_runner import HttpRunner
     from agentcron.agent.tool_sources import ToolServers
     from agentcron.config.tools import ToolConfig
 
@@ -97,7 +99,9 @@ class Status:
 class AgentCron:
     """agentcron as a library: a store, an engine and a runner, started and stopped together.
 
-    Without a `runner`, turns run on the built-in agent (pydantic-ai) with the scheduling tools;
+    Without a `runner`, turns run on your own agent over HTTP when a runner URL is set
+    (`runner_url`, else `[runner] url` / $AGENTCRON_RUNNER_URL; signed with `runner_secret`,
+    else `[runner] secret`), else on the built-in agent (pydantic-ai) with the scheduling tools;
     its model is `model`, else $AGENTCRON_MODEL, else the offline model. What is not given comes
     from `config` (the settings; None: the environment's): the database (`[server] db`), the
     unified mode, the price table, where named models run and the offline model's pace.
@@ -124,6 +128,8 @@ class AgentCron:
         tool_policy: Mapping[str, Policy] | None = None,
         approval_timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
         tool_config: ToolConfig | None = None,
+        runner_url: str | None = None,
+        runner_secret: str | None = None,
         config: Settings | None = None,
     ) -> None:
         if db is not None and url is not None:
@@ -148,6 +154,32 @@ class AgentCron:
             )
         self._tool_names: dict[str, str] = {}  # function tools' names -> where they come from
         self.tool_servers: ToolServers | None = None  # the configured MCP servers
+        # Your own agent over HTTP (its approval callback asks it), when a runner URL is set.
+        self.http_runner: HttpRunner | None = None
+        remote = None if runner is not None else config.runner(url=runner_url)
+        if remote is not None and remote.url is not None:
+            if tools or tool_policy or tool_config:
+                raise ValueError(
+                    "`tools`, `tool_policy` and `tool_config` are for the built-in agent, "
+                    "not for a runner URL"
+                )
+            secret = runner_secret or remote.secret
+            if not secret:
+                raise ConfigError(
+                    "a runner URL needs the secret its requests are signed with: "
+                    "`runner_secret=` or AGENTCRON_RUNNER_SECRET (`serve` keeps one)"
+                )
+            # Imported here: httpx and standardwebhooks are loaded only for this runner.
+            from agentcron.agent.http_runner import HttpRunner
+
+            runner = self.http_runner = HttpRunner(
+                remote.url,
+                secret,
+                timeout=remote.timeout,
+                retries=remote.retries,
+                concurrency=remote.concurrency,
+                approvals=self.approvals.broker,
+            )
         # The built-in agent's model clients (pooled connections to the model's server).
         self._close_models: Callable[[], Awaitable[None]] | None = None
         if runner is None:

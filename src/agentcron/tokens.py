@@ -1,5 +1,6 @@
-"""The bearer tokens in the data dir: one for the API and WebSocket, one for the inbound hook;
-and the MCP session tokens made from the API token.
+"""The secrets in the data dir: the API and WebSocket's token, the inbound hook's, the one your
+agent over HTTP checks the requests' signatures with (the runner secret); and the MCP session
+tokens made from the API token.
 """
 
 from __future__ import annotations
@@ -8,21 +9,28 @@ import hashlib
 import hmac
 import os
 import secrets
+from base64 import b64encode
+from collections.abc import Callable
 from pathlib import Path
 
+from agentcron.config.agent import RUNNER_SECRET_ENV
 from agentcron.config.env import environ
 from agentcron.config.server import HOOK_TOKEN_ENV, TOKEN_ENV
 
 TOKEN_FILE = "token"
 HOOK_TOKEN_FILE = "hook_token"
+RUNNER_SECRET_FILE = "runner_secret"
 __all__ = [
     "HOOK_TOKEN_ENV",
     "HOOK_TOKEN_FILE",
+    "RUNNER_SECRET_ENV",
+    "RUNNER_SECRET_FILE",
     "TOKEN_ENV",
     "TOKEN_FILE",
     "load_or_create_token",
     "mcp_session_of",
     "mcp_token",
+    "new_runner_secret",
     "read_token",
 ]
 
@@ -34,11 +42,25 @@ def _given(given: str | None, env: str) -> str:
     return (environ().get(env, "") if given is None else given).strip()
 
 
+def new_runner_secret() -> str:
+    """A fresh Standard Webhooks secret: `whsec_` and 24 random bytes in base64."""
+    return "whsec_" + b64encode(secrets.token_bytes(24)).decode()
+
+
+def _new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
 def load_or_create_token(
-    data_dir: Path, name: str = TOKEN_FILE, env: str = TOKEN_ENV, *, given: str | None = None
+    data_dir: Path,
+    name: str = TOKEN_FILE,
+    env: str = TOKEN_ENV,
+    *,
+    given: str | None = None,
+    make: Callable[[], str] = _new_token,
 ) -> str:
     """`given` (the settings' token; None: $env) if set; else the token stored in
-    `data_dir/name`, created (mode 0600) on first use.
+    `data_dir/name`, created (mode 0600, by `make`) on first use.
     """
     given = _given(given, env)
     if given:
@@ -49,7 +71,7 @@ def load_or_create_token(
         if token:
             return token
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # a new data dir: owner only
-    token = secrets.token_urlsafe(32)
+    token = make()
     # Created with owner-only permissions from the start: the token is a password.
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:

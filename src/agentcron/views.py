@@ -551,6 +551,25 @@ class ApprovalsOut(View):
         return ApprovalsOut(approvals=[ApprovalOut.of(a) for a in approvals])
 
 
+class RunnerSchemaOut(View):
+    """The runner protocol's JSON Schema (`GET /api/schema/runner.json`)."""
+
+    request: Dict = Field(description="the body agentcron POSTs for each turn")
+    answer: Dict = Field(
+        description="`json`: a JSON answer's body; `sse`: each event's data, by event name"
+    )
+
+
+class RunnerApprovalOut(View):
+    """A person's decision on a remote agent's tool call (`POST /api/runner/approvals`)."""
+
+    approved: bool = Field(description="true: run the tool; false: do not")
+    message: str | None = Field(
+        description="when not approved, what to tell the model (who denied it, or the timeout)"
+    )
+    approval: ApprovalOut | None = Field(description="the record (null: no one can be asked)")
+
+
 class HealthOut(View):
     status: str
 

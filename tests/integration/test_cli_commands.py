@@ -476,3 +476,11 @@ def test_approvals_through_the_database_of_a_running_server(
     (listed,) = json.loads(cli("approvals", "list", "--all", *db, "--json").stdout)
     assert listed["state"] == "denied"
     assert "ana" in cli("approvals", "list", "--all", *db).stdout
+
+
+def test_token_runner_prints_the_runner_secret_created_once(home: Path) -> None:
+    first = cli("token", "--runner").stdout.strip()
+    assert first.startswith("whsec_")
+    assert cli("token", "--runner").stdout.strip() == first
+    assert (home / "runner_secret").read_text().strip() == first
+    assert cli("token").stdout.strip() != first  # the API token is another

@@ -139,3 +139,21 @@ def test_a_forged_turn_is_refused(agent: str) -> None:
              "webhook-signature": Webhook(SECRET).sign("01JTURNNODEAGENT0000000001", then, body),
              "content-type": "application/json"}  # fmt: skip
     assert httpx.post(agent, content=body, headers=stale, timeout=10).status_code == 401
+
+
+async def test_the_http_runner_runs_a_turn_on_the_node_agent(agent: str) -> None:
+    from agentcron.agent.http_runner import HttpRunner
+    from agentcron.agent.runner import SessionInfo, TurnInput, TurnSource
+
+    seen: list[dict[str, Any]] = []
+
+    class Events:
+        async def emit(self, event: dict[str, Any]) -> None:
+            seen.append(event)
+
+    turn = TurnInput("01JTURNNODEAGENT0000000002", TurnSource.USER, "hello there")
+    outcome = await HttpRunner(agent, SECRET).run_turn(SessionInfo("websocket:abc"), turn, Events())
+    assert outcome.text == "You said: hello there"
+    assert "".join(e["text"] for e in seen if e["type"] == "text_delta") == outcome.text
+    assert len(seen) > 1  # streamed in pieces
+    assert outcome.usage == {"input_tokens": 11, "output_tokens": 21}

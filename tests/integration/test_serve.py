@@ -137,3 +137,27 @@ def test_an_existing_world_readable_database_is_tightened(tmp_path: Path) -> Non
     owner_only_file(db)
     assert stat.S_IMODE(db.stat().st_mode) == 0o600
     assert stat.S_IMODE((tmp_path / "old.db-wal").stat().st_mode) == 0o600
+
+
+def test_a_runner_url_runs_the_turns_on_your_agent_with_a_secret_kept_in_the_data_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentcron.agent.http_runner import HttpRunner
+    from agentcron.config import Settings
+
+    monkeypatch.delenv("AGENTCRON_RUNNER_SECRET", raising=False)
+    config = tmp_path / "agentcron.toml"
+    config.write_text('[runner]\nurl = "http://127.0.0.1:8400/turn"\ntimeout = 20\n')
+    options = ServeOptions(db=tmp_path / "a.db", home=tmp_path, settings=Settings.load(config))
+    first = build(options)
+    runner = first.cron.runner
+    assert isinstance(runner, HttpRunner)
+    assert runner is first.cron.http_runner
+    assert (runner.url, runner.timeout) == ("http://127.0.0.1:8400/turn", 20)
+    assert runner.secret.startswith("whsec_")
+    assert stat.S_IMODE((tmp_path / "runner_secret").stat().st_mode) == 0o600
+    flag = ServeOptions(db=tmp_path / "a.db", home=tmp_path, runner_url="http://other/turn")
+    again = build(flag)
+    assert isinstance(again.cron.runner, HttpRunner)
+    assert again.cron.runner.url == "http://other/turn"  # the flag wins
+    assert again.cron.runner.secret == runner.secret  # created once

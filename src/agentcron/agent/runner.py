@@ -103,6 +103,7 @@ class HistoryEntry:
     role: str
     content: str
     meta: dict[str, Any] = field(default_factory=dict)
+    at: datetime | None = None  # when it was written (None: not known, e.g. a fresh summary)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +173,8 @@ class TurnInput:
     # Files the message came with (a Telegram photo, a hook's attachment): by URL, as bytes,
     # or metadata only; the transcript entry of the message keeps their `describe()`.
     attachments: tuple[Attachment, ...] = ()
+    # A fire's prompt template: {"id", "version", "sha256"} (None: not a fire's turn).
+    prompt_ref: dict[str, Any] | None = None
 
 
 class TurnEvents(Protocol):

@@ -86,6 +86,13 @@ def serve(
         str | None,
         typer.Option(help="Model, e.g. openai:gpt-4.1-mini (default: $AGENTCRON_MODEL, offline)."),
     ] = None,
+    runner_url: Annotated[
+        str | None,
+        typer.Option(
+            help="Your own agent over HTTP runs every turn (default: $AGENTCRON_RUNNER_URL, "
+            "else the built-in agent)."
+        ),
+    ] = None,
     unified: Annotated[
         bool | None,
         typer.Option("--unified/--no-unified", help="Web-chat automations share one session."),
@@ -124,6 +131,7 @@ def serve(
         port=bound.port,
         url=target,
         model=model,
+        runner_url=runner_url,
         unified_session=unified,
         demo=demo,
         log_level=bound.log_level,
@@ -141,6 +149,10 @@ def serve(
 def token(
     ctx: typer.Context,
     hook: Annotated[bool, typer.Option("--hook", help="The inbound hook's token.")] = False,
+    runner: Annotated[
+        bool,
+        typer.Option("--runner", help="The secret your agent over HTTP checks signatures with."),
+    ] = False,
     mcp: Annotated[
         bool,
         typer.Option("--mcp", help="A token for /mcp bound to one session (with --session)."),
@@ -150,21 +162,33 @@ def token(
     ] = None,
 ) -> None:
     """Print the API token (created on first use; the server prints it at start-up too), the
-    hook's, or an MCP token bound to one session (made from the API token: a new API token
-    revokes them all).
+    hook's, the runner secret (your agent over HTTP checks signatures with it), or an MCP
+    token bound to one session (made from the API token: a new API token revokes them all).
     """
     from agentcron.errors import InvalidInputError
     from agentcron.session_keys import check_session_key
     from agentcron.tokens import (
         HOOK_TOKEN_ENV,
         HOOK_TOKEN_FILE,
+        RUNNER_SECRET_ENV,
+        RUNNER_SECRET_FILE,
         TOKEN_ENV,
         TOKEN_FILE,
         load_or_create_token,
         mcp_token,
+        new_runner_secret,
     )
 
-    data = settings(ctx).data()
+    config = settings(ctx)
+    data = config.data()
+    if runner:
+        given = config.runner().secret
+        echo(
+            load_or_create_token(
+                data.dir, RUNNER_SECRET_FILE, RUNNER_SECRET_ENV, given=given, make=new_runner_secret
+            )
+        )
+        return
     if mcp != (session is not None):
         raise fail("--mcp and --session go together: agentcron token --mcp --session KEY", 2)
     if hook and mcp:

@@ -15,10 +15,12 @@ __all__ = [
     "THINKING_LEVELS",
     "AgentSettings",
     "ProviderSettings",
+    "RunnerSettings",
     "agent_settings_from_env",
     "check_model_name",
     "load_price_table",
     "provider_from_env",
+    "runner_settings_from_env",
 ]
 
 MODEL_ENV = "AGENTCRON_MODEL"
@@ -27,6 +29,11 @@ API_KEY_ENV = "AGENTCRON_API_KEY"
 PRICES_ENV = "AGENTCRON_PRICES"
 WPS_ENV = "AGENTCRON_OFFLINE_WPS"
 TOOLS_FILE_ENV = "AGENTCRON_TOOLS_FILE"
+RUNNER_URL_ENV = "AGENTCRON_RUNNER_URL"
+RUNNER_SECRET_ENV = "AGENTCRON_RUNNER_SECRET"
+RUNNER_TIMEOUT_ENV = "AGENTCRON_RUNNER_TIMEOUT"
+RUNNER_RETRIES_ENV = "AGENTCRON_RUNNER_RETRIES"
+RUNNER_CONCURRENCY_ENV = "AGENTCRON_RUNNER_CONCURRENCY"
 
 
 _MAX_MODEL_NAME = 200
@@ -155,3 +162,53 @@ def load_price_table(
             '{"provider:model": {"input_per_mtok": x, "output_per_mtok": y}}'
         )
     return data
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerSettings:
+    """Your own agent over HTTP (`[runner]`): its URL (None: the built-in agent runs the
+    turns), the `whsec_...` secret the requests are signed with (None: `serve` keeps one in
+    the data directory), the seconds one turn's exchange may take (an approval's wait not
+    counted), how often a refused connection is tried again, and how many requests may be
+    open to the URL at once.
+    """
+
+    url: str | None = None
+    secret: str | None = field(default=None, repr=False)
+    timeout: float = 300.0
+    retries: int = 3
+    concurrency: int = 16
+
+    def __post_init__(self) -> None:
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ConfigError(f"the runner URL must be http(s)://..., got {self.url[:80]!r}")
+        if self.secret is not None and not self.secret.startswith("whsec_"):
+            raise ConfigError("the runner secret must be a Standard Webhooks `whsec_...` secret")
+        if not 0 < self.timeout <= 86_400:
+            raise ConfigError(f"the runner timeout must be from 0 to 86400s, got {self.timeout}")
+        if not 0 <= self.retries <= 10:
+            raise ConfigError(f"the runner retries must be from 0 to 10, got {self.retries}")
+        if not 1 <= self.concurrency <= 1000:
+            raise ConfigError(
+                f"the runner concurrency must be from 1 to 1000, got {self.concurrency}"
+            )
+
+
+def runner_settings_from_env(
+    env: Mapping[str, str] | None = None, *, url: str | None = None
+) -> RunnerSettings:
+    """`AGENTCRON_RUNNER_URL` (`url`, the flag, wins), `_SECRET`, `_TIMEOUT`, `_RETRIES`,
+    `_CONCURRENCY`.
+    """
+    env = or_environ(env)
+    defaults = RunnerSettings()
+    timeout = number(env, RUNNER_TIMEOUT_ENV, float)
+    retries = number(env, RUNNER_RETRIES_ENV, int)
+    concurrency = number(env, RUNNER_CONCURRENCY_ENV, int)
+    return RunnerSettings(
+        url=(url or env.get(RUNNER_URL_ENV, "")).strip() or None,
+        secret=env.get(RUNNER_SECRET_ENV, "").strip() or None,
+        timeout=defaults.timeout if timeout is None else timeout,
+        retries=defaults.retries if retries is None else retries,
+        concurrency=defaults.concurrency if concurrency is None else concurrency,
+    )

@@ -206,6 +206,31 @@ SETTINGS: tuple[Setting, ...] = (
         "offline model's words per second (0 = no delay)",
         "20",
     ),
+    # Your own agent over HTTP (README "Your own agent over HTTP"): it runs every turn.
+    Setting("runner.url", "AGENTCRON_RUNNER_URL", "text", "your agent's URL", "the built-in agent"),
+    Setting(
+        "runner.secret",
+        "AGENTCRON_RUNNER_SECRET",
+        "text",
+        "the whsec_ secret its requests are signed with",
+        "runner_secret in the data directory",
+        secret=True,
+    ),
+    Setting("runner.timeout", "AGENTCRON_RUNNER_TIMEOUT", "float", "seconds of one turn", "300"),
+    Setting(
+        "runner.retries",
+        "AGENTCRON_RUNNER_RETRIES",
+        "int",
+        "tries again of a refused connection",
+        "3",
+    ),
+    Setting(
+        "runner.concurrency",
+        "AGENTCRON_RUNNER_CONCURRENCY",
+        "int",
+        "requests open to the URL at once",
+        "16",
+    ),
     Setting("webhook.url", "AGENTCRON_WEBHOOK_URL", "text", "outbound webhook URL"),
     Setting(
         "webhook.secret", "AGENTCRON_WEBHOOK_SECRET", "text", "webhook signing secret", secret=True

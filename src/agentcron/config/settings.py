@@ -20,8 +20,10 @@ from agentcron.config.agent import (
     TOOLS_FILE_ENV,
     AgentSettings,
     ProviderSettings,
+    RunnerSettings,
     agent_settings_from_env,
     provider_from_env,
+    runner_settings_from_env,
 )
 from agentcron.config.channels import ChannelSettings, channel_settings_from_env
 from agentcron.config.database import DatabaseTarget, database_from_env, safe_url
@@ -96,6 +98,12 @@ class Settings:
     def provider(self) -> ProviderSettings:
         """`[agent]`: where named models run, the price table, the offline model's pace."""
         return provider_from_env(self.values)
+
+    def runner(self, *, url: str | None = None) -> RunnerSettings:
+        """`[runner]`: your own agent over HTTP (its URL, secret and bounds); `--runner-url`
+        wins.
+        """
+        return runner_settings_from_env(self.values, url=url)
 
     def data(self) -> DataSettings:
         """`[server]`: the data directory and the tokens."""

@@ -21,7 +21,16 @@ from agentcron.server.errors import CHANGE, answers
 from agentcron.server.mcp import McpEndpoint
 from agentcron.server.metrics import Metrics, RelayCollector
 from agentcron.server.middleware import BodyLimit, SessionKeyPath
-from agentcron.server.routes import approvals, deliveries, health, hooks, jobs, runs, sessions
+from agentcron.server.routes import (
+    approvals,
+    deliveries,
+    health,
+    hooks,
+    jobs,
+    runner,
+    runs,
+    sessions,
+)
 from agentcron.server.ws import Hub
 from agentcron.version import __version__
 from agentcron.wake.provider import LocalWake, WakeProvider
@@ -106,11 +115,20 @@ def create_app(
     # The routes declare their answers (the OpenAPI document is generated from them); a
     # guard's errors are declared where it is added: the token's 401, a NUL's 422.
     guarded = [Depends(require_token), Depends(clean_url)]
-    routers = (sessions.router, jobs.router, runs.router, deliveries.router, approvals.router)
+    routers = (
+        sessions.router,
+        jobs.router,
+        runs.router,
+        deliveries.router,
+        approvals.router,
+        runner.schema_router,
+    )
     for router in routers:
         app.include_router(router, dependencies=guarded, responses=answers(401, 422))
     app.include_router(approvals.capability_router, dependencies=[Depends(clean_url)])
     app.include_router(hooks.router, dependencies=[Depends(clean_url)])
+    # The runner's approval callback: the runner secret is its token, not the API's.
+    app.include_router(runner.router, dependencies=[Depends(clean_url)])
     # its own token (the relay's signed JWT), 404 while managed wake is off
     app.include_router(fire.router, responses=answers(401, 404, 422, *CHANGE))
     app.include_router(health.router)

@@ -27,6 +27,7 @@ from agentcron.server.asgi import Hook, create_app
 from agentcron.server.auth import HOOK_TOKEN_ENV, HOOK_TOKEN_FILE, load_or_create_token
 from agentcron.store.ids import new_id
 from agentcron.store.signals import Topic
+from agentcron.tokens import RUNNER_SECRET_ENV, RUNNER_SECRET_FILE, new_runner_secret
 from agentcron.wake.arms import ArmClient
 from agentcron.wake.provider import ManagedWake, resolve
 from agentcron.wake.verify import FireVerifier
@@ -43,6 +44,7 @@ class ServeOptions:
     url: str | None = None  # a SQLAlchemy URL (PostgreSQL) instead of the SQLite file
     home: Path | None = None  # where tokens live (default: the data dir)
     model: str | Model | None = None  # a name ("openai:gpt-4.1-mini", "offline") or a model
+    runner_url: str | None = None  # your own agent over HTTP (--runner-url; None: the settings')
     unified_session: bool | None = None
     log_level: str = "info"
     # Say DEMO_SENTENCE in a new session at start-up: the offline agent schedules a reminder
@@ -87,6 +89,15 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
     # Read and imported here (a bad file or entry point stops `serve` before it binds); the
     # MCP servers start with the app (a server that does not start stops it: ToolConfigError).
     tool_config = load(options.tools, settings.values) if options.tools is not None else None
+    remote = settings.runner(url=options.runner_url)
+    runner_secret = None
+    if remote.url is not None:
+        # Your own agent runs the turns: it checks their signatures with this secret (created
+        # in the data dir on first use, like the tokens; `agentcron token --runner`).
+        runner_secret = load_or_create_token(
+            home, RUNNER_SECRET_FILE, RUNNER_SECRET_ENV, given=remote.secret, make=new_runner_secret
+        )
+        tool_config = None  # the [tools] table is the built-in agent's
     cron = AgentCron(
         url=url,
         clock=clock,
@@ -95,6 +106,8 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
         settings=settings.engine(),
         agent=settings.agent(),
         tool_config=tool_config if tool_config is not None and not tool_config.empty else None,
+        runner_url=remote.url,
+        runner_secret=runner_secret,
         config=settings,
     )
     from agentcron.channels import ChannelManager, WebhookChannel, channels_from_settings

@@ -223,6 +223,7 @@ class _LaneTurn:
             trigger=None if prepared is None else prepared.trigger,
             model=None if pending.fire is None else pending.fire.job.model,
             attachments=pending.attachments,
+            prompt_ref=None if prepared is None else prepared.prompt_ref,
         )
         info = SessionInfo(
             key=session.key,

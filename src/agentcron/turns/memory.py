@@ -104,7 +104,7 @@ def plan_memory(window: Sequence[Message], budget: int, *, window_full: bool) ->
 
 def history_entry(message: Message) -> HistoryEntry:
     """A stored entry as the runner sees it."""
-    return HistoryEntry(message.role, message.content, message.meta)
+    return HistoryEntry(message.role, message.content, message.meta, message.created_at)
 
 
 def summary_entry(

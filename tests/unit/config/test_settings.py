@@ -152,3 +152,21 @@ def test_the_database_part_and_where_it_came_from(tmp_path: Path) -> None:
     assert (demo.url, demo.env) == ("postgresql+psycopg://u@db/file", "AGENTCRON_DB")
     assert settings.source(demo.env) == "file"
     assert settings.source(None) == "default"
+
+
+def test_the_runner_part_checks_its_values(tmp_path: Path) -> None:
+    from agentcron.config import RunnerSettings
+
+    assert Settings().runner() == RunnerSettings()
+    env = {"AGENTCRON_RUNNER_URL": "http://a/turn", "AGENTCRON_RUNNER_RETRIES": "0"}
+    found = Settings(values=env).runner(url="https://b/turn")
+    assert (found.url, found.retries, found.concurrency) == ("https://b/turn", 0, 16)
+    for name, value, problem in (
+        ("AGENTCRON_RUNNER_URL", "ftp://a", "http"),
+        ("AGENTCRON_RUNNER_SECRET", "plain", "whsec_"),
+        ("AGENTCRON_RUNNER_TIMEOUT", "0", "timeout"),
+        ("AGENTCRON_RUNNER_CONCURRENCY", "0", "concurrency"),
+        ("AGENTCRON_RUNNER_RETRIES", "many", "whole number"),
+    ):
+        with pytest.raises(ConfigError, match=problem):
+            Settings(values={name: value}).runner()
