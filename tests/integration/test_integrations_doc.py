@@ -12,12 +12,16 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 from agentcron import AgentCron
 from agentcron.testing import FakeClock, wait_settled
+from agentcron.tokens import new_runner_secret
+from tests.conftest import CronFactory
+from tests.helpers.ws import listening
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
 _RECIPE = re.compile(r"<!-- recipe: (\S+) -->\n```python\n(.*?)```", re.S)
@@ -49,7 +53,7 @@ def load() -> Iterator[Callable[[str], types.ModuleType]]:
 
 
 def test_every_recipe_is_tested() -> None:
-    tested = {"pydantic-ai"}
+    tested = {"pydantic-ai", "langgraph"}
     assert set(recipes()) == tested
 
 
@@ -111,3 +115,35 @@ async def test_a_pydantic_ai_agent_runs_chat_turns_and_fires_on_the_sessions_his
     assert any(isinstance(p, ToolCallPart) for m in model.seen[1] for p in m.parts)
     assert done.usage is not None
     assert done.usage["input_tokens"] > 0
+
+
+async def test_a_langgraph_graph_answers_the_http_runner_for_chat_turns_and_fires(
+    load: Callable[[str], types.ModuleType],
+    make_cron: CronFactory,
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    secret = new_runner_secret()
+    monkeypatch.setenv("AGENTCRON_RUNNER_SECRET", secret)
+    recipe = load("langgraph")
+    async with listening(recipe.app) as port:
+        url = f"http://127.0.0.1:{port}/turn"
+        cron = await make_cron(runner=None, runner_url=url, runner_secret=secret)
+        await cron.sessions.create("api:team")
+        first = await cron.sessions.send("api:team", "the deploy is at noon")
+        assert (await cron.sessions.wait_turn(first.id, 30)).state.value == "succeeded"
+        job = await cron.jobs.create(
+            name="standup", when="in 1 minute", message="what is planned?", session_key="api:team"
+        )
+        clock.advance(timedelta(minutes=1))
+        await wait_settled(cron.engine)
+        (run,) = await cron.runs.list(job.id)
+        assert run.state.value == "succeeded", run
+        transcript = [(m.role, m.content) for m in await cron.sessions.messages("api:team")]
+        # a forged request is refused by the recipe's check of the signature
+        async with httpx.AsyncClient() as client:
+            forged = await client.post(url, content=b"{}", headers={"webhook-id": "x"})
+    assert transcript[1] == ("assistant", "0 earlier messages; you said: the deploy is at noon")
+    # the fire's request carried the session's history: the graph read the earlier message
+    assert transcript[-1] == ("assistant", "[standup] 1 earlier messages")
+    assert forged.status_code == 401
