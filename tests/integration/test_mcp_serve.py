@@ -9,6 +9,7 @@ over MCP fires as a turn of its session.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -216,15 +217,8 @@ async def test_stdio_schedules_in_its_session_and_the_running_server_fires_it(
     wait_for(lambda: served.turns_of("recall"))
 
 
-async def test_stdio_refuses_an_unknown_session(served: Served) -> None:
-    with pytest.raises(Exception):  # noqa: B017, PT011 - the process exits before it speaks
-        async with served.stdio("api:nobody") as client:
-            await client.list_tools()
-    async with served.stdio(served.key) as client:  # the same, for a session that exists
-        assert len((await client.list_tools()).tools) == 3
-
-
 def test_stdio_command_says_which_session_is_unknown(served: Served) -> None:
+    """An unknown session: `agentcron mcp` exits 1 before it speaks MCP, and says which."""
     done = subprocess.run(
         [str(AGENTCRON), "mcp", "--session", "api:nobody", "--db", str(served.serve.db)],
         env=_env(served.home), capture_output=True, text=True, timeout=30,
@@ -232,3 +226,34 @@ def test_stdio_command_says_which_session_is_unknown(served: Served) -> None:
     )  # fmt: skip
     assert done.returncode == 1
     assert "api:nobody" in done.stderr
+
+
+def documented_config() -> dict[str, Any]:
+    """The client configuration of docs/integrations.md, its `//` comments dropped."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text("utf-8")
+    block = page.split("<!-- mcp-config -->\n```jsonc\n", 1)[1].split("```", 1)[0]
+    lines = [line for line in block.splitlines() if not line.strip().startswith("//")]
+    return dict(json.loads("\n".join(lines))["mcpServers"])
+
+
+async def test_the_documented_client_configuration_connects_over_both_transports(
+    served: Served,
+) -> None:
+    config = documented_config()
+    stdio, http = config["agentcron"], config["agentcron-http"]
+    # stdio, as written: the command and its arguments, the session ours (and our database)
+    assert stdio["command"] == "agentcron"
+    args = [served.key if a == "api:me" else a for a in stdio["args"]]
+    params = StdioServerParameters(
+        command=str(AGENTCRON), args=[*args, "--db", str(served.serve.db)], env=_env(served.home)
+    )
+    async with Client(params) as client:
+        assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+    # HTTP, as written: the URL's path on this server, the header with the printed token
+    assert http["type"] == "http"
+    assert http["url"].endswith("/mcp")
+    header = http["headers"]["Authorization"]
+    assert header == "Bearer <the output of: agentcron token --mcp --session api:me>"
+    headers = {"Authorization": f"Bearer {served.token_for(served.key)}"}
+    async with http_client(served, headers) as client:
+        assert {t.name for t in (await client.list_tools()).tools} == TOOLS
