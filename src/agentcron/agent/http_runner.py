@@ -39,6 +39,7 @@ from agentcron.agent.runner import (
     turn_pause,
 )
 from agentcron.domain.approvals import Approval, Approver
+from agentcron.errors import AgentcronError
 from agentcron.store.errors import TurnNotFoundError
 
 log = logging.getLogger(__name__)
@@ -224,8 +225,9 @@ class _Active:
         self.idle.set()
 
 
-class _Failed(Exception):
-    """The exchange failed: the outcome's error and its details."""
+class _Failed(AgentcronError):
+    """The exchange failed: the outcome's error and its details (caught inside the runner, which
+    turns it into a failed outcome)."""
 
     def __init__(self, error: str, details: dict[str, Any]) -> None:
         super().__init__(error)
