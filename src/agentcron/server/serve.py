@@ -205,7 +205,7 @@ def run(options: ServeOptions, echo: Callable[[str], None]) -> None:
 
     options.extra_start.append(announce)  # after AgentCron and the channels started
     server = build(options)
-    model = server.cron.runner.__class__.__name__
+    model = getattr(server.cron.runner, "default", server.cron.runner).__class__.__name__
     model_id = getattr(server.cron.runner, "model_id", None)
     config = uvicorn.Config(
         server.app,
