@@ -236,7 +236,7 @@ class AgentCron:
         )
         # The approval callback asks the HTTP runners (any, once a secret signs them).
         self.http_runner = routes if secret else None
-        self.runner: Runner = routes
+        self.runner = routes.default  # the process's runner
         settings = settings or EngineSettings()
         if self.store.dialect == "postgresql" and settings.claim_ahead == _DEFAULT_CLAIM_AHEAD:
             settings = replace(settings, claim_ahead=PG_CLAIM_AHEAD)
@@ -252,7 +252,7 @@ class AgentCron:
         self.lanes = Lanes(
             self.store,
             self.journal,
-            self.runner,
+            routes,
             self.clock,
             owner=owner,
             bus=self.events,
@@ -263,7 +263,7 @@ class AgentCron:
         )
         self.engine = Engine(
             self.store,
-            self.runner,
+            routes,
             journal=self.journal,
             turns=self.lanes,
             slots=slots,

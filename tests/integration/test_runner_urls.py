@@ -21,6 +21,7 @@ from agentcron.app import AgentCron
 from agentcron.cli import app as cli_app
 from agentcron.domain.states import RunState, TurnState
 from agentcron.server import create_app
+from agentcron.server.serve import ServeOptions, build
 from agentcron.tokens import new_runner_secret
 from tests.conftest import BACKENDS, CronFactory
 from tests.helpers.ws import TOKEN, listening
@@ -161,6 +162,18 @@ async def test_the_api_sets_shows_and_refuses_runner_urls(make_cron: CronFactory
         assert refused.status_code == 422
         cleared = await client.patch(path, json={"runner_url": None})
         assert cleared.json()["runner_url"] is None
+
+
+def test_serve_keeps_a_secret_for_own_urls_when_the_built_in_agent_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AGENTCRON_RUNNER_SECRET", raising=False)
+    monkeypatch.delenv("AGENTCRON_RUNNER_URL", raising=False)
+    server = build(ServeOptions(db=tmp_path / "a.db", home=tmp_path, model=OfflineModel(0)))
+    routes = server.cron.http_runner
+    assert routes is not None  # the approval callback answers the own URLs' agents
+    assert routes.main is None  # the built-in agent runs the other turns
+    assert routes.secret == (tmp_path / "runner_secret").read_text().strip()
 
 
 def test_the_cli_flags_set_runner_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -541,10 +541,12 @@ class RunnerRoutes:
         }
         self._by_url: dict[str, HttpRunner] = {} if main is None else {main.url: main}
 
-    @property
-    def model_id(self) -> str | None:
-        """What `serve` says runs the turns: the process's runner."""
-        return getattr(self.default, "model_id", None)
+    def __getattr__(self, name: str) -> Any:
+        # The lanes' memory reads the process's runner's history settings and `summarize`
+        # (optional attributes, looked up with getattr): they stay the process's runner's.
+        if name == "default":  # not set yet (a copy being built): no recursion
+            raise AttributeError(name)
+        return getattr(self.default, name)
 
     def runner_for(self, url: str) -> HttpRunner:
         """The HTTP runner of `url`, made on first use (ValueError: no secret to sign with)."""
