@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
     from agentcron.agent.gate import ToolLike
-    from agentcron.agent.http_runner import HttpRunner
+    from agentcron.agent.http_runner import HttpRunner, RunnerRoutes
     from agentcron.agent.tool_sources import ToolServers
     from agentcron.config.tools import ToolConfig
 
@@ -155,15 +155,16 @@ class AgentCron:
         self._tool_names: dict[str, str] = {}  # function tools' names -> where they come from
         self.tool_servers: ToolServers | None = None  # the configured MCP servers
         # Your own agent over HTTP (its approval callback asks it), when a runner URL is set.
-        self.http_runner: HttpRunner | None = None
-        remote = None if runner is not None else config.runner(url=runner_url)
-        if remote is not None and remote.url is not None:
+        self.http_runner: RunnerRoutes | None = None
+        main: HttpRunner | None = None
+        remote = config.runner(url=None if runner is not None else runner_url)
+        secret = runner_secret or remote.secret
+        if runner is None and remote.url is not None:
             if tools or tool_policy or tool_config:
                 raise ValueError(
                     "`tools`, `tool_policy` and `tool_config` are for the built-in agent, "
                     "not for a runner URL"
                 )
-            secret = runner_secret or remote.secret
             if not secret:
                 raise ConfigError(
                     "a runner URL needs the secret its requests are signed with: "
@@ -172,7 +173,7 @@ class AgentCron:
             # Imported here: httpx and standardwebhooks are loaded only for this runner.
             from agentcron.agent.http_runner import HttpRunner
 
-            runner = self.http_runner = HttpRunner(
+            runner = main = HttpRunner(
                 remote.url,
                 secret,
                 timeout=remote.timeout,
@@ -219,7 +220,23 @@ class AgentCron:
                 prices=load_price_table(provider.prices if prices is None else prices),
             )
             self._close_models = runner.aclose
-        self.runner = as_runner(runner)
+        # Imported here: httpx and standardwebhooks are loaded only when first used.
+        from agentcron.agent.http_runner import RunnerRoutes
+
+        # A session or a job may name its own runner URL: its turns go there (one HttpRunner
+        # per URL, signed with the process's secret), the rest to the process's runner.
+        routes = RunnerRoutes(
+            as_runner(runner),
+            secret,
+            main=main,
+            timeout=remote.timeout,
+            retries=remote.retries,
+            concurrency=remote.concurrency,
+            approvals=self.approvals.broker,
+        )
+        # The approval callback asks the HTTP runners (any, once a secret signs them).
+        self.http_runner = routes if secret else None
+        self.runner = routes.default  # the process's runner
         settings = settings or EngineSettings()
         if self.store.dialect == "postgresql" and settings.claim_ahead == _DEFAULT_CLAIM_AHEAD:
             settings = replace(settings, claim_ahead=PG_CLAIM_AHEAD)
@@ -235,7 +252,7 @@ class AgentCron:
         self.lanes = Lanes(
             self.store,
             self.journal,
-            self.runner,
+            routes,
             self.clock,
             owner=owner,
             bus=self.events,
@@ -246,7 +263,7 @@ class AgentCron:
         )
         self.engine = Engine(
             self.store,
-            self.runner,
+            routes,
             journal=self.journal,
             turns=self.lanes,
             slots=slots,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field
 
@@ -20,14 +21,17 @@ __all__ = [
     "MAX_MESSAGE_CHARS",
     "MAX_META_BYTES",
     "MAX_NAME_CHARS",
+    "MAX_RUNNER_URL_CHARS",
     "MAX_RUNS",
     "MAX_SHORT_CHARS",
     "MessageText",
     "MetaObject",
     "NameText",
+    "RunnerUrl",
     "ShortText",
     "ZoneText",
     "check_meta",
+    "check_runner_url",
     "check_text",
 ]
 
@@ -43,6 +47,7 @@ MAX_ATTACHMENTS = 4  # files carried with one message (in or out)
 # an outbound delivery record until sent, so small; a bigger file goes by URL.
 MAX_ATTACHMENT_BYTES = 512 * 1024
 MAX_ATTACHMENT_URL_CHARS = 2048
+MAX_RUNNER_URL_CHARS = 2048  # a session's or a job's own runner URL
 
 
 def check_text(text: str, what: str = "text") -> str:
@@ -76,6 +81,39 @@ ShortText = Annotated[str, Field(min_length=1, max_length=MAX_SHORT_CHARS), _Tex
 """A short value (a schedule phrase, a model name, a key) in a request model."""
 ZoneText = Annotated[str, Field(max_length=64), _Text]
 """An IANA zone name in a request model (checked against the zone database by the service)."""
+
+
+def check_runner_url(url: str | None) -> str | None:
+    """A session's or a job's own runner URL (None: none): http(s) with a host, no spaces, at
+    most `MAX_RUNNER_URL_CHARS`; InvalidInputError otherwise.
+    """
+    if url is None:
+        return None
+    check_text(url, "runner_url")
+    if len(url) > MAX_RUNNER_URL_CHARS:
+        raise InvalidInputError(
+            f"runner_url has at most {MAX_RUNNER_URL_CHARS} characters (this one has {len(url)})"
+        )
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. an unclosed [IPv6] host
+        parts = urlsplit("")
+    if parts.scheme not in ("http", "https") or not parts.netloc or any(c.isspace() for c in url):
+        raise InvalidInputError(
+            f"runner_url must be an http:// or https:// URL with a host, got {url[:80]!r}"
+        )
+    return url
+
+
+def _valid_runner_url(url: str) -> str:
+    try:
+        return check_runner_url(url) or url
+    except InvalidInputError as exc:
+        raise ValueError(str(exc)) from None
+
+
+RunnerUrl = Annotated[str, AfterValidator(_valid_runner_url)]
+"""A session's or a job's own runner URL in a request model."""
 
 
 def _check_json(value: Any, depth: int = 0) -> None:

@@ -141,6 +141,7 @@ class JobOut(View):
     policy: PolicyOut
     idempotency_key: str | None
     model: str | None
+    runner_url: str | None = Field(description="its fires' own runner URL (null: the session's)")
     call_type: RecallCallType | None = Field(
         description="a recall the agent scheduled: once, recurring or immediate"
     )
@@ -311,6 +312,7 @@ class SessionOut(View):
     channel_meta: Dict | None
     title: str | None
     tz: str
+    runner_url: str | None = Field(description="its turns' own runner URL (null: the server's)")
     created_at: datetime
     updated_at: datetime
 

@@ -130,7 +130,8 @@ async def test_the_agent_asks_a_person_and_reports_its_tool_call(
     async with listening(create_app(cron, token=TOKEN)) as port:
         with example_agent(stream=True, agentcron=f"http://127.0.0.1:{port}") as url:
             assert cron.http_runner is not None
-            cron.http_runner.url = url  # the example needs agentcron's port, agentcron its URL
+            assert cron.http_runner.main is not None
+            cron.http_runner.main.url = url  # the example needs our port, we its URL
             asked: list[Event] = []
             cron.subscribe(asked.append, [ApprovalRequested])
             turn = await cron.sessions.send(KEY, "!rm -rf /tmp/x")
@@ -161,7 +162,8 @@ async def test_a_turn_stopped_while_its_agent_asks_ends_the_approval(
     async with listening(create_app(cron, token=TOKEN)) as port:
         with example_agent(agentcron=f"http://127.0.0.1:{port}") as url:
             assert cron.http_runner is not None
-            cron.http_runner.url = url
+            assert cron.http_runner.main is not None
+            cron.http_runner.main.url = url
             asked: list[Event] = []
             cron.subscribe(asked.append, [ApprovalRequested])
             turn = await cron.sessions.send(KEY, "!reboot")
@@ -242,13 +244,14 @@ async def test_a_500_and_a_timeout_are_failed_runs_with_the_status_and_an_excerp
         assert run.error_details["body"] == "x" * 1024  # bounded
 
         assert cron.http_runner is not None
-        cron.http_runner.url = f"{base}/hang"
-        cron.http_runner.timeout = 0.3
+        assert cron.http_runner.main is not None
+        cron.http_runner.main.url = f"{base}/hang"
+        cron.http_runner.main.timeout = 0.3
         run = await cron.runs.wait((await cron.runs.run_now(job.id)).id, 10)
         assert run.state is RunState.FAILED
         assert run.error == "the runner did not answer within 0.3s"
 
-        cron.http_runner.url = f"{base}/turn"
+        cron.http_runner.main.url = f"{base}/turn"
         run = await cron.runs.wait((await cron.runs.run_now(job.id)).id, 10)
         assert run.state is RunState.SUCCEEDED
         [sent] = bodies

@@ -152,7 +152,8 @@ def test_a_runner_url_runs_the_turns_on_your_agent_with_a_secret_kept_in_the_dat
     first = build(options)
     runner = first.cron.runner
     assert isinstance(runner, HttpRunner)
-    assert runner is first.cron.http_runner
+    assert first.cron.http_runner is not None
+    assert runner is first.cron.http_runner.main
     assert (runner.url, runner.timeout) == ("http://127.0.0.1:8400/turn", 20)
     assert runner.secret.startswith("whsec_")
     assert stat.S_IMODE((tmp_path / "runner_secret").stat().st_mode) == 0o600

@@ -30,6 +30,7 @@ from standardwebhooks import Webhook
 
 from agentcron.agent.runner import (
     Outcome,
+    Runner,
     SessionInfo,
     ToolRecord,
     TurnEvents,
@@ -50,6 +51,7 @@ __all__ = [
     "HttpRunner",
     "RunnerAnswer",
     "RunnerRequest",
+    "RunnerRoutes",
     "RunnerTurnNotFoundError",
     "runner_schema",
 ]
@@ -275,6 +277,10 @@ class HttpRunner:
     def model_id(self) -> str:
         """What `serve` says runs the turns: the URL."""
         return self.url
+
+    def has_turn(self, turn_id: str) -> bool:
+        """Is the request of turn `turn_id` open on this runner?"""
+        return turn_id in self._active
 
     # -- approvals -----------------------------------------------------------------------
 
@@ -502,6 +508,77 @@ class HttpRunner:
             "the runner's stream ended without a done event",
             {"partial_text": "".join(deltas)[:MAX_EXCERPT]},
         )
+
+
+class RunnerRoutes:
+    """Chooses each turn's runner: the HTTP runner at the turn's own URL (its fire's job's,
+    else its session's: `TurnInput.runner_url`), else the process's runner (`default`: the
+    built-in agent, the process's runner URL or a runner of your own).
+
+    One `HttpRunner` per distinct URL, made on its first turn, signed with the process's runner
+    `secret` and bound like the process's (`timeout`, `retries`, `concurrency`); a URL equal to
+    the process's runner URL uses that runner. The approval callback (`ask`) finds the turn on
+    whichever of them runs it. Nothing to close: each request opens its own connection.
+    """
+
+    def __init__(
+        self,
+        default: Runner,
+        secret: str | None,
+        *,
+        main: HttpRunner | None = None,
+        timeout: float = 300.0,
+        retries: int = 3,
+        concurrency: int = 16,
+        approvals: Approver | None = None,
+    ) -> None:
+        self.default = default
+        self.secret = secret
+        self.main = main
+        self._options: dict[str, Any] = {
+            "timeout": timeout,
+            "retries": retries,
+            "concurrency": concurrency,
+            "approvals": approvals,
+        }
+        self._by_url: dict[str, HttpRunner] = {} if main is None else {main.url: main}
+
+    def __getattr__(self, name: str) -> Any:
+        # The lanes' memory reads the process's runner's history settings and `summarize`
+        # (optional attributes, looked up with getattr): they stay the process's runner's.
+        if name == "default":  # not set yet (a copy being built): no recursion
+            raise AttributeError(name)
+        return getattr(self.default, name)
+
+    def runner_for(self, url: str) -> HttpRunner:
+        """The HTTP runner of `url`, made on first use (ValueError: no secret to sign with)."""
+        runner = self._by_url.get(url)
+        if runner is None:
+            if not self.secret:
+                raise ValueError(
+                    "a runner URL needs the secret its requests are signed with: "
+                    "`runner_secret=` or AGENTCRON_RUNNER_SECRET (`serve` keeps one)"
+                )
+            runner = self._by_url[url] = HttpRunner(url, self.secret, **self._options)
+        return runner
+
+    async def run_turn(self, session: SessionInfo, turn: TurnInput, events: TurnEvents) -> Outcome:
+        if turn.runner_url is None:
+            return await self.default.run_turn(session, turn, events)
+        try:
+            runner = self.runner_for(turn.runner_url)
+        except ValueError as exc:
+            return Outcome.failed(str(exc), error_details={"url": turn.runner_url})
+        return await runner.run_turn(session, turn, events)
+
+    async def ask(
+        self, *, turn_id: str, tool: str, args: dict[str, Any], wait: timedelta | None = None
+    ) -> Approval | None:
+        """`HttpRunner.ask` on the runner whose request for `turn_id` is open."""
+        for runner in self._by_url.values():
+            if runner.has_turn(turn_id):
+                return await runner.ask(turn_id=turn_id, tool=tool, args=args, wait=wait)
+        raise RunnerTurnNotFoundError(turn_id)
 
 
 async def _excerpt(response: httpx.Response) -> str:

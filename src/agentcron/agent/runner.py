@@ -175,6 +175,9 @@ class TurnInput:
     attachments: tuple[Attachment, ...] = ()
     # A fire's prompt template: {"id", "version", "sha256"} (None: not a fire's turn).
     prompt_ref: dict[str, Any] | None = None
+    # The turn's own runner URL: its fire's job's, else its session's (None: the process's
+    # runner runs it). `http_runner.RunnerRoutes` reads it.
+    runner_url: str | None = None
 
 
 class TurnEvents(Protocol):

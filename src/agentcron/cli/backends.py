@@ -61,7 +61,7 @@ class Backend(Protocol):
     async def __aenter__(self) -> Backend: ...
     async def __aexit__(self, *exc: object) -> None: ...
     async def create_session(
-        self, key: str, tz: str | None, title: str | None
+        self, key: str, tz: str | None, title: str | None, runner_url: str | None = None
     ) -> dict[str, Any]: ...
     async def list_sessions(self) -> dict[str, Any]: ...
     async def get_session(self, key: str) -> dict[str, Any]: ...
@@ -126,10 +126,11 @@ class ApiBackend:
             raise CliError(f"unexpected answer from {self.url}{path}: {body!r}")
         return body
 
-    async def create_session(self, key: str, tz: str | None, title: str | None) -> dict[str, Any]:
-        return await self._call(
-            "POST", "/api/sessions", json={"key": key, "tz": tz, "title": title}
-        )
+    async def create_session(
+        self, key: str, tz: str | None, title: str | None, runner_url: str | None = None
+    ) -> dict[str, Any]:
+        body = {"key": key, "tz": tz, "title": title, "runner_url": runner_url}
+        return await self._call("POST", "/api/sessions", json=body)
 
     async def list_sessions(self) -> dict[str, Any]:
         return await self._call("GET", "/api/sessions")
@@ -288,11 +289,19 @@ class DbBackend:
         except SQLAlchemyError as exc:
             raise CliError(f"database error ({self._where}): {_first_line(exc)}") from exc
 
-    async def create_session(self, key: str, tz: str | None, title: str | None) -> dict[str, Any]:
+    async def create_session(
+        self, key: str, tz: str | None, title: str | None, runner_url: str | None = None
+    ) -> dict[str, Any]:
+        try:
+            body = SessionCreate(key=key, tz=tz, title=title, runner_url=runner_url)
+        except ValidationError as exc:
+            raise CliError(validation_line(exc)) from exc
+
         async def create() -> dict[str, Any]:
-            body = SessionCreate(key=key, tz=tz, title=title)
             cron = self._cron
-            session = await cron.sessions.create(body.key, title=body.title, tz=body.tz)
+            session = await cron.sessions.create(
+                body.key, title=body.title, tz=body.tz, runner_url=body.runner_url
+            )
             return views.SessionOut.of(session).json_dict()
 
         return await self._call(create)

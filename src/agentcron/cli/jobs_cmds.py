@@ -47,6 +47,12 @@ def jobs_add(
         str | None,
         typer.Option(help="Its turns' model, e.g. \"openai:gpt-4o\" (default: the agent's)."),
     ] = None,
+    runner_url: Annotated[
+        str | None,
+        typer.Option(
+            help="Your own agent's http(s) URL its fires run on (default: the session's runner)."
+        ),
+    ] = None,
     delete_after_run: Annotated[
         bool,
         typer.Option(
@@ -70,6 +76,7 @@ def jobs_add(
         "max_runs": max_runs,
         "idempotency_key": idempotency_key,
         "model": model,
+        "runner_url": runner_url,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     if delete_after_run:

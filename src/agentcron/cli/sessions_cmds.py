@@ -37,6 +37,12 @@ def sessions_add(
         ),
     ] = None,
     title: Annotated[str | None, typer.Option(help="A title.")] = None,
+    runner_url: Annotated[
+        str | None,
+        typer.Option(
+            help="Your own agent's http(s) URL its turns run on (default: the server's runner)."
+        ),
+    ] = None,
     db: DbOpt = None,
     url: UrlOpt = None,
     api: ApiOpt = None,
@@ -47,7 +53,7 @@ def sessions_add(
     digits, `_-.`, then an id of 1-200 printable characters.
     """
     backend = backend_for(ctx, db, url, api, token, create=True)
-    session = call(backend, lambda b: b.create_session(key, tz, title))
+    session = call(backend, lambda b: b.create_session(key, tz, title, runner_url))
     if as_json:
         print_json(session)
         return

@@ -90,6 +90,7 @@ class NewJob:
     idempotency_key: str | None = None
     enabled: bool = True
     model: str | None = None  # the model its turns run on; None = the runner's default
+    runner_url: str | None = None  # its fires' own runner URL; None = the session's or default
     # recalls the agent scheduled: its call type and its whole note (the name is cut to 80)
     call_type: RecallCallType | None = None
     internal_comment: str | None = None
@@ -133,6 +134,7 @@ class Job:
     to: str | None = None
     channel_meta: dict[str, Any] | None = None
     model: str | None = None  # the model its turns run on; None = the runner's default
+    runner_url: str | None = None  # its fires' own runner URL; None = the session's or default
     call_type: RecallCallType | None = None  # a recall's, as the agent asked for it
     internal_comment: str | None = None  # a recall's note, whole
     finished_at: datetime | None = None  # when its last fire ended with no fire left (done)

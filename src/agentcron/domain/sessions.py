@@ -25,6 +25,7 @@ class Session:
     turn_lease_expires_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    runner_url: str | None = None  # its turns' own runner URL; None = the process's runner
 
 
 class Role(enum.StrEnum):

@@ -366,6 +366,7 @@ class _IsolatedRun:
             history=await runs._history(fire, self.session.key) if self.remembers else (),
             now=self.now,
             trigger=self.trigger,
+            runner_url=fire.job.runner_url,  # its own runner (None: the process's)
         )
         return await runs.runner.run_turn(self.session, turn, NullEvents())
 

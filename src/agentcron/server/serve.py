@@ -90,13 +90,13 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
     # MCP servers start with the app (a server that does not start stops it: ToolConfigError).
     tool_config = load(options.tools, settings.values) if options.tools is not None else None
     remote = settings.runner(url=options.runner_url)
-    runner_secret = None
+    # Your own agent (the runner URL, or a session's or a job's own) checks the turns'
+    # signatures with this secret (created in the data dir on first use, like the tokens;
+    # `agentcron token --runner`).
+    runner_secret = load_or_create_token(
+        home, RUNNER_SECRET_FILE, RUNNER_SECRET_ENV, given=remote.secret, make=new_runner_secret
+    )
     if remote.url is not None:
-        # Your own agent runs the turns: it checks their signatures with this secret (created
-        # in the data dir on first use, like the tokens; `agentcron token --runner`).
-        runner_secret = load_or_create_token(
-            home, RUNNER_SECRET_FILE, RUNNER_SECRET_ENV, given=remote.secret, make=new_runner_secret
-        )
         tool_config = None  # the [tools] table is the built-in agent's
     cron = AgentCron(
         url=url,

@@ -8,7 +8,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentcron.domain.jobs import Catchup, Overlap
-from agentcron.limits import MAX_RUNS, MessageText, NameText, ShortText, ZoneText
+from agentcron.limits import MAX_RUNS, MessageText, NameText, RunnerUrl, ShortText, ZoneText
 from agentcron.session_keys import SessionKey
 
 WHEN_HELP = (
@@ -18,6 +18,10 @@ WHEN_HELP = (
 MODEL_HELP = (
     'the model its turns run on, "provider:name" (e.g. "openai:gpt-4o") or "offline"; '
     "null (on update) = the default model"
+)
+RUNNER_URL_HELP = (
+    "the runner its fires run on: your own agent's http(s) URL, signed with the server's "
+    "runner secret; null = its session's runner URL, else the server's runner"
 )
 END_AT_HELP = "the instant after which it no longer fires, with a UTC offset; in the future"
 DELETE_AFTER_RUN_HELP = (
@@ -40,6 +44,7 @@ class JobCreate(BaseModel):
     end_at: datetime | None = Field(default=None, description=END_AT_HELP)
     idempotency_key: ShortText | None = None
     model: ShortText | None = Field(default=None, description=MODEL_HELP)
+    runner_url: RunnerUrl | None = Field(default=None, description=RUNNER_URL_HELP)
     delete_after_run: bool = Field(default=False, description=DELETE_AFTER_RUN_HELP)
 
 
@@ -56,14 +61,15 @@ class JobPatch(BaseModel):
     end_at: datetime | None = Field(default=None, description=END_AT_HELP)
     enabled: bool | None = Field(default=None, description="false pauses, true resumes")
     model: ShortText | None = Field(default=None, description=MODEL_HELP)
+    runner_url: RunnerUrl | None = Field(default=None, description=RUNNER_URL_HELP)
 
     @model_validator(mode="after")
     def _null_only_where_it_means_something(self) -> JobPatch:
-        # null is a value for max_runs, end_at (no limit) and model (the default); elsewhere
-        # leave the field out to keep it
+        # null is a value for max_runs, end_at (no limit), model and runner_url (the
+        # default); elsewhere leave the field out to keep it
         nulls = sorted(
             name
-            for name in self.model_fields_set - {"max_runs", "end_at", "model"}
+            for name in self.model_fields_set - {"max_runs", "end_at", "model", "runner_url"}
             if getattr(self, name) is None
         )
         if nulls:

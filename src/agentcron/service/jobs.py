@@ -30,7 +30,7 @@ from agentcron.domain.runs import Run
 from agentcron.domain.states import ACTIVE_STATES
 from agentcron.engine.policies import arm
 from agentcron.errors import InvalidInputError
-from agentcron.limits import MAX_MESSAGE_CHARS, MAX_RUNS, check_text
+from agentcron.limits import MAX_MESSAGE_CHARS, MAX_RUNS, check_runner_url, check_text
 from agentcron.runtime.clock import Clock
 from agentcron.schedule import parse_when, upcoming
 from agentcron.schedule.zones import get_zone
@@ -133,9 +133,11 @@ class Jobs:
         model: str | None = None,
         call_type: RecallCallType | None = None,
         internal_comment: str | None = None,
+        runner_url: str | None = None,
     ) -> Job:
         """Create one job from `when` (anything parse_when reads) or a ready `spec`; `model`
-        names the model its turns run on (None: the runner's default); a recall keeps its
+        names the model its turns run on (None: the runner's default), `runner_url` the runner
+        its fires run on (None: its session's, else the process's); a recall keeps its
         `call_type` and `internal_comment`.
         """
         now = self._clock.now()
@@ -160,6 +162,7 @@ class Jobs:
             idempotency_key=idempotency_key,
             enabled=enabled,
             model=model,
+            runner_url=runner_url,
         )
         if call_type is not None or internal_comment is not None:
             new = _with_recall_note(new, call_type, internal_comment)
@@ -199,6 +202,7 @@ class Jobs:
                 end_at=_aware(end_at, "end_at"),
                 idempotency_key=body.idempotency_key,
                 model=body.model,
+                runner_url=body.runner_url,
                 delete_after_run=body.delete_after_run,
             )
             return self._armed(new, now)
@@ -344,10 +348,11 @@ class Jobs:
         tz: str | None = None,
         expected_version: int | None = None,
         model: str | Keep | None = KEEP,
+        runner_url: str | Keep | None = KEEP,
         **policy_changes: Any,
     ) -> Job:
         """Change a job. A new schedule re-computes the next fire at once; `model=None` goes
-        back to the runner's default model.
+        back to the runner's default model, `runner_url=None` to its session's runner.
 
         `expected_version` makes it a compare-and-set (VersionConflictError when the job moved
         on); without it the update retries on concurrent changes.
@@ -368,6 +373,8 @@ class Jobs:
                 changes["message"] = message
             if not isinstance(model, Keep):
                 changes["model"] = check_model_name(model)
+            if not isinstance(runner_url, Keep):
+                changes["runner_url"] = check_runner_url(runner_url)
             new_spec = spec
             if when is not None:
                 new_spec = parse_when(when, now, tz or job.spec.tz)
@@ -526,6 +533,7 @@ def _new_job(
     idempotency_key: str | None = None,
     enabled: bool = True,
     model: str | None = None,
+    runner_url: str | None = None,
 ) -> NewJob:
     """A job to create, checked (InvalidInputError, ScheduleError), its schedule read at `now`."""
     if (when is None) == (spec is None):
@@ -553,6 +561,7 @@ def _new_job(
         idempotency_key=idempotency_key,
         enabled=enabled,
         model=check_model_name(model),
+        runner_url=check_runner_url(runner_url),
     )
 
 

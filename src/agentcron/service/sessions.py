@@ -23,8 +23,10 @@ from agentcron.limits import (
     MessageText,
     MetaObject,
     NameText,
+    RunnerUrl,
     ZoneText,
     check_meta,
+    check_runner_url,
     check_text,
 )
 from agentcron.runtime.clock import Clock
@@ -49,6 +51,12 @@ class SessionCreate(BaseModel):
         "session with another zone is a conflict (409)",
     )
     channel_meta: MetaObject | None = Field(default=None, description="at most 16 KiB as JSON")
+    runner_url: RunnerUrl | None = Field(
+        default=None,
+        description="the runner its turns run on: your own agent's http(s) URL, signed with the "
+        "server's runner secret (the server's runner if absent); creating an existing session "
+        "with another one is a conflict (409)",
+    )
 
 
 class MessageCreate(BaseModel):
@@ -170,11 +178,13 @@ class Sessions:
         title: str | None = None,
         tz: str | None = None,
         channel_meta: dict[str, Any] | None = None,
+        runner_url: str | None = None,
     ) -> Session:
         """Create (or return) a session; a key `api:<id>` is generated when none is given.
 
-        `tz` defaults to UTC for a new session; asking for an existing one with another `tz`
-        is a ConflictError (the same values again return it unchanged).
+        `tz` defaults to UTC for a new session; `runner_url` (None: the process's runner) is
+        where its turns run. Asking for an existing one with another `tz` or `runner_url` is a
+        ConflictError (the same values again return it unchanged).
         """
         if key is not None:
             check_session_key(key)
@@ -184,17 +194,24 @@ class Sessions:
             check_meta(channel_meta)
         if tz is not None and tz != "UTC":
             parse_when("in 1m", self._clock.now(), tz)  # validates the zone name
+        check_runner_url(runner_url)
         session = await self._records.ensure_session(
             key or f"api:{new_id()}",
             self._clock.now(),
             title=title,
             tz=tz or "UTC",
             channel_meta=channel_meta,
+            runner_url=runner_url,
         )
         if tz is not None and session.tz != tz:
             raise ConflictError(
                 f"session {session.key!r} exists in time zone {session.tz!r}, not {tz!r}: "
                 "omit tz to get it as it is (its zone cannot be changed)"
+            )
+        if runner_url is not None and session.runner_url != runner_url:
+            raise ConflictError(
+                f"session {session.key!r} exists with runner URL {session.runner_url!r}, not "
+                f"{runner_url!r}: omit runner_url to get it as it is"
             )
         return session
 

@@ -114,6 +114,7 @@ class Transcripts(Protocol):
         channel_meta: dict[str, Any] | None = None,
         title: str | None = None,
         tz: str = "UTC",
+        runner_url: str | None = None,
     ) -> Session:
         """The session `key`, created with these values when it does not exist."""
         ...

@@ -183,6 +183,7 @@ def _job_values(armed: ArmedJob, now: datetime) -> dict[str, Any]:
         "to": new.to,
         "channel_meta": new.channel_meta,
         "model": new.model,
+        "runner_url": new.runner_url,
         "call_type": None if new.call_type is None else new.call_type.value,
         "internal_comment": new.internal_comment,
         "finished_at": None,
@@ -292,6 +293,7 @@ def _job_of(
         to=m["to"],
         channel_meta=m["channel_meta"],
         model=m["model"],
+        runner_url=m.get("runner_url"),
         call_type=recall_call_type(m["call_type"]),
         internal_comment=m["internal_comment"],
         finished_at=m["finished_at"],
@@ -346,6 +348,7 @@ def _session(row: Row[Any] | Mapping[str, Any]) -> Session:
         turn_lease_expires_at=m["turn_lease_expires_at"],
         created_at=m["created_at"],
         updated_at=m["updated_at"],
+        runner_url=m.get("runner_url"),
     )
 
 

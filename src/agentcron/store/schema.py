@@ -114,6 +114,7 @@ jobs = sa.Table(
     sa.Column("remaining_runs", sa.Integer),
     sa.Column("idempotency_key", sa.Text),
     sa.Column("model", sa.Text),  # the model of its turns; None = the runner's default
+    sa.Column("runner_url", sa.Text),  # its fires' own runner URL; None = the session's
     # A recall the agent scheduled: its call type (once | recurring | immediate) and its
     # whole note (the name is the note cut to 80 characters).
     sa.Column("call_type", sa.String(16)),
@@ -211,6 +212,7 @@ sessions = sa.Table(
     sa.Column("channel_meta", JSONValue),
     sa.Column("title", sa.Text),
     sa.Column("tz", sa.Text, nullable=False, server_default="UTC"),
+    sa.Column("runner_url", sa.Text),  # its turns' own runner URL; None = the process's runner
     # which turn owns the session now (a lease, so that several processes share sessions)
     sa.Column("turn_owner", sa.Text),
     sa.Column("turn_id", sa.String(32)),

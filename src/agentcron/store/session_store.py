@@ -28,6 +28,7 @@ def session_values(
     channel_meta: dict[str, Any] | None = None,
     title: str | None = None,
     tz: str = "UTC",
+    runner_url: str | None = None,
 ) -> dict[str, Any]:
     """A new session row; channel and chat id default to the two halves of `channel:chat_id`."""
     default_channel, _, default_chat = key.partition(":")
@@ -38,6 +39,7 @@ def session_values(
         "channel_meta": channel_meta,
         "title": title,
         "tz": tz,
+        "runner_url": runner_url,
         "last_seq": 0,
         "created_at": now,
         "updated_at": now,
@@ -54,6 +56,7 @@ def _ensure_session_op(
     channel_meta: dict[str, Any] | None = None,
     title: str | None = None,
     tz: str = "UTC",
+    runner_url: str | None = None,
 ) -> Session:
     row = conn.execute(sa.select(sessions).where(sessions.c.session_key == key)).first()
     if row is None:
@@ -67,6 +70,7 @@ def _ensure_session_op(
                     channel_meta=channel_meta,
                     title=title,
                     tz=tz,
+                    runner_url=runner_url,
                 )
             )
         )
@@ -125,6 +129,7 @@ class SessionStore(TurnStore):
         channel_meta: dict[str, Any] | None = None,
         title: str | None = None,
         tz: str = "UTC",
+        runner_url: str | None = None,
     ) -> Session:
         """Return session `key`, creating it (channel and chat id from `channel:chat_id`)."""
         return await self._db.write(
@@ -137,6 +142,7 @@ class SessionStore(TurnStore):
                 channel_meta=channel_meta,
                 title=title,
                 tz=tz,
+                runner_url=runner_url,
             )
         )
 

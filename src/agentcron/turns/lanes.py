@@ -224,6 +224,9 @@ class _LaneTurn:
             model=None if pending.fire is None else pending.fire.job.model,
             attachments=pending.attachments,
             prompt_ref=None if prepared is None else prepared.prompt_ref,
+            # the fire's job's own runner, else the session's (None: the process's runner)
+            runner_url=(None if pending.fire is None else pending.fire.job.runner_url)
+            or session.runner_url,
         )
         info = SessionInfo(
             key=session.key,

@@ -18,12 +18,14 @@ from standardwebhooks import Webhook
 from agentcron.agent.http_runner import (
     HttpRunner,
     RunnerRequest,
+    RunnerRoutes,
     RunnerTurnNotFoundError,
     request_of,
     runner_schema,
 )
 from agentcron.agent.runner import (
     HistoryEntry,
+    Outcome,
     OutcomeStatus,
     SessionInfo,
     Trigger,
@@ -210,6 +212,36 @@ async def test_an_approval_is_asked_only_for_a_turn_whose_request_is_open() -> N
     runner = HttpRunner("http://127.0.0.1:1/turn", SECRET)
     with pytest.raises(RunnerTurnNotFoundError, match="t-9"):
         await runner.ask(turn_id="t-9", tool="shell", args={})
+
+
+class Default:
+    """The process's runner: says so."""
+
+    async def run_turn(self, session: SessionInfo, turn: TurnInput, events: Events) -> Outcome:
+        return Outcome.succeeded("the default")
+
+
+async def test_routes_send_a_turn_with_its_own_url_there_and_the_rest_to_the_default(
+    base: tuple[str, list[tuple[dict[str, str], bytes]]],
+) -> None:
+    url, received = base
+    routes = RunnerRoutes(Default(), SECRET, retries=0)
+    assert (await routes.run_turn(SESSION, turn(), Events())).text == "the default"
+    assert not received
+    own = await routes.run_turn(SESSION, turn(runner_url=f"{url}/json"), Events())
+    assert own.text == "hi"
+    assert len(received) == 1
+    assert routes.runner_for(f"{url}/json") is routes.runner_for(f"{url}/json")  # one per URL
+    with pytest.raises(RunnerTurnNotFoundError):
+        await routes.ask(turn_id="t-1", tool="shell", args={})  # its request is closed
+
+
+async def test_routes_without_a_secret_fail_a_turn_with_its_own_url() -> None:
+    routes = RunnerRoutes(Default(), None)
+    outcome = await routes.run_turn(SESSION, turn(runner_url="http://127.0.0.1:1/t"), Events())
+    assert outcome.status is OutcomeStatus.FAILED
+    assert outcome.error is not None
+    assert "secret" in outcome.error
 
 
 def test_bad_settings_are_refused() -> None:

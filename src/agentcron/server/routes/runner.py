@@ -62,7 +62,7 @@ async def ask_approval(body: RunnerApproval, cron: Cron, request: Request) -> Ru
     """
     runner = cron.http_runner
     given = bearer(request)
-    if runner is None or not token_matches(given, runner.secret):
+    if runner is None or not runner.secret or not token_matches(given, runner.secret):
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,
             detail="send 'Authorization: Bearer <runner secret>' (`agentcron token --runner`)"

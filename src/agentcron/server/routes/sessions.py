@@ -56,7 +56,11 @@ Key = Annotated[str, Depends(key_param)]
 @router.post("", status_code=status.HTTP_201_CREATED, responses=answers(*CHANGE))
 async def create_session(body: SessionCreate, cron: Cron) -> SessionOut:
     session = await cron.sessions.create(
-        body.key, title=body.title, tz=body.tz, channel_meta=body.channel_meta
+        body.key,
+        title=body.title,
+        tz=body.tz,
+        channel_meta=body.channel_meta,
+        runner_url=body.runner_url,
     )
     return SessionOut.of(session)
 
