@@ -30,6 +30,7 @@ from agentcron.store.writes import Transition
 from agentcron.testing import FakeClock
 from tests.conftest import T0
 from tests.helpers.store_setup import insert_jobs, record_runs
+from tests.helpers.ws import wait_for
 from tests.integration.test_store_contract import armed, claim
 
 MIN = timedelta(minutes=1)
@@ -235,12 +236,11 @@ def broker_of(
 
 
 async def asked(broker: ApprovalBroker, key: str = "api:s") -> Approval:
-    for _ in range(400):
-        found = await broker.list(key)
-        if found:
-            return found[0]
-        await asyncio.sleep(0.005)
-    raise AssertionError("nothing was requested")
+    """The first approval stored for `key` (a TimeoutError when none is within 10 s)."""
+    async with asyncio.timeout(10):
+        while not (found := await broker.list(key)):  # noqa: ASYNC110 (no event marks it)
+            await asyncio.sleep(0.005)
+    return found[0]
 
 
 async def test_a_request_is_stored_then_waits_for_the_decision(store: SqlStore) -> None:
@@ -250,6 +250,9 @@ async def test_a_request_is_stored_then_waits_for_the_decision(store: SqlStore) 
         broker.request(tool="rm", args={"p": 1}, session_key="api:s", turn_id="t1")
     )
     approval = await asked(broker)
+    # Told once stored: the request goes on after its insert commits, and a reader may see the
+    # record before that, so wait for the telling.
+    await wait_for(lambda: seen)
     assert await store.approvals.get(approval.id) == approval == seen[0]  # stored, then told
     assert await broker.list("api:other") == []
     decided = await broker.decide(approval.id, "approve", by="ana")
@@ -335,3 +338,44 @@ async def test_stored_arguments_are_bounded(store: SqlStore) -> None:
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting
+
+
+class HeldDecision:
+    """The store's approvals, with a decision's write held after it committed (until
+    `release`): the waiting call's re-read can see the decision and end first.
+    """
+
+    def __init__(self, records: ApprovalRecords) -> None:
+        self._records = records
+        self.landed = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._records, name)
+
+    async def update_if_pending(self, approval: Approval) -> Approval | None:
+        landed = await self._records.update_if_pending(approval)
+        if approval.state is ApprovalState.DENIED:
+            self.landed.set()
+            await self.release.wait()
+        return landed
+
+
+async def test_an_end_is_told_once_when_the_waiting_call_saw_it_first_and_is_gone(
+    store: SqlStore,
+) -> None:
+    seen: list[Approval] = []
+    records = HeldDecision(store.approvals)
+    broker = ApprovalBroker(records, FakeClock(T0), on_change=seen.append)  # type: ignore[arg-type]
+    waiting = asyncio.create_task(
+        broker.request(tool="rm", args={}, session_key="api:s", turn_id="t1")
+    )
+    approval = await asked(broker)
+    deciding = asyncio.create_task(broker.decide(approval.id, "deny", by="ana"))
+    await records.landed.wait()  # committed; its teller is held
+    broker.recheck(None)  # the waiting call reads the record: denied, it tells and returns
+    done = await waiting
+    assert done.state is ApprovalState.DENIED
+    records.release.set()  # now the decision's own teller comes, the call already gone
+    await deciding
+    assert [a.state for a in seen] == [ApprovalState.PENDING, ApprovalState.DENIED]

@@ -18,6 +18,7 @@ import asyncio
 import builtins
 import inspect
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -78,16 +79,20 @@ def _positive(timeout: timedelta) -> timedelta:
 
 class _Wait:
     """One call waiting in this process: woken by its end here (`ended`) or by a notice that
-    it may have ended elsewhere, and whether this process has announced the approval's end
-    yet (exactly once, whoever ended it).
+    it may have ended elsewhere.
     """
 
-    __slots__ = ("ended", "told", "woken")
+    __slots__ = ("ended", "woken")
 
     def __init__(self) -> None:
         self.woken = asyncio.Event()
         self.ended = False
-        self.told = False
+
+
+# The ends this process has told of, newest last: an end is told once, whoever saw it first
+# (the decision's own write, a re-read of the record, a timeout), even when the waiting call
+# is gone by the time the other one comes to tell it. Only a few moments' worth is needed.
+_TOLD_KEPT = 4096
 
 
 class ApprovalBroker:
@@ -117,6 +122,7 @@ class ApprovalBroker:
         self._on_change = on_change
         self.poll = poll
         self._waiting: dict[str, _Wait] = {}
+        self._told: OrderedDict[str, None] = OrderedDict()
 
     def _now(self) -> datetime:
         return self._clock.now()
@@ -128,17 +134,19 @@ class ApprovalBroker:
                 await result
 
     async def _ended(self, approval: Approval) -> None:
-        """Tell of an approval's end: once per approval in this process while a call here
-        waits for it (its own decision, its timeout, a decision found in the store: whichever
-        comes first tells), and wake that call.
+        """Tell of an approval's end, once per approval in this process (its own decision, its
+        timeout, a decision found in the store: whichever comes first tells), and wake the
+        call waiting for it here, if any.
         """
         wait = self._waiting.get(approval.id)
         if wait is not None:
             wait.ended = True
             wait.woken.set()
-            if wait.told:
-                return
-            wait.told = True
+        if approval.id in self._told:
+            return
+        self._told[approval.id] = None
+        if len(self._told) > _TOLD_KEPT:
+            self._told.popitem(last=False)
         await self._changed(approval)
 
     async def announce(self, ended: builtins.list[Approval]) -> None:
