@@ -9,17 +9,16 @@ token's: 403. The transport is stateless (no MCP session id): any replica answer
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcp.server import ServerRequestContext
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from agentcron.agent.mcp_server import scheduling_server
 from agentcron.agent.tool_deps import ToolDeps
 from agentcron.app import AgentCron
 from agentcron.errors import AgentcronError, InvalidInputError
@@ -28,6 +27,10 @@ from agentcron.server.errors import error_body
 from agentcron.session_keys import check_session_key
 from agentcron.store.errors import SessionNotFoundError, StoreUnavailableError
 from agentcron.tokens import mcp_session_of
+
+if TYPE_CHECKING:
+    from mcp.server import ServerRequestContext
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 __all__ = ["SESSION_HEADER", "McpEndpoint"]
 
@@ -48,28 +51,66 @@ class _Refused(AgentcronError):
 
 
 class McpEndpoint:
-    """The ASGI app of `/mcp`; `running()` belongs in the app's lifespan."""
+    """The ASGI app of `/mcp`; `running()` belongs in the app's lifespan.
+
+    The MCP transport starts on the first request that passes the token check, not with the
+    server: the SDK takes a second or two to import, and a server nobody calls over MCP need
+    not pay for it at every start.
+    """
 
     def __init__(self, cron: AgentCron, token: str) -> None:
         self._cron = cron
         self._token = token
-        self._server = scheduling_server(self._deps)
+        self._live = False  # inside the app's lifespan
         self._manager: StreamableHTTPSessionManager | None = None
+        self._transport: asyncio.Task[None] | None = None  # holds the manager's `run()`
+        self._starting = asyncio.Lock()
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         # A manager runs once: each lifespan (a test client may enter it again) gets its own.
-        manager = StreamableHTTPSessionManager(app=self._server, stateless=True)
-        async with manager.run():
-            self._manager = manager
-            try:
-                yield
-            finally:
-                self._manager = None
+        self._live = True
+        try:
+            yield
+        finally:
+            self._live = False
+            transport, self._transport, self._manager = self._transport, None, None
+            if transport is not None:
+                transport.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await transport
+
+    async def _started(self) -> StreamableHTTPSessionManager:
+        """The lifespan's MCP transport, started by the first request that needs it."""
+        async with self._starting:
+            if self._manager is not None:
+                return self._manager
+            from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+            from agentcron.agent.mcp_server import scheduling_server
+
+            manager = StreamableHTTPSessionManager(
+                app=scheduling_server(self._deps), stateless=True
+            )
+            ready = asyncio.Event()
+
+            async def run() -> None:
+                async with manager.run():
+                    ready.set()
+                    await asyncio.Event().wait()  # until the lifespan ends (cancelled)
+
+            transport = asyncio.create_task(run(), name="mcp-transport")
+            waiting = asyncio.create_task(ready.wait())
+            await asyncio.wait({transport, waiting}, return_when=asyncio.FIRST_COMPLETED)
+            if not ready.is_set():  # the transport failed to start: its error
+                waiting.cancel()
+                await transport
+                raise AgentcronError("the MCP transport stopped as it started")
+            self._transport, self._manager = transport, manager
+            return manager
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        manager = self._manager
-        if manager is None:  # the app runs without its lifespan (the caller owns AgentCron)
+        if not self._live:  # the app runs without its lifespan (the caller owns AgentCron)
             detail = "the MCP endpoint runs only while the server's lifespan does"
             await JSONResponse(error_body("unavailable", detail), 503)(scope, receive, send)
             return
@@ -79,6 +120,7 @@ class McpEndpoint:
             await refused.response(scope, receive, send)
             return
         scope.setdefault("state", {})[_BOUND] = key
+        manager = await self._started()
         await manager.handle_request(scope, receive, send)
 
     async def _bind(self, request: Request) -> str:
