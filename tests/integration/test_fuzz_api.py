@@ -6,7 +6,7 @@ the documented schema. Requests on `{key}`, `{job_id}`, `{run_id}` and `{turn_id
 twice: as generated, and with the id of a resource that exists (so that the fuzzed query and
 body reach past the 404).
 
-The short profile runs by default: 10 examples per operation and mode, derandomized (>= 800
+The short profile runs by default: 6 examples per operation and mode, derandomized (>= 600
 requests); with AGENTCRON_LONG_TESTS=1, 20 of each (>= 1,600 requests). The long one:
 `AGENTCRON_FUZZ=long pytest tests/integration/test_fuzz_api.py` (or AGENTCRON_FUZZ=<examples per
 operation and mode>); `AGENTCRON_FUZZ_URL=postgresql://...` runs the server on that database.
@@ -45,7 +45,7 @@ HOOK = "fuzz-hook-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 KEY = "api:fuzz/a b"  # a key with "/" and a space: they must be reachable too
 _PROFILE = os.environ.get("AGENTCRON_FUZZ", "short")
-SHORT_EXAMPLES = 20 if long_tests_on() else 10
+SHORT_EXAMPLES = 20 if long_tests_on() else 6
 EXAMPLES = {"short": SHORT_EXAMPLES, "long": 1000}.get(_PROFILE) or int(_PROFILE)
 # 36 operations, 2 modes, the id-bearing ones sent twice: ~90 requests per example and mode
 MIN_REQUESTS = 80 * EXAMPLES
