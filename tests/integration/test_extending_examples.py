@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
-import sys
 import types
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -36,35 +34,20 @@ from agentcron import (
     TurnState,
 )
 from agentcron.wake.arms import wire_time
+from tests.helpers.doc_code import loaded_blocks, python_blocks
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "extending.md"
-_EXAMPLE = re.compile(r"<!-- example: (\S+) -->\n```python\n(.*?)```", re.S)
 
 
 def examples() -> dict[str, str]:
-    text = PAGE.read_text("utf-8")
-    found = dict(_EXAMPLE.findall(text))
-    assert len(found) == text.count("```python"), "a python block without an example marker"
-    return found
+    return python_blocks(PAGE, "example")
 
 
 @pytest.fixture
 def load() -> Iterator[Callable[[str], types.ModuleType]]:
-    """Runs one example's code as a module (registered while the test runs, so its
-    dataclasses and annotations resolve like a file's would)."""
-    loaded: list[str] = []
-
-    def run(name: str) -> types.ModuleType:
-        module = types.ModuleType(f"extending_{name.replace('-', '_')}")
-        module.__file__ = f"{PAGE}#{name}"
-        sys.modules[module.__name__] = module
-        loaded.append(module.__name__)
-        exec(compile(examples()[name], module.__file__, "exec"), module.__dict__)
-        return module
-
-    yield run
-    for name in loaded:
-        sys.modules.pop(name, None)
+    """Runs one example's code as a module (registered while the test runs)."""
+    with loaded_blocks(PAGE, "example") as run:
+        yield run
 
 
 @pytest.fixture(autouse=True)

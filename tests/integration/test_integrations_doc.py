@@ -5,8 +5,6 @@ recipe is there to show.
 
 from __future__ import annotations
 
-import re
-import sys
 import types
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -21,35 +19,21 @@ from agentcron import AgentCron
 from agentcron.testing import FakeClock, wait_settled
 from agentcron.tokens import new_runner_secret
 from tests.conftest import CronFactory
+from tests.helpers.doc_code import loaded_blocks, python_blocks
 from tests.helpers.ws import listening
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
-_RECIPE = re.compile(r"<!-- recipe: (\S+) -->\n```python\n(.*?)```", re.S)
 
 
 def recipes() -> dict[str, str]:
-    text = PAGE.read_text("utf-8")
-    found = dict(_RECIPE.findall(text))
-    assert len(found) == text.count("```python"), "a python block without a recipe marker"
-    return found
+    return python_blocks(PAGE, "recipe")
 
 
 @pytest.fixture
 def load() -> Iterator[Callable[[str], types.ModuleType]]:
     """Runs one recipe's code as a module (registered while the test runs)."""
-    loaded: list[str] = []
-
-    def run(name: str) -> types.ModuleType:
-        module = types.ModuleType(f"integrations_{name.replace('-', '_')}")
-        module.__file__ = f"{PAGE}#{name}"
-        sys.modules[module.__name__] = module
-        loaded.append(module.__name__)
-        exec(compile(recipes()[name], module.__file__, "exec"), module.__dict__)
-        return module
-
-    yield run
-    for name in loaded:
-        sys.modules.pop(name, None)
+    with loaded_blocks(PAGE, "recipe") as run:
+        yield run
 
 
 def test_every_recipe_is_tested() -> None:
