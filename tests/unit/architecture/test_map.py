@@ -2,8 +2,9 @@
 folder it cites is in the repository; its Layout names every module of src/agentcron and no
 other; its Events section every event type; every `Class.member` and `package/module.name` it
 writes resolves in the source (read with ast, never imported); its settings section names every
-engine setting; and the seams it lists are `agentcron.interfaces`' names. Each check has a test
-that shows it failing on a wrong map.
+engine setting, its Errors section every kind of `AgentcronError`, its parts every store
+protocol; and the seams it lists are `agentcron.interfaces`' names. Each check has a test that
+shows it failing on a wrong map.
 """
 
 from __future__ import annotations
@@ -346,3 +347,49 @@ def test_the_seams_check_sees_a_name_that_is_not_exported() -> None:
         "- `agentcron.schedule` `Other`\n## Wiring\n"
     )
     assert unexported_seams(text, ["Runner", "Clock"]) == ["Lost"]
+
+
+# -- the errors every edge maps, and the store protocols, are named ------------------------------
+
+
+def direct_subclasses(sources: Iterable[str], base: str) -> set[str]:
+    """The public classes of `sources` that name `base` among their bases."""
+    return {
+        node.name
+        for source in sources
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ClassDef)
+        and not node.name.startswith("_")
+        and any(isinstance(b, ast.Name) and b.id == base for b in node.bases)
+    }
+
+
+def unnamed(text: str, title: str, names: Iterable[str]) -> list[str]:
+    """The `names` section `title` does not write in backticks."""
+    written = set(re.findall(r"`(\w+)`", section(text, title)))
+    return sorted(set(names) - written)
+
+
+def test_the_errors_section_names_every_kind_of_error() -> None:
+    sources = [path.read_text("utf-8") for path in sorted(SRC.rglob("*.py"))]
+    kinds = direct_subclasses(sources, "AgentcronError")
+    assert len(kinds) > 10  # the walk saw the real source
+    assert unnamed(MAP.read_text("utf-8"), "Errors", kinds) == []
+
+
+def test_the_parts_name_every_store_protocol() -> None:
+    protocols = direct_subclasses([(SRC / "store" / "interface.py").read_text("utf-8")], "Protocol")
+    assert len(protocols) > 10
+    assert unnamed(MAP.read_text("utf-8"), "The parts, layer by layer", protocols) == []
+
+
+def test_the_naming_checks_see_a_class_the_map_leaves_out() -> None:
+    source = (
+        "class AgentcronError(Exception): ...\nclass StoreError(AgentcronError): ...\n"
+        "class GoneError(AgentcronError): ...\nclass NotFound(StoreError): ...\n"
+        "class _Inner(AgentcronError): ...\n"
+    )
+    kinds = direct_subclasses([source], "AgentcronError")
+    assert kinds == {"StoreError", "GoneError"}
+    text = "## Errors\n`StoreError`, `NotFound`\n## Layout\n`GoneError`\n"
+    assert unnamed(text, "Errors", kinds) == ["GoneError"]
