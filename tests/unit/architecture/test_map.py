@@ -2,8 +2,8 @@
 folder it cites is in the repository; its Layout names every module of src/agentcron and no
 other; its Events section every event type; every `Class.member` and `package/module.name` it
 writes resolves in the source (read with ast, never imported); its settings section names every
-engine setting, its Errors section every kind of `AgentcronError`, its parts every store
-protocol; and the seams it lists are `agentcron.interfaces`' names. Each check has a test that
+engine setting, its states section every state of a run, a turn, a job and a recall, its
+Errors section every kind of `AgentcronError`, its parts every store protocol; and the seams it lists are `agentcron.interfaces`' names. Each check has a test that
 shows it failing on a wrong map.
 """
 
@@ -393,3 +393,44 @@ def test_the_naming_checks_see_a_class_the_map_leaves_out() -> None:
     assert kinds == {"StoreError", "GoneError"}
     text = "## Errors\n`StoreError`, `NotFound`\n## Layout\n`GoneError`\n"
     assert unnamed(text, "Errors", kinds) == ["GoneError"]
+
+
+# -- every state of a run, a turn, a job and a recall is in the states section -------------------
+
+STATE_ENUMS = {"states.py": ("RunState", "TurnState"), "jobs.py": ("JobStatus", "RecallState")}
+
+
+def enum_values(source: str, cls: str) -> list[str]:
+    """The string values of enum `cls` in `source` (`RUNNING = "running"`)."""
+    node = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == cls)
+    return [
+        s.value.value
+        for s in node.body
+        if isinstance(s, ast.Assign)
+        and isinstance(s.value, ast.Constant)
+        and isinstance(s.value.value, str)
+    ]
+
+
+def unnamed_states(text: str, values: Iterable[str]) -> list[str]:
+    """The `values` the states section never writes as a word."""
+    body = section(text, "Run and turn states")
+    return [v for v in values if not re.search(rf"(?<![\w-]){re.escape(v)}(?![\w-])", body)]
+
+
+def test_the_states_section_names_every_state() -> None:
+    values = [
+        value
+        for module, classes in STATE_ENUMS.items()
+        for cls in classes
+        for value in enum_values((SRC / "domain" / module).read_text("utf-8"), cls)
+    ]
+    assert len(values) > 20
+    assert unnamed_states(MAP.read_text("utf-8"), values) == []
+
+
+def test_the_states_check_sees_a_missing_state() -> None:
+    source = 'class RunState:\n    QUEUED = "queued"\n    LOST = "lost"\n    x: int = 1\n'
+    assert enum_values(source, "RunState") == ["queued", "lost"]
+    text = "## Run and turn states\nqueued --> lost-ish\n## Next\nlost\n"
+    assert unnamed_states(text, ["queued", "lost"]) == ["lost"]
