@@ -3,8 +3,9 @@ folder it cites is in the repository; its Layout names every module of src/agent
 other; its Events section every event type; every `Class.member` and `package/module.name` it
 writes resolves in the source (read with ast, never imported); its settings section names every
 engine setting, its states section every state of a run, a turn, a job and a recall, its
-Errors section every kind of `AgentcronError`, its parts every store protocol; and the seams it lists are `agentcron.interfaces`' names. Each check has a test that
-shows it failing on a wrong map.
+Errors section every kind of `AgentcronError`, its parts every store protocol; the seams it lists are `agentcron.interfaces`' names; and it speaks of the project
+as it is (no seed, issue or session numbers). Each check has a test that shows it failing on a
+wrong map.
 """
 
 from __future__ import annotations
@@ -434,3 +435,24 @@ def test_the_states_check_sees_a_missing_state() -> None:
     assert enum_values(source, "RunState") == ["queued", "lost"]
     text = "## Run and turn states\nqueued --> lost-ish\n## Next\nlost\n"
     assert unnamed_states(text, ["queued", "lost"]) == ["lost"]
+
+
+# -- the map speaks of the project as it is: no seeds, issues or sessions by number -------------
+
+_HISTORY = re.compile(r"\b(?:seed|issue|session)\s+#?\d+|(?<![\w&])#\d+\b", re.IGNORECASE)
+
+
+def history_mentions(text: str) -> list[str]:
+    """Each mention of a seed, an issue or a session by its number (`seed002`, a name the code
+    uses, is not one).
+    """
+    return _HISTORY.findall(text)
+
+
+def test_the_map_names_no_seed_issue_or_session_number() -> None:
+    assert history_mentions(MAP.read_text("utf-8")) == []
+
+
+def test_the_history_check_sees_a_number() -> None:
+    text = "as seed 004 asks (issue #24, #7; session 3) in `seed002.py`, `Seed002Arms`, &#8212;"
+    assert history_mentions(text) == ["seed 004", "issue #24", "#7", "session 3"]
