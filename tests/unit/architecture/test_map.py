@@ -2,10 +2,10 @@
 folder it cites is in the repository; its Layout names every module of src/agentcron and no
 other; its Events section every event type; every `Class.member` and `package/module.name` it
 writes resolves in the source (read with ast, never imported); its settings section names every
-engine setting, its states section every state of a run, a turn, a job and a recall, its
-Errors section every kind of `AgentcronError`, its parts every store protocol; the seams it lists are `agentcron.interfaces`' names; and it speaks of the project
-as it is (no seed, issue or session numbers). Each check has a test that shows it failing on a
-wrong map.
+engine setting, its states section every state of a run, a turn, a job and a recall, its Errors
+section every kind of `AgentcronError`, its parts every store protocol; the seams it lists are
+`agentcron.interfaces`' names; and it speaks of the project as it is (no seed, issue or session
+numbers). Each check has a test that shows it failing on a wrong map.
 """
 
 from __future__ import annotations
