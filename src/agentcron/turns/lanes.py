@@ -288,7 +288,6 @@ class Lanes:
         bus: EventBus,
         slots: SlotPool,
         settings: EngineSettings,
-        on_busy: Callable[[], None] = lambda: None,
         memory_scope: Callable[[str], MemoryScope | None] | None = None,
         shared_chat: bool = False,
     ) -> None:
@@ -300,7 +299,6 @@ class Lanes:
         self.bus = bus
         self.settings = settings
         self.slots = slots  # shared with the engine's isolated runs; it counts the turns
-        self.on_busy = on_busy  # leases are held now: the heartbeat renews them
         # Sessions that share one memory (unified mode); None: each session is its own.
         self.memory_scope = memory_scope
         self.shared_chat = shared_chat  # shared automations reply in their own chat
@@ -510,7 +508,6 @@ class Lanes:
         lane = self._lanes.get(lane_key)
         if lane is None:
             lane = self._lanes[lane_key] = _Lane(lane_key)
-            self.on_busy()
         lane.push(pending)
         if lane.worker is None or lane.worker.done():
             lane.worker = asyncio.create_task(self._drain(lane), name=f"lane:{key}")
