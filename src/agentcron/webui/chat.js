@@ -3,7 +3,7 @@
 
 import { path } from "./api.js";
 import { ApprovalCard, normalize } from "./approvals.js";
-import { clockIcon, h, localTime } from "./dom.js";
+import { BROWSER_ZONE, clockIcon, h, knownZone, timeEl, zonedTime } from "./dom.js";
 import { toolElement } from "./tools.js";
 
 const NEAR_BOTTOM_PX = 80;
@@ -78,6 +78,7 @@ export class ChatView {
     this.pendingArea = document.getElementById("pending");
     this.empty = document.getElementById("chat-empty");
     this.key = null;
+    this.zone = BROWSER_ZONE; // the chat's zone: its times are shown in it (the header names it)
     this.generation = 0;
     this.chain = Promise.resolve();
     this.reset();
@@ -96,10 +97,12 @@ export class ChatView {
     this.pendingArea.replaceChildren();
   }
 
-  /** Show session `key` (null: none). Loading and events are serialized in one chain. */
-  open(key) {
+  /** Show session `key` (null: none), its times in `zone` (the chat's). Loading and events
+   * are serialized in one chain. */
+  open(key, zone = BROWSER_ZONE) {
     this.generation += 1;
     this.key = key;
+    this.zone = knownZone(zone);
     this.reset();
     this.empty.hidden = key !== null;
     this.setRunning(false);
@@ -109,6 +112,34 @@ export class ChatView {
         await this.loadApprovals();
       });
     }
+  }
+
+  /** The chat's zone changed (or became known): the times shown follow. */
+  setZone(zone) {
+    const shown = knownZone(zone);
+    if (shown === this.zone) return;
+    this.zone = shown;
+    for (const el of this.list.querySelectorAll("time.when[datetime]")) {
+      el.textContent = zonedTime(el.getAttribute("datetime"), shown);
+      el.dataset.zone = shown;
+    }
+  }
+
+  /** Scroll the transcript to a run's closing entry (its reply, or the notice of a failed
+   * turn) and mark it a moment; after what is loading now. */
+  reveal(messageId) {
+    return this.enqueue(async () => {
+      const el = messageId
+        ? this.list.querySelector(`article[data-id="${CSS.escape(messageId)}"]`)
+        : null;
+      if (!el) {
+        this.onError("That run's turn is not in this chat's transcript (any more).");
+        return;
+      }
+      for (const shown of this.list.querySelectorAll("article.revealed")) shown.classList.remove("revealed");
+      el.classList.add("revealed"); // its outline fades once (CSS); the class stays till the next
+      el.scrollIntoView({ block: "center" });
+    });
   }
 
   enqueue(task) {
@@ -308,11 +339,7 @@ export class ChatView {
 
   entryElement(message, tools = null) {
     const { classes, who, badge } = entryStyle(message);
-    const when = h(
-      "time",
-      { class: "when", datetime: message.created_at, title: message.created_at },
-      localTime(message.created_at),
-    );
+    const when = timeEl(message.created_at, this.zone, { label: false, cls: "when" });
     let head;
     let text = message.content;
     if (badge) {
@@ -361,7 +388,7 @@ export class ChatView {
       h(
         "details",
         {},
-        h("summary", {}, label, " ", h("time", { class: "when", datetime: message.created_at }, localTime(message.created_at))),
+        h("summary", {}, label, " ", timeEl(message.created_at, this.zone, { label: false, cls: "when" })),
         h("div", { class: "msg-body" }, message.content),
       ),
     );
