@@ -12,13 +12,14 @@ import pytest
 from playwright.async_api import Locator, Page, expect
 
 from agentcron.schedule import describe
-
 from tests.e2e.conftest import OpenPage, StartServer, log_in, new_chat, say, screenshot
 
 pytestmark = pytest.mark.e2e
 
 HALF_HOUR = timedelta(minutes=30)
-UTC_TITLE = re.compile(r"^2026-11-2\d \d\d:\d\d:\d\d UTC \((in \d+ (s|min|h|d)|\d+ (s|min|h|d) ago|now)\)$")
+UTC_TITLE = re.compile(
+    r"^2026-11-2\d \d\d:\d\d:\d\d UTC \((in \d+ (s|min|h|d)|\d+ (s|min|h|d) ago|now)\)$"
+)
 
 
 def automation(page: Page, name: str) -> Locator:
@@ -162,7 +163,8 @@ async def test_the_phone_layout_goes_list_chat_automations_with_the_box_on_the_f
     await expect(log.locator("article.streaming")).to_have_count(0)
     box = await page.get_by_role("textbox", name="Message").bounding_box()
     assert box is not None
-    assert 0 <= box["y"] and box["y"] + box["height"] <= 844, box
+    assert box["y"] >= 0, box
+    assert box["y"] + box["height"] <= 844, box
     width = await page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, f"the page scrolls sideways: {width} px wide"
     await screenshot(page, "phone")
@@ -204,3 +206,40 @@ async def test_a_tool_call_that_answered_an_error_is_not_a_green_ok(
     await expect(page.locator("#conn-status")).to_have_text("Live")
     row = page.get_by_role("log", name="Messages").locator(".tool")
     await expect(row).to_have_attribute("data-status", "error")
+
+
+@pytest.mark.timeout(40)
+async def test_the_deliveries_view_shows_the_channel_and_re_sends_a_failed_delivery(
+    start_server: StartServer, page: Page, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.integration.test_channels_webhook import HttpStub, scripted
+
+    async with HttpStub(scripted(400)) as receiver:  # refuses the first request only
+        monkeypatch.setenv("AGENTCRON_WEBHOOK_URL", receiver.url)
+        monkeypatch.setenv("AGENTCRON_WEBHOOK_SECRET", "s3cret-for-the-browser-test")
+        ui = await start_server()
+        await log_in(page, ui)
+        await new_chat(page)
+        await say(page, "hello there")
+        log = page.get_by_role("log", name="Messages")
+        reply = log.locator("article.role-assistant:not(.streaming)").filter(has_text="You said")
+        await expect(reply.locator(".undelivered-badge")).to_have_text("not delivered")
+
+        await page.get_by_role("button", name="Deliveries", exact=True).click()
+        dialog = page.get_by_role("dialog", name="Deliveries")
+        status = dialog.get_by_role("region", name="Channel status")
+        await expect(status.get_by_role("listitem", name="webhook: failing")).to_be_visible()
+        await expect(status).to_contain_text("last error: HTTP 400")
+        records = dialog.get_by_role("region", name="Delivery records")
+        row = records.locator("tbody tr")
+        await expect(row).to_have_count(1)
+        await expect(row.locator(".state-badge")).to_have_text("failed")
+        await expect(row).to_contain_text("webhook")
+        await expect(records.locator("th").first).to_have_text("Sent (Europe/Berlin)")
+        await row.get_by_role("button", name=re.compile(r"^Retry delivery")).click()
+        await expect(row.locator(".state-badge")).to_have_text("delivered")
+        await expect(row.get_by_role("button")).to_have_count(0)
+        await receiver.wait_for(lambda r: len(r) == 2)
+        # The filter asks the server for one state only.
+        await dialog.get_by_label("Show deliveries").select_option("failed")
+        await expect(records).to_contain_text("No deliveries.")
