@@ -144,12 +144,12 @@ export class DeliveriesView {
     return h(
       "tr",
       { class: `delivery state-${d.state}`, dataset: { id: d.id } },
-      h("td", {}, timeEl(d.delivered_at || d.updated_at || d.created_at, BROWSER_ZONE, { label: false })),
-      h("td", {}, d.channel),
-      h("td", { title: d.session_key }, title || d.session_key),
-      h("td", {}, h("span", { class: `state-badge delivery-${d.state}` }, d.state)),
-      h("td", {}, String(d.attempts)),
-      h("td", { class: "error" }, d.last_error || "—"),
+      h("td", { "data-label": "Sent" }, timeEl(d.delivered_at || d.updated_at || d.created_at, BROWSER_ZONE, { label: false })),
+      h("td", { "data-label": "Channel" }, d.channel),
+      h("td", { title: d.session_key, "data-label": "Chat" }, title || d.session_key),
+      h("td", { "data-label": "State" }, h("span", { class: `state-badge delivery-${d.state}` }, d.state)),
+      h("td", { "data-label": "Attempts" }, String(d.attempts)),
+      h("td", { class: d.last_error ? "error" : "muted", "data-label": "Last error" }, d.last_error || "—"),
       h(
         "td",
         {},

@@ -341,15 +341,15 @@ export class JobDetail {
     return h(
       "tr",
       { class: `run state-${run.state}`, dataset: { id: run.id }, "aria-label": `Run of ${zonedTime(run.fire_at, zone)}` },
-      h("td", { class: "fire" }, cellTime(run.fire_at, zone), run.manual ? h("span", { class: "badge manual" }, "run now") : null),
-      h("td", { class: "late" }, lateness(run) || "—"),
-      h("td", {}, h("span", { class: `state-badge state-${run.state}` }, STATE_TEXT[run.state] || run.state)),
-      h("td", { class: "took" }, formatDuration(runDuration(run)) || "—"),
-      h("td", { class: "tokens" }, tokensText(run.usage)),
-      h("td", { class: "cost" }, money(run.usage?.cost_usd)),
+      h("td", { class: "fire", "data-label": "Fire time" }, cellTime(run.fire_at, zone), run.manual ? h("span", { class: "badge manual" }, "run now") : null),
+      h("td", { class: "late", "data-label": "Late" }, lateness(run) || "—"),
+      h("td", { "data-label": "State" }, h("span", { class: `state-badge state-${run.state}` }, STATE_TEXT[run.state] || run.state)),
+      h("td", { class: "took", "data-label": "Took" }, formatDuration(runDuration(run)) || "—"),
+      h("td", { class: "tokens", "data-label": "Tokens" }, tokensText(run.usage)),
+      h("td", { class: "cost", "data-label": "Cost" }, money(run.usage?.cost_usd)),
       h(
         "td",
-        { class: "tools-cell" },
+        { class: "tools-cell", "data-label": "Tools" },
         calls.length
           ? h(
               "details",
@@ -359,10 +359,10 @@ export class JobDetail {
             )
           : "—",
       ),
-      h("td", { class: "delivery" }, this.deliveryText(run)),
+      h("td", { class: "delivery", "data-label": "Delivery" }, this.deliveryText(run)),
       h(
         "td",
-        { class: error ? "error" : "muted", title: error || null },
+        { class: error ? "error" : "muted", title: error || null, "data-label": "Error" },
         error ? (error.length > ERROR_EXCERPT ? `${error.slice(0, ERROR_EXCERPT)}…` : error) : "—",
       ),
       h(
