@@ -37,7 +37,7 @@ export const path = {
   jobRuns: (id, limit, cursor = null) =>
     `/api/jobs/${encodeURIComponent(id)}/runs?limit=${limit}` +
     (cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""),
-  usage: (jobId) => `/api/usage?job_id=${encodeURIComponent(jobId)}`,
+  usage: (jobId, tz) => `/api/usage?job_id=${encodeURIComponent(jobId)}&tz=${encodeURIComponent(tz)}`,
   allDeliveries: (state, limit, cursor = null) =>
     `/api/deliveries?limit=${limit}` +
     (state ? `&state=${encodeURIComponent(state)}` : "") +

@@ -229,7 +229,7 @@ export class JobDetail {
     const zone = knownZone(this.job.tz);
     if (!this.usageMissing) {
       try {
-        const report = await this.api("GET", path.usage(this.job.id));
+        const report = await this.api("GET", path.usage(this.job.id, zone)); // days in its zone
         const days = new Map();
         for (const row of report.days || []) {
           if (row.job_id && row.job_id !== this.job.id) continue;
