@@ -87,6 +87,7 @@ export class ChatView {
   reset() {
     this.rendered = new Set(); // message ids
     this.userTurns = new Set(); // turn ids whose user message is shown
+    this.closedTurns = new Set(); // turn ids whose closing entry (reply or notice) is shown
     this.turnTools = new Map(); // turn id -> saved tool calls waiting for that turn's reply
     this.undelivered = new Map(); // message id -> {id, reason} of a delivery that gave up
     this.approvals = new Map(); // approval id -> ApprovalCard shown
@@ -161,7 +162,10 @@ export class ChatView {
           // A fresh start: the transcript as stored, then the turn in progress from the replay.
           this.live = null; // its element goes with the reload
           await this.reload();
-          this.setRunning(Boolean(event.running_turn));
+          // A turn that ended while the page (re)connected is replayed too: its reply, read
+          // just now, is shown already, so its replay is not (nor is it running).
+          const ended = this.closedTurns.has(event.running_turn);
+          this.setRunning(Boolean(event.running_turn) && !ended);
           for (const replayed of event.replay || []) this.applyStream(replayed);
           await this.loadApprovals(); // not in the replay: pending ones come from the API
         });
@@ -274,6 +278,7 @@ export class ChatView {
     this.list.replaceChildren();
     this.rendered = new Set();
     this.userTurns = new Set();
+    this.closedTurns = new Set();
     this.turnTools = new Map();
     // The cards went with the list but are kept (with a click on its way, its busy state):
     // loadApprovals() puts them back.
@@ -299,6 +304,7 @@ export class ChatView {
     this.rendered.add(message.id);
     const meta = message.meta || {};
     if (message.role === "user" && meta.turn_id) this.settlePending(meta.turn_id, message.content);
+    if (message.role === "assistant" && meta.turn_id) this.closedTurns.add(meta.turn_id); // its closure
     if (message.role === "tool") {
       // A saved tool call: shown folded inside its turn's reply (which follows it). For the
       // turn being streamed these rows (with outcome and duration) replace the streamed ones.
@@ -399,7 +405,7 @@ export class ChatView {
     const stick = this.nearBottom();
     if (event.type === "stream_start") {
       this.dropLive();
-      this.startLive(event);
+      if (!this.closedTurns.has(event.turn_id)) this.startLive(event);
     } else if (!this.live) {
       return; // a late event of a turn already shown whole
     } else if (event.type === "text_delta") {
