@@ -243,3 +243,32 @@ async def test_the_deliveries_view_shows_the_channel_and_re_sends_a_failed_deliv
         # The filter asks the server for one state only.
         await dialog.get_by_label("Show deliveries").select_option("failed")
         await expect(records).to_contain_text("No deliveries.")
+
+
+@pytest.mark.timeout(60)
+async def test_load_more_pages_through_a_long_run_history(
+    start_server: StartServer, page: Page
+) -> None:
+    ui = await start_server()
+    await log_in(page, ui)
+    key = await new_chat(page)
+    item = await add_automation(page, "pulse", "say hi", "every 10 minutes")
+    # Four hours at once: the fires the engine finds due are each recorded (the latest runs,
+    # the others are missed: its catch-up policy).
+    ui.clock.advance(timedelta(hours=4))
+    await expect(item.locator(".last-run")).to_contain_text("Mon, Nov 23, 12:00 (Europe/Berlin)")
+    (job,) = await ui.cron.jobs.list(session_key=key)
+    runs = await ui.cron.runs.list(job.id)
+    assert len(runs) == 24, [(r.fire_at, r.state) for r in runs]
+
+    await item.get_by_role("button", name="Details of pulse").click()
+    dialog = page.get_by_role("dialog", name="pulse")
+    rows = dialog.get_by_role("region", name="Run history").locator("tbody tr")
+    await expect(rows).to_have_count(20)
+    await expect(rows.first.locator("td.fire time")).to_have_text("Mon, Nov 23, 12:00")
+    await dialog.get_by_role("button", name="Load more").click()
+    await expect(rows).to_have_count(24)
+    await expect(rows.last.locator("td.fire time")).to_have_text("Mon, Nov 23, 08:10")
+    await expect(dialog.get_by_role("button", name="Load more")).to_have_count(0)
+    chart = dialog.get_by_role("img", name="Outcome and duration of the last 24 runs")
+    await expect(chart.locator("rect.bar")).to_have_count(24)
