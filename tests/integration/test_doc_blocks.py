@@ -10,6 +10,7 @@ TOML block must parse.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -109,3 +110,11 @@ def test_the_development_page_shows_the_readmes_test_command() -> None:
     readme = (ROOT / "README.md").read_text("utf-8")
     command = readme.split("<!-- test-command -->\n```sh\n", 1)[1].split("```", 1)[0]
     assert command in (ROOT / "docs" / "development.md").read_text("utf-8")
+
+
+def test_the_readmes_links_into_the_docs_exist() -> None:
+    """The README is not part of the site (whose build checks the pages' links): its own."""
+    readme = (ROOT / "README.md").read_text("utf-8")
+    targets = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", readme)
+    assert len(targets) >= 15
+    assert [target for target in targets if not (ROOT / target).exists()] == []
