@@ -89,13 +89,6 @@ class SlotPool:
                 return
         self._free += 1
 
-    @property
-    def free(self) -> int:
-        """Slots nobody holds (a waiter is handed a slot at once: none is free while one
-        waits).
-        """
-        return self._free
-
     def locked(self) -> bool:
         """Every slot is taken: a call that starts now waits."""
         return not self._free or bool(self._waiters)

@@ -30,7 +30,7 @@ Body = Callable[[], Awaitable[Outcome]]
 
 
 def free(pool: SlotPool) -> int:
-    return pool.free
+    return pool._free
 
 
 async def works() -> Outcome:

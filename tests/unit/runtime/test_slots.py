@@ -8,7 +8,7 @@ from agentcron.runtime.slots import SlotCounts, SlotPool
 
 
 def free(pool: SlotPool) -> int:
-    return pool.free
+    return pool._free
 
 
 async def test_a_take_waits_counted_until_a_slot_is_given_back() -> None:
