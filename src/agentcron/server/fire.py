@@ -52,7 +52,7 @@ async def fire(request: Request) -> JSONResponse:
         if wake is not None:
             wake.webhook["off"] += 1
         return JSONResponse(
-            error_body("not_found", "managed wake is off (see README: Managed wake)"), 404
+            error_body("not_found", "managed wake is off (see docs/managed-wake.md)"), 404
         )
     raw = await request.body()
     body: Any = None
