@@ -26,9 +26,11 @@ from agentcron.cli import (
     sessions_cmds,
     tools_cmds,
 )
-from agentcron.cli.common import echo, fail
+from agentcron.cli.common import ZONE_KEY, echo, fail
 from agentcron.config import ConfigError, Settings
 from agentcron.config.file import CONFIG_ENV, config_path
+from agentcron.schedule import ScheduleError
+from agentcron.schedule.zones import get_zone
 from agentcron.version import __version__
 
 app = typer.Typer(
@@ -74,6 +76,15 @@ def main_callback(
             dir_okay=False,
         ),
     ] = None,
+    tz: Annotated[
+        str | None,
+        typer.Option(
+            "--tz",
+            metavar="ZONE",
+            help="The IANA zone times are shown in where no job's zone applies "
+            "(default: $TZ, else the machine's zone).",
+        ),
+    ] = None,
 ) -> None:
     """agentcron: cron for AI agent sessions."""
     # Read once, before any command: the environment over the file. The commands take their
@@ -82,6 +93,12 @@ def main_callback(
         ctx.obj = Settings.load(config_path(config))
     except ConfigError as exc:
         raise fail(str(exc), 2) from None
+    if tz is not None:
+        try:
+            get_zone(tz)
+        except ScheduleError as exc:
+            raise fail(str(exc), 2) from None
+        ctx.meta[ZONE_KEY] = tz
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ from agentcron.cli.common import (
     backend_for,
     call,
     echo,
+    local_zone,
     out,
     print_json,
 )
@@ -62,7 +63,7 @@ def approvals_list(
     if as_json:
         print_json(data["approvals"])
         return
-    out().print(render.approvals_table(data["approvals"]))
+    out().print(render.approvals_table(data["approvals"], local_zone(ctx)))
 
 
 @app.command("show")
@@ -80,7 +81,7 @@ def approvals_show(
     if as_json:
         print_json(approval)
         return
-    render.approval_detail(out(), approval)
+    render.approval_detail(out(), approval, local_zone(ctx))
 
 
 def _decide(

@@ -48,6 +48,17 @@ def settings(ctx: typer.Context) -> Settings:
     return found if isinstance(found, Settings) else Settings.load()
 
 
+ZONE_KEY = "agentcron.tz"  # ctx.meta: the zone `agentcron --tz ZONE` names
+
+
+def local_zone(ctx: typer.Context) -> str:
+    """The zone times are shown in where no job's zone applies: `agentcron --tz ZONE`, else
+    $TZ (`[cli] tz`), else the machine's zone; never an unnamed one.
+    """
+    given = ctx.meta.get(ZONE_KEY)
+    return given if isinstance(given, str) else settings(ctx).cli().tz
+
+
 def run_async(coro: Awaitable[_T]) -> _T:
     try:
         return asyncio.run(coro)  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ from agentcron.cli.common import (
     backend_for,
     call,
     echo,
+    local_zone,
     out,
     print_json,
 )
@@ -47,7 +48,7 @@ def deliveries_list(
     if as_json:
         print_json(data["deliveries"])
         return
-    out().print(render.deliveries_table(data["deliveries"]))
+    out().print(render.deliveries_table(data["deliveries"], local_zone(ctx)))
 
 
 @app.command("retry")

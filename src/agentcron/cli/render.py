@@ -12,12 +12,16 @@ from rich.table import Column, Table
 from agentcron.schedule.zones import get_zone
 
 
-def when(value: str | None, tz: str = "UTC") -> str:
-    """An ISO instant as local time in `tz` ("-" for none)."""
-    if not value:
+def when(instant: str | datetime | None, zone: str) -> str:
+    """An instant (ISO text or a datetime) as the wall clock in `zone`, the zone named, to the
+    second: "2026-11-26 09:00:00 Europe/Berlin" ("-" for none). Every time the CLI prints goes
+    through here.
+    """
+    if not instant:
         return "-"
-    instant = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return f"{instant.astimezone(get_zone(tz)):%Y-%m-%d %H:%M:%S} {tz}"
+    if isinstance(instant, str):
+        instant = datetime.fromisoformat(instant.replace("Z", "+00:00"))
+    return f"{instant.astimezone(get_zone(zone)):%Y-%m-%d %H:%M:%S} {zone}"
 
 
 def _state(job: dict[str, Any]) -> str:
@@ -62,7 +66,7 @@ def jobs_table(jobs: list[dict[str, Any]]) -> Table:
     return table
 
 
-def runs_table(runs: list[dict[str, Any]]) -> Table:
+def runs_table(runs: list[dict[str, Any]], zone: str) -> Table:
     table = Table(
         _id("id"), _id("job"), "fire at", "state", "finished", "error", title=f"{len(runs)} run(s)"
     )
@@ -70,15 +74,15 @@ def runs_table(runs: list[dict[str, Any]]) -> Table:
         table.add_row(
             run["id"],
             run["job_id"],
-            when(run["fire_at"]),
+            when(run["fire_at"], zone),
             run["state"],
-            when(run["finished_at"]),
+            when(run["finished_at"], zone),
             (run["error"] or "")[:60],
         )
     return table
 
 
-def sessions_table(sessions: list[dict[str, Any]]) -> Table:
+def sessions_table(sessions: list[dict[str, Any]], zone: str) -> Table:
     table = Table(
         Column("key", no_wrap=True),
         "title",
@@ -95,7 +99,7 @@ def sessions_table(sessions: list[dict[str, Any]]) -> Table:
             s["tz"],
             str(s.get("automations", 0)),
             "yes" if s.get("has_recall") else "-",
-            when(s["updated_at"]),
+            when(s["updated_at"], zone),
         )
     return table
 
@@ -110,20 +114,66 @@ def _pairs(console: Console, title: str, rows: list[tuple[str, Any]]) -> None:
     console.print(table)
 
 
-def usage(data: dict[str, Any] | None) -> str:
-    """Tokens and cost in one line; a cost no price table knows says "unpriced", never $0."""
+def usage(data: dict[str, Any] | None, over: str = "runs") -> str:
+    """Tokens and cost in one line; a cost no price table knows says "unpriced", never $0.
+    Totals say what they were summed `over` ("runs", "turns"): "... over 18 turns".
+    """
     if not data:
         return "-"
     tokens = f"{data.get('input_tokens', 0):,} in / {data.get('output_tokens', 0):,} out tokens"
     cost = data.get("cost_usd")
     if "counted" in data:  # totals over runs or turns
-        priced = f"${cost:.6f}" if data.get("counted", 0) > data.get("unpriced", 0) else ""
+        counted = data["counted"]
+        priced = f"${cost:.6f}" if counted > data.get("unpriced", 0) else ""
         unpriced = f"{data['unpriced']} unpriced" if data.get("unpriced") else ""
         money = " + ".join(p for p in (priced, unpriced) if p) or "$0"
-        return f"{data['counted']} counted, {tokens}, {money}"
+        noun = over if counted != 1 else over.removesuffix("s")
+        return f"{tokens} over {counted:,} {noun}, {money}"
     money = "unpriced" if cost is None else f"${cost:.6f}"
     model = f" ({data['model']})" if data.get("model") else ""
     return f"{tokens}, {money}{model}"
+
+
+_OVERLAP = {
+    "defer": "a fire while the last one waits or runs waits its turn",
+    "skip": "a fire while the last one waits or runs is skipped",
+    "buffer_one": "at most one fire waits while the last one runs; more are skipped",
+}
+_CATCHUP = {
+    "skip": "fires missed while no engine ran are recorded missed",
+    "latest": "of the fires missed while no engine ran, the latest runs",
+    "all": "every fire missed while no engine ran runs",
+}
+
+
+def _duration(seconds: int) -> str:
+    """A whole number of seconds in the largest unit that divides it: "24 h", "90 s"."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds and seconds % size == 0:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+def policy(data: dict[str, Any], zone: str) -> str:
+    """A job's policy in words, one clause a line."""
+    window = _duration(int(data["catchup_window_s"]))
+    lines = [
+        _OVERLAP.get(data["overlap"], f"overlap: {data['overlap']}"),
+        f"{_CATCHUP.get(data['catchup'], 'catch-up: ' + str(data['catchup']))} "
+        f"(within {window})",
+        f"paused after {data['max_failures']} failures in a row"
+        if data["max_failures"]
+        else "never paused for failures",
+    ]
+    if data.get("max_runs") is not None:
+        lines.append(f"ends after {data['max_runs']} runs")
+    if data.get("end_at"):
+        lines.append(f"ends at {when(data['end_at'], zone)}")
+    if data.get("delete_after_run"):
+        lines.append("removed once its last fire ends")
+    if data.get("jitter"):
+        lines.append("fires spread by a small random delay")
+    return "\n".join(lines)
 
 
 def job_detail(console: Console, job: dict[str, Any]) -> None:
@@ -142,18 +192,18 @@ def job_detail(console: Console, job: dict[str, Any]) -> None:
             ("last run", when(job["last_run_at"], tz)),
             ("last status", job["last_status"] or "-"),
             ("runs", str(job["run_count"])),
-            ("policy", job["policy"]),
-            ("usage", usage(job.get("usage"))),
+            ("policy", policy(job["policy"], tz)),
+            ("usage", usage(job.get("usage"), "runs")),
         ],
     )
     console.print("next fires: " + ", ".join(when(f, tz) for f in job.get("upcoming", [])))
     if job.get("runs"):
-        console.print(runs_table(job["runs"]))
+        console.print(runs_table(job["runs"], tz))
 
 
-def run_detail(console: Console, run: dict[str, Any]) -> None:
+def run_detail(console: Console, run: dict[str, Any], zone: str) -> None:
     rows: list[tuple[str, Any]] = [
-        (key, run[key] if not key.endswith("_at") else when(run[key]))
+        (key, run[key] if not key.endswith("_at") else when(run[key], zone))
         for key in (
             "job_id",
             "session_key",
@@ -205,7 +255,7 @@ def session_detail(console: Console, session: dict[str, Any]) -> None:
             ("tz", session["tz"]),
             ("running turn", session.get("running_turn") or "-"),
             ("recall", (session.get("recall") or {}).get("schedule", "-")),
-            ("usage", usage(session.get("usage"))),
+            ("usage", usage(session.get("usage"), "turns")),
         ],
     )
     if session.get("automations"):
@@ -222,7 +272,7 @@ def _args(args: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def approvals_table(approvals: list[dict[str, Any]]) -> Table:
+def approvals_table(approvals: list[dict[str, Any]], zone: str) -> Table:
     table = Table(
         Column("id", no_wrap=True, min_width=36),
         "session",
@@ -240,14 +290,14 @@ def approvals_table(approvals: list[dict[str, Any]]) -> Table:
             a["tool"],
             _args(a["args"]),
             a["state"],
-            when(a["requested_at"]),
-            when(a["expires_at"]) if a["state"] == "pending" else a["decided_by"] or "-",
+            when(a["requested_at"], zone),
+            when(a["expires_at"], zone) if a["state"] == "pending" else a["decided_by"] or "-",
             end_section=False,
         )
     return table
 
 
-def deliveries_table(deliveries: list[dict[str, Any]]) -> Table:
+def deliveries_table(deliveries: list[dict[str, Any]], zone: str) -> Table:
     table = Table(
         Column("id", no_wrap=True),
         "session",
@@ -258,33 +308,34 @@ def deliveries_table(deliveries: list[dict[str, Any]]) -> Table:
         title=f"{len(deliveries)} deliveries",
     )
     for d in deliveries:
-        outcome = when(d["delivered_at"]) if d["state"] == "delivered" else d["last_error"]
+        delivered = d["state"] == "delivered"
+        outcome = when(d["delivered_at"], zone) if delivered else d["last_error"]
         table.add_row(
             d["id"],
             d["session_key"],
             d["state"],
             str(d["attempts"]),
-            when(d["created_at"]),
+            when(d["created_at"], zone),
             outcome or "-",
             end_section=False,
         )
     return table
 
 
-def approval_detail(console: Console, approval: dict[str, Any]) -> None:
+def approval_detail(console: Console, approval: dict[str, Any], zone: str) -> None:
     rows: list[tuple[str, Any]] = [
         ("session_key", approval["session_key"] or "-"),
         ("turn_id", approval["turn_id"] or "-"),
         ("tool", approval["tool"]),
         ("args", approval["args"]),
         ("state", approval["state"]),
-        ("requested_at", when(approval["requested_at"])),
-        ("expires_at", when(approval["expires_at"])),
+        ("requested_at", when(approval["requested_at"], zone)),
+        ("expires_at", when(approval["expires_at"], zone)),
     ]
     if approval["state"] != "pending":
         rows += [
             ("decision", approval["decision"] or "-"),
             ("decided_by", approval["decided_by"] or "-"),
-            ("decided_at", when(approval["decided_at"])),
+            ("decided_at", when(approval["decided_at"], zone)),
         ]
     _pairs(console, f"approval {approval['id']}", rows)

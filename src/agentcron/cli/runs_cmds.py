@@ -16,6 +16,7 @@ from agentcron.cli.common import (
     backend_for,
     call,
     fail,
+    local_zone,
     out,
     print_json,
 )
@@ -44,7 +45,7 @@ def runs_list(
     if as_json:
         print_json(data["runs"])
         return
-    out().print(render.runs_table(data["runs"]))
+    out().print(render.runs_table(data["runs"], local_zone(ctx)))
 
 
 @app.command("show")
@@ -62,4 +63,4 @@ def runs_show(
     if as_json:
         print_json(run)
         return
-    render.run_detail(out(), run)
+    render.run_detail(out(), run, local_zone(ctx))

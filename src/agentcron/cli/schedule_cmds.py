@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from agentcron.cli.common import echo, fail
+from agentcron.cli import render
+from agentcron.cli.common import echo, fail, local_zone
 from agentcron.schedule import ScheduleError, describe, parse_when, spec_to_json, upcoming
 from agentcron.schedule.zones import get_zone
 
@@ -24,13 +25,23 @@ EXAMPLE_PHRASES = (
 app = typer.Typer()  # its commands join the top level
 
 
+_TZ_HELP = "IANA zone for wall-clock phrases (default: agentcron --tz, $TZ, the machine's)."
+
+
+def _now() -> datetime:
+    """Now, to the second: the anchors of "every ..." phrases show no microseconds."""
+    return datetime.now(UTC).replace(microsecond=0)
+
+
 def _show(text: str, now: datetime, tz: str, count: int) -> None:
+    """The phrase's spec and next fires, each in the spec's zone (named) and in UTC."""
     spec = parse_when(text, now, tz)
-    zone = get_zone(spec.tz)
     echo(f"{text!r}: {describe(spec)}")
     echo(f"  spec: {spec_to_json(spec)}")
+    zone = get_zone(spec.tz)
     for fire in upcoming(spec, now, count):
-        echo(f"  -> {fire.isoformat()}  ({fire.astimezone(zone):%a %Y-%m-%d %H:%M %Z})")
+        day = f"{fire.astimezone(zone):%a}"
+        echo(f"  -> {day} {render.when(fire, spec.tz)}  ({fire:%Y-%m-%dT%H:%M:%SZ})")
 
 
 @app.command("next")
@@ -39,27 +50,29 @@ def next_cmd(
         list[str],
         typer.Argument(metavar="WHEN", help='A phrase: "every weekday at 9", cron, ...'),
     ],
-    tz: Annotated[str, typer.Option(help="IANA zone for wall-clock phrases.")] = "UTC",
+    ctx: typer.Context,
+    tz: Annotated[str | None, typer.Option(help=_TZ_HELP)] = None,
     count: Annotated[int, typer.Option("-n", help="How many fire times to show.")] = 5,
 ) -> None:
     """Show the spec and next fire times of a WHEN phrase."""
     try:
-        _show(" ".join(when), datetime.now(UTC), tz, count)
+        _show(" ".join(when), _now(), tz or local_zone(ctx), count)
     except ScheduleError as exc:
         raise fail(str(exc), 2) from exc
 
 
 @app.command()
 def examples(
-    tz: Annotated[str, typer.Option(help="IANA zone for wall-clock phrases.")] = "UTC",
+    ctx: typer.Context,
+    tz: Annotated[str | None, typer.Option(help=_TZ_HELP)] = None,
     count: Annotated[int, typer.Option("-n", help="Fire times per example.")] = 3,
 ) -> None:
     """Print the next fire times of a few example schedules, including a rejected one."""
-    now = datetime.now(UTC)
-    echo(f"now: {now.isoformat()}\n")
+    now, zone = _now(), tz or local_zone(ctx)
+    echo(f"now: {render.when(now, zone)}\n")
     for phrase in EXAMPLE_PHRASES:
         try:
-            _show(phrase, now, tz, count)
+            _show(phrase, now, zone, count)
         except ScheduleError as exc:
             echo(f"{phrase!r}: rejected: {exc}")
         echo("")

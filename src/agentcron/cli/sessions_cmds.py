@@ -18,6 +18,7 @@ from agentcron.cli.common import (
     call,
     echo,
     fail,
+    local_zone,
     out,
     print_json,
 )
@@ -117,7 +118,7 @@ def sessions_list(
     if as_json:
         print_json(data["sessions"])
         return
-    out().print(render.sessions_table(data["sessions"]))
+    out().print(render.sessions_table(data["sessions"], local_zone(ctx)))
 
 
 @app.command("show")

@@ -19,6 +19,7 @@ from agentcron.config.agent import DEFAULT_MAX_STEPS
 from agentcron.config.database import db_url
 from agentcron.config.engine import DEFAULT_HISTORY_BUDGET, DEFAULT_MAX_JOBS
 from agentcron.config.env import ConfigError, or_environ
+from agentcron.config.server import DEFAULT_API
 
 __all__ = [
     "CONFIG_ENV",
@@ -119,8 +120,15 @@ SETTINGS: tuple[Setting, ...] = (
         "cli.url",
         "AGENTCRON_URL",
         "text",
-        "the server the CLI talks to (--api)",
-        "the local database",
+        "the server the CLI talks to (--api); --db uses a database instead",
+        DEFAULT_API,
+    ),
+    Setting(
+        "cli.tz",
+        "TZ",
+        "text",
+        "the IANA zone the CLI shows times in (--tz) where no job's zone applies",
+        "the machine's zone",
     ),
     Setting(
         "engine.max_jobs",

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import platformdirs
 
@@ -17,6 +18,7 @@ __all__ = [
     "DEFAULT_LOG_LEVEL",
     "DEFAULT_PORT",
     "HOME_ENV",
+    "LOCAL_TZ_ENV",
     "PUBLIC_URL_ENV",
     "SHARED_CHAT_ENV",
     "UNIFIED_ENV",
@@ -30,6 +32,7 @@ __all__ = [
     "cli_settings_from_env",
     "data_dir",
     "data_settings_from_env",
+    "local_zone",
     "public_url_from_env",
     "server_settings_from_env",
     "session_settings_from_env",
@@ -164,13 +167,62 @@ def session_settings_from_env(
 
 @dataclass(frozen=True, slots=True)
 class CliSettings:
-    """The server the CLI talks to when no `--db` names a database."""
+    """The server the CLI talks to when no `--db` names a database, and the zone it shows
+    times in where no job's zone applies.
+    """
 
     url: str = DEFAULT_API
+    tz: str = "UTC"
+
+
+LOCAL_TZ_ENV = "TZ"  # the standard variable; `[cli] tz` in the file
+
+
+def _zone_name(text: str) -> str | None:
+    """An IANA zone name from a $TZ value or a zoneinfo path ("Europe/Berlin",
+    ":Europe/Berlin", "/usr/share/zoneinfo/Europe/Berlin"); None when it names no zone.
+    """
+    name = text.strip().removeprefix(":")
+    marker = "zoneinfo/"
+    if name.startswith("/") and marker in name:
+        name = name.rsplit(marker, 1)[1]
+    if not name or name.startswith("/"):
+        return None
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
+    return "UTC" if name in {"Etc/UTC", "UCT", "Etc/UCT", "Universal", "Zulu"} else name
+
+
+def _machine_zone(localtime: Path) -> str | None:
+    """The zone `localtime` (normally /etc/localtime) links to, or /etc/timezone names."""
+    try:
+        target = str(localtime.resolve(strict=True))
+    except OSError:
+        target = ""
+    if "zoneinfo/" in target:
+        return _zone_name(target)
+    try:
+        return _zone_name((localtime.parent / "timezone").read_text(encoding="utf-8"))
+    except OSError:
+        return None
+
+
+def local_zone(
+    env: Mapping[str, str] | None = None, *, localtime: Path = Path("/etc/localtime")
+) -> str:
+    """The zone a person at this machine reads times in: $TZ (`[cli] tz`) when it names an
+    IANA zone, else the machine's zone, else UTC.
+    """
+    given = or_environ(env).get(LOCAL_TZ_ENV, "")
+    return (given and _zone_name(given)) or _machine_zone(localtime) or "UTC"
 
 
 def cli_settings_from_env(
     env: Mapping[str, str] | None = None, *, url: str | None = None
 ) -> CliSettings:
-    """`AGENTCRON_URL`; the flag (`--api`) wins over it."""
-    return CliSettings(url or or_environ(env).get(URL_ENV) or DEFAULT_API)
+    """`AGENTCRON_URL` (the flag `--api` wins over it) and the local zone ($TZ, else the
+    machine's)."""
+    env = or_environ(env)
+    return CliSettings(url or env.get(URL_ENV) or DEFAULT_API, local_zone(env))

@@ -170,3 +170,32 @@ def test_the_runner_part_checks_its_values(tmp_path: Path) -> None:
     ):
         with pytest.raises(ConfigError, match=problem):
             Settings(values={name: value}).runner()
+
+
+@pytest.mark.parametrize(
+    ("tz", "link", "zone"),
+    [
+        ("America/New_York", "Europe/Berlin", "America/New_York"),  # $TZ wins
+        (":Asia/Tokyo", "Europe/Berlin", "Asia/Tokyo"),  # the glibc form
+        ("/usr/share/zoneinfo/Europe/Paris", None, "Europe/Paris"),
+        ("", "Europe/Berlin", "Europe/Berlin"),  # unset: the machine's zone
+        ("nowhere", "Etc/UTC", "UTC"),  # a $TZ no zone has: the machine's (UTC, named)
+        ("", None, "UTC"),  # nothing to go by
+    ],
+)
+def test_the_local_zone_is_tz_else_the_machines(
+    tmp_path: Path, tz: str, link: str | None, zone: str
+) -> None:
+    from agentcron.config.server import local_zone
+
+    localtime = tmp_path / "localtime"
+    if link is not None:
+        localtime.symlink_to(f"/usr/share/zoneinfo/{link}")
+    assert local_zone({"TZ": tz}, localtime=localtime) == zone
+
+
+def test_the_cli_zone_comes_from_tz_or_the_file(tmp_path: Path) -> None:
+    file = tmp_path / "agentcron.toml"
+    file.write_text('[cli]\ntz = "Europe/Vienna"\n')
+    assert Settings.load(file, {}).cli().tz == "Europe/Vienna"
+    assert Settings.load(file, {"TZ": "Asia/Tokyo"}).cli().tz == "Asia/Tokyo"
