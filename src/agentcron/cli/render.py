@@ -157,10 +157,10 @@ def _duration(seconds: int) -> str:
 def policy(data: dict[str, Any], zone: str) -> str:
     """A job's policy in words, one clause a line."""
     window = _duration(int(data["catchup_window_s"]))
+    catchup = _CATCHUP.get(data["catchup"], f"catch-up: {data['catchup']}")
     lines = [
         _OVERLAP.get(data["overlap"], f"overlap: {data['overlap']}"),
-        f"{_CATCHUP.get(data['catchup'], 'catch-up: ' + str(data['catchup']))} "
-        f"(within {window})",
+        f"{catchup} (within {window})",
         f"paused after {data['max_failures']} failures in a row"
         if data["max_failures"]
         else "never paused for failures",
