@@ -153,7 +153,7 @@ async def test_tool_sentence_streams_the_call_and_binds_the_job_to_the_session(
     assert started == {"type": "tool_started", "name": "cron", "args": args}
     assert called["type"] == "tool_call"
     assert (called["name"], called["args"]) == ("cron", args)
-    assert called["result"].startswith("Scheduled “stretch” (id ")
+    assert called["result"].startswith("Scheduled “stretch”: ")
     assert {e["type"] for e in rest} == {"text_delta"}
 
     assert outcome.status is OutcomeStatus.SUCCEEDED
@@ -166,7 +166,7 @@ async def test_tool_sentence_streams_the_call_and_binds_the_job_to_the_session(
     assert job.created_by is CreatedBy.AGENT
     assert job.message == "stretch"
     assert job.spec == AtSpec(at=T0 + timedelta(minutes=10), tz="Europe/Berlin")
-    assert job.id in called["result"]
+    assert job.id not in called["result"]  # a person reads it: the name says which
     assert outcome.usage is not None
     assert (outcome.usage["requests"], outcome.usage["tool_calls"]) == (2, 1)
 
@@ -207,6 +207,34 @@ async def test_failing_tool_result_is_reported(make_cron: CronFactory, clock: Fa
     assert outcome.text == (
         "(offline model) That did not work: Error: there is no pending recall in this session."
     )
+    (record,) = outcome.tools
+    assert (record.name, record.ok) == ("manage_recall", False)  # failed, as the reply says
+
+
+async def test_an_ambiguous_name_is_a_failed_call_with_the_choice_and_the_id_works(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    app = await make_cron()
+    runner = tool_runner(app, clock)
+    await runner.run_turn(SESSION, turn("every weekday at 9 check the build"), Events())
+    await runner.run_turn(SESSION, turn("every day at 18:00 check the build logs"), Events())
+    daily, weekday = sorted(await app.jobs.list(), key=lambda j: j.name, reverse=True)
+    events = Events()
+    refused = await runner.run_turn(SESSION, turn("remove job check"), events)
+    (record,) = refused.tools
+    assert record.ok is False  # "Error: ..." is a failed call, not a green one
+    assert record.result.startswith("Error: 'check' matches 2 automations; say which")
+    assert f"- “{weekday.name}”: every weekday at 09:00 (Europe/Berlin), job_id {weekday.id}" in (
+        record.result
+    )
+    assert f"every day at 18:00 (Europe/Berlin), job_id {daily.id}" in record.result
+    assert len(await app.jobs.list()) == 2
+    # the advice followed: the id (here shortened, as a person copies it) names the one
+    removed = await runner.run_turn(SESSION, turn(f"remove job {daily.id[:-4]}…"), Events())
+    (record,) = removed.tools
+    assert record.ok is True, record.result
+    assert record.result == f"Removed “{daily.name}”."
+    assert [j.id for j in await app.jobs.list()] == [weekday.id]
 
 
 async def test_list_sees_only_this_sessions_automations(

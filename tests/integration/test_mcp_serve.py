@@ -129,10 +129,10 @@ async def schedule_and_cancel(client: Client) -> str:
     assert not added.is_error, text(added)
     assert "Scheduled “standup”" in text(added)
     assert "(Europe/Berlin)" in text(added)  # read in the session's zone, on the server
-    job_id = text(added).split("(id ", 1)[1].split(")", 1)[0]
+    assert "(id " not in text(added)  # the name, not the id, for a person
     listing = await client.call_tool("cron", {"action": "list"})
-    assert "standup" in text(listing)
-    assert job_id in text(listing)
+    assert "“standup”" in text(listing)
+    job_id = text(listing).split("; id ", 1)[1].split()[0]  # the id the list ends each line with
     # The guard rails are the agent's: too frequent is refused, as text marked an error.
     often = await client.call_tool(
         "cron", {"action": "add", "name": "spam", "when": "every 1m", "message": "x"}

@@ -102,7 +102,7 @@ async def test_a_recurring_recall_failing_5_times_is_visible_to_the_agent_and_re
     # the agent sees it paused, why (the last error), and what it can do
     listed = (await manage_recall(ctx(app, clock), "list")).splitlines()
     assert listed[0] == "Recalls in this session:"
-    assert listed[1].startswith(f"- paused: {COMMENT[:80]} (id {recall.id}): every minute; ")
+    assert listed[1].startswith(f"- paused: {COMMENT[:80]}: every minute; ")
     assert f"paused {T0 + 5 * MIN:%a %Y-%m-%d %H:%M:%S} (UTC): {reason}" in listed[1]
     assert "fired 5x" in listed[1]
     assert "next none" not in listed[1]

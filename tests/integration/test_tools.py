@@ -217,3 +217,26 @@ async def test_a_malformed_timezone_offset_is_refused(
         ctx(app, clock), "once", "x", when="tomorrow at 9", timezone_offset="Berlin"
     )
     assert text == "Error: timezone_offset must look like +02:00 or -05:30, not 'Berlin'"
+
+
+async def test_ids_name_automations_whole_shortened_or_given_as_the_name(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    app = await make_cron()
+    c = ctx(app, clock)
+    await cron(c, "add", name="report", when="every day at 9", message="a")
+    await cron(c, "add", name="report weekly", when="every monday at 9", message="b")
+    daily, weekly = sorted(await app.jobs.list(session_key=KEY), key=lambda j: j.name)
+    listed = await cron(c, "list")
+    assert listed.splitlines()[1].endswith(f"; id {daily.id}")  # the id last, after the name
+    # "report" is one automation's exact name: it wins over the partial match
+    assert await cron(c, "pause", name="report") == "Paused “report”."
+    ambiguous = await cron(c, "resume", name="repo")
+    assert ambiguous.startswith("Error: 'repo' matches 2 automations")
+    assert f"job_id {daily.id}" in ambiguous
+    assert f"job_id {weekly.id}" in ambiguous
+    assert (await cron(c, "resume", job_id=daily.id.lower())).startswith("Resumed “report”")
+    assert await cron(c, "pause", name=weekly.id) == "Paused “report weekly”."
+    assert await cron(c, "remove", job_id=weekly.id[:-4] + "...") == "Removed “report weekly”."
+    too_short = await cron(c, "remove", job_id=daily.id[:3])
+    assert too_short.startswith(f"Error: no automation {daily.id[:3]!r} in this session")

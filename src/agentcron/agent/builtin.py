@@ -269,7 +269,7 @@ def tool_records(
                     call.tool_name,
                     args,
                     result,
-                    ok and call_id not in log.denied,
+                    ok and call_id not in log.denied and call_id not in log.failed,
                     log.duration_ms.get(call_id),
                 )
             )
@@ -336,7 +336,8 @@ class _Relay:
                 call_id = part.tool_call_id
                 args = self._args.get(call_id, {})
                 result = part.model_response_str(wrap_if_error=False)
-                ok = part.outcome == "success" and call_id not in self._log.denied
+                refused = call_id in self._log.denied or call_id in self._log.failed
+                ok = part.outcome == "success" and not refused
                 duration = self._log.duration_ms.get(call_id)
                 tool_ran(ToolRecord(call_id, part.tool_name, args, result, ok, duration))
                 await self._events.emit(

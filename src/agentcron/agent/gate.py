@@ -66,10 +66,13 @@ ToolLike = Tool[Any] | Callable[..., Any] | UserTool
 
 @dataclass(slots=True)
 class CallLog:
-    """What the gate saw of one run's calls, by tool call id: durations and denials."""
+    """What the gate saw of one run's calls, by tool call id: durations and denials; and the
+    calls a tool said failed while answering the model in words (`failed`).
+    """
 
     duration_ms: dict[str, int] = field(default_factory=dict)
     denied: set[str] = field(default_factory=set)
+    failed: set[str] = field(default_factory=set)
 
 
 # The current run's log (set by the runner around `agent.run`; tool tasks inherit it).

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic_ai import RunContext, Tool
 
+from agentcron.agent.gate import call_log
 from agentcron.agent.tool_deps import JobsAPI, ToolDeps, ToolLimits
 from agentcron.domain.jobs import (
     CreatedBy,
@@ -54,6 +55,16 @@ class ToolError(AgentcronError):
     """A refusal or bad input, told to the model as readable text."""
 
 
+def _failed(ctx: RunContext[ToolDeps], exc: Exception) -> str:
+    """The answer to a call that did not do what it was asked ("Error: ..."), the call
+    recorded as failed (not `ok`) in the run's log: the transcript and the run show it so.
+    """
+    log = call_log.get()
+    if log is not None:
+        log.failed.add(ctx.tool_call_id)
+    return f"Error: {exc}"
+
+
 def _interval(spec: AtSpec | CronSpec | EverySpec, now: datetime) -> timedelta | None:
     if isinstance(spec, AtSpec):
         return None
@@ -76,7 +87,7 @@ def _line(job: Job) -> str:
         state = f"done (finished {_at(job.finished_at, job.spec.tz)})"
     nxt = _at(job.next_fire_at, job.spec.tz)
     last = job.last_status.value if job.last_status else "never ran"
-    return f"- {job.name} (id {job.id}): {describe(job.spec)}; next {nxt}; last {last}; {state}"
+    return f"- “{job.name}”: {describe(job.spec)}; next {nxt}; last {last}; {state}; id {job.id}"
 
 
 _RECALLS_LISTED = 20  # the pending one and the latest that ended: enough for the model
@@ -104,7 +115,7 @@ def _recall_line(recall: Recall) -> str:
     note = f"comment: {recall.internal_comment}" if recall.internal_comment else ""
     parts = [describe(recall.spec), when, fired, f"created {_at(recall.created_at, tz)}", asked]
     detail = "; ".join(p for p in [*parts, note] if p)
-    return f"- {recall.state.value}: {recall.name} (id {recall.id}): {detail}"
+    return f"- {recall.state.value}: {recall.name}: {detail}"
 
 
 _PAUSED_HINT = (
@@ -123,22 +134,46 @@ async def _session_jobs(deps: ToolDeps) -> list[Job]:
     return found
 
 
+_MIN_ID_PREFIX = 6  # a shortened id ("01M89G…") names a job when no other starts the same
+
+
+def _by_id(jobs: list[Job], text: str) -> list[Job]:
+    """The jobs `text` names by id: the whole id, or a unique start of it (any case, a
+    trailing "…" or "..." dropped)."""
+    wanted = text.strip().rstrip(".…").upper()
+    exact = [j for j in jobs if j.id.upper() == wanted]
+    if exact or len(wanted) < _MIN_ID_PREFIX:
+        return exact
+    return [j for j in jobs if j.id.upper().startswith(wanted)]
+
+
+def _by_name(jobs: list[Job], text: str) -> list[Job]:
+    wanted = text.strip().lower()
+    return [j for j in jobs if j.name.lower() == wanted] or [
+        j for j in jobs if wanted in j.name.lower()
+    ]
+
+
 async def _find(deps: ToolDeps, name: str | None, job_id: str | None) -> Job:
+    """The one automation of this session `job_id` or `name` names. A name may also be an id
+    (whole or its start); a name several automations match is answered with the choice.
+    """
     jobs = await _session_jobs(deps)
     if job_id:
-        found = [j for j in jobs if j.id == job_id]
+        found = _by_id(jobs, job_id)
     elif name:
-        wanted = name.strip().lower()
-        found = [j for j in jobs if j.name.lower() == wanted] or [
-            j for j in jobs if wanted in j.name.lower()
-        ]
+        found = _by_id(jobs, name) or _by_name(jobs, name)
     else:
         raise ToolError("give the automation's name or job_id")
     if not found:
-        names = ", ".join(j.name for j in jobs) or "none"
+        names = ", ".join(f"“{j.name}”" for j in jobs) or "none"
         raise ToolError(f"no automation {name or job_id!r} in this session (automations: {names})")
     if len(found) > 1:
-        raise ToolError(f"{name!r} matches {len(found)} automations; use job_id")
+        choices = "\n".join(f"- “{j.name}”: {describe(j.spec)}, job_id {j.id}" for j in found)
+        raise ToolError(
+            f"{name or job_id!r} matches {len(found)} automations; say which one by its "
+            f"job_id (or its exact name):\n{choices}"
+        )
     return found[0]
 
 
@@ -197,7 +232,7 @@ async def cron(
             f"next run {_at(job.next_fire_at, job.spec.tz)}."
         )
     except (ToolError, ScheduleError, StoreError) as exc:
-        return f"Error: {exc}"
+        return _failed(ctx, exc)
 
 
 def _checked_spec(deps: ToolDeps, when: str, zone: str) -> AtSpec | CronSpec | EverySpec:
@@ -247,7 +282,7 @@ async def _add(
         delete_after_run=isinstance(spec, AtSpec),
     )
     return (
-        f"Scheduled “{job.name}” (id {job.id}): {describe(job.spec)}; "
+        f"Scheduled “{job.name}”: {describe(job.spec)}; "
         f"next run {_at(job.next_fire_at, job.spec.tz)}."
     )
 
@@ -320,20 +355,20 @@ async def schedule_recall(
         job, replaced = await _create_recall(
             deps, deps.session_key, spec, kind, additional_context_message, internal_comment
         )
-        said = (
-            f"Recall scheduled (id {job.id}): {describe(job.spec)}; "
-            f"next {_at(job.next_fire_at, job.spec.tz)}."
-        )
+        said = f"Recall scheduled: {describe(job.spec)}; next {_at(job.next_fire_at, job.spec.tz)}."
         if replaced is not None:
             said += f" It replaces the paused recall “{replaced.name}” (now cancelled)."
         return said
     except ConflictError:
-        return (
-            "Error: this session already has a pending recall. Use manage_recall(action='cancel') "
-            "first, or keep the existing one."
+        return _failed(
+            ctx,
+            ToolError(
+                "this session already has a pending recall. Use manage_recall(action='cancel') "
+                "first, or keep the existing one."
+            ),
         )
     except (ToolError, ScheduleError, StoreError, InvalidInputError) as exc:
-        return f"Error: {exc}"
+        return _failed(ctx, exc)
 
 
 def _recall_spec(
@@ -459,7 +494,7 @@ async def manage_recall(
             return "\n".join(lines)
         recalls = await _recalls_of(deps, key)
         if not recalls:
-            return f"Error: there is no pending recall in {where}."
+            raise ToolError(f"there is no pending recall in {where}.")
         recall = recalls[0]
         if action == "cancel":
             await deps.jobs.delete(recall.id)
@@ -467,22 +502,24 @@ async def manage_recall(
         if action == "resume":
             return await _resume_recall(deps, recall)
         if not recall.enabled:
-            return "Error: the recall is paused; resume it first (manage_recall(action='resume'))."
+            raise ToolError(
+                "the recall is paused; resume it first (manage_recall(action='resume'))."
+            )
         if not isinstance(recall.spec, EverySpec):
-            return "Error: only a recurring recall can skip; cancel a one-time recall instead."
+            raise ToolError("only a recurring recall can skip; cancel a one-time recall instead.")
         skipped = await deps.jobs.skip_next(recall.id)
         return f"Skipped one occurrence; next at {_at(skipped.next_fire_at, skipped.spec.tz)}."
     except (ToolError, ScheduleError, StoreError, InvalidInputError) as exc:
-        return f"Error: {exc}"
+        return _failed(ctx, exc)
 
 
 async def _resume_recall(deps: ToolDeps, recall: Job) -> str:
     """Resume a paused recall from now on (its failure count starts again)."""
     if recall.enabled:
-        return f"Error: the recall “{recall.name}” is not paused."
+        raise ToolError(f"the recall “{recall.name}” is not paused.")
     if isinstance(recall.spec, AtSpec) and recall.spec.at <= deps.now:
-        return (
-            f"Error: the recall “{recall.name}” was for {_at(recall.spec.at, recall.spec.tz)}, "
+        raise ToolError(
+            f"the recall “{recall.name}” was for {_at(recall.spec.at, recall.spec.tz)}, "
             "which has passed; schedule a new recall instead (it replaces this one)."
         )
     resumed = await deps.jobs.resume(recall.id)
