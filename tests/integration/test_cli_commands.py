@@ -62,7 +62,7 @@ def test_jobs_and_sessions_through_the_database(tmp_path: Path) -> None:
     assert shown.exit_code == 0
     assert "next fires:" in shown.stdout
     paused = cli("jobs", "pause", job["id"], "--db", db)
-    assert f"{job['id']} “build”: paused; next run -" in paused.stdout
+    assert paused.stdout.strip() == "“build”: paused; next run -"  # the name, not the id
     resumed = cli("jobs", "resume", job["id"], "--db", db, "--json")
     assert json.loads(resumed.stdout)["enabled"] is True
     # two-step session delete
@@ -74,6 +74,34 @@ def test_jobs_and_sessions_through_the_database(tmp_path: Path) -> None:
     done = cli("sessions", "rm", "api:ops", "--confirm", "--db", db)
     assert done.stdout.strip() == "deleted api:ops and 1 automation(s)"
     assert json.loads(cli("jobs", "list", "--db", db, "--json").stdout) == []
+
+
+def test_times_name_their_zone_and_confirmations_say_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = str(tmp_path / "cli.db")
+    monkeypatch.setenv("TZ", "America/New_York")  # the person's zone; the job's is Berlin
+    assert cli("sessions", "add", "api:ops", "--tz", "Europe/Berlin", "--db", db).exit_code == 0
+    added = cli("jobs", "add", "--session", "api:ops", "--name", "build", "--message", "check",
+                "--when", "every day at 9", "--db", db)  # fmt: skip
+    assert added.exit_code == 0, added.output
+    job_id = added.stdout.strip().rsplit("; id ", 1)[1]
+    assert added.stdout.startswith("added “build”: every day at 09:00 (Europe/Berlin); next run ")
+    assert " 09:00:00 Europe/Berlin; id " in added.stdout  # the job's zone, named
+    sessions = cli("sessions", "list", "--db", db).stdout
+    assert " America/New_York" in sessions  # updated: the local zone, named
+    assert " UTC" not in sessions
+    tokyo = cli("--tz", "Asia/Tokyo", "sessions", "list", "--db", db).stdout
+    assert " Asia/Tokyo" in tokyo
+    ran = cli("jobs", "run", job_id, "--db", db)
+    assert ran.stdout.startswith("a run of “build” asked for; see it: agentcron runs show ")
+    runs = cli("runs", "list", "--job", job_id, "--db", db).stdout
+    assert " America/New_York" in runs
+    shown = cli("jobs", "show", job_id, "--db", db).stdout
+    assert "at most one fire waits while the last one runs; more are skipped" in shown
+    assert '"overlap"' not in shown
+    assert "over 0 runs" in shown
+    assert "counted" not in shown
 
 
 @pytest.mark.parametrize(
@@ -274,7 +302,7 @@ def test_api_errors_and_odd_keys(server: str) -> None:
     added = cli("jobs", "add", "--session", odd, "--name", "n", "--message", "m",
                 "--when", "in 1h", *api, "--json")  # fmt: skip
     job = json.loads(added.stdout)
-    assert cli("jobs", "rm", job["id"], *api).stdout.strip() == f"removed {job['id']}"
+    assert cli("jobs", "rm", job["id"], *api).stdout.strip() == "removed “n”"
     assert cli("sessions", "rm", odd, *api).stdout.strip() == f"deleted {odd}"
     bad = cli("jobs", "add", "--session", "api:none", "--name", "n", "--message", "m",
               "--when", "whenever", *api)  # fmt: skip
@@ -431,7 +459,7 @@ def test_approvals_through_the_api(tool_server: str, monkeypatch: pytest.MonkeyP
     approved = cli("approvals", "approve", str(approval["id"]))
     assert approved.exit_code == 0, approved.output
     by = f"cli:{getpass.getuser()}"
-    assert approved.stdout.strip() == f"approved {approval['id']} (wipe) by {by}"
+    assert approved.stdout.strip() == f"approved: the wipe call in api:ops, by {by}"
     assert tool_results(tool_server, "api:ops") == ["wiped /tmp/x"]
     assert tool_module.calls == [{"wipe": "/tmp/x"}]
     again = cli("approvals", "deny", str(approval["id"]))

@@ -101,7 +101,8 @@ def _decide(
     if as_json:
         print_json(approval)
         return
-    echo(f"{approval['state']} {approval['id']} ({approval['tool']}) by {approval['decided_by']}")
+    where = f" in {approval['session_key']}" if approval["session_key"] else ""
+    echo(f"{approval['state']}: the {approval['tool']} call{where}, by {approval['decided_by']}")
 
 
 @app.command("approve")

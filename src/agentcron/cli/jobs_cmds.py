@@ -1,4 +1,4 @@
-"""`agentcron jobs`: automations — add, list, show, run now, pause, resume, remove."""
+"""`agentcron jobs`: automations — add, list, show, run now, pause, resume, rm."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from agentcron.cli.common import (
 from agentcron.domain.jobs import Catchup, JobKind, Overlap
 
 app = typer.Typer(
-    help="Automations: add, list, show, run now, pause, resume, remove.", no_args_is_help=True
+    help="Automations: add, list, show, run now, pause, resume, rm.", no_args_is_help=True
 )
 
 
@@ -86,8 +86,8 @@ def jobs_add(
         print_json(job)
         return
     echo(
-        f"added {job['id']}: “{job['name']}”, {job['schedule']}; next run "
-        f"{render.when(job['next_run_at'], job['tz'])}"
+        f"added “{job['name']}”: {job['schedule']}; next run "
+        f"{render.when(job['next_run_at'], job['tz'])}; id {job['id']}"
     )
 
 
@@ -147,23 +147,33 @@ def jobs_run(
     as_json: JsonOpt = False,
 ) -> None:
     """Run an automation now, once (its schedule does not move; a paused one runs too)."""
-    run = call(backend_for(ctx, db, url, api, token), lambda b: b.run_job(job_id))
+
+    async def named_run(b: Backend) -> dict[str, Any]:
+        return {"job": await b.get_job(job_id), "run": await b.run_job(job_id)}
+
+    both = call(backend_for(ctx, db, url, api, token), named_run)
+    run = both["run"]
     if as_json:
         print_json(run)
         return
-    echo(f"run {run['id']} of {run['job_id']} asked for; `agentcron runs show {run['id']}`")
+    echo(f"a run of “{both['job']['name']}” asked for; see it: agentcron runs show {run['id']}")
 
 
 def _job_action(job_id: str, action: str, backend: Backend, as_json: bool) -> None:
-    result = call(backend, lambda b: b.job_action(job_id, action))
+    async def named_action(b: Backend) -> dict[str, Any]:
+        name = (await b.get_job(job_id))["name"] if action == "rm" and not as_json else ""
+        return {"name": name, "result": await b.job_action(job_id, action)}
+
+    both = call(backend, named_action)
+    result = both["result"]
     if as_json:
         print_json(result)
     elif action == "rm":
-        echo(f"removed {result['deleted']}")
+        echo(f"removed “{both['name']}”")
     else:
         state = "enabled" if result["enabled"] else result.get("state", "paused")
         nxt = render.when(result["next_run_at"], result["tz"])
-        echo(f"{result['id']} “{result['name']}”: {state}; next run {nxt}")
+        echo(f"“{result['name']}”: {state}; next run {nxt}")
 
 
 def _action_command(action: str, doc: str) -> None:
