@@ -299,6 +299,15 @@ def test_api_errors_and_odd_keys(server: str) -> None:
     odd = "api:a b?c#d%"  # a key is free text after the channel: sent percent-encoded
     assert cli("sessions", "add", odd, *api).exit_code == 0
     assert json.loads(cli("sessions", "show", odd, *api, "--json").stdout)["key"] == odd
+    # no running channel serves an api: session: the CLI promises no delivery
+    sent = cli("sessions", "send", odd, "hello", *api)
+    assert sent.exit_code == 0, sent.output
+    assert sent.stdout.strip() == (
+        f"written to {odd}'s transcript (entry 1) only: no running channel delivers to api: sessions"
+    )
+    assert cli("sessions", "add", "websocket:w", *api).exit_code == 0
+    web = cli("sessions", "send", "websocket:w", "hello", *api).stdout.strip()
+    assert web == "written to websocket:w (entry 1): a web chat shows it; no channel delivers it"
     added = cli("jobs", "add", "--session", odd, "--name", "n", "--message", "m",
                 "--when", "in 1h", *api, "--json")  # fmt: skip
     job = json.loads(added.stdout)

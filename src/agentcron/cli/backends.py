@@ -69,6 +69,7 @@ class Backend(Protocol):
     async def delete_session(self, key: str, confirm: bool) -> dict[str, Any]: ...
     async def note(self, key: str, text: str) -> dict[str, Any]: ...
     async def send_out(self, key: str, text: str) -> dict[str, Any]: ...
+    async def channels(self) -> dict[str, Any]: ...
     async def add_job(self, body: dict[str, Any]) -> dict[str, Any]: ...
     async def list_jobs(
         self, session: str | None, kind: str | None, enabled: bool | None
@@ -151,6 +152,9 @@ class ApiBackend:
 
     async def send_out(self, key: str, text: str) -> dict[str, Any]:
         return await self._call("POST", _path("/api/sessions", key, "send"), json={"content": text})
+
+    async def channels(self) -> dict[str, Any]:
+        return await self._call("GET", "/api/channels")
 
     async def add_job(self, body: dict[str, Any]) -> dict[str, Any]:
         return await self._call("POST", "/api/jobs", json=body)
@@ -331,6 +335,9 @@ class DbBackend:
             "sending through a session's channel needs the running server, where the channels "
             "run: use --api (or no --db) with `agentcron serve` running"
         )
+
+    async def channels(self) -> dict[str, Any]:
+        return {"channels": []}  # channels run in the server, none here
 
     async def add_job(self, body: dict[str, Any]) -> dict[str, Any]:
         try:

@@ -91,8 +91,9 @@ ToolsFileOpt = Annotated[
     Path | None,
     typer.Option(
         "--tools",
-        help="A TOML file whose [tools] table gives the agent's tools "
-        f"(default: ${TOOLS_FILE_ENV}, else the [tools] of the configuration file).",
+        # no square brackets: the help is rendered as rich markup, which takes "[tools]" for a tag
+        help="A TOML file whose `tools` table gives the agent's tools "
+        f"(default: ${TOOLS_FILE_ENV}, else the `tools` table of the configuration file).",
         dir_okay=False,
     ),
 ]

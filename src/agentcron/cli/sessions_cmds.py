@@ -92,16 +92,33 @@ def sessions_send(
     as_json: JsonOpt = False,
 ) -> None:
     """Send a message out through the session's channel (Telegram, webhook) without the
-    agent; needs the running server.
+    agent; needs the running server. A session no running channel serves (a web chat, an
+    api: session) gets the entry in its transcript only.
     """
-    answer = call(backend_for(ctx, None, None, api, token), lambda b: b.send_out(key, text))
+
+    async def sent(b: Backend) -> dict[str, Any]:
+        return {"sent": await b.send_out(key, text), "channels": await b.channels()}
+
+    both = call(backend_for(ctx, None, None, api, token), sent)
+    answer = both["sent"]
     if as_json:
         print_json(answer)
         return
-    echo(
-        f"sent to {key} (entry {answer['message']['seq']}); its delivery shows in "
-        f"GET /api/deliveries?session_key={key}"
-    )
+    channel = key.split(":", 1)[0]
+    running = {c["name"] for c in both["channels"]["channels"] if c["running"]}
+    entry = f"entry {answer['message']['seq']}"
+    if channel in running:
+        echo(
+            f"sent to {key} ({entry}): the {channel} channel delivers it; "
+            f"see agentcron deliveries list --session {key}"
+        )
+    elif channel == "websocket":
+        echo(f"written to {key} ({entry}): a web chat shows it; no channel delivers it")
+    else:
+        echo(
+            f"written to {key}'s transcript ({entry}) only: no running channel delivers "
+            f"to {channel}: sessions"
+        )
 
 
 @app.command("list")
