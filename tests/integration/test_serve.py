@@ -12,7 +12,7 @@ from agentcron.approval_links import ApprovalLinks
 from agentcron.config import ConfigError
 from agentcron.domain.jobs import JobKind
 from agentcron.domain.states import RunState
-from agentcron.server.serve import DEMO_SENTENCE, ServeOptions, build
+from agentcron.server.serve import DEMO_KEY, DEMO_SENTENCE, ServeOptions, build
 from agentcron.testing import FakeClock, wait_settled
 
 
@@ -99,7 +99,7 @@ async def test_the_demo_session_gets_its_reminder_as_a_turn(
     async with server.app.router.lifespan_context(server.app):
         assert cron.running
         (session,) = await cron.sessions.list()
-        assert session.key.startswith("websocket:demo-")
+        assert session.key == DEMO_KEY
         await wait_settled(cron.engine)
         (job,) = await cron.jobs.list()
         assert (job.kind, job.session_key) == (JobKind.AGENT_TURN, session.key)
@@ -111,6 +111,36 @@ async def test_the_demo_session_gets_its_reminder_as_a_turn(
         assert contents[0] == DEMO_SENTENCE
         assert contents[-1] == "(offline model) Reminder: stretch."
     assert not cron.running
+    # a second `serve --demo` on the same database finds the demo chat: nothing is added
+    again = build(ServeOptions(db=tmp_path / "d.db", home=tmp_path, demo=True), clock=clock)
+    async with again.app.router.lifespan_context(again.app):
+        await wait_settled(again.cron.engine)
+        assert [s.key for s in await again.cron.sessions.list()] == [DEMO_KEY]
+        assert [m.content for m in await again.cron.sessions.messages(DEMO_KEY)] == contents
+        assert len(await again.cron.jobs.list()) == 0  # the reminder, done and removed
+
+
+def test_a_busy_port_is_one_error_before_any_url_token_or_file(tmp_path: Path) -> None:
+    import socket
+
+    from typer.testing import CliRunner
+
+    from agentcron.cli import app
+
+    home = tmp_path / "home"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {"AGENTCRON_HOME": str(home), "AGENTCRON_TOKEN": "", "AGENTCRON_DB": ""}
+        result = CliRunner().invoke(app, ["serve", "--port", str(port), "--demo"], env=env)
+    assert result.exit_code == 1
+    assert result.stdout == ""  # no URL, no token
+    assert result.stderr.strip() == (
+        f"error: cannot listen on 127.0.0.1:{port}: Address already in use: another server "
+        "(agentcron serve?) listens there; stop it or pick another --port"
+    )
+    assert not home.exists()  # no token, no database, no demo chat
 
 
 async def test_the_data_dir_and_the_database_files_are_owner_only(tmp_path: Path) -> None:

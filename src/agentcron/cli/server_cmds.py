@@ -29,6 +29,7 @@ from agentcron.config.server import (
 from agentcron.config.wake import WAKE_ENV
 
 app = typer.Typer()  # its commands join the top level
+DEMO_DB = "demo.db"  # `agentcron demo`'s own database: the demo writes nothing into serve's
 
 
 @app.command()
@@ -40,7 +41,9 @@ def demo(
     db: Annotated[
         str | None,
         typer.Option(
-            metavar=DB_METAVAR, help=f"{DB_HELP} (default: ${DB_ENV}, else the data dir)."
+            metavar=DB_METAVAR,
+            help=f"{DB_HELP} (default: {DEMO_DB} in the data dir, apart from the database "
+            "`serve` uses: the demo writes into that one only when --db names it).",
         ),
     ] = None,
     wps: Annotated[
@@ -51,12 +54,8 @@ def demo(
     """Chat with the offline agent in the terminal: it schedules a reminder that comes back."""
     from agentcron.demo import run_demo
 
-    url = database_flag(db, None)
     config = settings(ctx)
-    try:
-        url = url or config.database(url_env=False).url
-    except ConfigError as exc:
-        raise fail(str(exc), 2) from None
+    url = database_flag(db, None) or config.data().dir / DEMO_DB
     code = asyncio.run(run_demo(url, sentence, echo, wps, config))
     if code:
         raise typer.Exit(code)
@@ -116,7 +115,7 @@ def serve(
     tools: ToolsFileOpt = None,
 ) -> None:
     """Run the engine, the agent, the channels, the API, the live stream and the web UI."""
-    from agentcron.server.serve import ServeOptions, run
+    from agentcron.server.serve import ListenError, ServeOptions, run
 
     # A flag wins over $AGENTCRON_DATABASE_URL, which wins over $AGENTCRON_DB (env or file).
     config = settings(ctx)
@@ -143,6 +142,8 @@ def serve(
         run(options, echo)
     except ConfigError as exc:  # a setting from the environment or the file is not usable
         raise fail(str(exc), 2) from None
+    except ListenError as exc:  # nothing was created: said before the URL and the token
+        raise fail(str(exc)) from None
 
 
 @app.command()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import logging
+import socket
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,11 +23,12 @@ from agentcron.config import Settings
 from agentcron.config.database import describe, store_url
 from agentcron.config.server import DEFAULT_PORT
 from agentcron.config.tools import ToolConfigError, load
+from agentcron.errors import AgentcronError
 from agentcron.limits import MAX_BODY_BYTES
 from agentcron.runtime.clock import Clock
 from agentcron.server.asgi import Hook, create_app
 from agentcron.server.auth import HOOK_TOKEN_ENV, HOOK_TOKEN_FILE, load_or_create_token
-from agentcron.store.ids import new_id
+from agentcron.store.errors import SessionNotFoundError
 from agentcron.store.signals import Topic
 from agentcron.tokens import RUNNER_SECRET_ENV, RUNNER_SECRET_FILE, new_runner_secret
 from agentcron.wake.arms import ArmClient
@@ -34,6 +37,38 @@ from agentcron.wake.verify import FireVerifier
 
 log = logging.getLogger(__name__)
 DEMO_SENTENCE = "remind me in 30 seconds to stretch"
+# One demo chat per database: `serve --demo` starts it once, a later start finds it there.
+DEMO_KEY = "websocket:demo"
+DEMO_TITLE = "Demo: a reminder from a sentence"
+
+
+class ListenError(AgentcronError):
+    """`serve` cannot listen on its address (the port is taken, the host is not this one's)."""
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to `host`:`port`, before anything else `serve` does: a busy port is
+    one clear error before a URL, a token or a chat exists. uvicorn serves on it.
+    """
+    try:
+        family, kind, proto, _name, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        hint = (
+            ": another server (agentcron serve?) listens there; stop it or pick another --port"
+            if exc.errno == errno.EADDRINUSE
+            else ""
+        )
+        raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror}{hint}") from None
+    return sock
 
 
 @dataclass
@@ -153,10 +188,7 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
         gc.collect()
         gc.freeze()
         if options.demo:
-            key = f"websocket:demo-{new_id()[-8:].lower()}"
-            await cron.sessions.create(key, title="Demo: a reminder from a sentence")
-            await cron.sessions.send(key, DEMO_SENTENCE)
-            log.info("demo session %s: said %r", key, DEMO_SENTENCE)
+            await _start_demo(cron)
 
     async def stop() -> None:
         try:
@@ -180,8 +212,28 @@ def build(options: ServeOptions, *, clock: Clock | None = None) -> Server:
     return Server(app, cron, token, hook_token, where, start_errors)
 
 
+async def _start_demo(cron: AgentCron) -> None:
+    """The demo chat, once per database: a later `serve --demo` finds it and adds nothing."""
+    try:
+        await cron.sessions.get(DEMO_KEY)
+    except SessionNotFoundError:
+        await cron.sessions.create(DEMO_KEY, title=DEMO_TITLE)
+        await cron.sessions.send(DEMO_KEY, DEMO_SENTENCE)
+        log.info("demo session %s: said %r", DEMO_KEY, DEMO_SENTENCE)
+    else:
+        log.info("demo session %s: there from an earlier start", DEMO_KEY)
+
+
 def run(options: ServeOptions, echo: Callable[[str], None]) -> None:
-    """Serve until interrupted (Ctrl-C stops gracefully: running turns get time to finish)."""
+    """Serve until interrupted (Ctrl-C stops gracefully: running turns get time to finish).
+    The address is bound first: a busy port is a `ListenError` before anything is created.
+    """
+    sock = listen(options.host, options.port)
+    with contextlib.closing(sock):
+        _serve(options, echo, sock)
+
+
+def _serve(options: ServeOptions, echo: Callable[[str], None], sock: socket.socket) -> None:
     base = f"http://{options.host}:{options.port}/"
 
     async def announce() -> None:
@@ -189,7 +241,10 @@ def run(options: ServeOptions, echo: Callable[[str], None]) -> None:
         echo(f"database: {server.where}; runner: {model}{f' ({model_id})' if model_id else ''}")
         echo(f"API docs: {base}docs; inbound hook token: `agentcron token --hook`")
         if options.demo:
-            echo(f"demo: a new chat says {DEMO_SENTENCE!r}; the reminder arrives as its turn")
+            echo(
+                f"demo: the chat “{DEMO_TITLE}” says {DEMO_SENTENCE!r} (once per database); "
+                "the reminder arrives as its turn"
+            )
         wake = server.app.state.wake.status()
         why = f" ({wake['reason']})" if wake.get("reason") else ""
         echo(f"wake: {wake['provider']}{why}")
@@ -224,7 +279,7 @@ def run(options: ServeOptions, echo: Callable[[str], None]) -> None:
     uvicorn_log.addFilter(quiet)
     try:
         with contextlib.suppress(KeyboardInterrupt):
-            _Uvicorn(config, server.cron).run()
+            _Uvicorn(config, server.cron).run(sockets=[sock])
     except SystemExit:  # uvicorn's exit after a failed start
         if not server.start_errors:
             raise

@@ -161,7 +161,7 @@ def test_every_db_flag_refuses_a_bad_value_with_exit_code_2(
     assert list(tmp_path.iterdir()) == []  # no `postgresql:` directory, no home, no file
 
 
-@pytest.mark.parametrize("command", [["db", "upgrade"], ["serve"], ["demo"]], ids=" ".join)
+@pytest.mark.parametrize("command", [["db", "upgrade"], ["serve"]], ids=" ".join)
 def test_a_bad_agentcron_db_is_refused_naming_the_variable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
 ) -> None:
@@ -172,6 +172,19 @@ def test_a_bad_agentcron_db_is_refused_naming_the_variable(
     assert result.stderr.startswith("error: AGENTCRON_DB 'postgresql:/x' is not a URL")
     assert result.stderr.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_demo_keeps_to_its_own_database_unless_db_names_one(tmp_path: Path) -> None:
+    home, served = tmp_path / "home", tmp_path / "serve.db"
+    env = CLEAN | {"AGENTCRON_HOME": str(home), "AGENTCRON_DB": str(served)}
+    result = CliRunner().invoke(app, ["demo", "--say", "hello", "--wps", "0"], env=env)
+    assert result.exit_code == 1  # "hello" schedules nothing: the demo says so, quickly
+    assert f"database: {home / 'demo.db'}" in result.stdout
+    assert not served.exists()  # serve's database: untouched
+    named = tmp_path / "named.db"
+    asked = CliRunner().invoke(app, ["demo", "--say", "hi", "--wps", "0", "--db", str(named)])
+    assert asked.exit_code == 1
+    assert named.exists()
 
 
 def test_a_bad_server_db_in_the_file_is_refused_naming_the_file_and_key(tmp_path: Path) -> None:
