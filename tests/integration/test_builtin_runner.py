@@ -745,3 +745,28 @@ def test_a_model_object_is_priced_by_provider_and_name_once() -> None:
     assert resolve_model(FunctionModel(lambda m, i: ModelResponse(parts=[])))[1] == (
         "function:<lambda>:"
     )
+
+
+async def test_a_model_that_cannot_be_reached_says_the_cause_in_the_notice_and_the_log(
+    make_cron: CronFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    import socket
+
+    from openai import AsyncOpenAI
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    with socket.socket() as closed:  # a port nothing listens on: refused at once
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    client = AsyncOpenAI(base_url=f"http://user:pw@127.0.0.1:{port}/v1", api_key="k", max_retries=0)
+    model = OpenAIChatModel("m", provider=OpenAIProvider(openai_client=client))
+    cron = await make_cron(runner=BuiltinRunner(model))
+    await cron.sessions.create("websocket:x")
+    turn_id = (await cron.sessions.send("websocket:x", "hello")).id
+    ended = await cron.sessions.wait_turn(turn_id, 10)
+    cause = f"cannot reach the model at http://127.0.0.1:{port}/v1: Connection refused"
+    assert ended.error == f"ModelConnectionError: {cause}"
+    notice = (await cron.sessions.messages("websocket:x"))[-1].content
+    assert notice == f"This turn failed (ModelConnectionError: {cause})."
+    assert "pw" not in notice
+    assert any(cause in r.getMessage() for r in caplog.records if r.levelname == "WARNING")

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
+import os
+import re
 import traceback
 import uuid
 from collections.abc import AsyncIterable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic_ai import Agent, RunContext, capture_run_messages
-from pydantic_ai.exceptions import UsageLimitExceeded
+from pydantic_ai.exceptions import ModelConnectionError, UsageLimitExceeded
 from pydantic_ai.messages import (
     AgentStreamEvent,
     FunctionToolCallEvent,
@@ -94,6 +98,31 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 DepsFactory = Callable[[SessionInfo, TurnInput], Any]
+logger = logging.getLogger(__name__)
+_ERRNO = re.compile(r"^\[Errno -?\d+\]\s*")
+
+
+def _unreachable(exc: ModelConnectionError, model: Model) -> str:
+    """Why the model could not be reached, for people: "cannot reach the model at URL:
+    Name or service not known" (the innermost cause: the resolver's, the socket's; the URL
+    without any user or password in it).
+    """
+    cause: BaseException = exc
+    for _ in range(20):  # a chain of causes is short; never follow a loop
+        deeper = cause.__cause__ or cause.__context__
+        if deeper is None:
+            break
+        cause = deeper
+    lines = str(cause).strip().splitlines()
+    reason = _ERRNO.sub("", lines[0]) if lines else type(cause).__name__
+    if isinstance(cause, OSError):  # the system's words: "Connection refused", the resolver's
+        code = cause.errno if isinstance(cause.errno, int) else 0
+        reason = os.strerror(code) if code > 0 else cause.strerror or reason
+    parts = urlsplit(model.base_url or "")
+    if not parts.netloc:
+        return f"cannot reach the model: {reason}"
+    url = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl().rstrip("/")
+    return f"cannot reach the model at {url}: {reason}"
 
 
 def resolve_model(
@@ -505,7 +534,7 @@ class BuiltinRunner:
     async def _run_turn(
         self, session: SessionInfo, turn: TurnInput, events: TurnEvents, run_id: str, log: CallLog
     ) -> Outcome:
-        model_id = self.model_id
+        model, model_id = self.model, self.model_id
         with capture_run_messages() as captured:
             try:
                 model, model_id = self.model_for(turn.model)
@@ -540,16 +569,20 @@ class BuiltinRunner:
                 )
             except Exception as exc:  # CancelledError is a BaseException: it propagates
                 first = (str(exc).strip().splitlines() or [""])[0]
+                details: dict[str, Any] = {
+                    "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+                    "message": str(exc),
+                    "traceback": "".join(traceback.format_exception(exc)),
+                }
+                if isinstance(exc, ModelConnectionError):  # the cause, said where it is seen
+                    first = details["cause"] = _unreachable(exc, model)
+                    logger.warning("turn %s of %s: %s", turn.turn_id, session.key, first)
                 error = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
                 if len(error) > _MAX_ERROR_CHARS:
                     error = error[: _MAX_ERROR_CHARS - 1] + "…"
                 return Outcome.failed(
                     error,
-                    error_details={
-                        "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
-                        "message": str(exc),
-                        "traceback": "".join(traceback.format_exception(exc)),
-                    },
+                    error_details=details,
                     usage=self._usage(self._sum_usage(self._responses(captured, run_id)), model_id),
                     tools=tool_records(captured, run_id, log),
                 )

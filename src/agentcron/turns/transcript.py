@@ -41,11 +41,26 @@ def trigger_entry(
     return content, meta
 
 
+_MAX_CAUSE = 200  # characters of a cause a notice says
+
+
 def _short(error: str | None) -> str:
     """The kind of error only: details belong in the run record, not the transcript."""
     first = (error or "unknown error").splitlines()[0]
     kind = first.split(":", 1)[0].strip()
     return kind if 0 < len(kind) <= 60 else first[:60]
+
+
+def _failure(outcome: Outcome) -> str:
+    """What the failure notice says: the cause a runner gave for people (its error details'
+    `cause`, e.g. "cannot reach the model at URL: Name or service not known"), else the kind
+    of error.
+    """
+    kind = _short(outcome.error)
+    cause = (outcome.error_details or {}).get("cause")
+    if isinstance(cause, str) and cause.strip():
+        return f"{kind}: {cause.strip().splitlines()[0][:_MAX_CAUSE]}"
+    return kind
 
 
 def closure(
@@ -70,8 +85,8 @@ def closure(
     if outcome.status is OutcomeStatus.FAILED:
         meta["_status_notice"] = True
         if scheduled:
-            return f"{what} failed ({_short(outcome.error)}). Details are in its run record.", meta
-        return f"This turn failed ({_short(outcome.error)}).", meta
+            return f"{what} failed ({_failure(outcome)}). Details are in its run record.", meta
+        return f"This turn failed ({_failure(outcome)}).", meta
     meta["_status_notice"] = True
     if scheduled:
         return f"{what} ran and had nothing to report.", meta
