@@ -9,6 +9,7 @@ from pathlib import Path
 
 from fastapi import Depends, FastAPI, HTTPException, WebSocket, status
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 from starlette.routing import Route
 
 from agentcron.app import AgentCron
@@ -34,6 +35,8 @@ from agentcron.server.routes import (
 from agentcron.server.ws import Hub
 from agentcron.version import __version__
 from agentcron.wake.provider import LocalWake, WakeProvider
+
+DOCS_ASSETS = "/docs-assets"  # Swagger UI's and ReDoc's files, served by us (not a CDN)
 
 
 def webui_dir() -> Path:
@@ -86,7 +89,10 @@ def create_app(
                     hub.close()
                     await hub.relay.close()
 
-    app = FastAPI(
+    # /docs and /redoc load Swagger UI's and ReDoc's scripts from us (DOCS_ASSETS, files the
+    # fastapi-offline package ships), never from a CDN: the API docs work offline.
+    app = FastAPIOffline(
+        static_url=DOCS_ASSETS,
         title="agentcron",
         version=__version__,
         summary="Cron for AI agent sessions: scheduled jobs are turns of their chat session.",

@@ -100,3 +100,26 @@ def test_the_snapshot_is_committed() -> None:
     if os.environ.get(REFRESH) == "1":
         pytest.skip("refreshing the snapshot")
     assert SNAPSHOT.is_file(), f"no {SNAPSHOT}: make it with {REFRESH}=1"
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_the_api_docs_load_every_asset_from_us_not_a_cdn(tmp_path: Path, page: str) -> None:
+    import re
+
+    from starlette.testclient import TestClient
+
+    app = create_app(AgentCron(db=tmp_path / "unused.db"), token="t", hook_token="h")
+    client = TestClient(app)  # outside `with`: no lifespan, nothing is started
+    html = client.get(page)
+    assert html.status_code == 200
+    assets = re.findall(r"""(?:src|href)=["']([^"']+)["']""", html.text)
+    assets += re.findall(r"""url:\s*["']([^"']+)["']""", html.text)
+    scripts = [a for a in assets if a.endswith((".js", ".css"))]
+    assert scripts, html.text
+    for url in assets:
+        assert url.startswith("/"), f"{page} loads {url} from elsewhere"
+    for url in scripts:
+        got = client.get(url)
+        assert got.status_code == 200, url
+        assert len(got.content) > 100_000, url  # the UI's bundle, not the web UI's 404 page
+    assert client.get("/openapi.json").status_code == 200
