@@ -790,6 +790,7 @@ async def soak(plan: Plan, seed: int, keep: bool) -> dict[str, Any]:
     db = tmp / "soak.db"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCRON_")}
     env.update(AGENTCRON_HOME=str(tmp / "home"), AGENTCRON_TOKEN=token, AGENTCRON_MAX_JOBS="none")
+    env.update(AGENTCRON_MIN_INTERVAL="1")  # its jobs recur every few seconds
     cmd = [
         sys.executable,
         "-c",

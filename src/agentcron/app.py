@@ -297,6 +297,7 @@ class AgentCron:
             owner_of=self.job_owner,
             max_jobs=lambda: self.settings.max_jobs,
             retention=lambda: self.settings.retention_age,
+            min_interval=lambda: self.settings.min_interval,
         )
         self.engine.reapers.append(self.jobs.sweep_finished)
         self.sessions = Sessions(

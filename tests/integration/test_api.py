@@ -302,3 +302,39 @@ async def test_the_ui_is_served_without_the_token(api: httpx.AsyncClient) -> Non
 async def test_created_at_is_reported_in_utc(api: httpx.AsyncClient) -> None:
     created = await new_session(api)
     assert created["created_at"] == T0.isoformat().replace("+00:00", "Z")
+
+
+@pytest.mark.parametrize("when", ["every 1 second", "every 10 seconds", "* * * * *", "every 4m"])
+async def test_the_api_holds_schedules_to_the_minimum_interval(
+    api: httpx.AsyncClient, when: str
+) -> None:
+    await new_session(api)
+    body = {"session_key": KEY, "name": "often", "message": "m", "when": when}
+    refused = await api.post("/api/jobs", json=body)
+    assert refused.status_code == 422, refused.text
+    assert "may run at most every 5 minutes (engine.min_interval)" in refused.text
+    job = await ok(await api.post("/api/jobs", json={**body, "when": "every 5m"}), 201)
+    changed = await api.patch(f"/api/jobs/{job['id']}", json={"when": when})
+    assert changed.status_code == 422, changed.text
+    assert "may run at most every 5 minutes" in changed.text
+    kept = await ok(await api.get(f"/api/jobs/{job['id']}"))
+    assert kept["schedule"].startswith("every 5 minutes")  # unchanged
+
+
+async def test_an_operator_may_lower_the_minimum_interval(make_cron: CronFactory) -> None:
+    from dataclasses import replace
+
+    from agentcron.config.engine import EngineSettings
+
+    lowered = replace(EngineSettings(), min_interval=timedelta(seconds=1))
+    cron = await make_cron(runner=None, model=OfflineModel(0), settings=lowered)
+    app = create_app(cron, token=TOKEN, hook_token=HOOK)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t", headers=AUTH) as api:
+        await new_session(api)
+        body = {"session_key": KEY, "name": "often", "message": "m", "when": "every 1 second"}
+        await ok(await api.post("/api/jobs", json=body), 201)
+        cron_minutely = await ok(
+            await api.post("/api/jobs", json={**body, "when": "* * * * *"}), 201
+        )
+        assert cron_minutely["schedule"].startswith("every minute")

@@ -104,6 +104,22 @@ def test_times_name_their_zone_and_confirmations_say_names(
     assert "counted" not in shown
 
 
+def test_the_cli_holds_schedules_to_the_minimum_interval_the_settings_say(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = str(tmp_path / "cli.db")
+    assert cli("sessions", "add", "api:ops", "--db", db).exit_code == 0
+    add = ("jobs", "add", "--session", "api:ops", "--name", "n", "--message", "m", "--db", db)
+    refused = cli(*add, "--when", "every 10 seconds")
+    assert refused.exit_code == 1
+    assert refused.stderr.strip() == (
+        "error: recurring automations may run at most every 5 minutes (engine.min_interval); "
+        "this one runs every 10 seconds"
+    )
+    monkeypatch.setenv("AGENTCRON_MIN_INTERVAL", "10")  # an operator lowers it
+    assert cli(*add, "--when", "every 10 seconds").exit_code == 0
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

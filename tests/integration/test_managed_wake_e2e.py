@@ -152,7 +152,11 @@ class Agent:
         self.client: httpx.Client | None = None
 
     def start(self) -> Agent:
-        env = clean_env(AGENTCRON_HOME=str(self.tmp / "agent"), AGENTCRON_OFFLINE_WPS="0")
+        env = clean_env(
+            AGENTCRON_HOME=str(self.tmp / "agent"),
+            AGENTCRON_OFFLINE_WPS="0",
+            AGENTCRON_MIN_INTERVAL="1",  # its jobs run every few seconds
+        )
         if self.relay is not None:
             # the relay calls this agent back only on an origin allowed for it
             AgentRegistry(self.relay.home).allow_origins("e2e", [self.base])

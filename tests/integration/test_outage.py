@@ -14,7 +14,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +109,8 @@ async def served(
     pg_url: str, proxy: FaultProxy
 ) -> AsyncIterator[tuple[AgentCron, httpx.AsyncClient, Counting]]:
     runner = Counting()
-    cron = AgentCron(url=proxy.url_for(pg_url), runner=runner, settings=EngineSettings())
+    every_second = EngineSettings(min_interval=timedelta(seconds=1))  # the API's jobs: every 1s
+    cron = AgentCron(url=proxy.url_for(pg_url), runner=runner, settings=every_second)
     await cron.start()
     app = create_app(cron, token=TOKEN)
     transport = httpx.ASGITransport(app=app)

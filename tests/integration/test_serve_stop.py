@@ -59,7 +59,14 @@ def free_port() -> int:
 class Serve:
     """`agentcron serve` in a child process; its output goes to a file (never a full pipe)."""
 
-    def __init__(self, tmp_path: Path, *, args: tuple[str, ...] = (), wps: str = WPS) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        *,
+        args: tuple[str, ...] = (),
+        wps: str = WPS,
+        settings: dict[str, str] | None = None,  # more environment, e.g. a lowered limit
+    ) -> None:
         self.db = tmp_path / "serve.db"
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -69,7 +76,7 @@ class Serve:
             for k, v in os.environ.items()
             if not k.startswith("AGENTCRON_") or k == "AGENTCRON_CRASH_SEED"
         }
-        env.update(AGENTCRON_HOME=str(tmp_path), AGENTCRON_OFFLINE_WPS=wps)
+        env.update(AGENTCRON_HOME=str(tmp_path), AGENTCRON_OFFLINE_WPS=wps, **(settings or {}))
         script = Path(sys.executable).with_name("agentcron")
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(

@@ -33,7 +33,8 @@ def wait_for(what: str, check: Any, timeout: float = 20.0) -> Any:
 def test_stopping_scheduled_turns_over_http_cancels_them_and_keeps_the_job(
     tmp_path: Path,
 ) -> None:
-    serve = Serve(tmp_path)  # offline model, paced: a scheduled turn streams for seconds
+    # offline model, paced: a scheduled turn streams for seconds; a job every second allowed
+    serve = Serve(tmp_path, settings={"AGENTCRON_MIN_INTERVAL": "1"})
     try:
         http = serve.client
         assert http.post("/api/sessions", json={"key": KEY}).status_code == 201

@@ -63,7 +63,7 @@ async def test_deliver_is_not_advertised() -> None:
 
 async def test_guard_rails(make_cron: CronFactory, clock: FakeClock) -> None:
     app = await make_cron()
-    limits = ToolLimits(max_jobs_per_session=2, min_recurring_interval=timedelta(minutes=5))
+    limits = ToolLimits(max_jobs_per_session=2)  # recurring: at most every 5 minutes (default)
     c = ctx(app, clock, limits=limits)
     assert "at most every 5 minutes" in await cron(c, "add", when="every 1m", message="spam")
     assert "at most every 5 minutes" in await cron(c, "add", when="* * * * *", message="spam")
@@ -240,3 +240,21 @@ async def test_ids_name_automations_whole_shortened_or_given_as_the_name(
     assert await cron(c, "remove", job_id=weekly.id[:-4] + "...") == "Removed “report weekly”."
     too_short = await cron(c, "remove", job_id=daily.id[:3])
     assert too_short.startswith(f"Error: no automation {daily.id[:3]!r} in this session")
+
+
+async def test_the_minimum_interval_is_the_setting_the_api_holds_to_too(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    from dataclasses import replace
+
+    from agentcron.config.engine import EngineSettings
+
+    app = await make_cron(settings=replace(EngineSettings(), min_interval=timedelta(seconds=30)))
+    c = ctx(app, clock)
+    refused = await cron(c, "add", name="often", when="every 10 seconds", message="x")
+    assert refused == (
+        "Error: recurring automations may run at most every 30 seconds (engine.min_interval); "
+        "this one runs every 10 seconds"
+    )
+    lowered = await cron(c, "add", name="minutely", when="every 1m", message="x")
+    assert lowered.startswith("Scheduled “minutely”: every minute")  # the operator lowered it

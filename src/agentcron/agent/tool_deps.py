@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Protocol
 
 from agentcron.domain.jobs import CreatedBy, Job, JobKind, Recall, RecallCallType
@@ -35,6 +35,7 @@ class JobsAPI(Protocol):
     async def resume(self, job_id: str) -> Job: ...
     async def delete(self, job_id: str, *, allow_system: bool = ...) -> Job: ...
     async def skip_next(self, job_id: str) -> Job: ...
+    def check_interval(self, spec: AtSpec | CronSpec | EverySpec) -> None: ...
     async def recalls(self, session_key: str, *, limit: int = ...) -> Sequence[Recall]: ...
 
 
@@ -49,8 +50,9 @@ class ToolLimits:
     """Guard rails for agent-created jobs."""
 
     max_jobs_per_session: int = 20
-    min_recurring_interval: timedelta = timedelta(minutes=5)
     allow_add_from_scheduled_turn: bool = False
+    # (how often a job may recur is the setting `[engine] min_interval`, the same for every
+    # surface: `JobsAPI.check_interval`)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,6 @@ jobs, read times through `parse_when` on the server, and return errors to the mo
 from __future__ import annotations
 
 import hashlib
-import itertools
 import re
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -33,7 +32,6 @@ from agentcron.schedule import (
     ScheduleError,
     describe,
     parse_when,
-    upcoming,
 )
 from agentcron.schedule.zones import get_zone
 from agentcron.session_keys import check_session_key
@@ -60,18 +58,9 @@ def _failed(ctx: RunContext[ToolDeps], exc: Exception) -> str:
     recorded as failed (not `ok`) in the run's log: the transcript and the run show it so.
     """
     log = call_log.get()
-    if log is not None:
+    if log is not None and ctx.tool_call_id is not None:
         log.failed.add(ctx.tool_call_id)
     return f"Error: {exc}"
-
-
-def _interval(spec: AtSpec | CronSpec | EverySpec, now: datetime) -> timedelta | None:
-    if isinstance(spec, AtSpec):
-        return None
-    if isinstance(spec, EverySpec):
-        return spec.interval
-    fires = upcoming(spec, now, 3)
-    return min(b - a for a, b in itertools.pairwise(fires)) if len(fires) > 1 else None
 
 
 def _at(instant: datetime | None, tz: str) -> str:
@@ -231,19 +220,16 @@ async def cron(
             f"Updated “{job.name}”: {describe(job.spec)}; "
             f"next run {_at(job.next_fire_at, job.spec.tz)}."
         )
-    except (ToolError, ScheduleError, StoreError) as exc:
+    except (ToolError, ScheduleError, StoreError, InvalidInputError) as exc:
         return _failed(ctx, exc)
 
 
 def _checked_spec(deps: ToolDeps, when: str, zone: str) -> AtSpec | CronSpec | EverySpec:
-    """`when` read in `zone`, refused when it recurs more often than the limit allows."""
+    """`when` read in `zone`, refused when it recurs more often than the setting
+    `[engine] min_interval` allows (the rule of every surface: the jobs service's).
+    """
     spec = parse_when(when, deps.now, zone)
-    gap = _interval(spec, deps.now)
-    if gap is not None and gap < deps.limits.min_recurring_interval:
-        raise ToolError(
-            f"recurring automations may run at most every "
-            f"{int(deps.limits.min_recurring_interval.total_seconds() // 60)} minutes"
-        )
+    deps.jobs.check_interval(spec)
     return spec
 
 

@@ -11,6 +11,8 @@ from agentcron.config.env import ConfigError, limit, or_environ, seconds
 __all__ = [
     "DEFAULT_HISTORY_BUDGET",
     "DEFAULT_MAX_JOBS",
+    "DEFAULT_MIN_INTERVAL",
+    "MIN_INTERVAL_SETTING",
     "PG_CLAIM_AHEAD",
     "EngineSettings",
     "history_budget_from_env",
@@ -26,6 +28,11 @@ OWNER_HEARTBEAT_ENV = "AGENTCRON_OWNER_HEARTBEAT"  # seconds between a process's
 # Tokens of history a turn's runner gets (estimated at 4 characters a token): well inside the
 # context of any current chat model, with room for instructions, tools and the reply.
 DEFAULT_HISTORY_BUDGET = 16_000
+MIN_INTERVAL_ENV = "AGENTCRON_MIN_INTERVAL"
+MIN_INTERVAL_SETTING = "engine.min_interval"  # its key in the file, as errors name it
+# The shortest interval a schedule from a person or an agent may recur at (API, CLI, web UI,
+# agent tools; the library's own `cron.jobs.create` is the operator's code and unchecked).
+DEFAULT_MIN_INTERVAL = timedelta(minutes=5)
 
 
 # The claim-ahead of a PostgreSQL store when the settings keep the default: a claim there takes
@@ -82,6 +89,9 @@ class EngineSettings:
     # Jobs a store may hold, system jobs not counted (seed 004: 500); every surface that
     # creates jobs (API, CLI, agent tools, library) is refused past it. None = no limit.
     max_jobs: int | None = DEFAULT_MAX_JOBS
+    # The shortest interval a recurring job from the API, the CLI, the web UI or the agent's
+    # tools may have (`service.job_requests.check_interval`); operators may lower it, 0: none.
+    min_interval: timedelta = DEFAULT_MIN_INTERVAL
 
 
 def max_jobs_from_env(env: Mapping[str, str] | None = None) -> int | None:
@@ -96,7 +106,8 @@ def history_budget_from_env(env: Mapping[str, str] | None = None) -> int | None:
 
 def settings_from_env(env: Mapping[str, str] | None = None) -> EngineSettings:
     """The engine settings the environment sets (the job limit, the history budget, the
-    replicas' heartbeat and takeover time; `ConfigError` for a bad value).
+    replicas' heartbeat and takeover time, the minimum interval; `ConfigError` for a bad
+    value).
     """
     env = or_environ(env)
     defaults = EngineSettings()
@@ -105,6 +116,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> EngineSettings:
         history_budget=history_budget_from_env(env),
         owner_heartbeat=seconds(env, OWNER_HEARTBEAT_ENV, defaults.owner_heartbeat, 0.05, 60),
         takeover=seconds(env, TAKEOVER_ENV, defaults.takeover, 0.2, 3600),
+        min_interval=seconds(env, MIN_INTERVAL_ENV, defaults.min_interval, 0, 86400),
     )
     if settings.takeover < 3 * settings.owner_heartbeat:
         raise ConfigError(

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from agentcron.config.agent import DEFAULT_MAX_STEPS
 from agentcron.config.database import db_url
-from agentcron.config.engine import DEFAULT_HISTORY_BUDGET, DEFAULT_MAX_JOBS
+from agentcron.config.engine import DEFAULT_HISTORY_BUDGET, DEFAULT_MAX_JOBS, DEFAULT_MIN_INTERVAL
 from agentcron.config.env import ConfigError, or_environ
 from agentcron.config.server import DEFAULT_API
 
@@ -136,6 +136,14 @@ SETTINGS: tuple[Setting, ...] = (
         "limit",
         "jobs a store may hold",
         str(DEFAULT_MAX_JOBS),
+    ),
+    Setting(
+        "engine.min_interval",
+        "AGENTCRON_MIN_INTERVAL",
+        "float",
+        "seconds: the shortest interval a recurring job from the API, CLI, web UI or agent "
+        "may have (0: none)",
+        str(int(DEFAULT_MIN_INTERVAL.total_seconds())),
     ),
     Setting(
         "engine.history_budget",

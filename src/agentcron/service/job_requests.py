@@ -1,15 +1,59 @@
-"""The API's request bodies for jobs: create and change, bounded and strict (unknown fields
-are refused by name)."""
+"""The requests for jobs: the API's bodies for create and change, bounded and strict (unknown
+fields are refused by name), and the one minimum interval every surface that takes a schedule
+from a person or an agent holds it to (`check_interval`)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+import itertools
+from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agentcron.domain.jobs import Catchup, Overlap
+from agentcron.config.engine import MIN_INTERVAL_SETTING
+from agentcron.domain.jobs import AnySpec, Catchup, Overlap
+from agentcron.errors import InvalidInputError
 from agentcron.limits import MAX_RUNS, MessageText, NameText, RunnerUrl, ShortText, ZoneText
+from agentcron.schedule import AtSpec, EverySpec, upcoming
 from agentcron.session_keys import SessionKey
+
+
+class TooFrequentError(InvalidInputError):
+    """A recurring schedule fires more often than the minimum interval allows."""
+
+
+def shortest_gap(spec: AnySpec, now: datetime) -> timedelta | None:
+    """The shortest time between two fires of `spec` from `now` (None: it fires at most once).
+    A cron expression's gaps differ ("0,5 9 * * *"): the shortest of its next few counts.
+    """
+    if isinstance(spec, AtSpec):
+        return None
+    if isinstance(spec, EverySpec):
+        return spec.interval
+    fires = upcoming(spec, now, 6)
+    return min(b - a for a, b in itertools.pairwise(fires)) if len(fires) > 1 else None
+
+
+def _span(gap: timedelta) -> str:
+    """A gap in words: "5 minutes", "1 minute", "30 seconds", "1.5 seconds"."""
+    total = gap.total_seconds()
+    if total >= 60 and total % 60 == 0:
+        minutes = int(total // 60)
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    return f"{total:g} second{'s' if total != 1 else ''}"
+
+
+def check_interval(spec: AnySpec, now: datetime, minimum: timedelta) -> None:
+    """Refuse (`TooFrequentError`) a schedule that recurs more often than `minimum`, the
+    setting `[engine] min_interval` ($AGENTCRON_MIN_INTERVAL; default 5 minutes; 0: none).
+    The API, the CLI, the web UI's form and the agent's tools all go through here.
+    """
+    gap = shortest_gap(spec, now)
+    if gap is not None and gap < minimum:
+        raise TooFrequentError(
+            f"recurring automations may run at most every {_span(minimum)} "
+            f"({MIN_INTERVAL_SETTING}); this one runs every {_span(gap)}"
+        )
+
 
 WHEN_HELP = (
     'anything parse_when reads: "in 30m", "tomorrow at 9", "every weekday at 9", '

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agentcron.config import UNIFIED_SESSION_TITLE, check_model_name
+from agentcron.config.engine import DEFAULT_MIN_INTERVAL
 from agentcron.domain.events import JobAction
 from agentcron.domain.jobs import (
     AnySpec,
@@ -34,7 +35,7 @@ from agentcron.limits import MAX_MESSAGE_CHARS, MAX_RUNS, check_runner_url, chec
 from agentcron.runtime.clock import Clock
 from agentcron.schedule import parse_when, upcoming
 from agentcron.schedule.zones import get_zone
-from agentcron.service.job_requests import JobCreate, JobPatch
+from agentcron.service.job_requests import JobCreate, JobPatch, check_interval
 from agentcron.service.runs import Runs
 from agentcron.store.errors import ConflictError, SessionNotFoundError, VersionConflictError
 from agentcron.store.ids import new_id
@@ -90,6 +91,7 @@ class Jobs:
         owner_of: Callable[[str], str] = lambda key: key,
         max_jobs: Callable[[], int | None] = lambda: None,
         retention: Callable[[], timedelta] = lambda: timedelta(days=30),
+        min_interval: Callable[[], timedelta] = lambda: DEFAULT_MIN_INTERVAL,
     ) -> None:
         self._catalog = catalog
         self._writes = writes  # the journal: concurrent creates share one transaction
@@ -101,6 +103,14 @@ class Jobs:
         self._owner_of = owner_of  # the session a chat's jobs bind to (unified mode)
         self._max_jobs = max_jobs
         self._retention = retention  # how long a done job stays listed
+        self._min_interval = min_interval  # `[engine] min_interval`: requests' schedules
+
+    def check_interval(self, spec: AnySpec) -> None:
+        """Refuse a schedule from a person or an agent that recurs more often than the
+        setting `[engine] min_interval` allows (TooFrequentError): the API's, the CLI's and
+        the agent tools' one rule.
+        """
+        check_interval(spec, self._clock.now(), self._min_interval())
 
     # -- create ---------------------------------------------------------------------------
 
@@ -186,6 +196,7 @@ class Jobs:
         key = body.session_key
         owner = self._owner_of(key)
         end_at = body.end_at
+        minimum = self._min_interval()
 
         def armed(session_tz: str) -> ArmedJob:
             # Runs inside the transaction, on the database thread: pure, `now` fixed above.
@@ -205,6 +216,7 @@ class Jobs:
                 runner_url=body.runner_url,
                 delete_after_run=body.delete_after_run,
             )
+            check_interval(new.spec, now, minimum)
             return self._armed(new, now)
 
         shared = None if owner == key else owner
@@ -408,6 +420,8 @@ class Jobs:
             k: changes.pop(k) for k in ("overlap", "catchup", "max_runs", "end_at") if k in changes
         }
         job = await self.get(job_id)
+        if body.when is not None:  # checked as a new job's: before anything changes
+            self.check_interval(parse_when(body.when, self._clock.now(), body.tz or job.spec.tz))
         if changes or policy:
             job = await self.update(job_id, **changes, **policy)
         if body.enabled is False and job.enabled:
