@@ -60,11 +60,11 @@ async def test_the_agent_lists_pending_fired_and_cancelled_recalls_with_times(
     lines = listed.splitlines()
     assert lines[0] == "Recalls in this session:"
     pending, cancelled, fired = lines[1:]
-    assert pending.startswith("- pending: look again (id ")
+    assert pending.startswith("- pending: look again: once at ")
     assert f"next {T0 + timedelta(minutes=131):%a %Y-%m-%d %H:%M:%S} (UTC)" in pending
-    assert cancelled.startswith("- cancelled: poll the API (id ")
+    assert cancelled.startswith("- cancelled: poll the API: ")
     assert f"cancelled {T0 + timedelta(minutes=6):%a %Y-%m-%d %H:%M:%S} (UTC)" in cancelled
-    assert fired.startswith("- fired: Read /tmp/a.log (id ")
+    assert fired.startswith("- fired: Read /tmp/a.log: ")
     assert f"fired {T0 + timedelta(minutes=1):%a %Y-%m-%d %H:%M:%S} (UTC) (succeeded)" in fired
     # the store keeps each ended recall once, with what it was
     recalls = await app.jobs.recalls(KEY)
