@@ -141,6 +141,13 @@ def test_a_busy_port_is_one_error_before_any_url_token_or_file(tmp_path: Path) -
         "(agentcron serve?) listens there; stop it or pick another --port"
     )
     assert not home.exists()  # no token, no database, no demo chat
+    taken_nowhere = ["serve", "--host", "192.0.2.1", "--port", "8321"]  # TEST-NET: not ours
+    elsewhere = CliRunner().invoke(app, taken_nowhere, env=env)
+    assert elsewhere.exit_code == 1
+    assert elsewhere.stderr.strip() == (
+        "error: cannot listen on 192.0.2.1:8321: Cannot assign requested address"
+    )
+    assert not home.exists()
 
 
 async def test_the_data_dir_and_the_database_files_are_owner_only(tmp_path: Path) -> None:

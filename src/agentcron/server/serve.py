@@ -50,16 +50,11 @@ def listen(host: str, port: int) -> socket.socket:
     """A socket bound to `host`:`port`, before anything else `serve` does: a busy port is
     one clear error before a URL, a token or a chat exists. uvicorn serves on it.
     """
-    try:
-        family, kind, proto, _name, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-    except socket.gaierror as exc:
-        raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    sock = socket.socket(family, kind, proto)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET  # as uvicorn binds
+    sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
-        sock.bind(address)
+        sock.bind((host, port))
     except OSError as exc:
         sock.close()
         hint = (
