@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from agentcron.domain.jobs import CreatedBy, Job, JobKind, Recall, RecallCallType
+from agentcron.domain.jobs import AnySpec, CreatedBy, Job, JobKind, Recall, RecallCallType
 from agentcron.domain.sessions import MemoryScope
-from agentcron.schedule import AtSpec, CronSpec, EverySpec
 
 
 class JobsAPI(Protocol):
@@ -19,7 +18,7 @@ class JobsAPI(Protocol):
         self,
         *,
         name: str,
-        spec: AtSpec | CronSpec | EverySpec,
+        spec: AnySpec,
         message: str,
         session_key: str | None,
         kind: JobKind,

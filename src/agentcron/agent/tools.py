@@ -16,6 +16,7 @@ from pydantic_ai import RunContext, Tool
 
 from agentcron.agent.tool_deps import JobsAPI, ToolDeps, ToolLimits
 from agentcron.domain.jobs import (
+    AnySpec,
     CreatedBy,
     Job,
     JobKind,
@@ -27,7 +28,6 @@ from agentcron.domain.jobs import (
 from agentcron.errors import AgentcronError, InvalidInputError
 from agentcron.schedule import (
     AtSpec,
-    CronSpec,
     EverySpec,
     ScheduleError,
     describe,
@@ -54,7 +54,7 @@ class ToolError(AgentcronError):
     """A refusal or bad input, told to the model as readable text."""
 
 
-def _interval(spec: AtSpec | CronSpec | EverySpec, now: datetime) -> timedelta | None:
+def _interval(spec: AnySpec, now: datetime) -> timedelta | None:
     if isinstance(spec, AtSpec):
         return None
     if isinstance(spec, EverySpec):
@@ -200,7 +200,7 @@ async def cron(
         return f"Error: {exc}"
 
 
-def _checked_spec(deps: ToolDeps, when: str, zone: str) -> AtSpec | CronSpec | EverySpec:
+def _checked_spec(deps: ToolDeps, when: str, zone: str) -> AnySpec:
     """`when` read in `zone`, refused when it recurs more often than the limit allows."""
     spec = parse_when(when, deps.now, zone)
     gap = _interval(spec, deps.now)
