@@ -200,16 +200,16 @@ def _ordinal(text: str) -> int:
 
 
 def _spoken_clock(match: re.Match[str]) -> str:
-    what, rel, hour_text = match[1], match[2], match[3]
+    what, rel, hour_text, ampm = match[1], match[2], match[3], match[4] or ""
     minutes = {"half": 30, "quarter": 15}.get(what) or int(what)
     hour = int(hour_text)
     if not 1 <= hour <= 12 or not 1 <= minutes <= 59:
         return match[0]
     if rel in ("to", "before"):
         hour, minutes = hour - 1, 60 - minutes
-        if hour == 0:  # "quarter to one": 00:45, or 12:45 with am/pm after it
-            hour = 12 if re.match(r"\s?(am|pm)\b", match.string[match.end() :]) else 0
-    return f"{hour}:{minutes:02d}"
+        if hour == 0:  # "quarter to one": 00:45; "quarter to one pm": 12:45
+            hour = 12 if ampm else 0
+    return f"{hour}:{minutes:02d}{ampm}"
 
 
 def _normalise(text: str) -> str:
@@ -219,12 +219,14 @@ def _normalise(text: str) -> str:
     t = " ".join(t.split())
     t = re.sub(r"\beveryday\b", "every day", t)
     t = re.sub(r"\b(tmrw|tmr|tmw)\b", "tomorrow", t)
-    t = re.sub(r"\b(\d{1,2}(?:[:.]\d{2})?)\s(am|pm)\b", r"\1\2", t)
+    t = re.sub(r"\btonite\b", "tonight", t)
     t = re.sub(
         r"\b(" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")\b",
         lambda m: str(_NUMBER_WORDS[m[1]]),
         t,
     )
+    t = re.sub(r"\b(\d{1,2}) ?oclock\b", r"\1:00", t)
+    t = re.sub(r"\b(\d{1,2}(?:[:.]\d{2})?)\s(am|pm)\b", r"\1\2", t)
     t = re.sub(r"\b(?:an?|1) (hour|day|week)s? and a half\b", r"1.5 \1s", t)
     t = re.sub(r"\b(\d+) and a half (hour|day|week)s?\b", r"\1.5 \2s", t)
     t = re.sub(r"(?<!the )\b(?:(?:a|1) )?half (?:an |a )?hour\b", "30 minutes", t)
@@ -232,12 +234,11 @@ def _normalise(text: str) -> str:
     t = re.sub(r"\b(?:a )?fortnight\b", "2 weeks", t)
     t = re.sub(r"\bfortnightly\b", "every 2 weeks", t)
     t = re.sub(
-        r"\b(half|quarter|\d{1,2})(?: minutes?)? (past|after|to|before) (\d{1,2})\b"
+        r"\b(half|quarter|\d{1,2})(?: minutes?)? (past|after|to|before) (\d{1,2})(am|pm)?\b"
         r"(?! (?:hours|days))",
         _spoken_clock,
         t,
     )
-    t = re.sub(r"\b(\d{1,2}) ?oclock\b", r"\1:00", t)
     t = re.sub(r"\bthe day after tomorrow\b|\bday after tomorrow\b", "overmorrow", t)
     t = re.sub(r"\b(end of (?:the )?(?:business )?day|eod|cob|close of business)\b", "endofday", t)
     return t
@@ -369,6 +370,19 @@ def _read(r: _Reader) -> None:
     )
     r.take(r"every (\d+) (day|week)s?", lambda m: step(int(m[1]), m[2]))
 
+    # a date: "dec 25", "december 25th 2027", "25 dec", "the 25th of december"
+    def on_date(month: str, day: str, year: str | None) -> None:
+        p.date = (_MONTHS[month], int(day), int(year) if year else None)
+
+    r.take(
+        rf"(?:on )?({_MON}) (\d{{1,2}})(?:st|nd|rd|th)?(?: (\d{{4}}))?",
+        lambda m: on_date(m[1], m[2], m[3]),
+    )
+    r.take(
+        rf"(?:on )?(?:the )?(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?({_MON})(?: (\d{{4}}))?",
+        lambda m: on_date(m[2], m[1], m[3]),
+    )
+
     # the n-th weekday of a month
     def monthly(lead: str | None, of: str | None) -> None:
         if of in ("every", "each", "a") or (of == "the" and lead in ("every", "each")):
@@ -395,19 +409,6 @@ def _read(r: _Reader) -> None:
         r"(?:(every|each|on) )?the (\d{1,2}(?:st|nd|rd|th)|first|second|third|fourth|fifth|last)"
         r"(?: day)?(?: (?:of|in) (every|each|the|a) month)?",
         dom,
-    )
-
-    # a date: "dec 25", "december 25th 2027", "25 dec", "the 25th of december"
-    def on_date(month: str, day: str, year: str | None) -> None:
-        p.date = (_MONTHS[month], int(day), int(year) if year else None)
-
-    r.take(
-        rf"(?:on )?({_MON}) (\d{{1,2}})(?:st|nd|rd|th)?(?: (\d{{4}}))?",
-        lambda m: on_date(m[1], m[2], m[3]),
-    )
-    r.take(
-        rf"(?:on )?(?:the )?(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?({_MON})(?: (\d{{4}}))?",
-        lambda m: on_date(m[2], m[1], m[3]),
     )
 
     # repeat words
@@ -506,10 +507,10 @@ def _with_part(r: _Reader) -> list[_Clock]:
     return out
 
 
-def _one_time(r: _Reader, what: str) -> time:
+def _one_time(r: _Reader) -> time:
     clocks = _with_part(r)
     if not clocks:
-        raise r.fail(f"{what} needs a time of day, e.g. '{what} at 9am'")
+        raise r.fail(f"add a time of day, e.g. '{' '.join(r.original.split())} at 9am'")
     if len(clocks) > 1:
         raise r.fail("several times of day need a repeat, e.g. 'every day at 9am and 5pm'")
     return clocks[0].wall()
@@ -743,17 +744,10 @@ def _once(r: _Reader, now: datetime, tz: str) -> AtSpec:
             return AtSpec(at=now + timedelta(seconds=p.delay), tz=tz)
         if dated or p.delay % 86400:  # "in 2 days at 10am": whole days, then the time
             raise r.fail("a delay with a time of day must be whole days, e.g. 'in 2 days at 10am'")
-        at = _one_time(r, "in 2 days")
+        at = _one_time(r)
         day = today + timedelta(days=int(p.delay // 86400))
         return AtSpec(at=_future(resolve_wall(datetime.combine(day, at), zone)[0], now, tz), tz=tz)
-    what = {0: "today", 1: "tomorrow", 2: "the day after tomorrow"}.get(
-        -1 if p.rel_days is None else p.rel_days, ""
-    )
-    if p.date or p.dom:
-        what = "a date"
-    elif p.weekday is not None:
-        what = "a weekday"
-    at = _one_time(r, what or "a day")
+    at = _one_time(r)
     day = _next_date(r, today, at, now, tz)
     instant = resolve_wall(datetime.combine(day, at), zone)[0]
     return AtSpec(at=_future(instant, now, tz), tz=tz)
@@ -908,13 +902,14 @@ def parse_when(
         return _read_phrase(normal, original, now, zone)
     except PastInstantError:
         raise
-    except WhenParseError:
-        fixed = suggest(lowered)
-        if fixed is not None:
-            try:
-                parse_when(fixed, now, tz)
-            except WhenParseError as exc:
-                if "unknown word" in str(exc) or ACCEPTED_FORMS in str(exc):
-                    raise
-            raise _fail(original, f"did you mean {fixed!r}?") from None
-        raise
+    except WhenParseError as exc:
+        unknown = "unknown word" in str(exc) or ACCEPTED_FORMS in str(exc)
+        fixed = suggest(lowered) if unknown else None
+        if fixed is None:
+            raise
+        try:
+            parse_when(fixed, now, tz)
+        except WhenParseError as again:
+            if "unknown word" in str(again) or ACCEPTED_FORMS in str(again):
+                raise exc from None
+        raise _fail(original, f"did you mean {fixed!r}?") from None
