@@ -65,7 +65,7 @@ for _names, _secs in (
         _UNITS[_name] = _secs
 
 _UNIT_RE = "|".join(sorted(_UNITS, key=len, reverse=True))
-_PART = rf"(?:(\d+(?:\.\d+)?)\s*|\b(an?)\s+)({_UNIT_RE})\b"
+_PART = rf"(?:(\d+(?:\.\d+)?)\s*|\b(an?)\s+)({_UNIT_RE})(?![a-z])"
 _DURATION_PART = re.compile(_PART)
 _DURATION_TEXT = rf"(?:{_PART}(?:\s*(?:and\s+)?))+"
 _DURATION = re.compile(rf"^{_DURATION_TEXT}$")
@@ -203,13 +203,20 @@ def _spoken_clock(match: re.Match[str]) -> str:
     what, rel, hour_text, ampm = match[1], match[2], match[3], match[4] or ""
     minutes = {"half": 30, "quarter": 15}.get(what) or int(what)
     hour = int(hour_text)
-    if not 1 <= hour <= 12 or not 1 <= minutes <= 59:
+    digits = what not in ("half", "quarter")
+    if not 1 <= hour <= 12 or (digits and rel in ("after", "before")):
         return match[0]
     if rel in ("to", "before"):
         hour, minutes = hour - 1, 60 - minutes
         if hour == 0:  # "quarter to one": 00:45; "quarter to one pm": 12:45
             hour = 12 if ampm else 0
     return f"{hour}:{minutes:02d}{ampm}"
+
+
+def _nth_step(match: re.Match[str]) -> str:
+    """'every 2nd day' / 'every third week' -> 'every 2 days' / 'every 3 weeks'."""
+    n = int(match[1]) if match[1] else _ORDINAL_WORDS[match[2]]
+    return f"every {n} {match[3]}s"
 
 
 def _normalise(text: str) -> str:
@@ -220,6 +227,8 @@ def _normalise(text: str) -> str:
     t = re.sub(r"\beveryday\b", "every day", t)
     t = re.sub(r"\b(tmrw|tmr|tmw)\b", "tomorrow", t)
     t = re.sub(r"\btonite\b", "tonight", t)
+    t = re.sub(r"\b(?:work|business) ?(days?)\b", r"week\1", t)
+    t = re.sub(r"\b(?:mon|monday) ?(?:-|to|through|thru) ?(?:fri|friday)\b", "weekdays", t)
     t = re.sub(
         r"\b(" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")\b",
         lambda m: str(_NUMBER_WORDS[m[1]]),
@@ -232,10 +241,11 @@ def _normalise(text: str) -> str:
     t = re.sub(r"(?<!the )\b(?:(?:a|1) )?half (?:an |a )?hour\b", "30 minutes", t)
     t = re.sub(r"\b(?:a )?quarter (?:of an |an )?hour\b", "15 minutes", t)
     t = re.sub(r"\b(?:a )?fortnight\b", "2 weeks", t)
+    t = re.sub(r"\bevery (?:(\d+)(?:st|nd|rd|th)|(second|third)) (day|week)\b", _nth_step, t)
     t = re.sub(r"\bfortnightly\b", "every 2 weeks", t)
     t = re.sub(
-        r"\b(half|quarter|\d{1,2})(?: minutes?)? (past|after|to|before) (\d{1,2})(am|pm)?\b"
-        r"(?! (?:hours|days))",
+        r"(?<!from )(?<!between )(?<!and )\b(half|quarter|5|10|20|25)(?: minutes)? "
+        r"(past|after|to|before) (\d{1,2})(am|pm)?\b(?! (?:hours|days))",
         _spoken_clock,
         t,
     )
@@ -406,7 +416,8 @@ def _read(r: _Reader) -> None:
         monthly(m[1], m[3])
 
     r.take(
-        r"(?:(every|each|on) )?the (\d{1,2}(?:st|nd|rd|th)|first|second|third|fourth|fifth|last)"
+        r"(?:(every|each|on) )?(?:the (?=\d|first|second|third|fourth|fifth|last)|(?=\d))"
+        r"(\d{1,2}(?:st|nd|rd|th)|first|second|third|fourth|fifth|last)"
         r"(?: day)?(?: (?:of|in) (every|each|the|a) month)?",
         dom,
     )
@@ -671,7 +682,7 @@ def _recurring(r: _Reader, now: datetime, tz: str) -> CronSpec | EverySpec | Day
             raise r.fail(f"there is no day {p.dom} in a month")
         if p.dom > 28:
             raise r.fail(
-                f"not every month has a {p.dom}th: say 'on the last day of every month' "
+                f"not every month has a day {p.dom}: say 'on the last day of every month' "
                 "or pick a day up to 28"
             )
         return CronSpec(expr=f"{minutes} {hours} {'L' if p.dom == -1 else p.dom} * *", tz=tz)
