@@ -345,7 +345,7 @@ def _read(r: _Reader) -> None:
         a, b = _clock(m[1]), _clock(m[2])
         if a is None or b is None:
             raise r.fail(f"unknown time in {m[0]!r}")
-        if b.hour < 12 and not b.explicit and a.hour > b.hour:  # "between 9 and 5"
+        if a.hour < 12 and not b.explicit and b.hour < a.hour:  # "between 9 and 5"
             b = _Clock(b.hour + 12, b.minute)
         p.window = (a, b)
 
@@ -742,6 +742,8 @@ def _once(r: _Reader, now: datetime, tz: str) -> AtSpec:
     dated = [x for x in (p.date, p.dom, p.weekday, p.rel_days) if x is not None]
     if len(dated) > 1:
         raise r.fail("two days")
+    if p.date is not None:
+        _check_date(r, *p.date)
     zone = get_zone(tz)
     today = to_wall(now, zone).date()
     if p.delay is not None:
