@@ -26,15 +26,6 @@ def get_zone(name: str) -> ZoneInfo:
         ) from exc
 
 
-def is_zone_name(name: str) -> bool:
-    """True when `name` is a loadable IANA zone name."""
-    try:
-        get_zone(name)
-    except InvalidZoneError:
-        return False
-    return True
-
-
 def zone_label(name: str) -> str:
     """How a zone is shown: its IANA name, but a fixed offset `Etc/GMT-2` as `UTC+2`.
 

@@ -129,7 +129,11 @@ REJECTED = [
     ("", WhenParseError, "cannot read '' as a time: empty"),
     ("soon", WhenParseError, "cannot read 'soon' as a time; accepted forms"),
     ("tomorrow", WhenParseError, "add a time of day, e.g. 'tomorrow at 9am'"),
-    ("yesterday at 9", WhenParseError, "cannot read 'yesterday at 9' as a time: unknown word 'yesterday'"),
+    (
+        "yesterday at 9",
+        WhenParseError,
+        "cannot read 'yesterday at 9' as a time: unknown word 'yesterday'",
+    ),
     ("at 25:00", WhenParseError, "unknown time of day '25:00'"),
     ("13pm", WhenParseError, "unknown time of day '13pm'"),
     ("every blursday at 9", WhenParseError, "unknown word 'blursday'"),
