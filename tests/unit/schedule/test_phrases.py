@@ -60,7 +60,7 @@ def test_every_table_entry_is_a_real_zone() -> None:
 def test_ambiguous_abbreviations_are_refused_with_the_zones_they_may_mean(
     abbreviation: str,
 ) -> None:
-    with pytest.raises(WhenParseError, match="is ambiguous as a time zone: name the zone, e.g."):
+    with pytest.raises(WhenParseError, match=r"is ambiguous as a time zone: name the zone, e\.g\."):
         zone_of(abbreviation)
 
 
