@@ -157,7 +157,9 @@ async def cron(
         action: add, list, update, pause, resume or remove.
         name: a short name for the automation (add), or the one to act on.
         when: when it runs, in plain words or cron: "in 10 minutes", "tomorrow at 9",
-            "every weekday at 9", "every 2h", "0 9 * * 1-5". Never compute dates yourself.
+            "every weekday at 9", "every 2h", "every other tuesday at 10am",
+            "first monday of every month at 9", "9am PST", "0 9 * * 1-5". Pass the
+            person's words as they are; never compute dates yourself.
         message: what to do when it runs (a task for yourself).
         timezone: an IANA zone such as Europe/Berlin (defaults to the session's zone).
         job_id: the automation's id, instead of its name.
