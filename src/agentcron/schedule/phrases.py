@@ -72,7 +72,6 @@ ZONE_NAMES: dict[str, str] = {
     "san francisco": "America/Los_Angeles",
     "sf": "America/Los_Angeles",
     "seattle": "America/Los_Angeles",
-    "washington": "America/New_York",
     "boston": "America/New_York",
     "miami": "America/New_York",
     "dallas": "America/Chicago",

@@ -799,7 +799,7 @@ def _split_zone(text: str, tz: str) -> tuple[str, str]:
     text = re.sub(r"(?<!\S)(utc|gmt) ?([+-]) ?(\d{1,2}(?::?\d{2})?)(?!\S)", offset, text)
     words = text.split()
     for i, word in enumerate(words):
-        if word in ZONE_ABBREVIATIONS or word in AMBIGUOUS_ZONES:
+        if word in ZONE_ABBREVIATIONS or (word in AMBIGUOUS_ZONES and len(word) <= 4):
             found.append(zone_of(word) or tz)
             words[i] = ""
     words = [w for w in words if w]
