@@ -337,7 +337,7 @@ def _read(r: _Reader) -> None:
             raise r.fail()
         p.delay = seconds
 
-    r.take(rf"in ({_DURATION_TEXT})", delay)
+    r.take(rf"in ({_DURATION_TEXT})(?:from now|later)?", delay)
     r.take(rf"({_DURATION_TEXT}) (?:from now|later)", delay)
 
     # a window: "between 9 and 17", "from 9am to 5pm"

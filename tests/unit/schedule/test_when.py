@@ -45,6 +45,7 @@ ACCEPTED = [
     ("an hour", at("2026-11-22T15:00Z")),
     ("in a day", at("2026-11-23T14:00Z")),
     ("10 minutes from now", at("2026-11-22T14:10Z")),
+    ("in 10 minutes from now", at("2026-11-22T14:10Z")),
     ("In 2 Weeks", at("2026-12-06T14:00Z")),
     # wall-clock one-shots (Berlin is +01:00 in November)
     ("tomorrow at 09:00", at("2026-11-23T09:00+01:00")),
