@@ -10,6 +10,7 @@ guesses. docs/schedules.md is the reference for what is read and how.
 
 from __future__ import annotations
 
+import itertools
 import re
 from calendar import monthrange
 from collections.abc import Callable
@@ -50,8 +51,14 @@ DAY_PARTS: dict[str, time] = {
     "night": time(21),
     "end of day": time(17),
 }
-# A bare hour 1-11 with one of these parts is read after noon: "tonight at 9" is 21:00.
-_PM_PARTS = ("afternoon", "evening", "night")
+# The hours a time with a day part may have: "tonight at 9" is 21:00, "this evening at 4" is
+# 16:00, "tonight at 1" is 01:00 the next day; a time outside its part is refused.
+DAY_PART_HOURS: dict[str, frozenset[int]] = {
+    "morning": frozenset(range(4, 12)),
+    "afternoon": frozenset(range(12, 19)),
+    "evening": frozenset(range(16, 24)),
+    "night": frozenset((*range(18, 24), *range(0, 6))),
+}
 
 _UNITS: dict[str, int] = {}
 for _names, _secs in (
@@ -113,6 +120,7 @@ class _Clock:
     minute: int
     second: int = 0
     explicit: bool = True  # am/pm, a 24-hour value (13-23, 0, a leading zero), noon/midnight
+    next_day: bool = False  # "friday night at 1": on the next date
 
     def wall(self) -> time:
         return time(self.hour, self.minute, self.second)
@@ -326,6 +334,10 @@ def _read(r: _Reader) -> None:
         ),
     )
     r.take(
+        r"every other weekdays?",
+        refuse("say 'every weekday', 'every other day' or 'every 2 weeks on weekdays'"),
+    )
+    r.take(
         rf"every (?:2nd|second|3rd|third) ({_WD})(?! of)",
         refuse("say 'every other tuesday' (every 2 weeks) or 'the second tuesday of every month'"),
     )
@@ -335,6 +347,8 @@ def _read(r: _Reader) -> None:
         seconds = _duration_seconds(m[1])
         if seconds is None:
             raise r.fail()
+        if p.delay is not None:
+            raise r.fail("two delays")
         p.delay = seconds
 
     r.take(rf"in ({_DURATION_TEXT})(?:from now|later)?", delay)
@@ -347,18 +361,22 @@ def _read(r: _Reader) -> None:
             raise r.fail(f"unknown time in {m[0]!r}")
         if a.hour < 12 and not b.explicit and b.hour < a.hour:  # "between 9 and 5"
             b = _Clock(b.hour + 12, b.minute)
+        if p.window is not None:
+            raise r.fail("two windows")
         p.window = (a, b)
 
     r.take(rf"(?:between|from) ({_CLOCK_AT}) (?:and|to|till|until|-) ({_CLOCK_AT})", window)
 
     # minute of the hour: "on the half hour", "at :15", "at 20 past the hour"
-    r.take(r"on the hour", lambda m: setattr(p, "minute_of_hour", 0))
-    r.take(r"on the half hour", lambda m: setattr(p, "minute_of_hour", 30))
-    r.take(r"at :(\d{2})", lambda m: setattr(p, "minute_of_hour", int(m[1])))
-    r.take(
-        r"at (\d{1,2}) (?:minutes )?past (?:the|each|every) hour",
-        lambda m: setattr(p, "minute_of_hour", int(m[1])),
-    )
+    def minute(value: int) -> None:
+        if p.minute_of_hour is not None or value > 59:
+            raise r.fail("one minute of the hour, 0 to 59")
+        p.minute_of_hour = value
+
+    r.take(r"on the hour", lambda m: minute(0))
+    r.take(r"on the half hour", lambda m: minute(30))
+    r.take(r"at :(\d{2})", lambda m: minute(int(m[1])))
+    r.take(r"at (\d{1,2}) (?:minutes )?past (?:the|each|every) hour", lambda m: minute(int(m[1])))
 
     # a calendar step: "every other tuesday", "every 2 weeks on monday", "every 3 days"
     def step(n: int, unit: str, days: str | None = None) -> None:
@@ -382,6 +400,8 @@ def _read(r: _Reader) -> None:
 
     # a date: "dec 25", "december 25th 2027", "25 dec", "the 25th of december"
     def on_date(month: str, day: str, year: str | None) -> None:
+        if p.date is not None:
+            raise r.fail("two dates: make one job per date")
         p.date = (_MONTHS[month], int(day), int(year) if year else None)
 
     r.take(
@@ -401,6 +421,8 @@ def _read(r: _Reader) -> None:
             raise r.fail("say 'of every month' for a repeat, or a date like 'dec 1 at 9' for once")
 
     def nth(m: re.Match[str]) -> None:
+        if p.nth is not None:
+            raise r.fail("two days of the month: make one job per day")
         p.nth = (_ordinal(m[2]), _DAYS[m[3]])
         monthly(m[1], m[4])
 
@@ -412,11 +434,14 @@ def _read(r: _Reader) -> None:
     # a day of the month
     def dom(m: re.Match[str]) -> None:
         word = m[2].removesuffix(" day")
+        if p.dom is not None:
+            raise r.fail("two days of the month: make one job per day")
         p.dom = _ordinal(word) if word in _ORDINAL_WORDS else int(re.sub(r"\D", "", word))
         monthly(m[1], m[3])
 
     r.take(
-        r"(?:(every|each|on) )?(?:the (?=\d|first|second|third|fourth|fifth|last)|(?=\d))"
+        r"(?:(every|each|on) )?(?:the (?=\d|first|second|third|fourth|fifth|last)|(?=\d)"
+        r"|(?=(?:first|last)(?: day)? of (?:every|each) month))"
         r"(\d{1,2}(?:st|nd|rd|th)|first|second|third|fourth|fifth|last)"
         r"(?: day)?(?: (?:of|in) (every|each|the|a) month)?",
         dom,
@@ -506,25 +531,37 @@ def _with_part(r: _Reader) -> list[_Clock]:
             return []
         base = DAY_PARTS[p.day_part]
         return [_Clock(base.hour, base.minute)]
+    if p.day_part is None:
+        for before, clock in itertools.pairwise(p.times):
+            if not clock.explicit and clock.hour < before.hour:  # "at 9 and 5"
+                raise r.fail(
+                    f"is {clock.hour} in the morning meant? write {clock.hour}am or "
+                    f"{clock.hour + 12}:00"
+                )
+        return p.times
+    if p.day_part == "end of day":
+        raise r.fail("end of day is 17:00: give the time or the words, not both")
+    hours = DAY_PART_HOURS[p.day_part]
     out = []
     for clock in p.times:
-        if p.day_part in _PM_PARTS and not clock.explicit and 1 <= clock.hour <= 11:
-            clock = _Clock(clock.hour + 12, clock.minute, clock.second)
-        elif p.day_part in _PM_PARTS and clock.hour < 12 and p.day_part != "night":
+        options = [clock.hour] if clock.explicit else [clock.hour % 12, clock.hour % 12 + 12]
+        fits = [hour for hour in options if hour in hours]
+        if len(fits) != 1:
             raise r.fail(f"{clock.hour:02d}:{clock.minute:02d} is not in the {p.day_part}")
-        elif p.day_part == "morning" and clock.hour >= 12:
-            raise r.fail(f"{clock.hour:02d}:{clock.minute:02d} is not in the morning")
-        out.append(clock)
+        hour = fits[0]
+        out.append(
+            _Clock(hour, clock.minute, clock.second, True, p.day_part == "night" and hour < 6)
+        )
     return out
 
 
-def _one_time(r: _Reader) -> time:
+def _one_time(r: _Reader) -> _Clock:
     clocks = _with_part(r)
     if not clocks:
         raise r.fail(f"add a time of day, e.g. '{' '.join(r.original.split())} at 9am'")
     if len(clocks) > 1:
         raise r.fail("several times of day need a repeat, e.g. 'every day at 9am and 5pm'")
-    return clocks[0].wall()
+    return clocks[0]
 
 
 def _hours_minutes(r: _Reader, clocks: list[_Clock]) -> tuple[str, str]:
@@ -598,6 +635,10 @@ def _step_spec(r: _Reader, now: datetime, tz: str) -> DaysSpec | EverySpec:
         )
     if clocks[0].second:
         raise r.fail("recurring wall-clock times have minute precision")
+    if clocks[0].next_day:
+        raise r.fail(
+            f"name the day the time falls on, e.g. 'every other saturday at {clocks[0].hour}am'"
+        )
     if n > (MAX_WEEK_STEP if unit == "week" else MAX_DAY_STEP):
         raise r.fail(f"at most every {MAX_WEEK_STEP} weeks or {MAX_DAY_STEP} days")
     at = clocks[0].wall()
@@ -661,6 +702,8 @@ def _recurring(r: _Reader, now: datetime, tz: str) -> CronSpec | EverySpec | Day
             raise r.fail("add a time of day, e.g. 'monthly on the 1st at 9am'")
         local = to_wall(now, get_zone(tz))  # "every day", "weekly": at the current minute
         clocks = [_Clock(local.hour, local.minute)]
+    if any(c.next_day for c in clocks) and (p.days is not None or p.repeat != "day"):
+        raise r.fail("name the day the time falls on, e.g. 'every saturday at 1am'")
     minutes, hours = _hours_minutes(r, clocks)
     if p.repeat == "week":
         if p.days is None:
@@ -699,13 +742,14 @@ def _recurring(r: _Reader, now: datetime, tz: str) -> CronSpec | EverySpec | Day
     return CronSpec(expr=f"{minutes} {hours} * * {_dow(p.days)}", tz=tz)
 
 
-def _next_date(r: _Reader, today: date, at: time, now: datetime, tz: str) -> date:
-    """The day of a one-shot phrase's date parts (or the next day `at` is still ahead)."""
+def _next_date(r: _Reader, today: date, at: time, shift: int, now: datetime, tz: str) -> date:
+    """The day of a one-shot phrase's date parts (or the next day `at` is still ahead); a named
+    day's night ("friday night at 1") fires `shift` days after it."""
     p = r.parts
     zone = get_zone(tz)
 
     def ahead(day: date) -> bool:
-        return resolve_wall(datetime.combine(day, at), zone)[0] > now
+        return resolve_wall(datetime.combine(day + timedelta(days=shift), at), zone)[0] > now
 
     if p.date is not None:
         month, day, year = p.date
@@ -732,7 +776,9 @@ def _next_date(r: _Reader, today: date, at: time, now: datetime, tz: str) -> dat
         return candidate if ahead(candidate) else candidate + timedelta(days=7)
     if p.rel_days is not None:
         return today + timedelta(days=p.rel_days)
-    return today if ahead(today) else today + timedelta(days=1)
+    if resolve_wall(datetime.combine(today, at), zone)[0] > now:  # no day named: the next `at`
+        return today - timedelta(days=shift)
+    return today + timedelta(days=1 - shift)
 
 
 def _once(r: _Reader, now: datetime, tz: str) -> AtSpec:
@@ -757,12 +803,14 @@ def _once(r: _Reader, now: datetime, tz: str) -> AtSpec:
             return AtSpec(at=now + timedelta(seconds=p.delay), tz=tz)
         if dated or p.delay % 86400:  # "in 2 days at 10am": whole days, then the time
             raise r.fail("a delay with a time of day must be whole days, e.g. 'in 2 days at 10am'")
-        at = _one_time(r)
-        day = today + timedelta(days=int(p.delay // 86400))
-        return AtSpec(at=_future(resolve_wall(datetime.combine(day, at), zone)[0], now, tz), tz=tz)
-    at = _one_time(r)
-    day = _next_date(r, today, at, now, tz)
-    instant = resolve_wall(datetime.combine(day, at), zone)[0]
+        clock = _one_time(r)
+        day = today + timedelta(days=int(p.delay // 86400) + clock.next_day)
+        instant = resolve_wall(datetime.combine(day, clock.wall()), zone)[0]
+        return AtSpec(at=_future(instant, now, tz), tz=tz)
+    clock = _one_time(r)
+    shift = int(clock.next_day)
+    day = _next_date(r, today, clock.wall(), shift, now, tz) + timedelta(days=shift)
+    instant = resolve_wall(datetime.combine(day, clock.wall()), zone)[0]
     return AtSpec(at=_future(instant, now, tz), tz=tz)
 
 
