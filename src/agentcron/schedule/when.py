@@ -110,7 +110,11 @@ _NTH = r"(first|second|third|fourth|fifth|last|1st|2nd|3rd|4th|5th)"
 # A clock time: 17:30, 9.30, 9am, 9:15pm, noon, midnight (a bare hour only where `at` says so).
 _CLOCK = r"(?:noon|midday|midnight|\d{1,2}[:.]\d{2}(?::\d{2})?(?:am|pm)?|\d{1,2}(?:am|pm))"
 _CLOCK_AT = rf"(?:{_CLOCK}|\d{{1,2}})"
-_CRON_FIELD = re.compile(r"^[0-9*/,\-A-Za-z#?]+$")
+_CRON_FIELD = re.compile(
+    r"^(?:[0-9*/,\-#?LWH()]|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec"
+    r"|mon|tue|wed|thu|fri|sat|sun)+$",
+    re.IGNORECASE,
+)
 _FILLER = frozenset({"at", "on", "the", "and", "of", "in"})
 
 
@@ -421,6 +425,8 @@ def _read(r: _Reader) -> None:
             raise r.fail("say 'of every month' for a repeat, or a date like 'dec 1 at 9' for once")
 
     def nth(m: re.Match[str]) -> None:
+        if m[1] in ("every", "each") and m[4] is None:  # "every first monday"
+            p.repeat = "month"
         if p.nth is not None:
             raise r.fail("two days of the month: make one job per day")
         p.nth = (_ordinal(m[2]), _DAYS[m[3]])
@@ -433,6 +439,8 @@ def _read(r: _Reader) -> None:
 
     # a day of the month
     def dom(m: re.Match[str]) -> None:
+        if m[1] in ("every", "each") and m[3] is None:  # "every 15th"
+            p.repeat = "month"
         word = m[2].removesuffix(" day")
         if p.dom is not None:
             raise r.fail("two days of the month: make one job per day")
@@ -449,8 +457,12 @@ def _read(r: _Reader) -> None:
 
     # repeat words
     def repeat(kind: str, days: tuple[int, ...] | None = None) -> None:
-        if p.repeat not in (None, kind) or p.days not in (None, days):
+        if p.repeat not in (None, kind):
             raise r.fail("two repeats")
+        if p.repeat is not None and p.days != days:
+            if p.days is None or days is None:  # "every day" and "every monday"
+                raise r.fail("two repeats")
+            days = tuple(sorted({*p.days, *days}))  # "every tuesday and every thursday"
         p.repeat, p.days = kind, days
 
     r.take(r"daily|every day|each day|a day|per day|every single day", lambda m: repeat("day"))
@@ -880,7 +892,7 @@ def _cron(stripped: str) -> bool:
     tokens = stripped.split(" ")
     return stripped.startswith("@") or (
         len(tokens) >= 5
-        and all(_CRON_FIELD.match(tok) for tok in tokens[:2])
+        and all(_CRON_FIELD.match(tok) for tok in tokens[:5])
         and re.match(r"^[0-9*/,\-H?]+$", tokens[0]) is not None
         and not re.search(r"(?:am|pm)$", tokens[1].lower())
     )

@@ -195,6 +195,8 @@ PHRASES = [
     ("first monday of every month at 9", "cron 0 9 * * 1#1"),
     ("last friday of every month at 5pm", "cron 0 17 * * 5L"),
     ("first of every month at 9", "cron 0 9 1 * *"),
+    ("every 15th at 9", "cron 0 9 15 * *"),
+    ("every first monday at 9", "cron 0 9 * * 1#1"),
     ("every hour at :15", "cron 15 * * * *"),
     ("the last day of every month at 18:00", "cron 0 18 L * *"),
     ("every year on dec 25 at 9", "cron 0 9 25 12 *"),
@@ -238,6 +240,7 @@ PHRASES = [
     ("at 3pm every day", "cron 0 15 * * *"),
     ("9am every weekday", "cron 0 9 * * 1-5"),
     ("mon-fri at 9", "cron 0 9 * * 1-5"),
+    ("every tuesday and every thursday at 10", "cron 0 10 * * 2,4"),
     # every N days/weeks, tied to a weekday or a time: a calendar step in local time
     ("every other tuesday at 10am", "days 2 week 2 10:00 from 2026-11-24"),
     ("every 2 weeks on monday at 9", "days 2 week 1 09:00 from 2026-11-23"),
@@ -257,6 +260,7 @@ PHRASES = [
     ("in an hour and a half", "at 2026-11-22 16:30"),
     ("in 2 days at 10am", "at 2026-11-24 10:00"),
     ("1h30m", "at 2026-11-22 16:30"),
+    ("3 days from now at noon", "at 2026-11-25 12:00"),
     # spoken and dotted clock times (a bare hour is on the 24-hour clock: 'five' is 05:00)
     ("9.30", "at 2026-11-23 09:30"),
     ("half past nine", "at 2026-11-23 09:30"),
@@ -372,6 +376,7 @@ REFUSALS = [
     ("tomorrow afternoon at 7", "07:00 is not in the afternoon"),
     ("every friday night at 1", "name the day the time falls on, e.g. 'every saturday at 1am'"),
     ("end of day at 5", "end of day is 17:00"),
+    ("every day and every monday at 9", "two repeats"),
     ("every 2 weeks on monday at 9am and 5pm", "takes one time of day"),
     ("tomorrow morning at 19:00", "19:00 is not in the morning"),
     ("every 5 minutes between 17 and 9", "a window must end after it starts"),
