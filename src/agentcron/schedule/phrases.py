@@ -97,6 +97,11 @@ ZONE_NAMES: dict[str, str] = {
 }
 
 _LEGACY = ("Etc/", "SystemV/", "US/", "Canada/", "Brazil/", "Mexico/", "Chile/")
+# Last parts of IANA names that are words first (or old aliases): never read as a place.
+_NOT_PLACES = frozenset({
+    "christmas", "easter", "wake", "south", "north", "west", "act", "nsw", "lhi", "yap", "truk",
+    "troll", "oral", "knox", "davis", "casey", "midway", "stanley",
+})  # fmt: skip
 _OFFSET = re.compile(r"^(?:utc|gmt)\s?([+-])\s?(\d{1,2})(?::?(\d{2}))?$")
 
 
@@ -115,7 +120,11 @@ def _iana_cities() -> dict[str, str]:
             continue
         city = name.rsplit("/", 1)[1].lower().replace("_", " ")
         seen.setdefault(city, []).append(name)
-    return {city: sorted(names)[0] for city, names in seen.items() if len(names) == 1}
+    return {
+        city: names[0]
+        for city, names in seen.items()
+        if len(names) == 1 and city not in _NOT_PLACES
+    }
 
 
 def offset_zone(text: str) -> str | None:
@@ -136,9 +145,11 @@ def offset_zone(text: str) -> str | None:
     return f"Etc/GMT{'-' if sign == '+' else '+'}{hours}"
 
 
-def zone_of(words: str) -> str | None:
+def zone_of(words: str, *, cities: bool = True) -> str | None:
     """The IANA zone a person's zone words name ('pst', 'tokyo', 'europe/berlin', 'utc+2'),
-    None when they name none; WhenParseError for an ambiguous abbreviation."""
+    None when they name none; WhenParseError for an ambiguous abbreviation. `cities=False`
+    leaves out the places found by the last part of an IANA name (some are also words:
+    'christmas', 'easter', 'wake'), for words not marked as a place by 'in' or 'time'."""
     words = words.strip()
     if words in AMBIGUOUS_ZONES:
         raise WhenParseError(
@@ -148,7 +159,7 @@ def zone_of(words: str) -> str | None:
     found = ZONE_ABBREVIATIONS.get(words) or ZONE_NAMES.get(words)
     if found is None and "/" in words:
         found = _iana_by_lower().get(words)
-    if found is None and words != "utc":
+    if found is None and cities and words != "utc":
         found = _iana_cities().get(words)
     return found or offset_zone(words)
 

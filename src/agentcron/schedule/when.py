@@ -877,7 +877,10 @@ def _split_zone(text: str, tz: str) -> tuple[str, str]:
     else:
         for count in (3, 2, 1):
             name = " ".join(words[-count:])
-            if len(words) > count and not name.startswith("in ") and (zone := zone_of(name)):
+            placed = len(words) > count + 1 and words[-count - 1] == "in"  # "noon in sydney"
+            if len(words) <= count or name.startswith("in "):
+                continue
+            if zone := zone_of(name, cities=placed):
                 found.append(zone)
                 words = words[:-count]
                 break

@@ -377,6 +377,9 @@ REFUSALS = [
     ("every friday night at 1", "name the day the time falls on, e.g. 'every saturday at 1am'"),
     ("end of day at 5", "end of day is 17:00"),
     ("every day and every monday at 9", "two repeats"),
+    ("at 9 on christmas", "unknown word 'christmas'"),  # a word, not Indian/Christmas
+    ("9am tokyo", "unknown word 'tokyo'"),  # a place is marked: 'in tokyo', 'tokyo time'
+    ("at 9 christmas time", "unknown time zone"),
     ("every 2 weeks on monday at 9am and 5pm", "takes one time of day"),
     ("tomorrow morning at 19:00", "19:00 is not in the morning"),
     ("every 5 minutes between 17 and 9", "a window must end after it starts"),
