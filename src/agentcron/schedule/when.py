@@ -136,6 +136,7 @@ class _Parts:
     day_part: str | None = None
     rel_days: int | None = None  # today 0, tomorrow 1, day after tomorrow 2
     weekday: int | None = None  # a one-shot "monday" (Mon = 0)
+    next_week: bool = False  # "next friday" said on a friday: a week on, never today
     date: tuple[int, int, int | None] | None = None  # month, day, year
     dom: int | None = None  # "the 3rd"; -1 = the last day
     nth: tuple[int, int] | None = None  # (1..5 or -1 = last, weekday) of a month
@@ -516,9 +517,10 @@ def _read(r: _Reader) -> None:
     def weekday(m: re.Match[str]) -> None:
         if p.weekday is not None:
             raise r.fail("two days")
-        p.weekday = _DAYS[m[1]]
+        p.weekday = _DAYS[m[2]]
+        p.next_week = m[1] == "next "
 
-    r.take(rf"(?:on |next |this |coming |this coming )?({_WD})", weekday)
+    r.take(rf"(on |next |this |coming |this coming )?({_WD})", weekday)
 
     # clock times: "at 9", "at 9am and 5pm", "9:30", "noon"
     def times(m: re.Match[str]) -> None:
@@ -785,6 +787,8 @@ def _next_date(r: _Reader, today: date, at: time, shift: int, now: datetime, tz:
         raise r.fail()
     if p.weekday is not None:
         candidate = today + timedelta(days=(p.weekday - today.weekday()) % 7)
+        if p.next_week and candidate == today:
+            return candidate + timedelta(days=7)
         return candidate if ahead(candidate) else candidate + timedelta(days=7)
     if p.rel_days is not None:
         return today + timedelta(days=p.rel_days)

@@ -66,6 +66,8 @@ ACCEPTED = [
     ("next friday at 5pm", at("2026-11-27T17:00+01:00")),
     ("sunday 16:00", at("2026-11-22T16:00+01:00")),  # today, still ahead
     ("sunday 10:00", at("2026-11-29T10:00+01:00")),  # today, passed: next week
+    ("this sunday at 18:00", at("2026-11-22T18:00+01:00")),  # today, still ahead
+    ("next sunday at 18:00", at("2026-11-29T18:00+01:00")),  # said on a sunday: a week on
     ("12am tomorrow", at("2026-11-23T00:00+01:00")),
     # ISO 8601: naive = in tz; explicit offsets respected
     ("2026-12-01T09:00", at("2026-12-01T09:00+01:00")),
