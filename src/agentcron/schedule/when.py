@@ -294,21 +294,20 @@ class _Reader:
         return [word for word in self.text.split() if word not in _FILLER]
 
 
-def _day_list(text: str) -> tuple[int, ...] | None:
-    """'monday', 'mon wed and fri', 'weekdays', 'weekend' -> weekdays (Mon = 0); None = all."""
-    text = text.strip()
-    if re.fullmatch(r"weekdays?", text):
-        return (0, 1, 2, 3, 4)
-    if re.fullmatch(r"weekends?|weekend days?", text):
-        return (5, 6)
-    days = set()
-    for word in re.split(r"\s(?:and\s)?", text):
-        if word in _DAYS:
-            days.add(_DAYS[word])
-        elif word.endswith("s") and word[:-1] in _DAYS:
-            days.add(_DAYS[word[:-1]])
+def _day_list(text: str) -> tuple[int, ...]:
+    """'monday', 'mon wed and fri', 'weekdays', 'weekend days' -> weekdays (Mon = 0)."""
+    days: set[int] = set()
+    for word in re.sub(r"\bweekend days?\b", "weekend", text).split():
+        if word == "and":
+            continue
+        if word in ("weekday", "weekdays"):
+            days.update(range(5))
+        elif word in ("weekend", "weekends"):
+            days.update((5, 6))
+        elif (key := word if word in _DAYS else word.removesuffix("s")) in _DAYS:
+            days.add(_DAYS[key])
         else:
-            raise KeyError(word)
+            raise WhenParseError(f"unknown day {word!r}")
     return tuple(sorted(days))
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentcron.schedule import (
     ACCEPTED_FORMS,
@@ -17,10 +19,12 @@ from agentcron.schedule import (
     InvalidSpecError,
     InvalidZoneError,
     PastInstantError,
+    ScheduleError,
     WhenParseError,
     parse_when,
     upcoming,
 )
+from agentcron.schedule.phrases import VOCABULARY
 from tests.unit.schedule.phrase_corpus import CORPUS, REFUSE, ZONE, short
 
 # Sunday 2026-11-22, 15:00 in Berlin (CET, +01:00).
@@ -434,3 +438,36 @@ def test_the_phrase_corpus() -> None:
             read += 1
     assert wrong == []
     assert read / len(meant) >= 0.9, f"read {read} of {len(meant)}"
+
+
+# --- any string of phrase words: a spec that fires after now, or a ScheduleError -------------
+
+_WORDS = [
+    *sorted(VOCABULARY),
+    "9", "5pm", "17:30", "2", "15", "1st", "3rd", "31st", "32nd", "29", "25", "2027", "9.30",
+    "12am", "noon", "mon-fri", "dec", "feb", "pst", "cst", "ist", "utc+2", "gmt-5", "utc+5:30",
+    "tokyo", "christmas", "europe/berlin", "in", "time", "-", "/", "@daily",
+]  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.sampled_from(_WORDS), min_size=1, max_size=7),
+    st.datetimes(datetime(2001, 1, 1), datetime(2037, 12, 31), timezones=st.just(UTC)),
+    st.sampled_from([B, "UTC", "America/New_York", "Australia/Sydney", "Pacific/Chatham"]),
+)
+def test_any_words_give_a_future_spec_or_a_schedule_error(
+    words: list[str], now: datetime, tz: str
+) -> None:
+    try:
+        spec = parse_when(" ".join(words), now, tz)
+    except ScheduleError as exc:
+        refusal = str(exc)
+    else:
+        refusal = ""
+    if refusal:
+        assert "\n" not in refusal
+        return
+    fires = upcoming(spec, now, 1)
+    assert all(fire > now for fire in fires)
+    assert fires or isinstance(spec, AtSpec)
