@@ -105,7 +105,6 @@ _PLURAL_DAY = (
     r"(?:mondays|tuesdays|wednesdays|thursdays|fridays|saturdays|sundays|weekdays|weekends)"
 )
 _DAY_LIST = rf"(?:{_WD}|weekdays?|weekends?|weekend days?)(?:\s(?:and\s)?(?:{_WD})s?\b)*"
-_ORD = r"(\d{1,2})(?:st|nd|rd|th)"
 _NTH = r"(first|second|third|fourth|fifth|last|1st|2nd|3rd|4th|5th)"
 # A clock time: 17:30, 9.30, 9am, 9:15pm, noon, midnight (a bare hour only where `at` says so).
 _CLOCK = r"(?:noon|midday|midnight|\d{1,2}[:.]\d{2}(?::\d{2})?(?:am|pm)?|\d{1,2}(?:am|pm))"
@@ -147,7 +146,6 @@ class _Parts:
     step: tuple[int, str] | None = None  # (n, "day" | "week")
     window: tuple[_Clock, _Clock] | None = None
     minute_of_hour: int | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 def _fail(text: str, why: str = "") -> WhenParseError:
@@ -607,6 +605,8 @@ def _window_cron(r: _Reader, tz: str) -> CronSpec:
     if end.hour <= start.hour:
         raise r.fail("a window must end after it starts, within one day")
     seconds = round(p.interval)
+    if seconds < 60:
+        raise r.fail("in a window the interval is at least a minute")
     dow = _dow(p.days)
     hours = f"{start.hour}-{end.hour - 1}" if end.hour - 1 > start.hour else str(start.hour)
     if seconds % 60 == 0 and 60 % (seconds // 60) == 0 and seconds < 3600:
@@ -614,14 +614,17 @@ def _window_cron(r: _Reader, tz: str) -> CronSpec:
         return CronSpec(expr=f"{'*' if step == 1 else f'*/{step}'} {hours} * * {dow}", tz=tz)
     if seconds % 3600 == 0 and 24 % (seconds // 3600) == 0:
         step = seconds // 3600
-        span = f"{start.hour}-{end.hour - 1}"
+        span = f"{start.hour}-{end.hour - 1}"  # a range: "9/2" alone would run to 23:00
         return CronSpec(expr=f"0 {span}{'' if step == 1 else f'/{step}'} * * {dow}", tz=tz)
     raise r.fail("in a window the interval must divide an hour (or a day): e.g. 15 minutes")
 
 
-def _first_fire_date(today: date, at: time, now: datetime, tz: str, ok: object) -> date:
+def _first_fire_date(
+    today: date, at: time, now: datetime, tz: str, ok: Callable[[date], bool]
+) -> date:
+    """The first date from `today` that `ok` accepts and whose `at` is still ahead."""
     day = today
-    while not (ok(day) and resolve_wall(datetime.combine(day, at), get_zone(tz))[0] > now):  # type: ignore[operator]
+    while not (ok(day) and resolve_wall(datetime.combine(day, at), get_zone(tz))[0] > now):
         day += timedelta(days=1)
     return day
 

@@ -261,6 +261,8 @@ PHRASES = [
     ("every 15 minutes between 9 and 17 on weekdays", "cron */15 9-16 * * 1-5"),
     ("every 30 minutes from 9am to 5pm", "cron */30 9-16 * * *"),
     ("every 2 hours between 8 and 20", "cron 0 8-19/2 * * *"),
+    ("every 2 hours between 9 and 10", "cron 0 9-9/2 * * *"),  # 09:00 only, not 9/2 (to 23:00)
+    ("every 30 minutes between 9 and 10", "cron */30 9 * * *"),
     # durations in words, a delay plus a time
     ("in half an hour", "at 2026-11-22 15:30"),
     ("in an hour and a half", "at 2026-11-22 16:30"),
@@ -383,6 +385,7 @@ REFUSALS = [
     ("every friday night at 1", "name the day the time falls on, e.g. 'every saturday at 1am'"),
     ("end of day at 5", "end of day is 17:00"),
     ("every day and every monday at 9", "two repeats"),
+    ("every 0 minutes between 9 and 17", "in a window the interval is at least a minute"),
     ("at 9 on christmas", "unknown word 'christmas'"),  # a word, not Indian/Christmas
     ("9am tokyo", "unknown word 'tokyo'"),  # a place is marked: 'in tokyo', 'tokyo time'
     ("at 9 christmas time", "unknown time zone"),
