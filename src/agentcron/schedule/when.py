@@ -614,8 +614,11 @@ def _window_cron(r: _Reader, tz: str) -> CronSpec:
         return CronSpec(expr=f"{'*' if step == 1 else f'*/{step}'} {hours} * * {dow}", tz=tz)
     if seconds % 3600 == 0 and 24 % (seconds // 3600) == 0:
         step = seconds // 3600
-        span = f"{start.hour}-{end.hour - 1}"  # a range: "9/2" alone would run to 23:00
-        return CronSpec(expr=f"0 {span}{'' if step == 1 else f'/{step}'} * * {dow}", tz=tz)
+        if step == 1 or end.hour - start.hour <= step:  # one fire an hour, or one in all
+            hours = hours if step == 1 else str(start.hour)
+            return CronSpec(expr=f"0 {hours} * * {dow}", tz=tz)
+        # a real range: cronsim reads "9-9/2" (and "9/2") as 9 to 23
+        return CronSpec(expr=f"0 {start.hour}-{end.hour - 1}/{step} * * {dow}", tz=tz)
     raise r.fail("in a window the interval must divide an hour (or a day): e.g. 15 minutes")
 
 

@@ -5,6 +5,7 @@ suggestions, and the phrase corpus (tests/unit/schedule/phrase_corpus.py)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import given, settings
@@ -261,7 +262,9 @@ PHRASES = [
     ("every 15 minutes between 9 and 17 on weekdays", "cron */15 9-16 * * 1-5"),
     ("every 30 minutes from 9am to 5pm", "cron */30 9-16 * * *"),
     ("every 2 hours between 8 and 20", "cron 0 8-19/2 * * *"),
-    ("every 2 hours between 9 and 10", "cron 0 9-9/2 * * *"),  # 09:00 only, not 9/2 (to 23:00)
+    ("every 2 hours between 9 and 10", "cron 0 9 * * *"),  # 09:00 only ("9-9/2" runs to 23:00)
+    ("every 3 hours between 9 and 12", "cron 0 9 * * *"),
+    ("every hour between 9 and 17", "cron 0 9-16 * * *"),
     ("every 30 minutes between 9 and 10", "cron */30 9 * * *"),
     # durations in words, a delay plus a time
     ("in half an hour", "at 2026-11-22 15:30"),
@@ -474,3 +477,23 @@ def test_any_words_give_a_future_spec_or_a_schedule_error(
     fires = upcoming(spec, now, 1)
     assert all(fire > now for fire in fires)
     assert fires or isinstance(spec, AtSpec)
+
+
+@pytest.mark.parametrize(
+    ("text", "times"),
+    [
+        ("every 2 hours between 8 and 20", ["08:00", "10:00", "12:00", "14:00", "16:00", "18:00"]),
+        ("every 3 hours between 9 and 17", ["09:00", "12:00", "15:00"]),
+        ("every 2 hours between 9 and 10", ["09:00"]),
+        ("every hour between 9 and 12", ["09:00", "10:00", "11:00"]),
+        ("every 20 minutes between 9 and 10", ["09:00", "09:20", "09:40"]),
+        ("every 30 minutes from 9am to 11am", ["09:00", "09:30", "10:00", "10:30"]),
+        ("every day at 9am and 5pm", ["09:00", "17:00"]),
+    ],
+)
+def test_a_day_of_fires_stays_in_its_window(text: str, times: list[str]) -> None:
+    # Monday 2026-11-23 in Berlin, from its start: the fires of that one day.
+    start = datetime(2026, 11, 22, 23, 0, tzinfo=UTC)
+    spec = parse_when(text, start, B)
+    fires = [f for f in upcoming(spec, start, 50) if f < start + timedelta(days=1)]
+    assert [f"{f.astimezone(ZoneInfo(B)):%H:%M}" for f in fires] == times
