@@ -4,7 +4,9 @@ suggestions, and the phrase corpus (tests/unit/schedule/phrase_corpus.py)."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -497,3 +499,23 @@ def test_a_day_of_fires_stays_in_its_window(text: str, times: list[str]) -> None
     spec = parse_when(text, start, B)
     fires = [f for f in upcoming(spec, start, 50) if f < start + timedelta(days=1)]
     assert [f"{f.astimezone(ZoneInfo(B)):%H:%M}" for f in fires] == times
+
+
+def _doc_phrases(section: str, column: int) -> list[str]:
+    """The backticked phrases of one column of a table in docs/schedules.md."""
+    doc = (Path(__file__).parents[3] / "docs" / "schedules.md").read_text()
+    table = doc.split(section, 1)[1].split("\n#", 1)[0]
+    rows = [line.split("|") for line in table.splitlines() if line.startswith("| ")][1:]
+    return [phrase for row in rows for phrase in re.findall(r"`([^`]+)`", row[column])]
+
+
+def test_the_docs_phrases_read_and_refuse_as_documented() -> None:
+    read = _doc_phrases("## What is read", 2)
+    refused = _doc_phrases("## What is refused, and why", 1)
+    assert len(read) > 60
+    assert len(refused) > 15
+    for phrase in read:
+        parse_when(phrase, NOW, B)
+    for phrase in refused:
+        with pytest.raises(WhenParseError):
+            parse_when(phrase, NOW, B)
