@@ -146,6 +146,7 @@ class _Parts:
     step: tuple[int, str] | None = None  # (n, "day" | "week")
     window: tuple[_Clock, _Clock] | None = None
     minute_of_hour: int | None = None
+    except_days: tuple[int, ...] = ()  # "every day except sunday"
 
 
 def _fail(text: str, why: str = "") -> WhenParseError:
@@ -238,6 +239,9 @@ def _normalise(text: str) -> str:
     t = re.sub(r"\beveryday\b", "every day", t)
     t = re.sub(r"\b(tmrw|tmr|tmw)\b", "tomorrow", t)
     t = re.sub(r"\btonite\b", "tonight", t)
+    # "weekday mornings", "monday evenings": the plural is on the day
+    t = re.sub(r"\b(\w+day) (morning|afternoon|evening|night)s\b", r"\1s \2", t)
+    t = re.sub(r"(?<!\w )\b(?:in the )?(morning|afternoon|evening|night)s\b", r"every \1", t)
     t = re.sub(r"\b(?:work|business) ?(days?)\b", r"week\1", t)
     t = re.sub(r"\b(?:mon|monday) ?(?:-|to|through|thru) ?(?:fri|friday)\b", "weekdays", t)
     t = re.sub(
@@ -453,6 +457,13 @@ def _read(r: _Reader) -> None:
         dom,
     )
 
+    def except_days(m: re.Match[str]) -> None:
+        if p.except_days:
+            raise r.fail("two lists of days left out")
+        p.except_days = _day_list(m[1])
+
+    r.take(rf"(?:except|but not|excluding) (?:on )?({_DAY_LIST}|{_PLURAL_DAY})", except_days)
+
     # repeat words
     def repeat(kind: str, days: tuple[int, ...] | None = None) -> None:
         if p.repeat not in (None, kind):
@@ -588,11 +599,24 @@ def _hours_minutes(r: _Reader, clocks: list[_Clock]) -> tuple[str, str]:
 
 
 def _dow(days: tuple[int, ...] | None) -> str:
+    """Cron's day-of-week field for weekdays (Mon = 0): runs of three or more as ranges."""
     if days is None or len(days) == 7:
         return "*"
-    if days == (0, 1, 2, 3, 4):
-        return "1-5"
-    return ",".join(str(n) for n in sorted((d + 1) % 7 for d in days))
+    numbers = sorted((d + 1) % 7 for d in days)
+    parts: list[str] = []
+    for run in _runs(numbers):
+        parts.extend([f"{run[0]}-{run[-1]}"] if len(run) >= 3 else map(str, run))
+    return ",".join(parts)
+
+
+def _runs(numbers: list[int]) -> list[list[int]]:
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return runs
 
 
 def _window_cron(r: _Reader, tz: str) -> CronSpec:
@@ -837,6 +861,12 @@ def _once(r: _Reader, now: datetime, tz: str) -> AtSpec:
 
 def _build(r: _Reader, now: datetime, tz: str) -> AtSpec | CronSpec | EverySpec | DaysSpec:
     p = r.parts
+    if p.except_days:
+        if p.repeat != "day" or p.step or p.interval is not None:
+            raise r.fail("'except' goes with days that repeat, e.g. 'every day except sunday'")
+        p.days = tuple(d for d in (p.days or range(7)) if d not in p.except_days)
+        if not p.days:
+            raise r.fail("no day is left")
     if (
         p.repeat
         or p.days is not None

@@ -270,11 +270,14 @@ CORPUS: list[tuple[str, str | None]] = [
     ("every other weekday at 9", REFUSE),
     ("every day at 8 and 6", REFUSE),
     ("on the 1st and 15th of every month at 9", REFUSE),
+    ("weekday mornings at 8", "cron 0 8 * * 1-5"),
+    ("monday evenings at 7", "cron 0 19 * * 1"),
+    ("every day except sunday at 9", "cron 0 9 * * 1-6"),
+    ("daily except weekends at 8", "cron 0 8 * * 1-5"),
+    ("weekdays except friday at 9", "cron 0 9 * * 1-4"),
     # clear, but not read (yet): each counts against the acceptance rate
     ("remind me tomorrow at 9", "at 2026-11-23 09:00"),
     ("at 9 on the 1st of next month", "at 2026-12-01 09:00"),
     ("in 2 weeks on monday at 9", "at 2026-12-07 09:00"),
-    ("weekday mornings at 8", "cron 0 8 * * 1-5"),
     ("a week from today at 10", "at 2026-11-29 10:00"),
-    ("every day except sunday at 9", "cron 0 9 * * 1-6"),
 ]

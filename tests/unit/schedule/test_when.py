@@ -250,6 +250,10 @@ PHRASES = [
     ("9am every weekday", "cron 0 9 * * 1-5"),
     ("mon-fri at 9", "cron 0 9 * * 1-5"),
     ("every tuesday and every thursday at 10", "cron 0 10 * * 2,4"),
+    ("every day except sunday at 9", "cron 0 9 * * 1-6"),
+    ("weekdays except friday at 9", "cron 0 9 * * 1-4"),
+    ("weekday mornings at 8", "cron 0 8 * * 1-5"),
+    ("mornings at 7", "cron 0 7 * * *"),
     # every N days/weeks, tied to a weekday or a time: a calendar step in local time
     ("every other tuesday at 10am", "days 2 week 2 10:00 from 2026-11-24"),
     ("every 2 weeks on monday at 9", "days 2 week 1 09:00 from 2026-11-23"),
@@ -391,6 +395,8 @@ REFUSALS = [
     ("end of day at 5", "end of day is 17:00"),
     ("every day and every monday at 9", "two repeats"),
     ("every 0 minutes between 9 and 17", "in a window the interval is at least a minute"),
+    ("tomorrow except sunday at 9", "'except' goes with days that repeat"),
+    ("weekends except saturday and sunday at 9", "no day is left"),
     ("at 9 on christmas", "unknown word 'christmas'"),  # a word, not Indian/Christmas
     ("9am tokyo", "unknown word 'tokyo'"),  # a place is marked: 'in tokyo', 'tokyo time'
     ("at 9 christmas time", "unknown time zone"),
