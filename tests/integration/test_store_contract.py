@@ -23,7 +23,7 @@ from agentcron.domain.sessions import Entry, Role
 from agentcron.domain.states import RunState, TurnState
 from agentcron.engine.policies import arm, finish_job, plan_fires
 from agentcron.errors import InvalidInputError
-from agentcron.schedule import AtSpec, CronSpec, EverySpec
+from agentcron.schedule import AtSpec, CronSpec, DaysSpec, EverySpec, next_fire
 from agentcron.store import (
     ArmedJob,
     JobLimitError,
@@ -100,6 +100,21 @@ async def test_an_inserted_job_is_what_a_read_returns(store: SqlStore) -> None:
     paused = armed("paused", enabled=False)
     created = await insert_jobs(store, [full, paused], T0)
     assert created == [await store.get_job(full.id), await store.get_job(paused.id)]
+
+
+async def test_a_days_spec_round_trips(store: SqlStore) -> None:
+    spec = DaysSpec(
+        step=2,
+        unit="week",
+        on=(2, 4),
+        time="10:00",
+        start=T0.date() + timedelta(days=1),
+        tz="Europe/Berlin",
+    )
+    (job,) = await insert_jobs(store, [armed("steps", spec=spec)], T0)
+    got = await store.get_job(job.id)
+    assert got.spec == spec
+    assert got.next_fire_at == next_fire(spec, T0)
 
 
 async def test_insert_get_list_and_filters(store: SqlStore) -> None:

@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from agentcron.domain.jobs import CreatedBy, Job, JobKind, Recall, RecallCallType
+from agentcron.domain.jobs import AnySpec, CreatedBy, Job, JobKind, Recall, RecallCallType
 from agentcron.domain.sessions import MemoryScope
-from agentcron.schedule import AtSpec, CronSpec, EverySpec
 
 
 class JobsAPI(Protocol):
@@ -19,7 +18,7 @@ class JobsAPI(Protocol):
         self,
         *,
         name: str,
-        spec: AtSpec | CronSpec | EverySpec,
+        spec: AnySpec,
         message: str,
         session_key: str | None,
         kind: JobKind,
@@ -35,7 +34,7 @@ class JobsAPI(Protocol):
     async def resume(self, job_id: str) -> Job: ...
     async def delete(self, job_id: str, *, allow_system: bool = ...) -> Job: ...
     async def skip_next(self, job_id: str) -> Job: ...
-    def check_interval(self, spec: AtSpec | CronSpec | EverySpec) -> None: ...
+    def check_interval(self, spec: AnySpec) -> None: ...
     async def recalls(self, session_key: str, *, limit: int = ...) -> Sequence[Recall]: ...
 
 

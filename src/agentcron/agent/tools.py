@@ -16,6 +16,7 @@ from pydantic_ai import RunContext, Tool
 from agentcron.agent.gate import call_log
 from agentcron.agent.tool_deps import JobsAPI, ToolDeps, ToolLimits
 from agentcron.domain.jobs import (
+    AnySpec,
     CreatedBy,
     Job,
     JobKind,
@@ -27,7 +28,6 @@ from agentcron.domain.jobs import (
 from agentcron.errors import AgentcronError, InvalidInputError
 from agentcron.schedule import (
     AtSpec,
-    CronSpec,
     EverySpec,
     ScheduleError,
     describe,
@@ -181,7 +181,9 @@ async def cron(
         action: add, list, update, pause, resume or remove.
         name: a short name for the automation (add), or the one to act on.
         when: when it runs, in plain words or cron: "in 10 minutes", "tomorrow at 9",
-            "every weekday at 9", "every 2h", "0 9 * * 1-5". Never compute dates yourself.
+            "every weekday at 9", "every 2h", "every other tuesday at 10am",
+            "first monday of every month at 9", "9am PST", "0 9 * * 1-5". Pass the
+            person's words as they are; never compute dates yourself.
         message: what to do when it runs (a task for yourself).
         timezone: an IANA zone such as Europe/Berlin (defaults to the session's zone).
         job_id: the automation's id, instead of its name.
@@ -224,7 +226,7 @@ async def cron(
         return _failed(ctx, exc)
 
 
-def _checked_spec(deps: ToolDeps, when: str, zone: str) -> AtSpec | CronSpec | EverySpec:
+def _checked_spec(deps: ToolDeps, when: str, zone: str) -> AnySpec:
     """`when` read in `zone`, refused when it recurs more often than the setting
     `[engine] min_interval` allows (the rule of every surface: the jobs service's).
     """

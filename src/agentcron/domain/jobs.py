@@ -8,9 +8,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agentcron.domain.states import RunState
-from agentcron.schedule import AtSpec, CronSpec, EverySpec
+from agentcron.schedule import AtSpec, CronSpec, DaysSpec, EverySpec
 
-AnySpec = CronSpec | EverySpec | AtSpec
+AnySpec = CronSpec | EverySpec | AtSpec | DaysSpec
 
 
 class JobKind(enum.StrEnum):

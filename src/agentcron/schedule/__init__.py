@@ -19,6 +19,7 @@ from agentcron.schedule.jitter import jitter_offset, jittered
 from agentcron.schedule.spec import (
     AtSpec,
     CronSpec,
+    DaysSpec,
     EverySpec,
     Spec,
     next_fire,
@@ -34,6 +35,7 @@ __all__ = [
     "MACROS",
     "AtSpec",
     "CronSpec",
+    "DaysSpec",
     "EverySpec",
     "InvalidCronError",
     "InvalidSpecError",

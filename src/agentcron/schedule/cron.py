@@ -85,6 +85,10 @@ def parse_cron(expr: str) -> CronExpr:
         text = MACROS[macro]
     fields = text.split(" ")
     _reject_unsupported(expr, fields)
+    # A one-value range with a step ("9-9/2") is that value; cronsim would read it as "9/2"
+    # (9, 11, ... 23).
+    fields = [re.sub(r"(?<![\w-])(\d+)-\1/\d+(?![\w-])", r"\1", field) for field in fields]
+    text = " ".join(fields)
     try:
         sim = CronSim(text, _EPOCH)
         next(sim)

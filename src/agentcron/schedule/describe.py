@@ -6,8 +6,8 @@ from datetime import datetime
 
 from cronsim import CronSim
 
-from agentcron.schedule.spec import AtSpec, CronSpec, EverySpec
-from agentcron.schedule.zones import get_zone
+from agentcron.schedule.spec import AtSpec, CronSpec, DaysSpec, EverySpec
+from agentcron.schedule.zones import get_zone, zone_label
 
 _DAY_NAMES = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
 _DOW_PHRASES = {"*": "every day", "1-5": "every weekday", "0,6": "every weekend day"}
@@ -39,8 +39,7 @@ def _cron_phrase(expr: str) -> str:
             return f"{_DOW_PHRASES[dow]} at {clock}"
         if all(part.isdigit() and int(part) <= 7 for part in dow.split(",")):
             names = [_DAY_NAMES[int(part) % 7] for part in dow.split(",")]
-            listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-            return f"every {listed} at {clock}"
+            return f"every {_listed(names)} at {clock}"
     if expr == "0 * * * *":
         return "every hour"
     if expr == "* * * * *":
@@ -49,11 +48,28 @@ def _cron_phrase(expr: str) -> str:
     return explained[:1].lower() + explained[1:] + f" (cron '{expr}')"
 
 
-def describe(spec: CronSpec | EverySpec | AtSpec) -> str:
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _days_phrase(spec: DaysSpec) -> str:
+    unit = "other " + spec.unit if spec.step == 2 else f"{spec.step} {spec.unit}s"
+    if spec.step == 1:
+        unit = spec.unit
+    if spec.unit == "week":
+        days = _listed([_DAY_NAMES[day % 7] for day in spec.on])
+        return f"every {unit} on {days} at {spec.time}, from the week of {spec.start:%Y-%m-%d}"
+    return f"every {unit} at {spec.time}, from {spec.start:%Y-%m-%d}"
+
+
+def describe(spec: CronSpec | EverySpec | AtSpec | DaysSpec) -> str:
     """A short plain-English description of `spec`, naming its time zone."""
+    zone = zone_label(spec.tz)
     if isinstance(spec, CronSpec):
-        return f"{_cron_phrase(spec.expr)} ({spec.tz})"
+        return f"{_cron_phrase(spec.expr)} ({zone})"
     if isinstance(spec, EverySpec):
         return _every(spec.seconds)
+    if isinstance(spec, DaysSpec):
+        return f"{_days_phrase(spec)} ({zone})"
     local = spec.at.astimezone(get_zone(spec.tz))
-    return f"once at {local:%Y-%m-%d %H:%M} ({spec.tz})"
+    return f"once at {local:%Y-%m-%d %H:%M} ({zone})"

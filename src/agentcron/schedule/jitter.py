@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime, timedelta
 
-from agentcron.schedule.spec import AtSpec, CronSpec, EverySpec, next_fire
+from agentcron.schedule.spec import AtSpec, CronSpec, DaysSpec, EverySpec, next_fire
 
 DEFAULT_FRACTION = 0.1
 DEFAULT_CAP = timedelta(minutes=5)
@@ -18,7 +18,7 @@ def jitter_fraction(key: str) -> float:
 
 
 def jitter_offset(
-    spec: CronSpec | EverySpec | AtSpec,
+    spec: CronSpec | EverySpec | AtSpec | DaysSpec,
     fire_at: datetime,
     key: str,
     *,
@@ -41,7 +41,7 @@ def jitter_offset(
 
 
 def jittered(
-    spec: CronSpec | EverySpec | AtSpec,
+    spec: CronSpec | EverySpec | AtSpec | DaysSpec,
     fire_at: datetime,
     key: str,
     *,

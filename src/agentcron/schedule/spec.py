@@ -1,8 +1,10 @@
-"""Schedule specs (cron, every, at) as validated, JSON-stable models, and next_fire / upcoming."""
+"""Schedule specs (cron, every, at, days) as validated, JSON-stable models; next_fire, upcoming."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import re
+from datetime import UTC, date, datetime, timedelta
+from datetime import time as dt_time
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -12,14 +14,18 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from agentcron.schedule.cron import cron_next, parse_cron
 from agentcron.schedule.errors import InvalidSpecError, ScheduleError
-from agentcron.schedule.zones import get_zone, require_aware
+from agentcron.schedule.zones import get_zone, require_aware, resolve_wall, to_wall
 
 MAX_INTERVAL_S = 3653 * 86400  # an `every` interval: at most 10 years
 MAX_AHEAD = timedelta(days=36525)  # a one-time fire parse_when accepts: at most 100 years ahead
+MAX_DAY_STEP = 366  # a `days` spec: every N days, N <= 366
+MAX_WEEK_STEP = 52  # ... or every N weeks, N <= 52
+_HH_MM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
 
 
 class _SpecBase(BaseModel):
@@ -81,11 +87,72 @@ class AtSpec(_SpecBase):
     _tz = field_validator("tz")(_check_tz)
 
 
-Spec = Annotated[CronSpec | EverySpec | AtSpec, Field(discriminator="kind")]
-_SPEC_ADAPTER: TypeAdapter[CronSpec | EverySpec | AtSpec] = TypeAdapter(Spec)
+class DaysSpec(_SpecBase):
+    """Fires at the wall-clock time `time` in `tz` on a calendar step counted from `start`.
+
+    `unit="day"`: on `start` and every `step`-th local date after it ("every 3 days at 8am").
+    `unit="week"`: on the ISO weekdays `on` (1 = Monday .. 7 = Sunday) of every `step`-th week,
+    weeks starting on Monday and counted from the week of `start` ("every other tuesday at 10").
+    The dates are local calendar dates, so a fire keeps its wall-clock time across DST changes
+    (an `every` of N*86400 seconds would drift an hour); a time in a spring-forward gap fires at
+    the first valid instant after it, a time in a fall-back fold at its first occurrence.
+    """
+
+    kind: Literal["days"] = "days"
+    step: int = Field(ge=1, le=MAX_DAY_STEP)
+    unit: Literal["day", "week"] = "day"
+    on: tuple[int, ...] = ()
+    time: str = Field(description="wall-clock time HH:MM")
+    start: date
+    tz: str = "UTC"
+
+    _tz = field_validator("tz")(_check_tz)
+
+    @field_validator("time")
+    @classmethod
+    def _hh_mm(cls, value: str) -> str:
+        if not _HH_MM.match(value):
+            raise ValueError(f"time must be HH:MM (24-hour), got {value!r}")
+        return value
+
+    @field_validator("on")
+    @classmethod
+    def _weekdays(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if any(not 1 <= day <= 7 for day in value):
+            raise ValueError("weekdays are 1 (Monday) .. 7 (Sunday)")
+        return tuple(sorted(set(value)))
+
+    @model_validator(mode="after")
+    def _unit_fits(self) -> DaysSpec:
+        if self.unit == "week" and not self.on:
+            raise ValueError("a weekly step needs weekdays in `on`")
+        if self.unit == "week" and self.step > MAX_WEEK_STEP:
+            raise ValueError(f"a weekly step must be at most {MAX_WEEK_STEP}")
+        if self.unit == "day" and self.on:
+            raise ValueError("`on` (weekdays) only goes with unit 'week'")
+        return self
+
+    @property
+    def wall_time(self) -> dt_time:
+        hour, minute = self.time.split(":")
+        return dt_time(int(hour), int(minute))
+
+    def fires_on(self, day: date) -> bool:
+        """True when the local date `day` is one of this spec's dates."""
+        if day < self.start:
+            return False
+        if self.unit == "day":
+            return (day - self.start).days % self.step == 0
+        first_monday = self.start - timedelta(days=self.start.weekday())
+        week = (day - first_monday).days // 7
+        return week % self.step == 0 and day.isoweekday() in self.on
 
 
-def spec_from_data(data: dict[str, Any] | str | bytes) -> CronSpec | EverySpec | AtSpec:
+Spec = Annotated[CronSpec | EverySpec | AtSpec | DaysSpec, Field(discriminator="kind")]
+_SPEC_ADAPTER: TypeAdapter[CronSpec | EverySpec | AtSpec | DaysSpec] = TypeAdapter(Spec)
+
+
+def spec_from_data(data: dict[str, Any] | str | bytes) -> CronSpec | EverySpec | AtSpec | DaysSpec:
     """Build a spec from its JSON text or decoded JSON object; raise InvalidSpecError."""
     try:
         if isinstance(data, str | bytes):
@@ -104,17 +171,17 @@ def spec_from_data(data: dict[str, Any] | str | bytes) -> CronSpec | EverySpec |
         raise InvalidSpecError(f"invalid schedule spec: {problems}") from exc
 
 
-def spec_to_data(spec: CronSpec | EverySpec | AtSpec) -> dict[str, Any]:
+def spec_to_data(spec: CronSpec | EverySpec | AtSpec | DaysSpec) -> dict[str, Any]:
     """The JSON-ready dict a store keeps for `spec`."""
     return spec.model_dump(mode="json")
 
 
-def spec_to_json(spec: CronSpec | EverySpec | AtSpec) -> str:
+def spec_to_json(spec: CronSpec | EverySpec | AtSpec | DaysSpec) -> str:
     """Compact JSON text for `spec`."""
     return spec.model_dump_json()
 
 
-def next_fire(spec: CronSpec | EverySpec | AtSpec, after: datetime) -> datetime | None:
+def next_fire(spec: CronSpec | EverySpec | AtSpec | DaysSpec, after: datetime) -> datetime | None:
     """The first fire of `spec` strictly after the aware instant `after`, in UTC; None if none."""
     after = require_aware(after, "after")
     if isinstance(spec, CronSpec):
@@ -125,11 +192,31 @@ def next_fire(spec: CronSpec | EverySpec | AtSpec, after: datetime) -> datetime 
             return anchor
         k = (after - anchor) // spec.interval + 1
         return anchor + k * spec.interval
+    if isinstance(spec, DaysSpec):
+        return _days_next(spec, after)
     at = spec.at.astimezone(UTC)
     return at if at > after else None
 
 
-def upcoming(spec: CronSpec | EverySpec | AtSpec, after: datetime, n: int) -> list[datetime]:
+def _days_next(spec: DaysSpec, after: datetime) -> datetime:
+    zone = get_zone(spec.tz)
+    # The day before `after`'s local date: a fire late on it can still be after `after` in a
+    # fold; the loop ends within one full cycle (step weeks or days) plus that day.
+    day = max(spec.start, to_wall(after, zone).date() - timedelta(days=1))
+    if spec.unit == "day":
+        behind = (day - spec.start).days % spec.step
+        day += timedelta(days=(spec.step - behind) % spec.step)
+    while True:
+        if spec.fires_on(day):
+            instant = resolve_wall(datetime.combine(day, spec.wall_time), zone)[0]
+            if instant > after:
+                return instant
+        day += timedelta(days=spec.step if spec.unit == "day" else 1)
+
+
+def upcoming(
+    spec: CronSpec | EverySpec | AtSpec | DaysSpec, after: datetime, n: int
+) -> list[datetime]:
     """The next `n` fires of `spec` after `after` (fewer if the spec ends)."""
     if n < 0:
         raise InvalidSpecError(f"n must be >= 0, got {n}")

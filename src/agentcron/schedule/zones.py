@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -25,13 +26,15 @@ def get_zone(name: str) -> ZoneInfo:
         ) from exc
 
 
-def is_zone_name(name: str) -> bool:
-    """True when `name` is a loadable IANA zone name."""
-    try:
-        get_zone(name)
-    except InvalidZoneError:
-        return False
-    return True
+def zone_label(name: str) -> str:
+    """How a zone is shown: its IANA name, but a fixed offset `Etc/GMT-2` as `UTC+2`.
+
+    (The `Etc/GMT` names invert the sign, POSIX style: `Etc/GMT-2` is two hours east of UTC.)
+    """
+    match = re.match(r"^Etc/GMT([+-])(\d{1,2})$", name)
+    if match is None:
+        return name
+    return f"UTC{'-' if match[1] == '+' else '+'}{match[2]}"
 
 
 def to_wall(instant: datetime, tz: ZoneInfo) -> datetime:

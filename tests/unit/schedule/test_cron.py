@@ -136,6 +136,20 @@ def test_day_names_containing_h_are_not_hashed_values() -> None:
 
 
 @pytest.mark.parametrize(
+    ("expr", "normal", "hours"),
+    [("0 9-9/2 * * *", "0 9 * * *", [9, 9]), ("0 1-1/3,9-9/2 * * *", "0 1,9 * * *", [1, 9]),
+     ("0 9-11/2 * * *", "0 9-11/2 * * *", [9, 11]), ("0 19-19/2 * * *", "0 19 * * *", [19, 19])],
+)  # fmt: skip
+def test_a_one_value_range_with_a_step_is_that_value(
+    expr: str, normal: str, hours: list[int]
+) -> None:
+    # cronsim alone reads "9-9/2" as "9/2": 9, 11, ... 23.
+    assert parse_cron(expr).expr == normal
+    fires = upcoming(CronSpec(expr=expr), datetime(2026, 1, 1, tzinfo=UTC), 2)
+    assert [fire.hour for fire in fires] == hours
+
+
+@pytest.mark.parametrize(
     ("macro", "expanded"),
     [("@hourly", "0 * * * *"), ("@daily", "0 0 * * *"), ("@midnight", "0 0 * * *"),
      ("@weekly", "0 0 * * 0"), ("@monthly", "0 0 1 * *"), ("@yearly", "0 0 1 1 *"),
