@@ -11,6 +11,7 @@ from agentcron.agent.offline import OfflineModel, parse_wps
 from agentcron.app import AgentCron
 from agentcron.config import Settings
 from agentcron.config.database import where
+from agentcron.config.server import local_zone
 from agentcron.domain.events import Event, StreamEnd, StreamStart, TextDelta, ToolStarted
 from agentcron.store.ids import new_id
 
@@ -66,7 +67,9 @@ async def run_demo(
     config = Settings.load() if settings is None else settings
     pace = parse_wps(config.provider().offline_wps if wps is None else wps)
     async with AgentCron(db=db, model=OfflineModel(pace), config=config) as cron:
-        session = await cron.sessions.create(f"demo:{new_id()}", title="agentcron demo")
+        session = await cron.sessions.create(
+            f"demo:{new_id()}", title="agentcron demo", tz=local_zone()
+        )
         printer = _Printer(session.key, echo)
         cron.subscribe(printer, types=printer.types)
         echo(f"database: {where(cron.store.url)}\nsession:  {session.key} (offline model)\n")

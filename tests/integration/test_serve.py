@@ -94,12 +94,13 @@ async def test_the_demo_session_gets_its_reminder_as_a_turn(
     tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("AGENTCRON_OFFLINE_WPS", "0")
+    monkeypatch.setenv("TZ", "America/New_York")  # the person at the machine reads its zone
     server = build(ServeOptions(db=tmp_path / "d.db", home=tmp_path, demo=True), clock=clock)
     cron = server.cron
     async with server.app.router.lifespan_context(server.app):
         assert cron.running
         (session,) = await cron.sessions.list()
-        assert session.key == DEMO_KEY
+        assert (session.key, session.tz) == (DEMO_KEY, "America/New_York")
         await wait_settled(cron.engine)
         (job,) = await cron.jobs.list()
         assert (job.kind, job.session_key) == (JobKind.AGENT_TURN, session.key)

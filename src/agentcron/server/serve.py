@@ -21,7 +21,7 @@ from agentcron.app import AgentCron
 from agentcron.approval_links import ApprovalLinks, RedactApprovalTokens
 from agentcron.config import Settings
 from agentcron.config.database import describe, store_url
-from agentcron.config.server import DEFAULT_PORT
+from agentcron.config.server import DEFAULT_PORT, local_zone
 from agentcron.config.tools import ToolConfigError, load
 from agentcron.errors import AgentcronError
 from agentcron.limits import MAX_BODY_BYTES
@@ -212,7 +212,9 @@ async def _start_demo(cron: AgentCron) -> None:
     try:
         await cron.sessions.get(DEMO_KEY)
     except SessionNotFoundError:
-        await cron.sessions.create(DEMO_KEY, title=DEMO_TITLE)
+        # The person at this machine reads the demo's times in its zone ($TZ, else the
+        # machine's), as a web chat takes the browser's.
+        await cron.sessions.create(DEMO_KEY, title=DEMO_TITLE, tz=local_zone())
         await cron.sessions.send(DEMO_KEY, DEMO_SENTENCE)
         log.info("demo session %s: said %r", DEMO_KEY, DEMO_SENTENCE)
     else:
