@@ -35,6 +35,7 @@ from agentcron.runtime.clock import Clock
 from agentcron.schedule import parse_when, upcoming
 from agentcron.schedule.zones import get_zone
 from agentcron.service.job_requests import JobCreate, JobPatch
+from agentcron.service.paging import DEFAULT_PAGE, Page, check_limit, decode_cursor, page_of
 from agentcron.service.runs import Runs
 from agentcron.store.errors import ConflictError, SessionNotFoundError, VersionConflictError
 from agentcron.store.ids import new_id
@@ -42,6 +43,9 @@ from agentcron.store.interface import JobCatalog, RunRecords, WriteQueue
 from agentcron.store.writes import ArmedJob, InsertJobs, InSession, JobsInserted
 
 _CAS_RETRIES = 5
+
+
+JOBS_CURSOR = "jobs"
 
 
 class Keep(enum.Enum):
@@ -287,6 +291,36 @@ class Jobs:
             if (kind is None or j.kind is kind) and (enabled is None or j.enabled is enabled)
         ][:limit]
         return await self.with_state(jobs)
+
+    async def page(
+        self,
+        *,
+        session_key: str | None = None,
+        kind: JobKind | None = None,
+        enabled: bool | None = None,
+        limit: int = DEFAULT_PAGE,
+        cursor: str | None = None,
+    ) -> Page[JobState]:
+        """One page of `listing`, oldest first (by id); `next_cursor` reads on."""
+        check_limit(limit)
+        after = None if cursor is None else str(decode_cursor(JOBS_CURSOR, cursor, (str,))[0])
+        if session_key is None:
+            found = await self._catalog.list_jobs(
+                kind=kind, enabled=enabled, limit=limit + 1, after=after
+            )
+        else:
+            found = sorted(
+                (
+                    j
+                    for j in await self.for_session(session_key)
+                    if (kind is None or j.kind is kind)
+                    and (enabled is None or j.enabled is enabled)
+                    and (after is None or j.id > after)
+                ),
+                key=lambda j: j.id,
+            )[: limit + 1]
+        page = page_of(found, limit, JOBS_CURSOR, lambda j: (j.id,))
+        return Page(await self.with_state(page.items), page.next_cursor)
 
     async def with_state(self, jobs: Sequence[Job]) -> builtins.list[JobState]:
         """Each job with the run it has waiting or running now (one read of active runs)."""
