@@ -34,6 +34,7 @@ from agentcron.runtime.waiters import Waiters
 from agentcron.schedule import EverySpec, parse_when
 from agentcron.service.jobs import Jobs, JobState
 from agentcron.service.paging import (
+    BAD_CURSOR,
     DEFAULT_PAGE,
     Page,
     check_limit,
@@ -110,7 +111,6 @@ class TurnQueue(Protocol):
 SESSIONS_CURSOR = "sessions"
 MESSAGES_CURSOR = "messages"
 MAX_SEARCH = 200  # characters of a session search
-_NO_SEQ = 2**53  # above every seq: reading back from it reads the newest entries
 
 Post = Callable[[str, Role, str, dict[str, Any]], Awaitable[Message]]
 """(session key, role, text, meta) -> the entry written outside a turn, announced."""
@@ -377,9 +377,10 @@ class Sessions:
         cursor: str | None = None,
     ) -> Page[Message]:
         """One page of an existing session's transcript (SessionNotFoundError), in order.
-        Reading on (`after` a seq): the entries after it, `next_cursor` to the following
-        ones. Reading back (`before` a seq, or neither: the newest): the newest entries below
-        it, `next_cursor` to the older ones. A cursor goes on the way it was given.
+        Reading on (from the start, or after seq `after`): the entries after it,
+        `next_cursor` to the following ones. Reading back (`before` a seq; one past the
+        newest, e.g. 2**53, reads the newest page): the newest entries below it,
+        `next_cursor` to the older ones. A cursor goes on the way it was given.
         """
         check_limit(limit)
         if after is not None and before is not None:
@@ -389,17 +390,13 @@ class Sessions:
                 raise InvalidInputError("give a cursor alone, without after or before")
             way, seq = decode_cursor(MESSAGES_CURSOR, cursor, (str, int))
             if way not in ("on", "back") or not isinstance(seq, int):
-                raise InvalidInputError(
-                    "cursor is not one this list gave: pass next_cursor as it is"
-                )
+                raise InvalidInputError(BAD_CURSOR)
             after, before = (seq, None) if way == "on" else (None, seq)
         await self.get(key)
-        if after is not None:
+        if before is None:
             found = await self._records.list_messages(key, after=after, limit=limit + 1)
             return page_of(found, limit, MESSAGES_CURSOR, lambda m: ("on", m.seq))
-        newest = await self._records.list_messages(
-            key, before=_NO_SEQ if before is None else before, limit=limit + 1
-        )
+        newest = await self._records.list_messages(key, before=before, limit=limit + 1)
         more = len(newest) > limit
         items = newest[1:] if more else newest
         cursor_back = encode_cursor(MESSAGES_CURSOR, ("back", items[0].seq)) if more else None

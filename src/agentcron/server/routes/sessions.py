@@ -93,14 +93,17 @@ async def list_messages(
     cron: Cron,
     after: int | None = Query(default=None, ge=0, le=2**53, description="a seq: entries after it"),
     before: int | None = Query(
-        default=None, ge=0, le=2**53, description="a seq: the newest entries before it"
+        default=None,
+        ge=0,
+        le=2**53,
+        description="a seq: the newest entries before it (2**53: the newest of all)",
     ),
     limit: Limit = DEFAULT_PAGE,
     cursor: Cursor = None,
 ) -> MessagesOut:
-    """A page of the transcript, in order. With `after`: the entries after that seq (reading
-    on). Else the newest entries (before `before`, when given): a chat opens on its newest
-    page and reads back with `next_cursor`.
+    """A page of the transcript, in order. Reading on: from the start or the entries after
+    seq `after`. Reading back: the newest entries before seq `before` (`before=2**53`, i.e.
+    9007199254740992: the newest page, where a chat opens); `next_cursor` goes on the same way.
     """
     page = await cron.sessions.transcript_page(
         key, after=after, before=before, limit=limit, cursor=cursor
