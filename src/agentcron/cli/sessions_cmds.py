@@ -7,20 +7,26 @@ from typing import Annotated, Any
 import typer
 
 from agentcron.cli import render
-from agentcron.cli.backends import Backend
+from agentcron.cli.backends import Backend, PageAsk
 from agentcron.cli.common import (
+    AllOpt,
     ApiOpt,
+    CursorOpt,
     DbOpt,
     JsonOpt,
+    LimitOpt,
     TokenOpt,
     UrlOpt,
     backend_for,
     call,
     echo,
     fail,
+    more,
     out,
+    paged,
     print_json,
 )
+from agentcron.service.paging import DEFAULT_PAGE
 
 app = typer.Typer(help="Sessions (chats) and their transcripts.", no_args_is_help=True)
 
@@ -106,18 +112,31 @@ def sessions_send(
 @app.command("list")
 def sessions_list(
     ctx: typer.Context,
+    search: Annotated[
+        str | None, typer.Option(help="Only those whose title or key holds this (any case).")
+    ] = None,
+    limit: LimitOpt = DEFAULT_PAGE,
+    cursor: CursorOpt = None,
+    every: AllOpt = False,
     db: DbOpt = None,
     url: UrlOpt = None,
     api: ApiOpt = None,
     token: TokenOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Sessions, most recently active first."""
-    data = call(backend_for(ctx, db, url, api, token), lambda b: b.list_sessions())
+    """Sessions, most recently active first, a page at a time."""
+    sessions, next_cursor = paged(
+        backend_for(ctx, db, url, api, token),
+        lambda b, page: b.list_sessions(page),
+        "sessions",
+        PageAsk(limit=limit, cursor=cursor, search=search),
+        every,
+    )
     if as_json:
-        print_json(data["sessions"])
-        return
-    out().print(render.sessions_table(data["sessions"]))
+        print_json(sessions)
+    else:
+        out().print(render.sessions_table(sessions))
+    more(next_cursor)
 
 
 @app.command("show")
