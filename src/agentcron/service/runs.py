@@ -166,11 +166,12 @@ class Runs:
         tz: str = "UTC",
     ) -> Usage:
         """Tokens, cost, runs and turns per day (in zone `tz`) and per session and job, from
-        `since` (default: 30 days before `until`) to `until` (default: now); a date is its
-        start in `tz`, an instant needs a zone. At most MAX_USAGE_DAYS days.
+        `since` (default: 30 days before `until`) to `until` (default: today), whole days
+        for dates (`until`'s included), an instant needs a zone. At most MAX_USAGE_DAYS days.
         """
         zone = get_zone(tz)
-        end = self._clock.now() if until is None else _instant(until, zone, "until", 1)
+        today = self._clock.now().astimezone(zone).date()
+        end = _instant(today if until is None else until, zone, "until", 1)
         start = (
             end - timedelta(days=USAGE_DAYS) if since is None else _instant(since, zone, "since", 0)
         )

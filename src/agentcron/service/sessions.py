@@ -380,14 +380,13 @@ class Sessions:
         Reading on (from the start, or after seq `after`): the entries after it,
         `next_cursor` to the following ones. Reading back (`before` a seq; one past the
         newest, e.g. 2**53, reads the newest page): the newest entries below it,
-        `next_cursor` to the older ones. A cursor goes on the way it was given.
+        `next_cursor` to the older ones. A cursor goes on the way its page was read (the
+        first page's `after`/`before` may be given with it: the cursor wins).
         """
         check_limit(limit)
         if after is not None and before is not None:
             raise InvalidInputError("give after or before, not both")
-        if cursor is not None:
-            if after is not None or before is not None:
-                raise InvalidInputError("give a cursor alone, without after or before")
+        if cursor is not None:  # it goes on where its page ended: after/before are the first's
             way, seq = decode_cursor(MESSAGES_CURSOR, cursor, (str, int))
             if way not in ("on", "back") or not isinstance(seq, int):
                 raise InvalidInputError(BAD_CURSOR)

@@ -235,10 +235,15 @@ class SessionStore(TurnStore):
         exclusive), the newest `limit` entries below it, in order (reading back).
         """
         query = sa.select(messages).where(messages.c.session_key == session_key)
+        # A seq is a 32-bit integer: a bound past it is not bound as one (PostgreSQL refuses).
         if after is not None:
+            if after >= _MAX_SEQ:
+                return []
             query = query.where(messages.c.seq > after)
         if before is not None:
-            query = query.where(messages.c.seq < before).order_by(messages.c.seq.desc())
+            if before <= _MAX_SEQ:
+                query = query.where(messages.c.seq < before)
+            query = query.order_by(messages.c.seq.desc())
         else:
             query = query.order_by(messages.c.seq)
         if limit is not None:
@@ -345,6 +350,9 @@ class SessionStore(TurnStore):
             return _turn(values)
 
         return await self._db.write(op)
+
+
+_MAX_SEQ = 2**31 - 1  # the largest `messages.seq` (sa.Integer)
 
 
 def _escape_like(text: str) -> str:
