@@ -628,7 +628,8 @@ async def test_run_history_pages_break_ties_on_the_fire_time_by_id(
         store, [armed(f"j{i}", session_key=f"web:{i % 2}") for i in range(6)], T0
     )
     fires = await claim(ledger, T0 + MIN)  # one fire of each job, all at the same instant
-    assert {f.fire_at for f in fires} == {T0 + MIN} and len(fires) == 6
+    assert {f.fire_at for f in fires} == {T0 + MIN}
+    assert len(fires) == 6
     every = await store.list_runs(limit=None)
     assert [r.id for r in every] == sorted((f.run_id for f in fires), reverse=True)
     assert {r.job_name for r in every} == {j.name for j in jobs}  # stored with the run

@@ -108,10 +108,11 @@ class UsageQuery:
     session: str | None
     job: str | None
     since: date
+    until: date
     tz: str
 
     def params(self) -> dict[str, str]:
-        found = {"since": self.since.isoformat(), "tz": self.tz}
+        found = {"since": self.since.isoformat(), "until": self.until.isoformat(), "tz": self.tz}
         if self.session is not None:
             found["session_key"] = self.session
         if self.job is not None:
@@ -456,7 +457,11 @@ class DbBackend:
         runs = self._cron.runs
         found = await self._call(
             lambda: runs.usage(
-                session_key=query.session, job_id=query.job, since=query.since, tz=query.tz
+                session_key=query.session,
+                job_id=query.job,
+                since=query.since,
+                until=query.until,
+                tz=query.tz,
             )
         )
         return views.DailyUsageOut.of_usage(found).json_dict()

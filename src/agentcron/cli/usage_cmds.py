@@ -36,6 +36,10 @@ def usage(
     days: Annotated[
         int, typer.Option(help="The last N days, today included.", min=1, max=MAX_USAGE_DAYS)
     ] = 7,
+    until: Annotated[
+        datetime | None,
+        typer.Option(formats=["%Y-%m-%d"], help="The last day (default: today in --tz)."),
+    ] = None,
     tz: Annotated[str, typer.Option(help="The zone the days are in.")] = "UTC",
     db: DbOpt = None,
     url: UrlOpt = None,
@@ -47,10 +51,12 @@ def usage(
     job "-"), with the totals.
     """
     try:
-        today = datetime.now(UTC).astimezone(get_zone(tz)).date()
+        zone = get_zone(tz)
     except ScheduleError as exc:
         raise fail(str(exc), 2) from None
-    query = UsageQuery(session=session, job=job, since=today - timedelta(days=days - 1), tz=tz)
+    last = datetime.now(UTC).astimezone(zone).date() if until is None else until.date()
+    first = last - timedelta(days=days - 1)
+    query = UsageQuery(session=session, job=job, since=first, until=last, tz=tz)
     data = call(backend_for(ctx, db, url, api, token), lambda b: b.usage(query))
     if as_json:
         print_json(data)
