@@ -86,10 +86,11 @@ class ApprovalStore:
             if after is not None:
                 at, approval_id = after
                 query = query.where(
+                    a.c.requested_at >= at,  # a range of the index, with the tie broken below
                     sa.or_(
                         a.c.requested_at > at,
                         sa.and_(a.c.requested_at == at, a.c.id > approval_id),
-                    )
+                    ),
                 )
             query = query.limit(limit)
             return await self._db.read(lambda conn: [_approval(r) for r in conn.execute(query)])
@@ -115,7 +116,10 @@ class ApprovalStore:
         if after is not None:
             at, approval_id = after
             query = query.where(
-                sa.or_(a.c.requested_at < at, sa.and_(a.c.requested_at == at, a.c.id < approval_id))
+                a.c.requested_at <= at,  # a range of the index, with the tie broken below
+                sa.or_(
+                    a.c.requested_at < at, sa.and_(a.c.requested_at == at, a.c.id < approval_id)
+                ),
             )
         return await self._db.read(lambda conn: [_approval(r) for r in conn.execute(query)])
 

@@ -132,7 +132,8 @@ class RunsMixin(SqlBase):
         if before is not None:
             at, run_id = before
             query = query.where(
-                sa.or_(runs.c.fire_at < at, sa.and_(runs.c.fire_at == at, runs.c.id < run_id))
+                runs.c.fire_at <= at,  # a range of the index (the OR alone is not, to PostgreSQL)
+                sa.or_(runs.c.fire_at < at, sa.and_(runs.c.fire_at == at, runs.c.id < run_id)),
             )
         if limit is not None:
             query = query.limit(limit)

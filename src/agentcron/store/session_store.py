@@ -171,7 +171,8 @@ class SessionStore(TurnStore):
         if before is not None:
             at, key = before
             query = query.where(
-                sa.or_(s.c.updated_at < at, sa.and_(s.c.updated_at == at, s.c.session_key < key))
+                s.c.updated_at <= at,  # a range of the index (the OR alone is not, to PostgreSQL)
+                sa.or_(s.c.updated_at < at, sa.and_(s.c.updated_at == at, s.c.session_key < key)),
             )
         if search:
             pattern = "%" + _escape_like(search.lower()) + "%"
