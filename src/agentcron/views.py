@@ -247,10 +247,6 @@ class JobsOut(View):
     )
 
     @classmethod
-    def of_states(cls, states: list[JobState]) -> JobsOut:
-        return JobsOut(jobs=[JobOut.of_state(s) for s in states])
-
-    @classmethod
     def of_page(cls, page: Page[JobState]) -> JobsOut:
         return JobsOut(jobs=[JobOut.of_state(s) for s in page.items], next_cursor=page.next_cursor)
 
@@ -260,10 +256,6 @@ class RunsOut(View):
     next_cursor: str | None = Field(
         default=None, description="the next page's `cursor` (null on the last page)"
     )
-
-    @classmethod
-    def of_runs(cls, runs: list[Run]) -> RunsOut:
-        return RunsOut(runs=[RunOut.of(r) for r in runs])
 
     @classmethod
     def of_page(cls, page: Page[Run]) -> RunsOut:
@@ -393,10 +385,6 @@ class SessionsOut(View):
     next_cursor: str | None = Field(
         default=None, description="the next page's `cursor` (null on the last page)"
     )
-
-    @classmethod
-    def of_rows(cls, rows: list[SessionRow]) -> SessionsOut:
-        return SessionsOut(sessions=[SessionRowOut.of_row(r) for r in rows])
 
     @classmethod
     def of_page(cls, page: Page[SessionRow]) -> SessionsOut:

@@ -274,24 +274,6 @@ class Jobs:
             session_key=session_key, kind=kind, enabled=enabled, limit=limit
         )
 
-    async def listing(
-        self,
-        *,
-        session_key: str | None = None,
-        kind: JobKind | None = None,
-        enabled: bool | None = None,
-        limit: int | None = None,
-    ) -> builtins.list[JobState]:
-        """Jobs with their state, or a chat's (its own and, in unified mode, the shared)."""
-        if session_key is None:
-            return await self.with_state(await self.list(kind=kind, enabled=enabled, limit=limit))
-        jobs = [
-            j
-            for j in await self.for_session(session_key)
-            if (kind is None or j.kind is kind) and (enabled is None or j.enabled is enabled)
-        ][:limit]
-        return await self.with_state(jobs)
-
     async def page(
         self,
         *,
@@ -301,7 +283,9 @@ class Jobs:
         limit: int = DEFAULT_PAGE,
         cursor: str | None = None,
     ) -> Page[JobState]:
-        """One page of `listing`, oldest first (by id); `next_cursor` reads on."""
+        """One page of the jobs with their state, or of a chat's (its own and, in unified
+        mode, the shared ones), oldest first (by id); `next_cursor` reads on.
+        """
         check_limit(limit)
         after = None if cursor is None else str(decode_cursor(JOBS_CURSOR, cursor, (str,))[0])
         if session_key is None:
@@ -342,11 +326,6 @@ class Jobs:
         fires = [] if nxt is None else [nxt, *upcoming(job.spec, nxt, 4)]
         runs = await self._runs.list(job.id, limit=10)
         return JobDetail(state, fires, runs, await self.usage(job.id))
-
-    async def runs_of(self, job_id: str, *, limit: int = 50) -> builtins.list[Run]:
-        """The job's runs, newest first (JobNotFoundError for an unknown job)."""
-        await self.get(job_id)
-        return await self._runs.list(job_id, limit=limit)
 
     async def recalls(
         self,

@@ -254,10 +254,6 @@ class Sessions:
         page = page_of(found, limit, SESSIONS_CURSOR, lambda s: (s.updated_at, s.key))
         return Page(await self._rows(page.items), page.next_cursor)
 
-    async def listing(self, *, limit: int | None = None) -> builtins.list[SessionRow]:
-        """Every session with its automation count, pending recall and running turn."""
-        return await self._rows(await self.list(limit=limit))
-
     async def _rows(self, sessions: builtins.list[Session]) -> builtins.list[SessionRow]:
         summary = await self._jobs_per_session()
         unified = summary.get(UNIFIED_SESSION_KEY, {})
