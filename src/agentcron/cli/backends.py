@@ -30,11 +30,13 @@ from agentcron.domain.states import RunState
 from agentcron.errors import AgentcronError
 from agentcron.limits import NameText
 from agentcron.service.job_requests import JobCreate
-from agentcron.service.paging import DEFAULT_PAGE
+from agentcron.service.paging import DEFAULT_PAGE, MAX_PAGE
 from agentcron.service.sessions import SessionCreate
 from agentcron.store.errors import StoreUnavailableError
 
 _T = TypeVar("_T")
+NEWEST = 2**53  # `before` past every seq: the newest transcript entries
+_APPROVALS = 500  # `approvals list`: at most this many (the database backend's bound)
 _DECIDER: TypeAdapter[str] = TypeAdapter(NameText)  # `by` of a decision, as the API checks it
 
 
@@ -128,7 +130,7 @@ class Backend(Protocol):
     ) -> dict[str, Any]: ...
     async def list_sessions(self, page: PageAsk) -> dict[str, Any]: ...
     async def get_session(self, key: str) -> dict[str, Any]: ...
-    async def messages(self, key: str) -> dict[str, Any]: ...
+    async def newest_messages(self, key: str, limit: int, cursor: str | None) -> dict[str, Any]: ...
     async def delete_session(self, key: str, confirm: bool) -> dict[str, Any]: ...
     async def note(self, key: str, text: str) -> dict[str, Any]: ...
     async def send_out(self, key: str, text: str) -> dict[str, Any]: ...
@@ -200,8 +202,11 @@ class ApiBackend:
     async def get_session(self, key: str) -> dict[str, Any]:
         return await self._call("GET", _path("/api/sessions", key))
 
-    async def messages(self, key: str) -> dict[str, Any]:
-        return await self._call("GET", _path("/api/sessions", key, "messages"))
+    async def newest_messages(self, key: str, limit: int, cursor: str | None) -> dict[str, Any]:
+        params: dict[str, str | int] = {"before": NEWEST, "limit": limit}
+        if cursor is not None:
+            params["cursor"] = cursor
+        return await self._call("GET", _path("/api/sessions", key, "messages"), params=params)
 
     async def delete_session(self, key: str, confirm: bool) -> dict[str, Any]:
         params = {"confirm": "true"} if confirm else {}
@@ -251,10 +256,20 @@ class ApiBackend:
         return await self._call("GET", _path("/api/runs", run_id))
 
     async def list_approvals(self, session: str | None, all: bool) -> dict[str, Any]:
-        params: dict[str, str] = {"all": str(all).lower()}
+        # As the database backend lists them: the pending ones (or the newest of all, at most
+        # _APPROVALS), oldest first; the API gives them in pages, `all` newest first.
+        params: dict[str, str | int] = {"all": str(all).lower(), "limit": MAX_PAGE}
         if session is not None:
             params["session_key"] = session
-        return await self._call("GET", "/api/approvals", params=params)
+        found: list[Any] = []
+        while True:
+            page = await self._call("GET", "/api/approvals", params=params)
+            found += page["approvals"]
+            if page.get("next_cursor") is None or len(found) >= _APPROVALS:
+                break
+            params["cursor"] = page["next_cursor"]
+        found = found[:_APPROVALS]
+        return {"approvals": found[::-1] if all else found}
 
     async def get_approval(self, approval_id: str) -> dict[str, Any]:
         return await self._call("GET", _path("/api/approvals", approval_id))
@@ -377,9 +392,12 @@ class DbBackend:
         detail = await self._call(lambda: self._cron.sessions.detail(key))
         return views.SessionDetailOut.of_detail(detail).json_dict()
 
-    async def messages(self, key: str) -> dict[str, Any]:
-        found = await self._call(lambda: self._cron.sessions.transcript(key))
-        return views.MessagesOut.of_page(key, found, None).json_dict()
+    async def newest_messages(self, key: str, limit: int, cursor: str | None) -> dict[str, Any]:
+        sessions = self._cron.sessions
+        found = await self._call(
+            lambda: sessions.transcript_page(key, before=NEWEST, limit=limit, cursor=cursor)
+        )
+        return views.MessagesOut.of_transcript(key, found, None).json_dict()
 
     async def delete_session(self, key: str, confirm: bool) -> dict[str, Any]:
         deletion = await self._call(lambda: self._cron.sessions.delete(key, confirm=confirm))

@@ -26,7 +26,7 @@ from agentcron.cli.common import (
     paged,
     print_json,
 )
-from agentcron.service.paging import DEFAULT_PAGE
+from agentcron.service.paging import DEFAULT_PAGE, MAX_PAGE
 
 app = typer.Typer(help="Sessions (chats) and their transcripts.", no_args_is_help=True)
 
@@ -154,7 +154,15 @@ def sessions_show(
 
     async def both(b: Backend) -> dict[str, Any]:
         session = await b.get_session(key)
-        session["messages"] = (await b.messages(key))["messages"][-last:] if last else []
+        found: list[dict[str, Any]] = []
+        cursor = None
+        while len(found) < last:  # the newest page, then older ones, read back
+            page = await b.newest_messages(key, min(last - len(found), MAX_PAGE), cursor)
+            found = page["messages"] + found
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        session["messages"] = found
         return session
 
     session = call(backend_for(ctx, db, url, api, token), both)

@@ -356,13 +356,6 @@ class Sessions:
         """The transcript in order (entries after seq `after`); empty for an unknown key."""
         return await self._records.list_messages(key, after=after, limit=limit)
 
-    async def transcript(
-        self, key: str, *, after: int | None = None, limit: int | None = None
-    ) -> builtins.list[Message]:
-        """`messages` of an existing session (SessionNotFoundError)."""
-        await self.get(key)
-        return await self.messages(key, after=after, limit=limit)
-
     async def transcript_page(
         self,
         key: str,

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+from pathlib import Path
 
 from typer.testing import CliRunner, Result
 
 from agentcron.cli import app
+from agentcron.service.paging import MAX_PAGE
+from tests.conftest import CronFactory
 
 
 def cli(*args: str) -> Result:
@@ -33,3 +37,20 @@ def test_the_session_list_pages_and_searches(tmp_path: object) -> None:
     assert "api:s1" in found.stdout
     assert "api:s0" not in found.stdout
     assert "1 session(s)" in found.stdout
+
+
+async def test_show_reads_the_last_entries_back_page_by_page(
+    tmp_path: Path, make_cron: CronFactory
+) -> None:
+    cron = await make_cron()  # on tests/conftest's db_path
+    await cron.sessions.create("api:long")
+    for i in range(MAX_PAGE + 5):
+        await cron.sessions.note("api:long", f"note {i}")
+    await cron.close()
+    db = str(tmp_path / "agentcron.db")
+    for last in (3, MAX_PAGE + 2, MAX_PAGE + 50):
+        shown = await asyncio.to_thread(
+            cli, "sessions", "show", "api:long", "--last", str(last), "--db", db, "--json"
+        )
+        seqs = [m["seq"] for m in json.loads(shown.stdout)["messages"]]
+        assert seqs == list(range(max(MAX_PAGE + 5 - last, 0) + 1, MAX_PAGE + 6))
