@@ -93,6 +93,9 @@ async def test_run_history_across_jobs_with_names_filters_and_cursor(
     since = (T0 + 2 * MIN).isoformat()
     recent = await ok(await api.get("/api/runs", params={"since": since}))
     assert [r["id"] for r in recent["runs"]] == fired[:1:-1]
+    naive = await api.get("/api/runs", params={"since": "2026-11-22T12:02:00"})
+    assert naive.status_code == 422
+    assert "since needs a zone" in naive.json()["detail"]
     none = await ok(await api.get("/api/runs", params={"state": ["failed", "missed"]}))
     assert none == {"runs": [], "next_cursor": None}
     # the job's and the session's own run lists page the same way
