@@ -275,7 +275,6 @@ class AgentCron:
             deliver=self.lanes.posts.deliver,
             memory=self.lanes.history_of if self.lanes.keeps_history else None,
         )
-        self.lanes.on_busy = self.engine.leases_held
         # With each periodic reap: approvals whose turn was cut off elsewhere expire.
         self.engine.reapers.append(self.approvals.reap)
         self._stopping = False

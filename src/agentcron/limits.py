@@ -1,4 +1,4 @@
-"""Upper bounds on what a caller may send, one place for every surface (README: "Limits").
+"""Upper bounds on what a caller may send, one place for every surface (docs/server.md, "Limits").
 
 Every bound has a clear 4xx: a body over `MAX_BODY_BYTES` is 413, the rest 422.
 """

@@ -648,6 +648,13 @@ class HealthOut(View):
     status: str
 
 
+class FireAcceptedOut(View):
+    """A managed wake's fire taken (`POST /api/cron/fire`, 202): it is claimed and run at once."""
+
+    status: str = Field(description="accepted")
+    job_id: str
+
+
 class ReadyOut(View):
     status: str = Field(description="ready, or not ready (503)")
     problems: list[str]

@@ -223,6 +223,35 @@ async def page(browser: Browser) -> AsyncIterator[Page]:
     assert not errors, f"script errors in the page: {errors}"
 
 
+OpenPage = Callable[..., Awaitable[Page]]
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def open_page(browser: Browser) -> AsyncIterator[OpenPage]:
+    """`await open_page(width=, height=, timezone_id=)`: a page of its own context (en-US) with
+    that viewport and browser zone; as `page`, an uncaught script error fails the test.
+    """
+    contexts: list[Any] = []
+    errors: list[str] = []
+
+    async def open_one(width: int = 1280, height: int = 800, timezone_id: str = BROWSER_TZ) -> Page:
+        context = await browser.new_context(
+            viewport={"width": width, "height": height}, locale="en-US", timezone_id=timezone_id
+        )
+        contexts.append(context)
+        opened = await context.new_page()
+        opened.on("pageerror", lambda error: errors.append(str(error)))
+        return opened
+
+    try:
+        yield open_one
+    finally:
+        for context in contexts:
+            with contextlib.suppress(Exception):
+                await context.close()
+    assert not errors, f"script errors in the page: {errors}"
+
+
 # -- helpers for the tests -------------------------------------------------------------------
 
 

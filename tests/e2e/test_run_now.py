@@ -34,7 +34,7 @@ async def test_run_now_from_the_automations_panel(start_server: StartServer, pag
     await form.get_by_label("When").fill("every weekday at 9")
     await form.get_by_role("button", name="Add automation").click()
     item = automation(page, "build check")
-    await expect(item.locator(".next-run")).to_have_text("Mon, Nov 23, 09:00")
+    await expect(item.locator(".next-run")).to_have_text("Mon, Nov 23, 09:00 (Europe/Berlin)")
     await expect(item.locator(".last-run")).to_have_text("never ran")
 
     # Pressed: a manual run, the same turn as a fire; its reply is held mid-stream.
@@ -59,7 +59,7 @@ async def test_run_now_from_the_automations_panel(start_server: StartServer, pag
     await expect(item.locator(".last-run")).to_contain_text("succeeded")
     await expect(item.locator(".state-badge")).to_have_text("Active")
     # Its schedule did not move.
-    await expect(item.locator(".next-run")).to_have_text("Mon, Nov 23, 09:00")
+    await expect(item.locator(".next-run")).to_have_text("Mon, Nov 23, 09:00 (Europe/Berlin)")
     (job,) = await ui.cron.jobs.list(session_key=key)
     (run,) = await ui.cron.runs.list(job.id)
     assert (run.manual, run.state.value) == (True, "succeeded")

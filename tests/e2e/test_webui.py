@@ -65,7 +65,7 @@ async def test_a_reminder_comes_back_as_a_turn_of_the_chat(
     await expect(reply.locator(".tool")).to_contain_text("cron · add · stretch")
     stretch = automation(page, "stretch")
     await expect(stretch).to_contain_text("once at 2026-11-23 08:10 (Europe/Berlin)")
-    await expect(stretch.locator(".next-run")).to_have_text("Mon, Nov 23, 08:10")
+    await expect(stretch.locator(".next-run")).to_have_text("Mon, Nov 23, 08:10 (Europe/Berlin)")
     await expect(stretch.locator(".state-badge")).to_have_text("Active")
     # A recurring one too: it stays in the panel after the one-shot is gone.
     await say(page, "every weekday at 9 check the build")
@@ -131,7 +131,7 @@ async def test_automations_form_pause_resume_and_inline_errors(
     await form.get_by_role("button", name="Add automation").click()
     item = automation(page, "build check")
     await expect(item).to_contain_text("every weekday at 09:00 (Europe/Berlin)")
-    await expect(item.locator(".next-run")).to_have_text("Mon, Nov 23, 09:00")
+    await expect(item.locator(".next-run")).to_have_text("Mon, Nov 23, 09:00 (Europe/Berlin)")
     await expect(item.locator(".state-badge")).to_have_text("Active")
     await expect(error).to_be_hidden()
     await expect(form.get_by_label("Name")).to_have_value("")
@@ -147,7 +147,7 @@ async def test_automations_form_pause_resume_and_inline_errors(
 
     await item.get_by_role("button", name="Resume build check").click()
     await expect(item.locator(".state-badge")).to_have_text("Active")
-    await expect(item.locator(".next-run")).to_have_text("Mon, Nov 23, 09:00")
+    await expect(item.locator(".next-run")).to_have_text("Mon, Nov 23, 09:00 (Europe/Berlin)")
     (job,) = await ui.cron.jobs.list(session_key=key)
     assert job.enabled
 
@@ -178,7 +178,7 @@ async def test_a_finished_one_shot_moves_to_done_unless_the_form_said_delete_aft
     ui.clock.advance(TEN_MINUTES)
     kept = done.get_by_role("listitem", name="Automation kept note")
     await expect(kept.locator(".state-badge")).to_have_text("Done")
-    await expect(kept.locator(".finished")).to_have_text("Mon, Nov 23, 08:10")
+    await expect(kept.locator(".finished")).to_have_text("Mon, Nov 23, 08:10 (Europe/Berlin)")
     await expect(kept.get_by_role("button", name="Resume kept note")).to_have_count(0)
     await expect(automation(page, "gone note")).to_have_count(0)
     listed = panel(page).get_by_role("list", name="Automations of this chat", exact=True)
@@ -211,7 +211,7 @@ async def test_recall_banner_skip_cancel_and_the_sidebar_clock(
     await expect(transcript(page).locator("article.streaming")).to_have_count(0)
     banner = page.get_by_role("region", name="Pending recall")
     await expect(banner).to_be_visible()
-    await expect(banner.locator("time")).to_have_text("Mon, Nov 23, 08:10")
+    await expect(banner.locator("time")).to_have_text("Mon, Nov 23, 08:10 (Europe/Berlin)")
     await expect(banner).to_contain_text("every 10 minutes")
     await expect(banner).to_contain_text("check the logs")
     await expect(sidebar_clock(page, key)).to_have_attribute(
@@ -238,7 +238,7 @@ async def test_recall_banner_skip_cancel_and_the_sidebar_clock(
 
     # Skip moves the recall's time by one interval.
     await banner.get_by_role("button", name="Skip next recall").click()
-    await expect(banner.locator("time")).to_have_text("Mon, Nov 23, 08:20")
+    await expect(banner.locator("time")).to_have_text("Mon, Nov 23, 08:20 (Europe/Berlin)")
     await screenshot(page, "recall-banner")
 
     await banner.get_by_role("button", name="Cancel recall").click()

@@ -88,7 +88,7 @@ def counters(cron: AgentCron) -> tuple[int, int, int]:
 
 def free_slots(cron: AgentCron) -> int:
     """The slot pool's free count (shared by turns and isolated runs)."""
-    return cron.lanes.slots._slots._value  # type: ignore[attr-defined]
+    return cron.lanes.slots._free
 
 
 async def test_turns_waiting_for_approval_hold_no_slot_so_other_fires_run(

@@ -1,4 +1,4 @@
-"""The README's commands for any OpenAI-compatible model and for Anthropic, run as written: a real
+"""docs/agents.md's commands for any OpenAI-compatible model and for Anthropic, run as written: a real
 `agentcron serve` process on a fake server of both APIs (`tests.helpers.fake_llm`) schedules a
 reminder from a sentence through the API, and the reminder's fire is a turn on the same model.
 """
@@ -21,15 +21,15 @@ import pytest
 
 from tests.helpers.fake_llm import INPUT_TOKENS, OUTPUT_TOKENS, FakeLLM, fake_llm
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-HEADING = "### Any OpenAI-compatible model (Ollama, vLLM, llama.cpp, LiteLLM) and Anthropic"
-# The hosts the README names, and what each is in the fake's terms.
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
+HEADING = "## Any OpenAI-compatible model (Ollama, vLLM, llama.cpp, LiteLLM) and Anthropic"
+# The hosts the page names, and what each is in the fake's terms.
 HOSTS = ("http://localhost:11434", "https://api.anthropic.com")
 
 
-def readme_commands() -> list[str]:
+def page_commands() -> list[str]:
     """The `agentcron serve` lines of the section's first shell block, as written."""
-    section = README.read_text("utf-8").split(HEADING, 1)[1]
+    section = PAGE.read_text("utf-8").split(HEADING, 1)[1]
     block = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
     assert block is not None, "the section has no shell block"
     return [line for line in block.group(1).splitlines() if line.endswith("agentcron serve")]
@@ -41,14 +41,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_the_readme_names_both_apis() -> None:
-    commands = readme_commands()
+def test_the_page_names_both_apis() -> None:
+    commands = page_commands()
     assert len(commands) == 2
     assert "AGENTCRON_MODEL=anthropic:" in commands[1]
 
 
 def run_command(line: str, fake: FakeLLM, tmp_path: Path) -> tuple[str, dict[str, object]]:
-    """Serve `line` (its env assignments, the fake's URL for the README's host) and schedule a
+    """Serve `line` (its env assignments, the fake's URL for the page's host) and schedule a
     reminder through the API; returns the model id and the reminder's fired turn.
     """
     *assignments, program, command = shlex.split(line)
@@ -112,8 +112,8 @@ def run_command(line: str, fake: FakeLLM, tmp_path: Path) -> tuple[str, dict[str
 @pytest.mark.slow
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("index", [0, 1], ids=["openai-compatible", "anthropic"])
-def test_the_readme_command_schedules_and_fires_on_the_model(index: int, tmp_path: Path) -> None:
-    line = readme_commands()[index]
+def test_the_command_schedules_and_fires_on_the_model(index: int, tmp_path: Path) -> None:
+    line = page_commands()[index]
     with fake_llm() as fake:
         model_id, fired = run_command(line, fake, tmp_path)
         api = "anthropic" if model_id.startswith("anthropic:") else "openai"

@@ -1,6 +1,6 @@
 """The HTTP runner: each turn is POSTed, signed (Standard Webhooks), to an agent of your own.
 
-The wire protocol (README "Your own agent over HTTP"; `/api/schema/runner.json` is the JSON
+The wire protocol (docs/agents.md, "Your own agent over HTTP"; `/api/schema/runner.json` is the JSON
 Schema of these models): one signed POST per turn (`webhook-id` = the turn id, the
 idempotency key), answered with JSON (`RunnerAnswer`) or a Server-Sent Events stream
 (`delta`, `thinking`, `tool`, `done`, `error`) relayed live like the built-in agent's. A

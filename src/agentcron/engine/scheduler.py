@@ -330,11 +330,6 @@ class Engine:
         self._claim_by = at if self._claim_by is None else max(self._claim_by, at)
         self._wake.set()
 
-    def leases_held(self) -> None:
-        """Something now holds leases (a turn waits or runs). Nothing to do: the heartbeat
-        runs all the time and renews what `live_work` names (the lanes' `on_busy` hook).
-        """
-
     # -- the loop ------------------------------------------------------------------------
 
     async def _loop(self) -> None:

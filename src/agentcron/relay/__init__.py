@@ -1,4 +1,4 @@
-"""Internal: `agentcron relay`, the wake service a managed agent sleeps behind (README "The relay").
+"""Internal: `agentcron relay`, the wake service managed agents sleep behind (docs/managed-wake.md).
 
 `signing_keys.py` (the signing keys and JWKS), `agents.py` (the agents and their credentials),
 `callbacks.py` (where the relay may call), `service.py` (arms on agentcron's own store and

@@ -1,6 +1,6 @@
 """Where the relay may call back: an agent's allowed origins, and no private address.
 
-Two independent rules guard every callback URL (README "The relay", "Callbacks"):
+Two independent rules guard every callback URL (docs/managed-wake.md, "The relay"):
 
 - its origin (`scheme://host[:port]`) must be one the operator allowed for the agent
   (`agentcron relay add-agent NAME --allow-origin URL`, `relay allow-origin NAME URL`);

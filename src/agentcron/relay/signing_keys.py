@@ -29,7 +29,7 @@ from agentcron.config import ConfigError
 KEYS_FILE = "signing_keys.json"
 ALGORITHM = "EdDSA"
 PURPOSE = "cron_fire"
-TOKEN_LIFETIME = 60  # seconds; at most 120 (README)
+TOKEN_LIFETIME = 60  # seconds; at most 120 (docs/managed-wake.md)
 _KEEP = 2  # the signing key and the one before it
 
 

@@ -92,13 +92,20 @@ class Execution:
         return self.guard.stop()
 
     async def run(
-        self, steps: Steps, *, at: datetime | None = None, ctx: dict[str, Any] | None = None
+        self,
+        steps: Steps,
+        *,
+        at: datetime | None = None,
+        ctx: dict[str, Any] | None = None,
+        holding: bool = False,
     ) -> None:
         """Execute `steps` (see the module's docstring); `at`: the fire's time, when it was
-        claimed ahead of it; `ctx`: the log fields of the runner call's failures.
+        claimed ahead of it; `ctx`: the log fields of the runner call's failures; `holding`:
+        a slot was already taken for it (`SlotPool.try_take`), which it now holds.
         """
         self._task = asyncio.current_task()
-        await self.pool.take(self.counts)  # a cancelled take holds nothing
+        if not holding:
+            await self.pool.take(self.counts)  # a cancelled take holds nothing
         self.held = True
         try:
             try:

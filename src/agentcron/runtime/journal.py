@@ -97,14 +97,19 @@ class Journal:
         self._wake.set()
         return future
 
-    async def write(self, write: Write) -> WriteResult:
+    async def write(self, write: Write, then: Callable[[], object] | None = None) -> WriteResult:
         """Queue `write` and wait until it is committed (not started yet, as while the store
-        is opened to create jobs before the engine starts: applied at once, alone).
+        is opened to create jobs before the engine starts: applied at once, alone). `then`
+        runs right after `write` is queued, before any wait: what it submits goes into the
+        same transaction, after `write` (not called when `write` is applied alone).
         """
         if self._task is None:
             (result,) = await self.store.apply([write], self.finisher)
             return result
-        return await self.submit(write)
+        future = self.submit(write)
+        if then is not None:
+            then()
+        return await future
 
     def post(self, write: Write) -> None:
         """Queue `write` without waiting (a failure is retried, then logged)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from typing import Protocol
 
 __all__ = ["SlotCounts", "SlotPool"]
@@ -35,16 +36,18 @@ class Cuttable(Protocol):
 
 
 class SlotPool:
-    """One process's slots (an `asyncio.Semaphore` of `max_concurrent_runs`), shared by the
-    lanes' turns and the engine's isolated runs, with their counts (`turns`, `runs`: the
-    metrics report the turns in their runner apart; the waits are summed), the calls paused
-    now and the graceful stop's cut of them (`close`).
+    """One process's `max_concurrent_runs` slots, shared by the lanes' turns and the engine's
+    isolated runs, with their counts (`turns`, `runs`: the metrics report the turns in their
+    runner apart; the waits are summed), the calls paused now and the graceful stop's cut of
+    them (`close`). Slots go first come, first served: a slot given back goes to the longest
+    waiter, and `try_take` never takes one ahead of a waiter.
     """
 
-    __slots__ = ("_slots", "closing", "paused", "runs", "turns")
+    __slots__ = ("_free", "_waiters", "closing", "paused", "runs", "turns")
 
     def __init__(self, size: int) -> None:
-        self._slots = asyncio.Semaphore(size)
+        self._free = size
+        self._waiters: deque[asyncio.Future[None]] = deque()
         self.turns = SlotCounts()  # session turns (the lanes)
         self.runs = SlotCounts()  # isolated runs (system and delivery jobs)
         self.paused: set[Cuttable] = set()  # calls waiting for the outside world now
@@ -54,19 +57,41 @@ class SlotPool:
         """Take a slot, counted in `counts` as awaiting one meanwhile. A cancelled take takes
         none.
         """
+        if self.try_take():
+            return
         counts.awaiting_slot += 1
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
         try:
-            await self._slots.acquire()
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.give()  # handed this slot, then cancelled before it went on: pass it on
+            else:
+                self._waiters.remove(waiter)
+            raise
         finally:
             counts.awaiting_slot -= 1
 
+    def try_take(self) -> bool:
+        """Take a free slot now if nobody waits for one (never ahead of a waiter)."""
+        if self._free and not self._waiters:
+            self._free -= 1
+            return True
+        return False
+
     def give(self) -> None:
-        """Give a taken slot back."""
-        self._slots.release()
+        """Give a taken slot back: to the longest waiter, else to the free ones."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._free += 1
 
     def locked(self) -> bool:
         """Every slot is taken: a call that starts now waits."""
-        return self._slots.locked()
+        return not self._free or bool(self._waiters)
 
     @property
     def awaiting_slot(self) -> int:

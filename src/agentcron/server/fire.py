@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 
 from agentcron.server.auth import bearer
 from agentcron.server.errors import error_body
+from agentcron.views import FireAcceptedOut
 from agentcron.wake.provider import WakeProvider
 from agentcron.wake.verify import FireRequestError, FireTokenError
 
@@ -40,14 +41,18 @@ def _unauthorized(wake: WakeProvider, reason: str, detail: str) -> JSONResponse:
     )
 
 
-@router.post("/api/cron/fire", status_code=202)
+@router.post(
+    "/api/cron/fire",
+    status_code=202,
+    responses={202: {"model": FireAcceptedOut, "description": "taken: claimed and run at once"}},
+)
 async def fire(request: Request) -> JSONResponse:
     wake: WakeProvider | None = getattr(request.app.state, "wake", None)
     if wake is None or wake.verifier is None:
         if wake is not None:
             wake.webhook["off"] += 1
         return JSONResponse(
-            error_body("not_found", "managed wake is off (see README: Managed wake)"), 404
+            error_body("not_found", "managed wake is off (see docs/managed-wake.md)"), 404
         )
     raw = await request.body()
     body: Any = None
@@ -68,7 +73,8 @@ async def fire(request: Request) -> JSONResponse:
         return _unauthorized(wake, "verifier_error", f"the verifier failed ({type(exc).__name__})")
     wake.webhook["accepted"] += 1
     wake.deliver(fired)
-    return JSONResponse({"status": "accepted", "job_id": fired.job_id}, status_code=202)
+    accepted = FireAcceptedOut(status="accepted", job_id=fired.job_id)
+    return JSONResponse(accepted.json_dict(), status_code=202)
 
 
 class WakeCollector(Collector):

@@ -53,7 +53,26 @@ class UTCDateTime(TypeDecorator[datetime]):
     def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
         if dialect.name != "sqlite":
             return super().result_processor(dialect, coltype)
-        return lambda value: self.process_result_value(value, dialect)
+
+        # One plain function per value, as for binding; a batch reads many rows stamped
+        # with the same few instants (a claim's due times, a session's last entry): each text
+        # is parsed once (datetimes are immutable; a small cache, emptied when full).
+        read: dict[str, datetime] = {}
+
+        def result_sqlite(value: Any) -> datetime | None:
+            if value is None:
+                return None
+            found = read.get(value) if isinstance(value, str) else None
+            if found is not None:
+                return found
+            parsed = self.process_result_value(value, dialect)
+            if isinstance(value, str) and parsed is not None:
+                if len(read) >= 4096:
+                    read.clear()
+                read[value] = parsed
+            return parsed
+
+        return result_sqlite
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
         if value is None:

@@ -145,6 +145,8 @@ class TurnWrites:
             at = last
         for r in held:
             r.update(turn_owner=w.owner, turn_id=w.turn_id, turn_lease_expires_at=w.lease_until)
+        if self._freed:  # let go and taken again in this batch (back-to-back turns): held
+            self._freed = [k for k in self._freed if k not in (w.session_key, w.lease_key)]
         if lane is not None and w.lease_key is not None:
             self._touched.add(w.lease_key)
         message = self._append(row, w.session_key, w.entry, at)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from dataclasses import dataclass, field
 
 from agentcron.agent.runner import TurnSource
 from agentcron.domain.attachments import Attachment
 from agentcron.domain.runs import ClaimedFire
+from agentcron.store.writes import WriteResult
+from agentcron.turns.fire_turn import FireTurn
 
 
 @dataclass(eq=False)
@@ -28,6 +31,10 @@ class Pending:
     # The lane's own session when it is not `session_key` (unified mode: `unified:default`):
     # its turn lease is taken too, so that turns of one memory never overlap, in any process.
     lease_key: str | None = None
+    # Its start, submitted with the end of the turn before it (one transaction for both;
+    # `Lanes._pipeline`), and the slot taken for it then; its prompt, rendered then.
+    early: asyncio.Future[WriteResult] | None = None
+    prepared: FireTurn | None = None
 
 
 @dataclass(eq=False)

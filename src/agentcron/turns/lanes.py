@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -44,7 +44,7 @@ from agentcron.runtime.waiters import Waiters
 from agentcron.store.errors import StoreUnavailableError
 from agentcron.store.interface import LaneStore
 from agentcron.store.owners import LiveWork
-from agentcron.store.writes import TurnStarted
+from agentcron.store.writes import TurnStart, TurnStarted, WriteResult
 from agentcron.turns.fire_turn import FireTurn, fire_turn
 from agentcron.turns.lane_queue import LaneQueue, Pending
 from agentcron.turns.posts import Posts, chat_of
@@ -121,6 +121,7 @@ class _LaneTurn:
         """
         lanes, lane_key, pending = self.lanes, self.lane.key, self.pending
         freed = lanes._held_elsewhere.setdefault(lane_key, asyncio.Event())
+        early, pending.early = pending.early, None  # submitted with the turn before's end
         try:
             while True:
                 # Holding a slot (taken first: the turn's start time, its trigger entry's
@@ -129,32 +130,29 @@ class _LaneTurn:
                 # arrives while the start is being written is not lost (the wait below then
                 # returns at once).
                 freed.clear()
-                now = lanes.clock.now()
-                if pending.fire is not None and pending.fire.fire_at > now:
-                    now = pending.fire.fire_at  # claimed ahead: it starts at its time
-                moved = lanes.moves(pending, lane_key)
-                if moved:  # a shared automation's fire: to the thread the person talks in
-                    key = await lanes.reply_session(lane_key)
-                    pending.session_key = key
-                    pending.lease_key = None if key == lane_key else lane_key
-                start = start_record(
-                    pending.session_key,
-                    pending,
-                    self.prepared,
-                    owner=lanes.owner,
-                    now=now,
-                    lease=lanes._lease,
-                )
-                # Submitted, the start commits even if this task is cancelled (a shutdown)
-                # before it hears back: from here the turn can only end, never be handed back.
-                pending.started = True
+                moved = early is None and lanes.moves(pending, lane_key)  # never moved early
+                if early is None:
+                    if moved:  # a shared automation's fire: to the thread the person talks in
+                        key = await lanes.reply_session(lane_key)
+                        pending.session_key = key
+                        pending.lease_key = None if key == lane_key else lane_key
+                    start = lanes.start_of(pending, self.prepared)
+                    # Submitted, the start commits even if this task is cancelled (a
+                    # shutdown) before it hears back: from here the turn can only end, never
+                    # be handed back.
+                    pending.started = True
+                    written: Awaitable[WriteResult] = lanes.journal.write(start)
+                else:
+                    written = early
                 try:
-                    result = await lanes.journal.write(start)
+                    result = await written
                 except asyncio.CancelledError:
                     raise
                 except BaseException:
                     pending.started = False  # its transaction failed: it did not begin
                     raise
+                finally:
+                    early = None
                 if not isinstance(result, TurnStarted):
                     pending.started = False
                     raise TypeError(f"a turn start was answered with {result!r}")
@@ -241,8 +239,15 @@ class _LaneTurn:
     async def end(self, outcome: Outcome) -> None:
         if self.session is None:
             raise RuntimeError("a turn ended before its start")
-        await self.lanes.ends.finished(
-            self.pending.session_key, self.pending, outcome, self.session, self.put, self.written
+        lanes, lane = self.lanes, self.lane
+        await lanes.ends.finished(
+            self.pending.session_key,
+            self.pending,
+            outcome,
+            self.session,
+            self.put,
+            self.written,
+            then=lambda: lanes.pipeline(lane),
         )
 
     async def cut(self, tools: tuple[ToolRecord, ...]) -> None:
@@ -283,7 +288,6 @@ class Lanes:
         bus: EventBus,
         slots: SlotPool,
         settings: EngineSettings,
-        on_busy: Callable[[], None] = lambda: None,
         memory_scope: Callable[[str], MemoryScope | None] | None = None,
         shared_chat: bool = False,
     ) -> None:
@@ -295,7 +299,6 @@ class Lanes:
         self.bus = bus
         self.settings = settings
         self.slots = slots  # shared with the engine's isolated runs; it counts the turns
-        self.on_busy = on_busy  # leases are held now: the heartbeat renews them
         # Sessions that share one memory (unified mode); None: each session is its own.
         self.memory_scope = memory_scope
         self.shared_chat = shared_chat  # shared automations reply in their own chat
@@ -331,6 +334,43 @@ class Lanes:
             and self.memory_scope is not None
             and self.memory_scope(lane_key) is not None
         )
+
+    def start_of(self, pending: Pending, prepared: FireTurn | None) -> TurnStart:
+        """The start write of `pending`'s turn, stamped now (a fire claimed ahead: at its
+        time).
+        """
+        now = self.clock.now()
+        if pending.fire is not None and pending.fire.fire_at > now:
+            now = pending.fire.fire_at  # claimed ahead: it starts at its time
+        return start_record(
+            pending.session_key, pending, prepared, owner=self.owner, now=now, lease=self._lease
+        )
+
+    def pipeline(self, lane: _Lane) -> None:
+        """Called as the current turn's end write is queued: when the turn behind it can
+        begin at once (a slot free with nobody waiting for one, nothing to read first), its
+        start is queued right behind that end, so both share one transaction: back-to-back
+        turns of a session pay one commit wait between them, not two. The slot is taken now
+        (`Pending.early`); the lane's worker goes on with that turn as usual.
+        """
+        if self._closing or len(lane.queue) < 2 or lane.queue[0] is not lane.current:
+            return
+        nxt = lane.queue[1]
+        if nxt.started or self.moves(nxt, lane.key):
+            return  # a moved fire reads where the person talks first: the usual start
+        prepared = None
+        if nxt.fire is not None:
+            if self._late(nxt.fire):
+                return  # it ends missed, without a start: the usual way
+            try:
+                prepared = fire_turn(nxt.fire, nxt.turn_id)
+            except (PromptError, ValueError, KeyError):
+                return  # it ends failed, without a start: the usual way
+        if not self.slots.try_take():
+            return
+        nxt.prepared = prepared
+        nxt.started = True  # submitted: it commits even if a shutdown cuts what follows
+        nxt.early = self.journal.submit(self.start_of(nxt, prepared))
 
     async def reply_session(self, lane_key: str) -> str:
         """Where a shared automation's turn runs: the scope's session where a person last
@@ -468,7 +508,6 @@ class Lanes:
         lane = self._lanes.get(lane_key)
         if lane is None:
             lane = self._lanes[lane_key] = _Lane(lane_key)
-            self.on_busy()
         lane.push(pending)
         if lane.worker is None or lane.worker.done():
             lane.worker = asyncio.create_task(self._drain(lane), name=f"lane:{key}")
@@ -483,12 +522,13 @@ class Lanes:
                     self.slots, self.slots.turns, self.clock, self.settings.turn_timeout
                 )
                 try:
+                    holding = pending.early is not None  # its start and slot came early
                     turn = await self._prepare(lane, pending, execution)
                     if turn is not None:
                         # A fire's runner is called at its time, not before (claimed ahead).
                         at = None if pending.fire is None else pending.fire.fire_at
                         ctx = log_context(pending.session_key, pending)
-                        await execution.run(turn, at=at, ctx=ctx)
+                        await execution.run(turn, at=at, ctx=ctx, holding=holding)
                 except StoreUnavailableError as exc:  # a stop gave up waiting for the database
                     log.warning(
                         "turn left to the next start's recovery: %s",
@@ -535,8 +575,8 @@ class Lanes:
         waiting, or its prompt cannot be rendered).
         """
         fire = pending.fire
-        if fire is None:
-            return _LaneTurn(self, lane, pending, None, execution)
+        if fire is None or pending.early is not None:  # an early start checked it then
+            return _LaneTurn(self, lane, pending, pending.prepared, execution)
         if self._late(fire):
             await self.ends.unstarted(
                 pending.session_key,
@@ -633,7 +673,11 @@ class Lanes:
         waiting = [p for lane in self._lanes.values() for p in lane.take_waiting()]
         self._fires -= sum(p.fire is not None for p in waiting)
         self.slots.close()  # cuts the paused turns (the engine may have closed it already)
-        await self._release(waiting)
+        # A waiting turn whose start was submitted early began: it can only end.
+        await self._release([p for p in waiting if p.early is None])
+        for pending in waiting:
+            if pending.early is not None:
+                await self._close_early(pending)
         current = [lane.current for lane in self._lanes.values() if lane.current is not None]
         workers = [lane.worker for lane in self._lanes.values() if lane.worker is not None]
         if workers:
@@ -644,6 +688,30 @@ class Lanes:
         # A turn cut off while it waited for its session (another process's lease) never
         # began: handed back too.
         await self._release([p for p in current if not p.started])
+
+    async def _close_early(self, pending: Pending) -> None:
+        """A shutdown took a turn whose start was submitted with the end of the turn before
+        it: give its slot back and close it, interrupted, if the start landed.
+        """
+        early, pending.early = pending.early, None
+        self.slots.give()
+        try:
+            result = None if early is None else await early
+        except Exception as exc:  # its start failed: nothing began
+            log.warning(
+                "an early start failed at a stop: %s",
+                exc,
+                extra=log_context(pending.session_key, pending),
+            )
+            return
+        started = isinstance(result, TurnStarted) and result.message is not None
+        if started:
+            session = result.session if isinstance(result, TurnStarted) else None
+            await self.ends.interrupted(pending.session_key, pending, session)
+        else:
+            pending.started = False
+            await self._release([pending])
+        self.turn_waiters.notify(pending.turn_id)
 
     async def _release(self, pending: list[Pending]) -> None:
         turn_ids = [p.turn_id for p in pending]

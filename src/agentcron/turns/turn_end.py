@@ -52,9 +52,11 @@ class TurnEnds:
         session: Session,
         put: Callable[[Event], Awaitable[None]],
         written: list[Entry],
+        then: Callable[[], object] | None = None,
     ) -> None:
         """The runner returned: close the turn with its reply (or a notice); `put` sends the
-        stream's end to live views and the turn's replay.
+        stream's end to live views and the turn's replay; `then` runs as the end write is
+        queued (what it submits shares the end's transaction: `Journal.write`).
         """
         fire = pending.fire
         state = outcome.status.turn_state
@@ -62,7 +64,7 @@ class TurnEnds:
         # (which a fire's run record keeps too, in that write). A stopped or timed-out turn's
         # outcome carries the calls its runner reported before the end.
         entry = closing_entry(pending, outcome)
-        result = await self.write(key, pending, state, entry, outcome, tuple(written))
+        result = await self.write(key, pending, state, entry, outcome, tuple(written), then)
         self.waiters.notify(pending.turn_id)
         await put(
             StreamEnd(
@@ -87,9 +89,10 @@ class TurnEnds:
         entry: Entry | None,
         outcome: Outcome,
         before: tuple[Entry, ...] = (),
+        then: Callable[[], object] | None = None,
     ) -> TurnFinished:
         """One end write: `before` (a compaction's summary), then the outcome's tool calls,
-        then `entry`; a fire's run keeps the tool calls too.
+        then `entry`; a fire's run keeps the tool calls too. `then`: see `Journal.write`.
         """
         calls = tuple(tool_entry(t, pending.turn_id) for t in outcome.tools)
         record = end_record(
@@ -103,7 +106,7 @@ class TurnEnds:
             before=(*before, *calls),
             tool_calls=[run_tool_call(c) for c in calls] if pending.fire is not None else None,
         )
-        result = await self.journal.write(record)
+        result = await self.journal.write(record, then)
         if not isinstance(result, TurnFinished):
             raise TypeError(f"a turn finish was answered with {result!r}")
         return result

@@ -11,7 +11,7 @@ own bearer token (`wake.relay_token`; never logged):
                                                                      schedule_id}]}
 
 The seed names the list call without spelling it out; the form above is this adapter's reading
-(README "Managed wake"). At `fire_at` the service POSTs `{agent_callback_url}/api/cron/fire`
+(docs/managed-wake.md). At `fire_at` the service POSTs `{agent_callback_url}/api/cron/fire`
 `{job_id, fire_at}` with a short-lived JWT it signs (`Seed002FireVerifier`): `aud` = this
 agent's audience, `iss` = the portal, `purpose == "cron_fire"`, `exp` (30 s leeway), verified
 with PyJWT against the portal's JWKS. The token does not name the job; the body does.

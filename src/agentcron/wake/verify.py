@@ -1,7 +1,7 @@
 """The fire token's verifiers: the `FireVerifier` seam and the relay's JWT checked with PyJWT
 against its JWKS (`RelayFireVerifier`, the default; seed 002's form is `wake/seed002.py`).
 
-What a relay token must be to fire a job (README "Managed wake"):
+What a relay token must be to fire a job (docs/managed-wake.md):
 - at most `MAX_TOKEN_BYTES` long; a JWS whose header names a `kid` of the relay's JWKS;
 - signed with that key, by the one algorithm its key type allows (`EdDSA` for OKP Ed25519,
   `RS256` for RSA, `ES256` for EC P-256): `none` and every HS* are refused, whatever the header;

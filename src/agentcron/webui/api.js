@@ -34,6 +34,14 @@ export const path = {
   approval: (id) => `/api/approvals/${encodeURIComponent(id)}`,
   jobs: () => "/api/jobs",
   job: (id) => `/api/jobs/${encodeURIComponent(id)}`,
+  jobRuns: (id, limit, cursor = null) =>
+    `/api/jobs/${encodeURIComponent(id)}/runs?limit=${limit}` +
+    (cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""),
+  usage: (jobId, tz) => `/api/usage?job_id=${encodeURIComponent(jobId)}&tz=${encodeURIComponent(tz)}`,
+  allDeliveries: (state, limit, cursor = null) =>
+    `/api/deliveries?limit=${limit}` +
+    (state ? `&state=${encodeURIComponent(state)}` : "") +
+    (cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""),
 };
 
 /** Two pages of one list as one answer: the lists joined, the rest from the later page. */

@@ -4,7 +4,9 @@
 import { ApiError, makeApi, path } from "./api.js";
 import { AutomationsPanel } from "./automations.js";
 import { ChatView } from "./chat.js";
-import { debounce, h, showError } from "./dom.js";
+import { DeliveriesView } from "./deliveries.js";
+import { BROWSER_ZONE, debounce, h, keepTimeTitlesFresh, knownZone, showError, timeEl } from "./dom.js";
+import { JobDetail } from "./jobdetail.js";
 import { Live } from "./live.js";
 import { Sidebar, sessionTitle } from "./sidebar.js";
 
@@ -26,7 +28,12 @@ const api = makeApi(
   () => logout("The server no longer accepts this token. Log in again."),
 );
 
-const sidebar = new Sidebar({ onOpen: (key) => openSession(key) });
+const sidebar = new Sidebar({
+  onOpen: (key) => {
+    openSession(key);
+    showPane("chat");
+  },
+});
 const chat = new ChatView({
   api,
   onRunning: (running) => {
@@ -39,7 +46,36 @@ const panel = new AutomationsPanel({
   api,
   refresh: () => refreshDetail(),
   onError: (message) => showChatError(message),
+  onDetails: (job) => jobDetail.open(job.id),
 });
+const jobDetail = new JobDetail({ api, onShowTurn: (run) => showTurn(run) });
+const deliveries = new DeliveriesView({
+  api,
+  titleOf: (key) => {
+    const session = sidebar.get(key);
+    return session ? sessionTitle(session) : null;
+  },
+});
+keepTimeTitlesFresh();
+
+// -- panes: on a phone one of list -> chat -> automations at a time (CSS), with back buttons ---
+
+function showPane(name) {
+  $("app").dataset.pane = name;
+}
+
+$("back-to-list").addEventListener("click", () => showPane("list"));
+$("show-automations").addEventListener("click", () => showPane("automations"));
+$("back-to-chat").addEventListener("click", () => showPane("chat"));
+$("open-deliveries").addEventListener("click", () => deliveries.open());
+
+/** A run's "Show in chat": its session open (it may be another chat), the turn in view. */
+function showTurn(run) {
+  const key = run.session_key || run.delivery?.session_key || null;
+  if (key && key !== state.current && sidebar.get(key)) openSession(key);
+  showPane("chat");
+  chat.reveal(run.message_id);
+}
 
 // -- login ------------------------------------------------------------------------------------
 
@@ -132,6 +168,7 @@ $("logout").addEventListener("click", () => logout());
 async function startApp(listing) {
   $("login").hidden = true;
   $("app").hidden = false;
+  showPane("list");
   sidebar.set(listing.sessions);
   if (state.live) state.live.stop();
   state.live = new Live({
@@ -167,7 +204,7 @@ async function refreshChannelsNow() {
     const status = !c.running ? "stopped" : c.healthy ? "ok" : "failing";
     const label = { stopped: "not running", ok: "healthy", failing: "failing" }[status];
     const lines = [`${c.name} (${c.kind}): ${label}`];
-    if (c.last_success_at) lines.push(`last delivered: ${new Date(c.last_success_at).toLocaleString()}`);
+    if (c.last_success_at) lines.push(`last delivered: ${timeEl(c.last_success_at).textContent}`);
     if (c.last_error) lines.push(`last error: ${c.last_error}`);
     list.append(
       h(
@@ -218,7 +255,8 @@ async function refreshDetailNow() {
     const detail = await api("GET", path.session(key));
     if (request !== state.detailRequest || key !== state.current) return; // a newer answer wins
     state.detail = detail;
-    $("chat-title").textContent = sessionTitle(detail);
+    showTitle(sessionTitle(detail));
+    showZone(detail.tz);
     panel.show(detail);
   } catch (error) {
     if (request !== state.detailRequest || key !== state.current) return;
@@ -232,6 +270,19 @@ async function refreshDetailNow() {
 
 const refreshDetail = debounce(refreshDetailNow, 40);
 
+/** The chat's title, whole on hover (the header cuts a long one with an ellipsis). */
+function showTitle(title) {
+  $("chat-title").textContent = title;
+  $("chat-title").title = title;
+}
+
+/** The chat's zone: its message times are in it, and the header says so. */
+function showZone(tz) {
+  const zone = knownZone(tz);
+  chat.setZone(zone);
+  $("chat-zone").textContent = state.current === null ? "" : `Times in ${zone}`;
+}
+
 function openSession(key) {
   if (state.live && state.current && state.current !== key) state.live.unsubscribe(state.current);
   state.current = key;
@@ -239,10 +290,11 @@ function openSession(key) {
   rememberSession(key);
   sidebar.select(key);
   showChatError("");
-  chat.open(key);
-  panel.open(key);
   const session = key ? sidebar.get(key) : null;
-  $("chat-title").textContent = session ? sessionTitle(session) : key ? key : "No chat open";
+  chat.open(key, session?.tz);
+  panel.open(key);
+  showTitle(session ? sessionTitle(session) : key ? key : "No chat open");
+  showZone(session?.tz);
   $("chat-key").textContent = key || "";
   $("delete-chat").hidden = key === null;
   $("composer-input").disabled = key === null;
@@ -277,6 +329,9 @@ function concernsCurrent(event) {
   return jobs.some((j) => j.id === event.job_id);
 }
 
+const refreshJobDetail = debounce(() => jobDetail.refresh(), 100);
+const refreshDeliveries = debounce(() => deliveries.refresh(), 200);
+
 function onEvent(event) {
   chat.handle(event);
   switch (event.type) {
@@ -284,6 +339,7 @@ function onEvent(event) {
     case "recall_update":
       refreshSessions();
       if (concernsCurrent(event)) refreshDetail();
+      if (event.job_id && event.job_id === jobDetail.jobId) refreshJobDetail();
       break;
     case "session_sync":
     case "message":
@@ -293,6 +349,7 @@ function onEvent(event) {
     case "delivery_succeeded":
     case "delivery_failed":
       refreshChannels();
+      refreshDeliveries();
       break;
     case "system_event":
       showSystemEvent(event);
@@ -319,7 +376,7 @@ function randomId() {
 
 $("new-chat").addEventListener("click", async () => {
   const key = `websocket:${randomId()}`;
-  const tz = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+  const tz = BROWSER_ZONE; // a web chat's zone is the browser's
   try {
     try {
       await api("POST", path.sessions(), { key, tz });
@@ -334,6 +391,7 @@ $("new-chat").addEventListener("click", async () => {
   const listing = await api("GET", path.sessions());
   sidebar.set(listing.sessions);
   openSession(key);
+  showPane("chat");
   $("composer-input").focus();
 });
 

@@ -3,7 +3,7 @@
 // another tab, a channel or the API, or timed out).
 
 import { ApiError, path } from "./api.js";
-import { h, localTime } from "./dom.js";
+import { BROWSER_ZONE, h, utcText, zonedTime } from "./dom.js";
 import { argsKey, prettyArgs } from "./tools.js";
 
 /** Who decides, as the model and the other tabs are told ("Denied by web UI."). */
@@ -136,7 +136,7 @@ export class ApprovalCard {
       this.expiry.textContent = "";
       return;
     }
-    this.expiry.title = localTime(at);
+    this.expiry.title = `${zonedTime(at)} (${BROWSER_ZONE}), ${utcText(at)}`;
     this.expiry.textContent =
       Date.parse(at) > Date.now() ? `expires ${relativeTime(at)}` : "expiring…";
   }

@@ -32,8 +32,9 @@ function stateOf(job) {
 
 export class AutomationsPanel {
   /** `refresh()` re-reads the session (the panel and banner update from its answer). */
-  constructor({ api, refresh, onError }) {
+  constructor({ api, refresh, onError, onDetails }) {
     this.api = api;
+    this.onDetails = onDetails; // onDetails(job): open its detail view (history, next fires)
     this.refresh = refresh;
     this.onError = onError;
     this.key = null;
@@ -88,6 +89,7 @@ export class AutomationsPanel {
       );
     } else {
       buttons.push(
+        h("button", { type: "button", class: "small", "aria-label": `Details of ${job.name}`, title: "Its next fires, policy, usage and run history", onclick: () => this.onDetails(job) }, "Details"),
         h("button", { type: "button", class: "small", "aria-label": `Run ${job.name} now`, title: "Run it once now; its schedule stays as it is", onclick: (event) => this.runNow(job, event.currentTarget) }, "Run now"),
         state.key === "done"
           ? null
@@ -98,7 +100,7 @@ export class AutomationsPanel {
       );
     }
     const last = job.last_status
-      ? [LAST_STATUS_TEXT[job.last_status] || job.last_status, job.last_run_at ? " · " : "", job.last_run_at ? timeEl(job.last_run_at) : null]
+      ? [LAST_STATUS_TEXT[job.last_status] || job.last_status, job.last_run_at ? " · " : "", job.last_run_at ? timeEl(job.last_run_at, job.tz) : null]
       : ["never ran"];
     return h(
       "li",
@@ -115,8 +117,8 @@ export class AutomationsPanel {
         "dl",
         { class: "automation-facts" },
         job.finished_at
-          ? [h("dt", {}, "Finished"), h("dd", { class: "finished" }, timeEl(job.finished_at))]
-          : [h("dt", {}, "Next run"), h("dd", { class: "next-run" }, job.enabled ? timeEl(job.next_fire_at) : h("span", { class: "muted" }, "paused"))],
+          ? [h("dt", {}, "Finished"), h("dd", { class: "finished" }, timeEl(job.finished_at, job.tz))]
+          : [h("dt", {}, "Next run"), h("dd", { class: "next-run" }, job.enabled ? timeEl(job.next_fire_at, job.tz) : h("span", { class: "muted" }, "paused"))],
         h("dt", {}, "Last run"),
         h("dd", { class: "last-run" }, ...last),
         job.paused_reason && !job.enabled ? [h("dt", {}, "Why paused"), h("dd", {}, job.paused_reason)] : null,
@@ -216,7 +218,7 @@ export class AutomationsPanel {
         "div",
         { class: "recall-text" },
         h("strong", {}, "Recall "),
-        h("span", { class: "recall-when" }, timeEl(recall.next_fire_at, "recall-time")),
+        h("span", { class: "recall-when" }, timeEl(recall.next_fire_at, recall.tz, { cls: "recall-time" })),
         h("span", { class: "muted" }, ` · ${recall.schedule}`),
         h("div", { class: "recall-message" }, recall.message || recall.name),
         error,

@@ -3,7 +3,7 @@
 
 import { path } from "./api.js";
 import { ApprovalCard, normalize } from "./approvals.js";
-import { clockIcon, h, localTime } from "./dom.js";
+import { BROWSER_ZONE, clockIcon, h, knownZone, timeEl, zonedTime } from "./dom.js";
 import { toolElement } from "./tools.js";
 
 const NEAR_BOTTOM_PX = 80;
@@ -78,6 +78,7 @@ export class ChatView {
     this.pendingArea = document.getElementById("pending");
     this.empty = document.getElementById("chat-empty");
     this.key = null;
+    this.zone = BROWSER_ZONE; // the chat's zone: its times are shown in it (the header names it)
     this.generation = 0;
     this.chain = Promise.resolve();
     this.reset();
@@ -86,6 +87,7 @@ export class ChatView {
   reset() {
     this.rendered = new Set(); // message ids
     this.userTurns = new Set(); // turn ids whose user message is shown
+    this.closedTurns = new Set(); // turn ids whose closing entry (reply or notice) is shown
     this.turnTools = new Map(); // turn id -> saved tool calls waiting for that turn's reply
     this.undelivered = new Map(); // message id -> {id, reason} of a delivery that gave up
     this.approvals = new Map(); // approval id -> ApprovalCard shown
@@ -96,10 +98,12 @@ export class ChatView {
     this.pendingArea.replaceChildren();
   }
 
-  /** Show session `key` (null: none). Loading and events are serialized in one chain. */
-  open(key) {
+  /** Show session `key` (null: none), its times in `zone` (the chat's). Loading and events
+   * are serialized in one chain. */
+  open(key, zone = BROWSER_ZONE) {
     this.generation += 1;
     this.key = key;
+    this.zone = knownZone(zone);
     this.reset();
     this.empty.hidden = key !== null;
     this.setRunning(false);
@@ -109,6 +113,34 @@ export class ChatView {
         await this.loadApprovals();
       });
     }
+  }
+
+  /** The chat's zone changed (or became known): the times shown follow. */
+  setZone(zone) {
+    const shown = knownZone(zone);
+    if (shown === this.zone) return;
+    this.zone = shown;
+    for (const el of this.list.querySelectorAll("time.when[datetime]")) {
+      el.textContent = zonedTime(el.getAttribute("datetime"), shown);
+      el.dataset.zone = shown;
+    }
+  }
+
+  /** Scroll the transcript to a run's closing entry (its reply, or the notice of a failed
+   * turn) and mark it a moment; after what is loading now. */
+  reveal(messageId) {
+    return this.enqueue(async () => {
+      const el = messageId
+        ? this.list.querySelector(`article[data-id="${CSS.escape(messageId)}"]`)
+        : null;
+      if (!el) {
+        this.onError("That run's turn is not in this chat's transcript (any more).");
+        return;
+      }
+      for (const shown of this.list.querySelectorAll("article.revealed")) shown.classList.remove("revealed");
+      el.classList.add("revealed"); // its outline fades once (CSS); the class stays till the next
+      el.scrollIntoView({ block: "center" });
+    });
   }
 
   enqueue(task) {
@@ -130,7 +162,10 @@ export class ChatView {
           // A fresh start: the transcript as stored, then the turn in progress from the replay.
           this.live = null; // its element goes with the reload
           await this.reload();
-          this.setRunning(Boolean(event.running_turn));
+          // A turn that ended while the page (re)connected is replayed too: its reply, read
+          // just now, is shown already, so its replay is not (nor is it running).
+          const ended = this.closedTurns.has(event.running_turn);
+          this.setRunning(Boolean(event.running_turn) && !ended);
           for (const replayed of event.replay || []) this.applyStream(replayed);
           await this.loadApprovals(); // not in the replay: pending ones come from the API
         });
@@ -243,6 +278,7 @@ export class ChatView {
     this.list.replaceChildren();
     this.rendered = new Set();
     this.userTurns = new Set();
+    this.closedTurns = new Set();
     this.turnTools = new Map();
     // The cards went with the list but are kept (with a click on its way, its busy state):
     // loadApprovals() puts them back.
@@ -268,6 +304,7 @@ export class ChatView {
     this.rendered.add(message.id);
     const meta = message.meta || {};
     if (message.role === "user" && meta.turn_id) this.settlePending(meta.turn_id, message.content);
+    if (message.role === "assistant" && meta.turn_id) this.closedTurns.add(meta.turn_id); // its closure
     if (message.role === "tool") {
       // A saved tool call: shown folded inside its turn's reply (which follows it). For the
       // turn being streamed these rows (with outcome and duration) replace the streamed ones.
@@ -308,11 +345,7 @@ export class ChatView {
 
   entryElement(message, tools = null) {
     const { classes, who, badge } = entryStyle(message);
-    const when = h(
-      "time",
-      { class: "when", datetime: message.created_at, title: message.created_at },
-      localTime(message.created_at),
-    );
+    const when = timeEl(message.created_at, this.zone, { label: false, cls: "when" });
     let head;
     let text = message.content;
     if (badge) {
@@ -361,7 +394,7 @@ export class ChatView {
       h(
         "details",
         {},
-        h("summary", {}, label, " ", h("time", { class: "when", datetime: message.created_at }, localTime(message.created_at))),
+        h("summary", {}, label, " ", timeEl(message.created_at, this.zone, { label: false, cls: "when" })),
         h("div", { class: "msg-body" }, message.content),
       ),
     );
@@ -372,7 +405,7 @@ export class ChatView {
     const stick = this.nearBottom();
     if (event.type === "stream_start") {
       this.dropLive();
-      this.startLive(event);
+      if (!this.closedTurns.has(event.turn_id)) this.startLive(event);
     } else if (!this.live) {
       return; // a late event of a turn already shown whole
     } else if (event.type === "text_delta") {

@@ -56,26 +56,97 @@ export function clockIcon(label = null, extraClass = "") {
   return wrap;
 }
 
-const TIME_FORMAT = new Intl.DateTimeFormat(undefined, {
-  weekday: "short",
-  month: "short",
-  day: "numeric",
-  hour: "2-digit",
-  minute: "2-digit",
-  hourCycle: "h23",
-});
+/** The browser's zone: a web chat's zone (sent as `tz` when the UI creates a chat). */
+export const BROWSER_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
 
-/** An ISO instant in the browser's local time, e.g. "Mon, Nov 23, 09:10". */
-export function localTime(iso) {
-  if (!iso) return "—";
-  const date = new Date(iso);
-  return Number.isNaN(date.getTime()) ? String(iso) : TIME_FORMAT.format(date);
+const FORMATS = new Map(); // zone -> Intl.DateTimeFormat
+
+function formatFor(zone) {
+  let format = FORMATS.get(zone);
+  if (!format) {
+    format = new Intl.DateTimeFormat(undefined, {
+      timeZone: zone,
+      weekday: "short",
+      month: "short",
+      day: "numeric",
+      hour: "2-digit",
+      minute: "2-digit",
+      hourCycle: "h23",
+    });
+    FORMATS.set(zone, format);
+  }
+  return format;
 }
 
-/** A <time> element showing local time, with the exact instant as its datetime/title. */
-export function timeEl(iso, extraClass = "") {
-  if (!iso) return h("span", { class: `muted ${extraClass}`.trim() }, "—");
-  return h("time", { datetime: iso, title: iso, class: extraClass || null }, localTime(iso));
+/** `zone` if the browser knows it, else the browser's own zone (the label then says which). */
+export function knownZone(zone) {
+  if (!zone) return BROWSER_ZONE;
+  try {
+    formatFor(zone);
+    return zone;
+  } catch {
+    return BROWSER_ZONE;
+  }
+}
+
+/** An ISO instant in `zone` (default: the browser's), e.g. "Mon, Nov 23, 09:10". */
+export function zonedTime(iso, zone = BROWSER_ZONE) {
+  if (!iso) return "—";
+  const date = new Date(iso);
+  return Number.isNaN(date.getTime()) ? String(iso) : formatFor(knownZone(zone)).format(date);
+}
+
+/** The UTC instant to the second: "2026-11-23 08:00:00 UTC". */
+export function utcText(iso) {
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return String(iso);
+  return `${date.toISOString().slice(0, 19).replace("T", " ")} UTC`;
+}
+
+/** "in 25 s", "3 h ago", "in 5 min", "2 d ago" from the browser's clock. */
+export function relativeShort(iso, now = Date.now()) {
+  const at = Date.parse(iso);
+  if (Number.isNaN(at)) return "";
+  const seconds = Math.round((at - now) / 1000);
+  const size = Math.abs(seconds);
+  let text;
+  if (size < 60) text = `${size} s`;
+  else if (size < 3600) text = `${Math.round(size / 60)} min`;
+  else if (size < 86_400) text = `${Math.round(size / 3600)} h`;
+  else text = `${Math.round(size / 86_400)} d`;
+  if (size === 0) return "now";
+  return seconds > 0 ? `in ${text}` : `${text} ago`;
+}
+
+/** What hovering a time shows: the UTC instant and how far it is from now. */
+export function timeTitle(iso) {
+  const relative = relativeShort(iso);
+  return relative ? `${utcText(iso)} (${relative})` : utcText(iso);
+}
+
+/**
+ * A <time> showing `iso` in `zone` (default: the browser's), with the zone named after it
+ * unless `label` is false (the surrounding view names it). Hover: the UTC instant, relative.
+ */
+export function timeEl(iso, zone = BROWSER_ZONE, { label = true, cls = null } = {}) {
+  if (!iso) return h("span", { class: `muted ${cls || ""}`.trim() }, "—");
+  const shown = knownZone(zone);
+  const text = zonedTime(iso, shown);
+  return h(
+    "time",
+    { datetime: iso, title: timeTitle(iso), class: cls, dataset: { zone: shown } },
+    label ? `${text} (${shown})` : text,
+  );
+}
+
+/** Hovering (or focusing) any <time datetime> refreshes its title: "in 25 s" stays true. */
+export function keepTimeTitlesFresh(root = document) {
+  const refresh = (event) => {
+    const el = event.target instanceof Element ? event.target.closest("time[datetime]") : null;
+    if (el && el.getAttribute("datetime")) el.title = timeTitle(el.getAttribute("datetime"));
+  };
+  root.addEventListener("mouseover", refresh);
+  root.addEventListener("focusin", refresh);
 }
 
 /** Show or hide an error paragraph (role=alert) with a message. */

@@ -78,11 +78,10 @@ export class Sidebar {
           type: "button",
           class: "session-button",
           "aria-current": current ? "page" : null,
-          title: session.key,
+          title: `${sessionTitle(session)}\n${session.key}`, // the whole title; the key on hover only
           onclick: () => this.onOpen(session.key),
         },
         h("span", { class: "session-title" }, sessionTitle(session)),
-        h("span", { class: "session-key mono" }, session.key),
       ),
       h(
         "span",

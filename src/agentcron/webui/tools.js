@@ -47,12 +47,14 @@ export function formatDuration(ms) {
 /**
  * running | ok | denied | unknown | error. `ok` comes with a saved call (false: failed, denied,
  * or its turn ended before it answered); a live `tool_call` event has no `ok`, so its result
- * text decides (a denial always starts "Denied"; a call cut off, "(no result").
+ * text decides (a denial always starts "Denied"; a call cut off, "(no result"). A tool that
+ * refuses answers "Error: ..." as its result (the MCP server marks those as errors too): never
+ * a green "ok", whatever its `ok` says.
  */
 export function toolStatus(call, running = false) {
   if (running) return "running";
   const result = String(call.result ?? "").trimStart().toLowerCase();
-  if (call.ok === true) return "ok";
+  if (call.ok === true) return result.startsWith("error:") ? "error" : "ok";
   if (result.startsWith("denied")) return "denied";
   if (result.startsWith("(no result")) return "unknown"; // it may have done its work: say so
   if (call.ok === false || /^(error|failed)\b/.test(result)) return "error";

@@ -43,7 +43,7 @@ USED_FROM_OUTSIDE = {
     "cache_ok": "SQLAlchemy TypeDecorator",
     "process_bind_param": "SQLAlchemy TypeDecorator",
     "isolation_level": "set on the sqlite3 connection (store/database.py)",
-    "log_file": "set on FastMCP's StdioTransport, which reads it (tools_config.py)",
+    "log_file": "set on FastMCP's StdioTransport, which reads it (agent/tool_sources.py)",
     "connect_unix_socket": "httpcore's AsyncNetworkBackend interface (relay/callbacks.py)",
     "_pool": "httpx.AsyncHTTPTransport's pool, replaced by a guarded one (relay/callbacks.py)",
     "exc_type": "AgentCron.__aexit__'s arguments",

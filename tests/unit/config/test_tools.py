@@ -276,9 +276,9 @@ def test_the_library_tool_policy_wins_over_the_configured_one() -> None:
     assert (merged.get("cron"), merged.get("files_x")) == ("allow", "approve")
 
 
-def test_the_readme_example_is_a_valid_table(tmp_path: Path) -> None:
-    readme = (Path(__file__).parents[3] / "README.md").read_text("utf-8")
-    section = readme[readme.index("#### Tools from configuration") :]
+def test_the_documented_example_is_a_valid_table(tmp_path: Path) -> None:
+    page = (Path(__file__).parents[3] / "docs" / "agents.md").read_text("utf-8")
+    section = page[page.index("### Tools from configuration") :]
     block = section[section.index("```toml\n") + len("```toml\n") : section.index("```\n", 8)]
     config = load(write(tmp_path, block))
     assert list(config.table.mcp) == ["files", "search"]

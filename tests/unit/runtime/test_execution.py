@@ -30,7 +30,7 @@ Body = Callable[[], Awaitable[Outcome]]
 
 
 def free(pool: SlotPool) -> int:
-    return pool._slots._value  # type: ignore[attr-defined]
+    return pool._free
 
 
 async def works() -> Outcome:

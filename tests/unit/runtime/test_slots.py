@@ -8,7 +8,7 @@ from agentcron.runtime.slots import SlotCounts, SlotPool
 
 
 def free(pool: SlotPool) -> int:
-    return pool._slots._value  # type: ignore[attr-defined]
+    return pool._free
 
 
 async def test_a_take_waits_counted_until_a_slot_is_given_back() -> None:
@@ -69,3 +69,33 @@ def test_close_cuts_the_paused_calls_once() -> None:
     pool.close()  # a second stop (the lanes after the engine) cuts nothing again
     assert pool.closing
     assert [c.cuts for c in calls] == [1, 1]
+
+
+async def test_try_take_takes_a_free_slot_but_never_one_ahead_of_a_waiter() -> None:
+    pool = SlotPool(1)
+    assert pool.try_take()
+    assert free(pool) == 0
+    assert not pool.try_take()
+    waiting = asyncio.create_task(pool.take(pool.turns))
+    await asyncio.sleep(0)
+    pool.give()  # handed to the waiter at once: nothing is free for a try meanwhile
+    assert not pool.try_take()
+    assert free(pool) == 0
+    await waiting
+    pool.give()
+    assert pool.try_take()
+
+
+async def test_a_slot_handed_to_a_take_cancelled_before_it_went_on_passes_to_the_next() -> None:
+    pool = SlotPool(1)
+    await pool.take(pool.turns)
+    first = asyncio.create_task(pool.take(pool.turns))
+    second = asyncio.create_task(pool.take(pool.runs))
+    await asyncio.sleep(0)
+    pool.give()  # to `first`, which is cancelled before it runs again
+    first.cancel()
+    await asyncio.gather(first, return_exceptions=True)
+    await asyncio.wait_for(second, 1)  # the slot went on to `second`
+    assert (pool.awaiting_slot, free(pool)) == (0, 0)
+    pool.give()
+    assert free(pool) == 1

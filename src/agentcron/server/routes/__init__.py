@@ -1,4 +1,4 @@
 """Internal: the HTTP routes, one module per resource.
 
-Public names: none; the HTTP API is the interface (README "HTTP API").
+Public names: none; the HTTP API is the interface (docs/server.md, "HTTP API").
 """

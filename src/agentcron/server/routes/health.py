@@ -46,11 +46,13 @@ async def readyz(cron: Cron, request: Request) -> JSONResponse:
         problems.append(f"database: {type(exc).__name__}: {exc}")
     if not cron.running:
         problems.append("engine: not running")
-    body = {"status": "ready" if not problems else "not ready", "problems": problems}
     wake = getattr(request.app.state, "wake", None)
-    if wake is not None:
-        body["wake"] = wake.status()  # which provider wakes the engine, and why
-    return JSONResponse(body, status_code=200 if not problems else 503)
+    body = ReadyOut(
+        status="ready" if not problems else "not ready",
+        problems=problems,
+        wake=None if wake is None else wake.status(),  # which provider wakes it, and why
+    )
+    return JSONResponse(body.json_dict(), status_code=200 if not problems else 503)
 
 
 @router.get(

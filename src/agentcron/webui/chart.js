@@ -1,0 +1,134 @@
+// Two small inline SVG charts of a job's recent runs, drawn here (no library): each run as a
+// bar (its height the run's duration, its colour the outcome), and the cost per day.
+
+import { zonedTime } from "./dom.js";
+import { formatDuration } from "./tools.js";
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+const WIDTH = 600;
+const HEIGHT = 110;
+const BASE = HEIGHT - 16; // the bars stand on this line; the space below holds the day labels
+const MIN_BAR = 3; // a day without cost still shows as a mark
+const OUTCOME_BAR = 14; // every run's bar shows its outcome; its duration adds to the height
+export const MAX_BARS = 40;
+
+function svg(tag, attrs = {}, ...children) {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value !== null && value !== undefined) el.setAttribute(name, String(value));
+  }
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    el.append(typeof child === "string" ? document.createTextNode(child) : child);
+  }
+  return el;
+}
+
+function frame(label, cls) {
+  return svg("svg", {
+    class: `chart ${cls}`,
+    viewBox: `0 0 ${WIDTH} ${HEIGHT}`,
+    role: "img",
+    "aria-label": label,
+  });
+}
+
+/** A run's duration in ms (started to finished), or null. */
+export function runDuration(run) {
+  if (!run.started_at || !run.finished_at) return null;
+  const ms = Date.parse(run.finished_at) - Date.parse(run.started_at);
+  return Number.isFinite(ms) && ms >= 0 ? ms : null;
+}
+
+/** The latest MAX_BARS runs (given newest first), oldest at the left. */
+export function runsChart(runs, zone) {
+  const shown = runs.slice(0, MAX_BARS).reverse();
+  const chart = frame(`Outcome and duration of the last ${shown.length} runs`, "runs-chart");
+  chart.append(svg("line", { class: "axis", x1: 0, y1: BASE, x2: WIDTH, y2: BASE }));
+  const longest = Math.max(1, ...shown.map((r) => runDuration(r) ?? 0));
+  const slot = WIDTH / Math.max(shown.length, 10);
+  shown.forEach((run, i) => {
+    const ms = runDuration(run);
+    const height = OUTCOME_BAR + (ms === null ? 0 : (ms / longest) * (BASE - 8 - OUTCOME_BAR));
+    const took = formatDuration(ms);
+    chart.append(
+      svg(
+        "rect",
+        {
+          class: `bar state-${run.state}`,
+          x: (i * slot + slot * 0.15).toFixed(1),
+          y: (BASE - height).toFixed(1),
+          width: (slot * 0.7).toFixed(1),
+          height: height.toFixed(1),
+          "data-run": run.id,
+        },
+        svg("title", {}, `${zonedTime(run.fire_at, zone)} (${zone}): ${run.state}${took ? `, ${took}` : ""}`),
+      ),
+    );
+  });
+  return chart;
+}
+
+/** The day (YYYY-MM-DD) of an instant in `zone`. */
+export function dayIn(iso, zone) {
+  const parts = new Intl.DateTimeFormat("en-CA", {
+    timeZone: zone,
+    year: "numeric",
+    month: "2-digit",
+    day: "2-digit",
+  }).formatToParts(new Date(iso));
+  const get = (type) => parts.find((p) => p.type === type)?.value || "";
+  return `${get("year")}-${get("month")}-${get("day")}`;
+}
+
+/** Cost per day from the runs themselves (when the server has no usage report): their
+ * `usage.cost_usd`, by the day of their fire in `zone`, oldest first. */
+export function costByDay(runs, zone) {
+  const days = new Map();
+  for (const run of runs) {
+    const day = dayIn(run.fire_at, zone);
+    const entry = days.get(day) || { day, runs: 0, cost_usd: 0 };
+    entry.runs += 1;
+    const cost = run.usage?.cost_usd;
+    if (typeof cost === "number" && Number.isFinite(cost)) entry.cost_usd += cost;
+    days.set(day, entry);
+  }
+  return [...days.values()].sort((a, b) => a.day.localeCompare(b.day));
+}
+
+export function money(usd) {
+  if (typeof usd !== "number" || !Number.isFinite(usd)) return "—";
+  if (usd === 0) return "$0";
+  return usd < 0.01 ? `$${usd.toFixed(4)}` : `$${usd.toFixed(2)}`;
+}
+
+/** Bars of cost per day: days = [{day, cost_usd, runs}] oldest first (the last MAX_BARS). */
+export function costChart(days) {
+  const shown = days.slice(-MAX_BARS);
+  const chart = frame(`Cost per day over ${shown.length} day${shown.length === 1 ? "" : "s"}`, "cost-chart");
+  chart.append(svg("line", { class: "axis", x1: 0, y1: BASE, x2: WIDTH, y2: BASE }));
+  const most = Math.max(0, ...shown.map((d) => d.cost_usd || 0));
+  const slot = WIDTH / Math.max(shown.length, 10);
+  shown.forEach((d, i) => {
+    const height = most > 0 ? Math.max(MIN_BAR, ((d.cost_usd || 0) / most) * (BASE - 8)) : MIN_BAR;
+    const x = i * slot + slot * 0.15;
+    chart.append(
+      svg(
+        "rect",
+        {
+          class: "bar cost",
+          x: x.toFixed(1),
+          y: (BASE - height).toFixed(1),
+          width: (slot * 0.7).toFixed(1),
+          height: height.toFixed(1),
+          "data-day": d.day,
+        },
+        svg("title", {}, `${d.day}: ${money(d.cost_usd)}${d.runs !== undefined ? `, ${d.runs} run${d.runs === 1 ? "" : "s"}` : ""}`),
+      ),
+    );
+    if (shown.length <= 10) {
+      chart.append(svg("text", { class: "day", x: (x + slot * 0.35).toFixed(1), y: HEIGHT - 3, "text-anchor": "middle" }, d.day.slice(5)));
+    }
+  });
+  return chart;
+}

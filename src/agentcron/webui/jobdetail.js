@@ -1,0 +1,403 @@
+// One automation in detail (a dialog opened from its card): the schedule in words and as its
+// spec, the zone, the next five fires, the policy in words, usage and cost; its run history with
+// a chart of the recent runs and the cost per day. `GET /api/jobs/{id}`, `GET .../runs` (pages
+// by `next_cursor` when the server gives one), `GET /api/usage?job_id=` when the server has it
+// (else the cost per day is added up from the runs shown), `GET /api/deliveries` for outcomes.
+
+import { ApiError, path } from "./api.js";
+import { costByDay, costChart, money, runDuration, runsChart } from "./chart.js";
+import { h, knownZone, showError, timeEl, zonedTime } from "./dom.js";
+import { formatDuration, toolStatus } from "./tools.js";
+
+const PAGE = 20;
+const ERROR_EXCERPT = 140;
+
+const STATE_TEXT = {
+  pending: "pending",
+  claimed: "starting",
+  queued: "queued",
+  deferred: "deferred",
+  running: "running",
+  succeeded: "succeeded",
+  failed: "failed",
+  empty: "nothing to report",
+  missed: "missed",
+  skipped: "skipped",
+  interrupted: "interrupted",
+  cancelled: "cancelled",
+};
+
+/** 90 -> "1 min 30 s", 7200 -> "2 h", 86400 -> "1 d". */
+export function spanText(seconds) {
+  const units = [
+    [86_400, "d"],
+    [3600, "h"],
+    [60, "min"],
+    [1, "s"],
+  ];
+  const parts = [];
+  let rest = Math.round(seconds);
+  for (const [size, name] of units) {
+    if (rest >= size) {
+      parts.push(`${Math.floor(rest / size)} ${name}`);
+      rest %= size;
+    }
+  }
+  return parts.slice(0, 2).join(" ") || "0 s";
+}
+
+/** The spec as the engine holds it: "cron 0 9 * * 1-5", "every 2 h from ...", "once at ...". */
+function specText(spec, zone) {
+  if (!spec) return "—";
+  if (spec.kind === "cron") return `cron ${spec.expr}`;
+  if (spec.kind === "every") {
+    return `every ${spanText(spec.seconds)}, counted from ${zonedTime(spec.anchor, zone)} (${zone})`;
+  }
+  if (spec.kind === "at") return `once, at ${zonedTime(spec.at, zone)} (${zone})`;
+  return JSON.stringify(spec);
+}
+
+/** The policy in sentences, not JSON. */
+export function policyLines(job, zone) {
+  const p = job.policy || {};
+  const lines = [];
+  lines.push(
+    {
+      defer: "A fire while the previous run still goes waits for it; every fire runs, in turn.",
+      skip: "A fire while the previous run still goes is skipped.",
+      buffer_one: "A fire while the previous run still goes waits (one at most; more are skipped).",
+    }[p.overlap] || `Overlap: ${p.overlap}.`,
+  );
+  const window = p.catchup_window_s ? ` (within ${spanText(p.catchup_window_s)})` : "";
+  lines.push(
+    {
+      skip: "Fires missed while no server ran are recorded as missed, not run.",
+      latest: `Of the fires missed while no server ran, the latest runs${window}; the rest are recorded as missed.`,
+      all: `Fires missed while no server ran all run${window}.`,
+    }[p.catchup] || `Catch-up: ${p.catchup}.`,
+  );
+  lines.push(
+    p.max_failures > 0
+      ? `Pauses itself after ${p.max_failures} failure${p.max_failures === 1 ? "" : "s"} in a row.`
+      : "Never pauses itself for failures.",
+  );
+  if (p.max_runs !== null && p.max_runs !== undefined) {
+    const left = job.remaining_runs !== null && job.remaining_runs !== undefined ? ` (${job.remaining_runs} left)` : "";
+    lines.push(`Ends after ${p.max_runs} run${p.max_runs === 1 ? "" : "s"}${left}.`);
+  }
+  if (p.end_at) lines.push(`Ends at ${zonedTime(p.end_at, zone)} (${zone}).`);
+  lines.push(p.delete_after_run ? "Deleted after its last run." : "Kept under Done after its last run.");
+  if (p.jitter) lines.push("Each fire is moved by a small random delay, so many jobs do not start at once.");
+  return lines;
+}
+
+function usageText(usage) {
+  if (!usage || !usage.counted) return "no usage counted yet";
+  const tokens = `${usage.input_tokens.toLocaleString()} in / ${usage.output_tokens.toLocaleString()} out tokens`;
+  const unpriced = usage.unpriced ? ` (${usage.unpriced} without a known price)` : "";
+  return `${usage.counted} run${usage.counted === 1 ? "" : "s"} counted: ${tokens}, ${money(usage.cost_usd)}${unpriced}`;
+}
+
+/** How late a run started after its fire time: "+1.2 s", "—". */
+function lateness(run) {
+  if (!run.started_at) return null;
+  const ms = Date.parse(run.started_at) - Date.parse(run.fire_at);
+  return Number.isFinite(ms) ? `+${formatDuration(Math.max(0, ms))}` : null;
+}
+
+function tokensText(usage) {
+  if (!usage || (usage.input_tokens === undefined && usage.output_tokens === undefined)) return "—";
+  return `${usage.input_tokens ?? 0} / ${usage.output_tokens ?? 0}`;
+}
+
+/** An instant's day and time in `zone` as one line, for the table ("Mon, Nov 23, 09:00"). */
+function cellTime(iso, zone) {
+  return timeEl(iso, zone, { label: false });
+}
+
+export class JobDetail {
+  /** onShowTurn(run): show the run's turn in the chat (the dialog closes first). */
+  constructor({ api, onShowTurn }) {
+    this.api = api;
+    this.onShowTurn = onShowTurn;
+    this.dialog = document.getElementById("job-dialog");
+    this.body = document.getElementById("job-body");
+    this.error = document.getElementById("job-error");
+    this.title = document.getElementById("job-title");
+    this.usageMissing = false; // the server has no GET /api/usage (an older one): add up runs
+    this.request = 0;
+    document.getElementById("job-close").addEventListener("click", () => this.dialog.close());
+    this.dialog.addEventListener("close", () => {
+      this.request += 1; // answers still on their way are dropped
+      this.jobId = null;
+    });
+  }
+
+  async open(jobId) {
+    this.jobId = jobId;
+    this.job = null;
+    this.runs = [];
+    this.cursor = null;
+    this.more = false;
+    this.limit = PAGE;
+    this.deliveries = new Map();
+    this.title.textContent = "Automation";
+    this.body.replaceChildren(h("p", { class: "muted" }, "Loading…"));
+    showError(this.error, "");
+    if (!this.dialog.open) this.dialog.showModal();
+    await this.load();
+  }
+
+  /** Re-read it all (after an event about this job, while the dialog is open). */
+  async refresh() {
+    if (this.jobId && this.dialog.open) await this.load();
+  }
+
+  async load() {
+    const request = ++this.request;
+    const jobId = this.jobId;
+    try {
+      const job = await this.api("GET", path.job(jobId));
+      const page = await this.api("GET", path.jobRuns(jobId, this.limit));
+      const deliveries = await this.loadDeliveries(job.session_key);
+      if (request !== this.request) return;
+      this.job = job;
+      this.deliveries = deliveries;
+      this.takePage(page, true);
+      this.render(await this.costDays());
+    } catch (error) {
+      if (request !== this.request) return;
+      showError(this.error, `Could not load the automation: ${error.message}`);
+    }
+  }
+
+  /** A page of runs: `next_cursor` when the server pages by cursor; else (an older server)
+   * more may exist when the page came full, and "Load more" asks for a longer page. */
+  takePage(page, first) {
+    const runs = page.runs || [];
+    if ("next_cursor" in page) {
+      this.runs = first ? runs : [...this.runs, ...runs];
+      this.cursor = page.next_cursor;
+      this.more = page.next_cursor !== null;
+    } else {
+      this.runs = runs;
+      this.cursor = null;
+      this.more = runs.length >= this.limit;
+    }
+  }
+
+  async loadMore(button) {
+    button.disabled = true;
+    const request = ++this.request;
+    try {
+      let page;
+      if (this.cursor) {
+        page = await this.api("GET", path.jobRuns(this.jobId, PAGE, this.cursor));
+      } else {
+        this.limit += PAGE;
+        page = await this.api("GET", path.jobRuns(this.jobId, this.limit));
+      }
+      if (request !== this.request) return;
+      this.takePage(page, !this.cursor);
+      this.render(await this.costDays());
+    } catch (error) {
+      if (request !== this.request) return;
+      button.disabled = false;
+      showError(this.error, `Could not load more runs: ${error.message}`);
+    }
+  }
+
+  /** The session's delivery records by message id (a channel's outcome for a run's reply). */
+  async loadDeliveries(sessionKey) {
+    const found = new Map();
+    if (!sessionKey) return found;
+    let data;
+    try {
+      data = await this.api("GET", `/api/deliveries?session_key=${encodeURIComponent(sessionKey)}&limit=200`);
+    } catch {
+      return found; // the outcomes show as unknown; the rest of the view does not depend on them
+    }
+    for (const d of data.deliveries || []) {
+      if (!found.has(d.message_id)) found.set(d.message_id, []);
+      found.get(d.message_id).push(d);
+    }
+    return found;
+  }
+
+  /** Cost per day: the server's usage report when it has one, else added up from the runs. */
+  async costDays() {
+    const zone = knownZone(this.job.tz);
+    if (!this.usageMissing) {
+      try {
+        const report = await this.api("GET", path.usage(this.job.id, zone)); // days in its zone
+        const days = new Map();
+        for (const row of report.days || []) {
+          if (row.job_id && row.job_id !== this.job.id) continue;
+          const entry = days.get(row.day) || { day: row.day, runs: 0, cost_usd: 0 };
+          entry.runs += row.runs || 0;
+          entry.cost_usd += row.cost_usd || 0;
+          days.set(row.day, entry);
+        }
+        return { days: [...days.values()].sort((a, b) => a.day.localeCompare(b.day)), source: "server" };
+      } catch (error) {
+        if (error instanceof ApiError && error.status === 404) this.usageMissing = true;
+      }
+    }
+    return { days: costByDay(this.runs, zone), source: "runs" };
+  }
+
+  render(cost) {
+    const job = this.job;
+    const zone = knownZone(job.tz);
+    this.title.textContent = job.name;
+    const upcoming = job.upcoming || [];
+    const facts = h(
+      "dl",
+      { class: "job-facts" },
+      h("dt", {}, "When"),
+      h("dd", { class: "job-schedule" }, job.schedule),
+      h("dt", {}, "Spec"),
+      h("dd", {}, h("code", { class: "job-spec" }, specText(job.spec, zone))),
+      h("dt", {}, "Zone"),
+      h("dd", { class: "job-zone" }, zone),
+      h("dt", {}, "Next fires"),
+      h(
+        "dd",
+        {},
+        upcoming.length
+          ? h("ol", { class: "next-fires" }, upcoming.map((at) => h("li", {}, timeEl(at, zone))))
+          : h("span", { class: "muted" }, job.enabled ? "none left" : "paused"),
+      ),
+      h("dt", {}, "Policy"),
+      h("dd", {}, h("ul", { class: "policy" }, policyLines(job, zone).map((line) => h("li", {}, line)))),
+      h("dt", {}, "Usage"),
+      h("dd", { class: "job-usage" }, usageText(job.usage)),
+    );
+    const charts = h(
+      "section",
+      { class: "job-charts", "aria-label": "Recent runs" },
+      h(
+        "figure",
+        {},
+        h("figcaption", {}, "Recent runs: outcome and duration"),
+        this.runs.length ? runsChart(this.runs, zone) : h("p", { class: "muted" }, "No runs yet."),
+        h(
+          "div",
+          { class: "legend" },
+          ["succeeded", "failed", "empty", "missed", "skipped", "running"].map((state) =>
+            h("span", { class: `key state-${state}` }, STATE_TEXT[state]),
+          ),
+        ),
+      ),
+      h(
+        "figure",
+        {},
+        h("figcaption", {}, cost.source === "server" ? "Cost per day" : "Cost per day (of the runs shown)"),
+        cost.days.length ? costChart(cost.days) : h("p", { class: "muted" }, "No cost yet."),
+      ),
+    );
+    const more = this.more
+      ? h("button", { type: "button", class: "small load-more", onclick: (event) => this.loadMore(event.currentTarget) }, "Load more")
+      : null;
+    this.body.replaceChildren(
+      facts,
+      charts,
+      h(
+        "section",
+        { class: "job-runs", "aria-label": "Run history" },
+        h("h3", {}, "Run history"),
+        this.runs.length
+          ? h(
+              "div",
+              { class: "table-wrap" },
+              h(
+                "table",
+                { class: "runs" },
+                h(
+                  "thead",
+                  {},
+                  h(
+                    "tr",
+                    {},
+                    h("th", { scope: "col" }, `Fire time (${zone})`),
+                    ["Late", "State", "Took", "Tokens in / out", "Cost", "Tools", "Delivery", "Error", ""].map((t) =>
+                      h("th", { scope: "col" }, t),
+                    ),
+                  ),
+                ),
+                h("tbody", {}, this.runs.map((run) => this.row(run, zone))),
+              ),
+            )
+          : h("p", { class: "muted" }, "It has not run yet."),
+        more,
+      ),
+    );
+  }
+
+  row(run, zone) {
+    const error = run.error ? String(run.error) : "";
+    const calls = run.tool_calls || [];
+    const failedCalls = calls.filter((c) => ["error", "denied", "unknown"].includes(toolStatus(c))).length;
+    return h(
+      "tr",
+      { class: `run state-${run.state}`, dataset: { id: run.id }, "aria-label": `Run of ${zonedTime(run.fire_at, zone)}` },
+      h("td", { class: "fire", "data-label": "Fire time" }, cellTime(run.fire_at, zone), run.manual ? h("span", { class: "badge manual" }, "run now") : null),
+      h("td", { class: "late", "data-label": "Late" }, lateness(run) || "—"),
+      h("td", { "data-label": "State" }, h("span", { class: `state-badge state-${run.state}` }, STATE_TEXT[run.state] || run.state)),
+      h("td", { class: "took", "data-label": "Took" }, formatDuration(runDuration(run)) || "—"),
+      h("td", { class: "tokens", "data-label": "Tokens" }, tokensText(run.usage)),
+      h("td", { class: "cost", "data-label": "Cost" }, money(run.usage?.cost_usd)),
+      h(
+        "td",
+        { class: "tools-cell", "data-label": "Tools" },
+        calls.length
+          ? h(
+              "details",
+              {},
+              h("summary", {}, `${calls.length} call${calls.length === 1 ? "" : "s"}${failedCalls ? `, ${failedCalls} failed` : ""}`),
+              h("ul", {}, calls.map((c) => h("li", { class: `call status-${toolStatus(c)}` }, `${c.name}: ${toolStatus(c)}`))),
+            )
+          : "—",
+      ),
+      h("td", { class: "delivery", "data-label": "Delivery" }, this.deliveryText(run)),
+      h(
+        "td",
+        { class: error ? "error" : "muted", title: error || null, "data-label": "Error" },
+        error ? (error.length > ERROR_EXCERPT ? `${error.slice(0, ERROR_EXCERPT)}…` : error) : "—",
+      ),
+      h(
+        "td",
+        {},
+        run.message_id
+          ? h(
+              "button",
+              { type: "button", class: "link small show-turn", onclick: () => this.showTurn(run) },
+              "Show in chat",
+            )
+          : null,
+      ),
+    );
+  }
+
+  /** Where its result went: a delivery job's target, a channel's delivery record, the chat. */
+  deliveryText(run) {
+    const d = run.delivery;
+    if (d && typeof d === "object") {
+      if (d.delivered) return d.target?.channel ? `delivered to ${d.target.channel}` : "delivered";
+      if (d.error) return `not delivered: ${d.error}`;
+      if (d.evaluated && d.evaluated.deliver === false) return `not sent: ${d.evaluated.reason}`;
+      return "not delivered";
+    }
+    if (!run.message_id) return "—";
+    const records = this.deliveries.get(run.message_id) || [];
+    if (!records.length) return "in the chat";
+    return records
+      .map((r) => `${r.channel}: ${r.state}${r.state === "failed" && r.last_error ? ` (${r.last_error})` : ""}`)
+      .join("; ");
+  }
+
+  showTurn(run) {
+    this.dialog.close();
+    this.onShowTurn(run);
+  }
+}
