@@ -1,7 +1,8 @@
 """`python -m bench`: the peer benchmark (bench/peers/run.py); `--engine` runs
 bench/bench_engine.py with the remaining arguments; `replicas` runs bench/bench_replicas.py
 (1 vs 3 replicas on PostgreSQL) with the remaining arguments; `crossings` runs bench/crossings.py
-(package crossings of three flows, package cycles) with the remaining arguments.
+(package crossings of three flows, package cycles) with the remaining arguments; `lists` runs
+bench/bench_lists.py (the first page of the session list with 100,000 sessions).
 """
 
 import sys
@@ -10,6 +11,11 @@ if sys.argv[1:2] == ["replicas"]:
     from bench.bench_replicas import main as replicas_main
 
     sys.exit(replicas_main(sys.argv[2:]))
+
+if sys.argv[1:2] == ["lists"]:
+    from bench.bench_lists import main as lists_main
+
+    sys.exit(lists_main(sys.argv[2:]))
 
 if sys.argv[1:2] == ["crossings"]:
     from bench.crossings import main as crossings_main

@@ -285,6 +285,8 @@ class AgentCron:
             stopping=lambda: self._stopping,
             clock=self.clock,
             adopt=self.engine.adopt_soon,
+            catalog=store,
+            sessions=store.sessions,
         )
         self.jobs = Jobs(
             store,

@@ -11,7 +11,7 @@ without importing the server.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Annotated, Any, NotRequired, Self
 
 from pydantic import MISSING, BaseModel, Field, TypeAdapter
@@ -35,6 +35,8 @@ from agentcron.domain.sessions import Message, Role, Turn, TurnSource
 from agentcron.domain.states import RunState, TurnState
 from agentcron.schedule import Spec, describe
 from agentcron.service.jobs import JobDetail, JobState
+from agentcron.service.paging import Page
+from agentcron.service.runs import Usage
 from agentcron.service.sessions import Deletion, SessionDetail, SessionRow, TurnDetail
 
 Dict = dict[str, Any]
@@ -178,6 +180,9 @@ class ToolCallOut(TypedDict):
 class RunOut(View):
     id: str
     job_id: str
+    job_name: str | None = Field(
+        description="its job's name when it fired (kept after the job is deleted)"
+    )
     session_key: str | None
     fire_at: datetime
     state: RunState
@@ -237,18 +242,61 @@ class JobDetailOut(JobOut):
 
 class JobsOut(View):
     jobs: list[JobOut]
+    next_cursor: str | None = Field(
+        default=None, description="the next page's `cursor` (null on the last page)"
+    )
 
     @classmethod
-    def of_states(cls, states: list[JobState]) -> JobsOut:
-        return JobsOut(jobs=[JobOut.of_state(s) for s in states])
+    def of_page(cls, page: Page[JobState]) -> JobsOut:
+        return JobsOut(jobs=[JobOut.of_state(s) for s in page.items], next_cursor=page.next_cursor)
 
 
 class RunsOut(View):
     runs: list[RunOut]
+    next_cursor: str | None = Field(
+        default=None, description="the next page's `cursor` (null on the last page)"
+    )
 
     @classmethod
-    def of_runs(cls, runs: list[Run]) -> RunsOut:
-        return RunsOut(runs=[RunOut.of(r) for r in runs])
+    def of_page(cls, page: Page[Run]) -> RunsOut:
+        return RunsOut(runs=[RunOut.of(r) for r in page.items], next_cursor=page.next_cursor)
+
+
+class UsageSumOut(View):
+    """Runs, turns, tokens and cost summed."""
+
+    runs: int = Field(description="runs of jobs (scheduled and manual) that ran")
+    turns: int = Field(description="turns of the session (a person's and scheduled)")
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None = Field(description="null: no known price for any of them")
+
+
+class UsageDayOut(View):
+    """One day's usage of one session and one job (null: the person's own turns)."""
+
+    day: date = Field(description="YYYY-MM-DD in the zone asked (default UTC)")
+    session_key: str
+    job_id: str | None
+    job_name: str | None
+    runs: int
+    turns: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+
+
+class DailyUsageOut(View):
+    """Usage per day, per session and per job, and the sums over them."""
+
+    days: list[UsageDayOut]
+    total: UsageSumOut
+
+    @classmethod
+    def of_usage(cls, usage: Usage) -> DailyUsageOut:
+        return DailyUsageOut(
+            days=[UsageDayOut.of(d) for d in usage.days], total=UsageSumOut.of(usage.total)
+        )
 
 
 class DeletedJobOut(View):
@@ -334,10 +382,15 @@ class SessionRowOut(SessionOut):
 
 class SessionsOut(View):
     sessions: list[SessionRowOut]
+    next_cursor: str | None = Field(
+        default=None, description="the next page's `cursor` (null on the last page)"
+    )
 
     @classmethod
-    def of_rows(cls, rows: list[SessionRow]) -> SessionsOut:
-        return SessionsOut(sessions=[SessionRowOut.of_row(r) for r in rows])
+    def of_page(cls, page: Page[SessionRow]) -> SessionsOut:
+        return SessionsOut(
+            sessions=[SessionRowOut.of_row(r) for r in page.items], next_cursor=page.next_cursor
+        )
 
 
 class SessionDetailOut(SessionOut):
@@ -372,6 +425,11 @@ class MessagesOut(View):
     session_key: str
     messages: list[EntryOut]
     next_after: int | None = Field(description="the seq to read on from (`after`)")
+    next_cursor: str | None = Field(
+        default=None,
+        description="the next page's `cursor`, the way this one was read (with `after`: the "
+        "entries after it; else the older ones); null when there are no more",
+    )
 
     @classmethod
     def of_page(cls, key: str, messages: list[Message], after: int | None) -> MessagesOut:
@@ -380,6 +438,11 @@ class MessagesOut(View):
             messages=[EntryOut.of(m) for m in messages],
             next_after=messages[-1].seq if messages else after,
         )
+
+    @classmethod
+    def of_transcript(cls, key: str, page: Page[Message], after: int | None) -> MessagesOut:
+        out = MessagesOut.of_page(key, page.items, after)
+        return out.model_copy(update={"next_cursor": page.next_cursor})
 
 
 class TurnStartedOut(View):
@@ -547,10 +610,19 @@ class ApprovalOut(View):
 
 class ApprovalsOut(View):
     approvals: list[ApprovalOut]
+    next_cursor: str | None = Field(
+        default=None, description="the next page's `cursor` (null on the last page)"
+    )
 
     @classmethod
     def of_approvals(cls, approvals: list[Approval]) -> ApprovalsOut:
         return ApprovalsOut(approvals=[ApprovalOut.of(a) for a in approvals])
+
+    @classmethod
+    def of_page(cls, page: Page[Approval]) -> ApprovalsOut:
+        return ApprovalsOut(
+            approvals=[ApprovalOut.of(a) for a in page.items], next_cursor=page.next_cursor
+        )
 
 
 class RunnerSchemaOut(View):

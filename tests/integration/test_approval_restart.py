@@ -93,7 +93,7 @@ async def check_after_restart(
         assert sorted((a["id"], a["state"], a["decided_by"]) for a in listed) == sorted(
             (a.id, "expired", decided_by) for a in waited
         )
-        assert (await api.get("/api/approvals")).json() == {"approvals": []}
+        assert (await api.get("/api/approvals")).json() == {"approvals": [], "next_cursor": None}
         for approval in waited:
             late = await api.post(f"/api/approvals/{approval.id}", json={"decision": "approve"})
             assert late.status_code == 409, late.text

@@ -193,4 +193,4 @@ async def test_a_scheduled_turn_whose_approval_times_out_is_told_so(world: World
     late = await world.api.post(f"/api/approvals/{row['id']}", json={"decision": "approve"})
     assert late.status_code == 409
     listed = await world.api.get("/api/approvals", params={"session_key": KEY})
-    assert listed.json() == {"approvals": []}
+    assert listed.json() == {"approvals": [], "next_cursor": None}

@@ -76,7 +76,14 @@ async def test_600_api_one_shots_fire_and_the_cap_is_not_hit(
     for wave in range(6):  # 100 at a time: at most 100 not done at once, 600 stored at the end
         await asyncio.gather(*(one_shot(api, f"reminder {wave}-{i}") for i in range(100)))
         await fire(app, clock)
-    jobs = (await api.get("/api/jobs")).json()["jobs"]
+    jobs: list[dict[str, object]] = []
+    params: dict[str, object] = {"limit": 200}
+    while True:  # the list comes in pages
+        page = (await api.get("/api/jobs", params=params)).json()
+        jobs += page["jobs"]
+        if page["next_cursor"] is None:
+            break
+        params = {"limit": 200, "cursor": page["next_cursor"]}
     assert len(jobs) == 600
     assert {(j["state"], j["enabled"], j["last_status"]) for j in jobs} == {
         ("done", False, "succeeded")

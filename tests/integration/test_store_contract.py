@@ -634,3 +634,62 @@ async def test_a_late_finish_of_a_turn_closed_by_recovery_writes_no_second_closu
     assert result.message is None
     assert [m.role for m in await store.sessions.list_messages(key)] == [Role.USER]
     assert (await store.sessions.get_turn(turn.id)).state is TurnState.INTERRUPTED
+
+
+async def test_run_history_pages_break_ties_on_the_fire_time_by_id(
+    store: SqlStore, ledger: FireLedger
+) -> None:
+    jobs = await insert_jobs(
+        store, [armed(f"j{i}", session_key=f"web:{i % 2}") for i in range(6)], T0
+    )
+    fires = await claim(ledger, T0 + MIN)  # one fire of each job, all at the same instant
+    assert {f.fire_at for f in fires} == {T0 + MIN}
+    assert len(fires) == 6
+    every = await store.list_runs(limit=None)
+    assert [r.id for r in every] == sorted((f.run_id for f in fires), reverse=True)
+    assert {r.job_name for r in every} == {j.name for j in jobs}  # stored with the run
+    seen: list[str] = []
+    before = None
+    while True:
+        page = await store.list_runs(limit=4, before=before)
+        seen += [r.id for r in page]
+        if len(page) < 4:
+            break
+        before = (page[-1].fire_at, page[-1].id)
+    assert seen == [r.id for r in every]  # each once, in order
+    of_one = await store.list_runs(session_key="web:1", limit=None)
+    assert [r.session_key for r in of_one] == ["web:1"] * 3
+    assert await store.list_runs(since=T0 + 2 * MIN) == []
+    gone = await store.delete_job(jobs[0].id)
+    (kept,) = await store.list_runs(job_id=gone.id)
+    assert kept.job_name == "j0"
+    assert await store.has_runs(gone.id)
+    assert not await store.has_runs("01NOSUCHJOB")
+
+
+async def test_session_pages_and_search(store: SqlStore) -> None:
+    titles = {"api:a": "Groceries", "api:b": "100% sure", "api:c": "snake_case", "api:d": None}
+    for key, title in titles.items():  # one instant for all: the key breaks the tie
+        await store.sessions.ensure_session(key, T0, title=title)
+    await store.sessions.ensure_session("api:e", T0 + MIN)
+    first = await store.sessions.list_sessions(limit=2)
+    assert [s.key for s in first] == ["api:e", "api:d"]
+    rest = await store.sessions.list_sessions(
+        limit=10, before=(first[-1].updated_at, first[-1].key)
+    )
+    assert [s.key for s in rest] == ["api:c", "api:b", "api:a"]
+    assert [s.key for s in await store.sessions.list_sessions(search="GROCER")] == ["api:a"]
+    assert [s.key for s in await store.sessions.list_sessions(search="%")] == ["api:b"]  # literal
+    assert [s.key for s in await store.sessions.list_sessions(search="_")] == ["api:c"]
+    assert [s.key for s in await store.sessions.list_sessions(search="API:D")] == ["api:d"]
+
+
+async def test_a_transcript_reads_back_from_any_seq(store: SqlStore) -> None:
+    await store.sessions.ensure_session("api:t", T0)
+    for i in range(5):
+        await store.sessions.append_message("api:t", Role.USER, f"m{i}", T0)
+    seqs = [m.seq for m in await store.sessions.list_messages("api:t", before=2**53, limit=2)]
+    assert seqs == [4, 5]  # the newest, in order
+    assert [m.seq for m in await store.sessions.list_messages("api:t", before=4, limit=2)] == [2, 3]
+    assert [m.seq for m in await store.sessions.list_messages("api:t", before=2)] == [1]
+    assert await store.sessions.list_messages("api:t", after=2**40) == []

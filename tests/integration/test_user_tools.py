@@ -251,7 +251,7 @@ async def test_the_http_api_lists_and_decides_approvals(make_cron: CronFactory) 
             turn_id,
         )
         other = await api.get("/api/approvals", params={"session_key": "api:other"})
-        assert other.json() == {"approvals": []}
+        assert other.json() == {"approvals": [], "next_cursor": None}
         bad = await api.post(f"/api/approvals/{approval.id}", json={"decision": "maybe"})
         assert bad.status_code == 422
         done = await api.post(f"/api/approvals/{approval.id}", json={"decision": "deny"})

@@ -25,6 +25,7 @@ from agentcron.cli import (
     server_cmds,
     sessions_cmds,
     tools_cmds,
+    usage_cmds,
 )
 from agentcron.cli.common import ZONE_KEY, echo, fail
 from agentcron.config import ConfigError, Settings
@@ -49,8 +50,8 @@ app.add_typer(relay_cmds.app, name="relay")
 app.add_typer(tools_cmds.app, name="tools")
 app.add_typer(approvals_cmds.app, name="approvals")
 app.add_typer(deliveries_cmds.app, name="deliveries")
-# The top-level commands (next, examples, demo, serve, token, mcp), in their own modules.
-for group in (schedule_cmds.app, server_cmds.app, mcp_cmds.app):
+# The top-level commands (next, examples, demo, serve, token, mcp, usage), in their own modules.
+for group in (schedule_cmds.app, server_cmds.app, mcp_cmds.app, usage_cmds.app):
     app.registered_commands += group.registered_commands
 
 

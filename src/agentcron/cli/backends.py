@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import date, datetime
 from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
@@ -24,13 +26,17 @@ from agentcron.config.database import sqlite_file, where
 from agentcron.domain.approvals import Decision
 from agentcron.domain.deliveries import DeliveryState
 from agentcron.domain.jobs import JobKind
+from agentcron.domain.states import RunState
 from agentcron.errors import AgentcronError
 from agentcron.limits import NameText
 from agentcron.service.job_requests import JobCreate
+from agentcron.service.paging import DEFAULT_PAGE, MAX_PAGE
 from agentcron.service.sessions import SessionCreate
 from agentcron.store.errors import StoreUnavailableError
 
 _T = TypeVar("_T")
+NEWEST = 2**53  # `before` past every seq: the newest transcript entries
+_APPROVALS = 500  # `approvals list`: at most this many (the database backend's bound)
 _DECIDER: TypeAdapter[str] = TypeAdapter(NameText)  # `by` of a decision, as the API checks it
 
 
@@ -57,29 +63,87 @@ def _path(prefix: str, *parts: str) -> str:
     return "/".join([prefix, *(quote(part, safe=":") for part in parts)])
 
 
+@dataclass(frozen=True, slots=True)
+class PageAsk:
+    """Which page of a list: its size, the cursor the page before gave, a search."""
+
+    limit: int = DEFAULT_PAGE
+    cursor: str | None = None
+    search: str | None = None  # the sessions' `q`
+
+    def params(self) -> dict[str, str | int]:
+        found: dict[str, str | int] = {"limit": self.limit}
+        if self.cursor is not None:
+            found["cursor"] = self.cursor
+        if self.search is not None:
+            found["q"] = self.search
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class RunQuery:
+    """A page of the run history: the filters of `GET /api/runs`."""
+
+    job: str | None = None
+    session: str | None = None
+    states: tuple[RunState, ...] = ()
+    since: datetime | None = None
+    page: PageAsk = PageAsk()
+
+    def params(self) -> dict[str, Any]:
+        found: dict[str, Any] = {**self.page.params()}
+        if self.job is not None:
+            found["job_id"] = self.job
+        if self.session is not None:
+            found["session_key"] = self.session
+        if self.states:
+            found["state"] = [s.value for s in self.states]
+        if self.since is not None:
+            found["since"] = self.since.isoformat()
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class UsageQuery:
+    """The usage per day: the filters of `GET /api/usage` (days in `tz`)."""
+
+    session: str | None
+    job: str | None
+    since: date
+    until: date
+    tz: str
+
+    def params(self) -> dict[str, str]:
+        found = {"since": self.since.isoformat(), "until": self.until.isoformat(), "tz": self.tz}
+        if self.session is not None:
+            found["session_key"] = self.session
+        if self.job is not None:
+            found["job_id"] = self.job
+        return found
+
+
 class Backend(Protocol):
     async def __aenter__(self) -> Backend: ...
     async def __aexit__(self, *exc: object) -> None: ...
     async def create_session(
         self, key: str, tz: str | None, title: str | None, runner_url: str | None = None
     ) -> dict[str, Any]: ...
-    async def list_sessions(self) -> dict[str, Any]: ...
+    async def list_sessions(self, page: PageAsk) -> dict[str, Any]: ...
     async def get_session(self, key: str) -> dict[str, Any]: ...
-    async def messages(self, key: str) -> dict[str, Any]: ...
+    async def newest_messages(self, key: str, limit: int, cursor: str | None) -> dict[str, Any]: ...
     async def delete_session(self, key: str, confirm: bool) -> dict[str, Any]: ...
     async def note(self, key: str, text: str) -> dict[str, Any]: ...
     async def send_out(self, key: str, text: str) -> dict[str, Any]: ...
     async def channels(self) -> dict[str, Any]: ...
     async def add_job(self, body: dict[str, Any]) -> dict[str, Any]: ...
     async def list_jobs(
-        self, session: str | None, kind: str | None, enabled: bool | None
+        self, session: str | None, kind: str | None, enabled: bool | None, page: PageAsk
     ) -> dict[str, Any]: ...
     async def get_job(self, job_id: str) -> dict[str, Any]: ...
     async def job_action(self, job_id: str, action: str) -> dict[str, Any]: ...
     async def run_job(self, job_id: str) -> dict[str, Any]: ...
-    async def list_runs(
-        self, job: str | None, session: str | None, limit: int
-    ) -> dict[str, Any]: ...
+    async def list_runs(self, query: RunQuery) -> dict[str, Any]: ...
+    async def usage(self, query: UsageQuery) -> dict[str, Any]: ...
     async def get_run(self, run_id: str) -> dict[str, Any]: ...
     async def list_approvals(self, session: str | None, all: bool) -> dict[str, Any]: ...
     async def get_approval(self, approval_id: str) -> dict[str, Any]: ...
@@ -133,14 +197,17 @@ class ApiBackend:
         body = {"key": key, "tz": tz, "title": title, "runner_url": runner_url}
         return await self._call("POST", "/api/sessions", json=body)
 
-    async def list_sessions(self) -> dict[str, Any]:
-        return await self._call("GET", "/api/sessions")
+    async def list_sessions(self, page: PageAsk) -> dict[str, Any]:
+        return await self._call("GET", "/api/sessions", params=page.params())
 
     async def get_session(self, key: str) -> dict[str, Any]:
         return await self._call("GET", _path("/api/sessions", key))
 
-    async def messages(self, key: str) -> dict[str, Any]:
-        return await self._call("GET", _path("/api/sessions", key, "messages"))
+    async def newest_messages(self, key: str, limit: int, cursor: str | None) -> dict[str, Any]:
+        params: dict[str, str | int] = {"before": NEWEST, "limit": limit}
+        if cursor is not None:
+            params["cursor"] = cursor
+        return await self._call("GET", _path("/api/sessions", key, "messages"), params=params)
 
     async def delete_session(self, key: str, confirm: bool) -> dict[str, Any]:
         params = {"confirm": "true"} if confirm else {}
@@ -160,12 +227,13 @@ class ApiBackend:
         return await self._call("POST", "/api/jobs", json=body)
 
     async def list_jobs(
-        self, session: str | None, kind: str | None, enabled: bool | None
+        self, session: str | None, kind: str | None, enabled: bool | None, page: PageAsk
     ) -> dict[str, Any]:
         params = {
             "session_key": session,
             "kind": kind,
             "enabled": None if enabled is None else str(enabled).lower(),
+            **page.params(),
         }
         return await self._call(
             "GET", "/api/jobs", params={k: v for k, v in params.items() if v is not None}
@@ -182,23 +250,30 @@ class ApiBackend:
     async def run_job(self, job_id: str) -> dict[str, Any]:
         return await self._call("POST", _path("/api/jobs", job_id, "run"))
 
-    async def list_runs(self, job: str | None, session: str | None, limit: int) -> dict[str, Any]:
-        if job is not None:
-            return await self._call("GET", _path("/api/jobs", job, "runs"), params={"limit": limit})
-        if session is not None:
-            return await self._call(
-                "GET", _path("/api/sessions", session, "runs"), params={"limit": limit}
-            )
-        raise CliError("give --job ID or --session KEY")
+    async def list_runs(self, query: RunQuery) -> dict[str, Any]:
+        return await self._call("GET", "/api/runs", params=query.params())
+
+    async def usage(self, query: UsageQuery) -> dict[str, Any]:
+        return await self._call("GET", "/api/usage", params=query.params())
 
     async def get_run(self, run_id: str) -> dict[str, Any]:
         return await self._call("GET", _path("/api/runs", run_id))
 
     async def list_approvals(self, session: str | None, all: bool) -> dict[str, Any]:
-        params: dict[str, str] = {"all": str(all).lower()}
+        # As the database backend lists them: the pending ones (or the newest of all, at most
+        # _APPROVALS), oldest first; the API gives them in pages, `all` newest first.
+        params: dict[str, str | int] = {"all": str(all).lower(), "limit": MAX_PAGE}
         if session is not None:
             params["session_key"] = session
-        return await self._call("GET", "/api/approvals", params=params)
+        found: list[Any] = []
+        while True:
+            page = await self._call("GET", "/api/approvals", params=params)
+            found += page["approvals"]
+            if page.get("next_cursor") is None or len(found) >= _APPROVALS:
+                break
+            params["cursor"] = page["next_cursor"]
+        found = found[:_APPROVALS]
+        return {"approvals": found[::-1] if all else found}
 
     async def get_approval(self, approval_id: str) -> dict[str, Any]:
         return await self._call("GET", _path("/api/approvals", approval_id))
@@ -310,17 +385,23 @@ class DbBackend:
 
         return await self._call(create)
 
-    async def list_sessions(self) -> dict[str, Any]:
-        rows = await self._call(self._cron.sessions.listing)
-        return views.SessionsOut.of_rows(rows).json_dict()
+    async def list_sessions(self, page: PageAsk) -> dict[str, Any]:
+        sessions = self._cron.sessions
+        found = await self._call(
+            lambda: sessions.page(limit=page.limit, cursor=page.cursor, search=page.search)
+        )
+        return views.SessionsOut.of_page(found).json_dict()
 
     async def get_session(self, key: str) -> dict[str, Any]:
         detail = await self._call(lambda: self._cron.sessions.detail(key))
         return views.SessionDetailOut.of_detail(detail).json_dict()
 
-    async def messages(self, key: str) -> dict[str, Any]:
-        found = await self._call(lambda: self._cron.sessions.transcript(key))
-        return views.MessagesOut.of_page(key, found, None).json_dict()
+    async def newest_messages(self, key: str, limit: int, cursor: str | None) -> dict[str, Any]:
+        sessions = self._cron.sessions
+        found = await self._call(
+            lambda: sessions.transcript_page(key, before=NEWEST, limit=limit, cursor=cursor)
+        )
+        return views.MessagesOut.of_transcript(key, found, None).json_dict()
 
     async def delete_session(self, key: str, confirm: bool) -> dict[str, Any]:
         deletion = await self._call(lambda: self._cron.sessions.delete(key, confirm=confirm))
@@ -347,17 +428,24 @@ class DbBackend:
         return views.job_view(await self._call(lambda: self._cron.jobs.create_in_session(model)))
 
     async def list_jobs(
-        self, session: str | None, kind: str | None, enabled: bool | None
+        self, session: str | None, kind: str | None, enabled: bool | None, page: PageAsk
     ) -> dict[str, Any]:
         try:
             job_kind = None if kind is None else JobKind(kind)
         except ValueError as exc:
             kinds = ", ".join(k.value for k in JobKind)
             raise CliError(f"unknown kind {kind!r}; one of {kinds}") from exc
-        states = await self._call(
-            lambda: self._cron.jobs.listing(session_key=session, kind=job_kind, enabled=enabled)
+        jobs = self._cron.jobs
+        found = await self._call(
+            lambda: jobs.page(
+                session_key=session,
+                kind=job_kind,
+                enabled=enabled,
+                limit=page.limit,
+                cursor=page.cursor,
+            )
         )
-        return views.JobsOut.of_states(states).json_dict()
+        return views.JobsOut.of_page(found).json_dict()
 
     async def get_job(self, job_id: str) -> dict[str, Any]:
         detail = await self._call(lambda: self._cron.jobs.detail(job_id))
@@ -376,15 +464,32 @@ class DbBackend:
         run = await self._call(lambda: self._cron.runs.run_now(job_id))
         return views.RunOut.of(run).json_dict()
 
-    async def list_runs(self, job: str | None, session: str | None, limit: int) -> dict[str, Any]:
-        cron = self._cron
-        if job is not None:
-            runs = await self._call(lambda: cron.jobs.runs_of(job, limit=limit))
-            return views.RunsOut.of_runs(runs).json_dict()
-        if session is not None:
-            runs = await self._call(lambda: cron.runs.list(session_key=session, limit=limit))
-            return views.RunsOut.of_runs(runs).json_dict()
-        raise CliError("give --job ID or --session KEY")
+    async def list_runs(self, query: RunQuery) -> dict[str, Any]:
+        runs = self._cron.runs
+        found = await self._call(
+            lambda: runs.page(
+                job_id=query.job,
+                session_key=query.session,
+                states=query.states or None,
+                since=query.since,
+                limit=query.page.limit,
+                cursor=query.page.cursor,
+            )
+        )
+        return views.RunsOut.of_page(found).json_dict()
+
+    async def usage(self, query: UsageQuery) -> dict[str, Any]:
+        runs = self._cron.runs
+        found = await self._call(
+            lambda: runs.usage(
+                session_key=query.session,
+                job_id=query.job,
+                since=query.since,
+                until=query.until,
+                tz=query.tz,
+            )
+        )
+        return views.DailyUsageOut.of_usage(found).json_dict()
 
     async def get_run(self, run_id: str) -> dict[str, Any]:
         run = await self._call(lambda: self._cron.runs.get(run_id))

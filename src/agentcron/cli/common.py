@@ -6,17 +6,19 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 
-from agentcron.cli.backends import ApiBackend, Backend, CliError, DbBackend
+from agentcron.cli.backends import ApiBackend, Backend, CliError, DbBackend, PageAsk
 from agentcron.config import ConfigError, Settings
 from agentcron.config.agent import TOOLS_FILE_ENV
 from agentcron.config.database import db_url
 from agentcron.config.server import DEFAULT_API, URL_ENV
+from agentcron.service.paging import MAX_PAGE
 
 _T = TypeVar("_T")
 
@@ -151,3 +153,47 @@ def call(
 
 def print_json(data: Any) -> None:
     echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+# -- lists in pages ----------------------------------------------------------------------------
+
+LimitOpt = Annotated[
+    int, typer.Option("--limit", min=1, max=MAX_PAGE, help="At most this many on a page.")
+]
+CursorOpt = Annotated[
+    str | None,
+    typer.Option("--cursor", help="Go on after the page a command ended with (its `more:` line)."),
+]
+AllOpt = Annotated[bool, typer.Option("--all", help="Every page, not only the first.")]
+
+
+def paged(
+    backend: Backend,
+    fetch: Callable[[Backend, PageAsk], Awaitable[dict[str, Any]]],
+    name: str,
+    first: PageAsk,
+    every: bool,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The records of list `name` on the page `first` asks for (with `every`: on it and all
+    the pages after it), and the cursor of the page after them (None: no more).
+    """
+
+    async def go() -> tuple[list[dict[str, Any]], str | None]:
+        found: list[dict[str, Any]] = []
+        ask = first
+        async with backend:
+            while True:
+                data = await fetch(backend, ask)
+                found.extend(data[name])
+                cursor = data.get("next_cursor")
+                if not every or cursor is None:
+                    return found, cursor
+                ask = replace(ask, cursor=cursor)
+
+    return run_async(go())
+
+
+def more(cursor: str | None) -> None:
+    """Tell (on stderr, so --json stays one document) how to read the next page."""
+    if cursor is not None:
+        err.print(f"more: --cursor {cursor} (or --all)", markup=False)

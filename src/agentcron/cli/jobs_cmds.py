@@ -7,20 +7,26 @@ from typing import Annotated, Any
 import typer
 
 from agentcron.cli import render
-from agentcron.cli.backends import Backend
+from agentcron.cli.backends import Backend, PageAsk
 from agentcron.cli.common import (
+    AllOpt,
     ApiOpt,
+    CursorOpt,
     DbOpt,
     JsonOpt,
+    LimitOpt,
     TokenOpt,
     UrlOpt,
     backend_for,
     call,
     echo,
+    more,
     out,
+    paged,
     print_json,
 )
 from agentcron.domain.jobs import Catchup, JobKind, Overlap
+from agentcron.service.paging import DEFAULT_PAGE
 
 app = typer.Typer(
     help="Automations: add, list, show, run now, pause, resume, rm.", no_args_is_help=True
@@ -101,21 +107,29 @@ def jobs_list(
     enabled: Annotated[
         bool | None, typer.Option("--enabled/--disabled", help="Only enabled / paused ones.")
     ] = None,
+    limit: LimitOpt = DEFAULT_PAGE,
+    cursor: CursorOpt = None,
+    every: AllOpt = False,
     db: DbOpt = None,
     url: UrlOpt = None,
     api: ApiOpt = None,
     token: TokenOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List automations (and recalls and system jobs)."""
+    """List automations (and recalls and system jobs), oldest first, a page at a time."""
     kind_value = None if kind is None else kind.value
-    data = call(
-        backend_for(ctx, db, url, api, token), lambda b: b.list_jobs(session, kind_value, enabled)
+    jobs, next_cursor = paged(
+        backend_for(ctx, db, url, api, token),
+        lambda b, page: b.list_jobs(session, kind_value, enabled, page),
+        "jobs",
+        PageAsk(limit=limit, cursor=cursor),
+        every,
     )
     if as_json:
-        print_json(data["jobs"])
-        return
-    out().print(render.jobs_table(data["jobs"]))
+        print_json(jobs)
+    else:
+        out().print(render.jobs_table(jobs))
+    more(next_cursor)
 
 
 @app.command("show")

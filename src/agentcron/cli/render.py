@@ -66,20 +66,75 @@ def jobs_table(jobs: list[dict[str, Any]]) -> Table:
     return table
 
 
-def runs_table(runs: list[dict[str, Any]], zone: str) -> Table:
+def history_table(runs: list[dict[str, Any]], tz: str) -> Table:
+    """The run history: job names (a deleted job's too), fire times in `tz`, durations."""
     table = Table(
-        _id("id"), _id("job"), "fire at", "state", "finished", "error", title=f"{len(runs)} run(s)"
+        "fired",
+        "job",
+        "session",
+        "state",
+        "took",
+        "tokens in/out",
+        "cost",
+        _id("id"),
+        title=f"{len(runs)} run(s)",
     )
     for run in runs:
+        usage = run.get("usage") or {}
+        tokens = (
+            f"{usage.get('input_tokens', 0):,}/{usage.get('output_tokens', 0):,}" if usage else "-"
+        )
+        cost = usage.get("cost_usd")
         table.add_row(
-            run["id"],
-            run["job_id"],
-            when(run["fire_at"], zone),
+            when(run["fire_at"], tz),
+            run.get("job_name") or "(a deleted job)",
+            run["session_key"] or "-",
             run["state"],
-            when(run["finished_at"], zone),
-            (run["error"] or "")[:60],
+            took(run["started_at"], run["finished_at"]),
+            tokens,
+            "-" if cost is None else f"${cost:.4f}",
+            run["id"],
         )
     return table
+
+
+def took(started: str | None, finished: str | None) -> str:
+    """How long a run took ("running" while it runs, "-" when it never started)."""
+    if not started:
+        return "-"
+    if not finished:
+        return "running"
+    begin, end = (datetime.fromisoformat(v.replace("Z", "+00:00")) for v in (started, finished))
+    seconds = max((end - begin).total_seconds(), 0.0)
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
+
+
+def usage_table(usage: dict[str, Any]) -> Table:
+    """The usage per day (`GET /api/usage`), one row per day, session and job, then the sums."""
+    table = Table(
+        "day", "session", "job", "runs", "turns", "tokens in", "tokens out", "cost",
+        title=f"usage per day ({len(usage['days'])} row(s))",
+    )  # fmt: skip
+    for day in usage["days"]:
+        job = day["job_name"] or ("-" if day["job_id"] is None else "(a deleted job)")
+        table.add_row(day["day"], day["session_key"], job, *_sums(day))
+    table.add_section()
+    table.add_row("total", "", "", *_sums(usage["total"]))
+    return table
+
+
+def _sums(row: dict[str, Any]) -> list[str]:
+    cost = row["cost_usd"]
+    return [
+        str(row["runs"]),
+        str(row["turns"]),
+        f"{row['input_tokens']:,}",
+        f"{row['output_tokens']:,}",
+        f"${cost:.4f}" if cost is not None else "unpriced" if row["input_tokens"] else "-",
+    ]
 
 
 def sessions_table(sessions: list[dict[str, Any]], zone: str) -> Table:
@@ -198,7 +253,7 @@ def job_detail(console: Console, job: dict[str, Any]) -> None:
     )
     console.print("next fires: " + ", ".join(when(f, tz) for f in job.get("upcoming", [])))
     if job.get("runs"):
-        console.print(runs_table(job["runs"], tz))
+        console.print(history_table(job["runs"], tz))
 
 
 def run_detail(console: Console, run: dict[str, Any], zone: str) -> None:

@@ -7,11 +7,14 @@ from typing import Annotated, Any
 import typer
 
 from agentcron.cli import render
-from agentcron.cli.backends import Backend
+from agentcron.cli.backends import Backend, PageAsk
 from agentcron.cli.common import (
+    AllOpt,
     ApiOpt,
+    CursorOpt,
     DbOpt,
     JsonOpt,
+    LimitOpt,
     TokenOpt,
     UrlOpt,
     backend_for,
@@ -19,9 +22,12 @@ from agentcron.cli.common import (
     echo,
     fail,
     local_zone,
+    more,
     out,
+    paged,
     print_json,
 )
+from agentcron.service.paging import DEFAULT_PAGE, MAX_PAGE
 
 app = typer.Typer(help="Sessions (chats) and their transcripts.", no_args_is_help=True)
 
@@ -124,18 +130,31 @@ def sessions_send(
 @app.command("list")
 def sessions_list(
     ctx: typer.Context,
+    search: Annotated[
+        str | None, typer.Option(help="Only those whose title or key holds this (any case).")
+    ] = None,
+    limit: LimitOpt = DEFAULT_PAGE,
+    cursor: CursorOpt = None,
+    every: AllOpt = False,
     db: DbOpt = None,
     url: UrlOpt = None,
     api: ApiOpt = None,
     token: TokenOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Sessions, most recently active first."""
-    data = call(backend_for(ctx, db, url, api, token), lambda b: b.list_sessions())
+    """Sessions, most recently active first, a page at a time."""
+    sessions, next_cursor = paged(
+        backend_for(ctx, db, url, api, token),
+        lambda b, page: b.list_sessions(page),
+        "sessions",
+        PageAsk(limit=limit, cursor=cursor, search=search),
+        every,
+    )
     if as_json:
-        print_json(data["sessions"])
-        return
-    out().print(render.sessions_table(data["sessions"], local_zone(ctx)))
+        print_json(sessions)
+    else:
+        out().print(render.sessions_table(sessions, local_zone(ctx)))
+    more(next_cursor)
 
 
 @app.command("show")
@@ -153,7 +172,15 @@ def sessions_show(
 
     async def both(b: Backend) -> dict[str, Any]:
         session = await b.get_session(key)
-        session["messages"] = (await b.messages(key))["messages"][-last:] if last else []
+        found: list[dict[str, Any]] = []
+        cursor = None
+        while len(found) < last:  # the newest page, then older ones, read back
+            page = await b.newest_messages(key, min(last - len(found), MAX_PAGE), cursor)
+            found = page["messages"] + found
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        session["messages"] = found
         return session
 
     session = call(backend_for(ctx, db, url, api, token), both)

@@ -39,6 +39,25 @@ class Run:
     tool_calls: list[dict[str, Any]] | None = None
     # a person's "run now" (`Runs.run_now`), not the schedule: its job's schedule is untouched
     manual: bool = False
+    # its job's name when it fired (kept after the job is deleted; None: fired before 0023
+    # of a job deleted before it)
+    job_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRow:
+    """One turn, or one run without a turn (an isolated run), as the usage per day counts it:
+    when, where, of which job (None: a person's turn), its tokens and cost (None: unknown).
+    """
+
+    at: datetime
+    session_key: str
+    job_id: str | None
+    job_name: str | None
+    turn: bool  # a turn of the session (else an isolated run)
+    input_tokens: int | None
+    output_tokens: int | None
+    cost_usd: float | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Path, Request
+from fastapi import Depends, Path, Query, Request
 
 from agentcron.app import AgentCron
 from agentcron.errors import InvalidInputError
+from agentcron.service.paging import DEFAULT_PAGE, MAX_CURSOR, MAX_PAGE
 
 
 async def get_cron(request: Request) -> AgentCron:
@@ -28,3 +29,11 @@ async def clean_url(request: Request) -> None:
     for name, value in [*request.path_params.items(), *request.query_params.multi_items()]:
         if isinstance(value, str) and "\x00" in value:
             raise InvalidInputError(f"{name} contains a NUL character (%00)")
+
+
+# A list's page: its size (bounded) and the cursor the previous page gave (`next_cursor`).
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description=f"page size (default {DEFAULT_PAGE})")]
+Cursor = Annotated[
+    str | None,
+    Query(max_length=MAX_CURSOR, description="next_cursor of the previous page, as given"),
+]

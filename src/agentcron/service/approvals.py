@@ -39,7 +39,11 @@ from agentcron.domain.approvals import (
 )
 from agentcron.domain.events import ApprovalDecided, ApprovalRequested, EventBus
 from agentcron.runtime.clock import Clock
+from agentcron.service.paging import DEFAULT_PAGE, Page, check_limit, decode_time_key, page_of
 from agentcron.store.interface import ApprovalRecords
+
+APPROVALS_CURSOR = "approvals"  # the pending ones, oldest first
+ALL_APPROVALS_CURSOR = "approvals-all"  # every one, newest first
 
 log = logging.getLogger(__name__)
 
@@ -286,6 +290,27 @@ class Approvals:
     ) -> builtins.list[Approval]:
         """Pending approvals (or the newest of all), of one session or of all, oldest first."""
         return await self.broker.list(session_key, pending_only=pending_only)
+
+    async def page(
+        self,
+        session_key: str | None = None,
+        *,
+        pending_only: bool = True,
+        limit: int = DEFAULT_PAGE,
+        cursor: str | None = None,
+    ) -> Page[Approval]:
+        """One page of the approvals, of one session or of all: the pending ones oldest first
+        (the first to expire), or every one (`pending_only=False`) newest first;
+        `next_cursor` reads on.
+        """
+        check_limit(limit)
+        kind = APPROVALS_CURSOR if pending_only else ALL_APPROVALS_CURSOR
+        after = None if cursor is None else decode_time_key(kind, cursor)
+        if pending_only:
+            found = await self._records.list(session_key, limit=limit + 1, after=after)
+        else:
+            found = await self._records.list_newest(session_key, limit=limit + 1, after=after)
+        return page_of(found, limit, kind, lambda a: (a.requested_at, a.id))
 
     async def get(self, approval_id: str) -> Approval:
         """Raises ApprovalNotFoundError for an unknown id."""

@@ -36,6 +36,7 @@ from agentcron.runtime.clock import Clock
 from agentcron.schedule import parse_when, upcoming
 from agentcron.schedule.zones import get_zone
 from agentcron.service.job_requests import JobCreate, JobPatch, check_interval
+from agentcron.service.paging import DEFAULT_PAGE, Page, check_limit, decode_cursor, page_of
 from agentcron.service.runs import Runs
 from agentcron.store.errors import ConflictError, SessionNotFoundError, VersionConflictError
 from agentcron.store.ids import new_id
@@ -43,6 +44,9 @@ from agentcron.store.interface import JobCatalog, RunRecords, WriteQueue
 from agentcron.store.writes import ArmedJob, InsertJobs, InSession, JobsInserted
 
 _CAS_RETRIES = 5
+
+
+JOBS_CURSOR = "jobs"
 
 
 class Keep(enum.Enum):
@@ -282,23 +286,37 @@ class Jobs:
             session_key=session_key, kind=kind, enabled=enabled, limit=limit
         )
 
-    async def listing(
+    async def page(
         self,
         *,
         session_key: str | None = None,
         kind: JobKind | None = None,
         enabled: bool | None = None,
-        limit: int | None = None,
-    ) -> builtins.list[JobState]:
-        """Jobs with their state, or a chat's (its own and, in unified mode, the shared)."""
+        limit: int = DEFAULT_PAGE,
+        cursor: str | None = None,
+    ) -> Page[JobState]:
+        """One page of the jobs with their state, or of a chat's (its own and, in unified
+        mode, the shared ones), oldest first (by id); `next_cursor` reads on.
+        """
+        check_limit(limit)
+        after = None if cursor is None else str(decode_cursor(JOBS_CURSOR, cursor, (str,))[0])
         if session_key is None:
-            return await self.with_state(await self.list(kind=kind, enabled=enabled, limit=limit))
-        jobs = [
-            j
-            for j in await self.for_session(session_key)
-            if (kind is None or j.kind is kind) and (enabled is None or j.enabled is enabled)
-        ][:limit]
-        return await self.with_state(jobs)
+            found = await self._catalog.list_jobs(
+                kind=kind, enabled=enabled, limit=limit + 1, after=after
+            )
+        else:
+            found = sorted(
+                (
+                    j
+                    for j in await self.for_session(session_key)
+                    if (kind is None or j.kind is kind)
+                    and (enabled is None or j.enabled is enabled)
+                    and (after is None or j.id > after)
+                ),
+                key=lambda j: j.id,
+            )[: limit + 1]
+        page = page_of(found, limit, JOBS_CURSOR, lambda j: (j.id,))
+        return Page(await self.with_state(page.items), page.next_cursor)
 
     async def with_state(self, jobs: Sequence[Job]) -> builtins.list[JobState]:
         """Each job with the run it has waiting or running now (one read of active runs)."""
@@ -320,11 +338,6 @@ class Jobs:
         fires = [] if nxt is None else [nxt, *upcoming(job.spec, nxt, 4)]
         runs = await self._runs.list(job.id, limit=10)
         return JobDetail(state, fires, runs, await self.usage(job.id))
-
-    async def runs_of(self, job_id: str, *, limit: int = 50) -> builtins.list[Run]:
-        """The job's runs, newest first (JobNotFoundError for an unknown job)."""
-        await self.get(job_id)
-        return await self._runs.list(job_id, limit=limit)
 
     async def recalls(
         self,

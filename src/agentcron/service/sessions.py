@@ -33,6 +33,16 @@ from agentcron.runtime.clock import Clock
 from agentcron.runtime.waiters import Waiters
 from agentcron.schedule import EverySpec, parse_when
 from agentcron.service.jobs import Jobs, JobState
+from agentcron.service.paging import (
+    BAD_CURSOR,
+    DEFAULT_PAGE,
+    Page,
+    check_limit,
+    decode_cursor,
+    decode_time_key,
+    encode_cursor,
+    page_of,
+)
 from agentcron.service.waiting import wait_for
 from agentcron.session_keys import SessionKey, check_session_key
 from agentcron.store.errors import ConflictError, RecallNotFoundError
@@ -97,6 +107,10 @@ class TurnQueue(Protocol):
 
     async def stop(self, session_key: str) -> bool: ...
 
+
+SESSIONS_CURSOR = "sessions"
+MESSAGES_CURSOR = "messages"
+MAX_SEARCH = 200  # characters of a session search
 
 Post = Callable[[str, Role, str, dict[str, Any]], Awaitable[Message]]
 """(session key, role, text, meta) -> the entry written outside a turn, announced."""
@@ -221,9 +235,26 @@ class Sessions:
     async def list(self, *, limit: int | None = None) -> builtins.list[Session]:
         return await self._records.list_sessions(limit=limit)
 
-    async def listing(self, *, limit: int | None = None) -> builtins.list[SessionRow]:
-        """Every session with its automation count, pending recall and running turn."""
-        sessions = await self.list(limit=limit)
+    async def page(
+        self, *, limit: int = DEFAULT_PAGE, cursor: str | None = None, search: str | None = None
+    ) -> Page[SessionRow]:
+        """One page of the sessions, most recently updated first, with their automation
+        count, pending recall and running turn; `search`: those whose title or key holds it
+        (case-insensitive). `next_cursor` reads on.
+        """
+        check_limit(limit)
+        if search is not None:
+            check_text(search, "the search")
+            if len(search) > MAX_SEARCH:
+                raise InvalidInputError(f"search too long (at most {MAX_SEARCH} characters)")
+        before = None if cursor is None else decode_time_key(SESSIONS_CURSOR, cursor)
+        found = await self._records.list_sessions(
+            limit=limit + 1, before=before, search=search or None
+        )
+        page = page_of(found, limit, SESSIONS_CURSOR, lambda s: (s.updated_at, s.key))
+        return Page(await self._rows(page.items), page.next_cursor)
+
+    async def _rows(self, sessions: builtins.list[Session]) -> builtins.list[SessionRow]:
         summary = await self._jobs_per_session()
         unified = summary.get(UNIFIED_SESSION_KEY, {})
         rows = []
@@ -325,12 +356,39 @@ class Sessions:
         """The transcript in order (entries after seq `after`); empty for an unknown key."""
         return await self._records.list_messages(key, after=after, limit=limit)
 
-    async def transcript(
-        self, key: str, *, after: int | None = None, limit: int | None = None
-    ) -> builtins.list[Message]:
-        """`messages` of an existing session (SessionNotFoundError): what the API answers."""
+    async def transcript_page(
+        self,
+        key: str,
+        *,
+        after: int | None = None,
+        before: int | None = None,
+        limit: int = DEFAULT_PAGE,
+        cursor: str | None = None,
+    ) -> Page[Message]:
+        """One page of an existing session's transcript (SessionNotFoundError), in order.
+        Reading on (from the start, or after seq `after`): the entries after it,
+        `next_cursor` to the following ones. Reading back (`before` a seq; one past the
+        newest, e.g. 2**53, reads the newest page): the newest entries below it,
+        `next_cursor` to the older ones. A cursor goes on the way its page was read (the
+        first page's `after`/`before` may be given with it: the cursor wins).
+        """
+        check_limit(limit)
+        if after is not None and before is not None:
+            raise InvalidInputError("give after or before, not both")
+        if cursor is not None:  # it goes on where its page ended: after/before are the first's
+            way, seq = decode_cursor(MESSAGES_CURSOR, cursor, (str, int))
+            if way not in ("on", "back") or not isinstance(seq, int):
+                raise InvalidInputError(BAD_CURSOR)
+            after, before = (seq, None) if way == "on" else (None, seq)
         await self.get(key)
-        return await self.messages(key, after=after, limit=limit)
+        if before is None:
+            found = await self._records.list_messages(key, after=after, limit=limit + 1)
+            return page_of(found, limit, MESSAGES_CURSOR, lambda m: ("on", m.seq))
+        newest = await self._records.list_messages(key, before=before, limit=limit + 1)
+        more = len(newest) > limit
+        items = newest[1:] if more else newest
+        cursor_back = encode_cursor(MESSAGES_CURSOR, ("back", items[0].seq)) if more else None
+        return Page(items, cursor_back)
 
     async def turns(self, key: str, *, limit: int | None = None) -> builtins.list[Turn]:
         """The session's turns (user and scheduled), oldest first; empty for an unknown key."""

@@ -67,20 +67,61 @@ class ApprovalStore:
         return await self._db.read(lambda conn: _select(conn, approval_id))
 
     async def list(
-        self, session_key: str | None = None, *, pending_only: bool = True, limit: int = 500
+        self,
+        session_key: str | None = None,
+        *,
+        pending_only: bool = True,
+        limit: int = 500,
+        after: tuple[datetime, str] | None = None,
     ) -> builtins.list[Approval]:
+        """Pending approvals oldest first (after the one whose `(requested_at, id)` is
+        `after`), or all: the newest `limit`, oldest first.
+        """
         a = approvals
         query = sa.select(a)
         if session_key is not None:
             query = query.where(a.c.session_key == session_key)
         if pending_only:
             query = query.where(a.c.state == _PENDING).order_by(a.c.requested_at, a.c.id)
+            if after is not None:
+                at, approval_id = after
+                query = query.where(
+                    a.c.requested_at >= at,  # a range of the index, with the tie broken below
+                    sa.or_(
+                        a.c.requested_at > at,
+                        sa.and_(a.c.requested_at == at, a.c.id > approval_id),
+                    ),
+                )
             query = query.limit(limit)
             return await self._db.read(lambda conn: [_approval(r) for r in conn.execute(query)])
         # the newest `limit`, shown oldest first
         query = query.order_by(a.c.requested_at.desc(), a.c.id.desc()).limit(limit)
         found = await self._db.read(lambda conn: [_approval(r) for r in conn.execute(query)])
         return found[::-1]
+
+    async def list_newest(
+        self,
+        session_key: str | None = None,
+        *,
+        limit: int = 500,
+        after: tuple[datetime, str] | None = None,
+    ) -> builtins.list[Approval]:
+        """Pending approvals oldest first (after the one whose `(requested_at, id)` is
+        `after`), or all: the newest `limit`, oldest first.
+        """
+        a = approvals
+        query = sa.select(a).order_by(a.c.requested_at.desc(), a.c.id.desc()).limit(limit)
+        if session_key is not None:
+            query = query.where(a.c.session_key == session_key)
+        if after is not None:
+            at, approval_id = after
+            query = query.where(
+                a.c.requested_at <= at,  # a range of the index, with the tie broken below
+                sa.or_(
+                    a.c.requested_at < at, sa.and_(a.c.requested_at == at, a.c.id < approval_id)
+                ),
+            )
+        return await self._db.read(lambda conn: [_approval(r) for r in conn.execute(query)])
 
     async def expire_orphaned(
         self, at: datetime, by: str, *, turnless: bool = True

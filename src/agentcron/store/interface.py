@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from agentcron.domain.approvals import Approval
 from agentcron.domain.deliveries import Delivery, DeliveryCursor, DeliveryState
 from agentcron.domain.jobs import Job, JobKind, Recall, RecallState
-from agentcron.domain.runs import ClaimedFire, ClaimResult, FirePlan, Run
+from agentcron.domain.runs import ClaimedFire, ClaimResult, FirePlan, Run, UsageRow
 from agentcron.domain.sessions import MemoryScope, Message, Role, Session, Turn
 from agentcron.domain.states import RunState, TurnState
 from agentcron.store.owners import LiveWork, OrphanSettlement, OwnerRecord
@@ -233,8 +233,11 @@ class JobCatalog(Protocol):
         kind: JobKind | None = None,
         enabled: bool | None = None,
         limit: int | None = None,
+        after: str | None = None,
     ) -> list[Job]:
-        """Jobs matching every filter given, oldest first, at most `limit`."""
+        """Jobs matching every filter given, oldest first (by id), those with an id after
+        `after`, at most `limit`.
+        """
         ...
 
     async def update_job(
@@ -279,9 +282,31 @@ class RunRecords(Protocol):
         job_id: str | None = None,
         session_key: str | None = None,
         states: Iterable[RunState] | None = None,
+        since: datetime | None = None,
+        before: tuple[datetime, str] | None = None,
         limit: int | None = 100,
     ) -> list[Run]:
-        """Runs matching the filters, newest fire first, at most `limit` (None: all)."""
+        """Runs matching the filters, newest fire first (ties by id, newest first), fired at
+        or after `since`, after the run whose `(fire_at, id)` is `before` (the page before),
+        at most `limit` (None: all).
+        """
+        ...
+
+    async def has_runs(self, job_id: str) -> bool:
+        """Whether any run of `job_id` is kept (a deleted job's history outlives it)."""
+        ...
+
+    async def usage_rows(
+        self,
+        *,
+        since: datetime,
+        until: datetime,
+        session_key: str | None = None,
+        job_id: str | None = None,
+    ) -> list[UsageRow]:
+        """Each turn opened and each run without a turn fired in `[since, until)`, with its
+        tokens and cost (of one session, of one job's fires, when given).
+        """
         ...
 
     async def usage_totals(
@@ -307,8 +332,17 @@ class RunRecords(Protocol):
 class SessionRecords(Transcripts, Protocol):
     """The sessions service's part: the transcripts, and reading and removing sessions."""
 
-    async def list_sessions(self, *, limit: int | None = None) -> list[Session]:
-        """Sessions, most recently updated first."""
+    async def list_sessions(
+        self,
+        *,
+        limit: int | None = None,
+        before: tuple[datetime, str] | None = None,
+        search: str | None = None,
+    ) -> list[Session]:
+        """Sessions, most recently updated first (ties by key, last first), after the one
+        whose `(updated_at, key)` is `before`, those whose title or key holds `search`
+        (case-insensitive), at most `limit`.
+        """
         ...
 
     async def delete_session(self, key: str) -> None:
@@ -320,9 +354,16 @@ class SessionRecords(Transcripts, Protocol):
         ...
 
     async def list_messages(
-        self, session_key: str, *, after: int | None = None, limit: int | None = None
+        self,
+        session_key: str,
+        *,
+        after: int | None = None,
+        limit: int | None = None,
+        before: int | None = None,
     ) -> list[Message]:
-        """The transcript in order, entries after seq `after`, at most `limit`."""
+        """The transcript in order, entries after seq `after`, at most `limit`; with `before`
+        (a seq), the newest `limit` entries below it, in order.
+        """
         ...
 
     async def get_turn(self, turn_id: str) -> Turn:
@@ -491,10 +532,28 @@ class ApprovalRecords(Protocol):
         ...
 
     async def list(
-        self, session_key: str | None = None, *, pending_only: bool = True, limit: int = 500
+        self,
+        session_key: str | None = None,
+        *,
+        pending_only: bool = True,
+        limit: int = 500,
+        after: tuple[datetime, str] | None = None,
     ) -> builtins.list[Approval]:
         """Pending approvals (or all, decided too: the newest `limit`), of one session or of
-        all, oldest first, at most `limit`.
+        all, oldest first, at most `limit`; pending ones after the one whose
+        `(requested_at, id)` is `after`.
+        """
+        ...
+
+    async def list_newest(
+        self,
+        session_key: str | None = None,
+        *,
+        limit: int = 500,
+        after: tuple[datetime, str] | None = None,
+    ) -> builtins.list[Approval]:
+        """Every approval, decided too, newest first (ties by id), after the one whose
+        `(requested_at, id)` is `after`, at most `limit`.
         """
         ...
 

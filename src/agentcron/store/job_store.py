@@ -154,10 +154,11 @@ class JobsMixin(SqlBase):
         kind: JobKind | None = None,
         enabled: bool | None = None,
         limit: int | None = None,
+        after: str | None = None,
     ) -> list[Job]:
         return await self._db.read(
             lambda conn: self._list_jobs_op(
-                conn, session_key=session_key, kind=kind, enabled=enabled, limit=limit
+                conn, session_key=session_key, kind=kind, enabled=enabled, limit=limit, after=after
             )
         )
 
@@ -169,8 +170,11 @@ class JobsMixin(SqlBase):
         kind: JobKind | None = None,
         enabled: bool | None = None,
         limit: int | None = None,
+        after: str | None = None,
     ) -> list[Job]:
         query = sa.select(jobs).order_by(jobs.c.id)
+        if after is not None:
+            query = query.where(jobs.c.id > after)
         if session_key is not None:
             query = query.where(jobs.c.session_key == session_key)
         if kind is not None:

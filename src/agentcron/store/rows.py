@@ -312,6 +312,7 @@ def _run(row: Row[Any] | Mapping[str, Any]) -> Run:
         job_id=m["job_id"],
         session_key=m["session_key"],
         fire_at=m["fire_at"],
+        job_name=m.get("job_name"),
         state=RunState(m["state"]),
         owner=m["owner"],
         lease_expires_at=m["lease_expires_at"],
@@ -430,6 +431,7 @@ def _run_values(
     row: dict[str, Any] = {
         "id": new_id(),
         "job_id": job.id,
+        "job_name": job.name,  # kept with the run when the job is deleted
         "session_key": job.session_key,
         "fire_at": fire_at,
         "state": state.value,

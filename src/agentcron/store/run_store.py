@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from agentcron.domain.runs import Run
+from agentcron.domain.runs import Run, UsageRow
 from agentcron.domain.states import RunState
 from agentcron.schedule import next_fire
 from agentcron.store.errors import (
@@ -90,12 +90,22 @@ class RunsMixin(SqlBase):
         job_id: str | None = None,
         session_key: str | None = None,
         states: Iterable[RunState] | None = None,
+        since: datetime | None = None,
+        before: tuple[datetime, str] | None = None,
         limit: int | None = 100,
     ) -> list[Run]:
-        """Runs, newest fire first."""
+        """Runs, newest fire first (ties by id, newest first): those fired at or after
+        `since`, after the run whose `(fire_at, id)` is `before` (the page before).
+        """
         return await self._db.read(
             lambda conn: self._list_runs_op(
-                conn, job_id=job_id, session_key=session_key, states=states, limit=limit
+                conn,
+                job_id=job_id,
+                session_key=session_key,
+                states=states,
+                since=since,
+                before=before,
+                limit=limit,
             )
         )
 
@@ -106,6 +116,8 @@ class RunsMixin(SqlBase):
         job_id: str | None = None,
         session_key: str | None = None,
         states: Iterable[RunState] | None = None,
+        since: datetime | None = None,
+        before: tuple[datetime, str] | None = None,
         limit: int | None = 100,
     ) -> list[Run]:
         query = sa.select(runs).order_by(runs.c.fire_at.desc(), runs.c.id.desc())
@@ -115,9 +127,97 @@ class RunsMixin(SqlBase):
             query = query.where(runs.c.session_key == session_key)
         if states is not None:
             query = query.where(runs.c.state.in_([s.value for s in states]))
+        if since is not None:
+            query = query.where(runs.c.fire_at >= since)
+        if before is not None:
+            at, run_id = before
+            query = query.where(
+                runs.c.fire_at <= at,  # a range of the index (the OR alone is not, to PostgreSQL)
+                sa.or_(runs.c.fire_at < at, sa.and_(runs.c.fire_at == at, runs.c.id < run_id)),
+            )
         if limit is not None:
             query = query.limit(limit)
         return [_run(r) for r in conn.execute(query)]
+
+    async def has_runs(self, job_id: str) -> bool:
+        """Whether any run of `job_id` is kept (a deleted job's history outlives it)."""
+        query = sa.select(runs.c.id).where(runs.c.job_id == job_id).limit(1)
+        return await self._db.read(lambda conn: conn.execute(query).first() is not None)
+
+    async def usage_rows(
+        self,
+        *,
+        since: datetime,
+        until: datetime,
+        session_key: str | None = None,
+        job_id: str | None = None,
+    ) -> list[UsageRow]:
+        """What ran in `[since, until)`, one row each, for the usage per day: every turn
+        (user and scheduled, by when it opened; a scheduled one with its run's job) and every
+        run that ran without a turn (an isolated run, by its fire time), with their tokens
+        and cost. `job_id` keeps the scheduled ones of that job only.
+        """
+        return await self._db.read(
+            lambda conn: self._usage_rows_op(conn, since, until, session_key, job_id)
+        )
+
+    def _usage_rows_op(
+        self,
+        conn: Connection,
+        since: datetime,
+        until: datetime,
+        session_key: str | None,
+        job_id: str | None,
+    ) -> list[UsageRow]:
+        found: list[UsageRow] = []
+        of_turns = (
+            sa.select(
+                turns.c.created_at,
+                turns.c.session_key,
+                runs.c.job_id,
+                runs.c.job_name,
+                turns.c.input_tokens,
+                turns.c.output_tokens,
+                turns.c.cost_usd,
+            )
+            .select_from(turns.outerjoin(runs, runs.c.id == turns.c.run_id))
+            .where(turns.c.created_at >= since, turns.c.created_at < until)
+        )
+        isolated = sa.select(
+            runs.c.fire_at,
+            runs.c.session_key,
+            runs.c.job_id,
+            runs.c.job_name,
+            runs.c.input_tokens,
+            runs.c.output_tokens,
+            runs.c.cost_usd,
+        ).where(
+            runs.c.fire_at >= since,
+            runs.c.fire_at < until,
+            runs.c.started_at.is_not(None),
+            ~sa.exists().where(turns.c.run_id == runs.c.id),
+        )
+        if session_key is not None:
+            of_turns = of_turns.where(turns.c.session_key == session_key)
+            isolated = isolated.where(runs.c.session_key == session_key)
+        if job_id is not None:
+            of_turns = of_turns.where(runs.c.job_id == job_id)
+            isolated = isolated.where(runs.c.job_id == job_id)
+        for query, turn in ((of_turns, True), (isolated, False)):
+            for at, key, job, name, tokens_in, tokens_out, cost in conn.execute(query):
+                found.append(
+                    UsageRow(
+                        at=at,
+                        session_key=key or f"cron:{job}",
+                        job_id=job,
+                        job_name=name,
+                        turn=turn,
+                        input_tokens=tokens_in,
+                        output_tokens=tokens_out,
+                        cost_usd=cost,
+                    )
+                )
+        return found
 
     async def usage_totals(
         self, *, job_id: str | None = None, session_key: str | None = None

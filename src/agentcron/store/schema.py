@@ -175,6 +175,8 @@ runs = sa.Table(
     sa.Column("id", sa.String(32), primary_key=True),
     # no foreign key: run history outlives a deleted job until retention prunes it
     sa.Column("job_id", sa.String(32), nullable=False),
+    # the job's name when it fired: the history of a deleted job keeps it (migration 0023)
+    sa.Column("job_name", sa.Text),
     sa.Column("session_key", sa.Text),
     sa.Column("fire_at", UTCDateTime, nullable=False),
     sa.Column("state", sa.String(16), nullable=False),
@@ -211,7 +213,10 @@ sa.Index("ix_runs_state_finished", runs.c.state, runs.c.finished_at)
 # A few jobs' active fires (the claim's overlap check): their open runs only, not every run
 # a job keeps (up to `retention_runs_per_job`).
 sa.Index("ix_runs_job_state", runs.c.job_id, runs.c.state)
-sa.Index("ix_runs_session_key", runs.c.session_key)
+# The history pages, newest first with ties broken by id: across jobs, and of one session
+# (one job's: the (job_id, fire_at) unique index).
+sa.Index("ix_runs_fire", runs.c.fire_at, runs.c.id)
+sa.Index("ix_runs_session_fire", runs.c.session_key, runs.c.fire_at, runs.c.id)
 # At most one manual run of a job not ended yet: a second "run now" loses, in any process.
 _MANUAL_PENDING = sa.text("manual AND state IN ('claimed', 'queued', 'deferred', 'running')")
 sa.Index(
@@ -241,6 +246,8 @@ sessions = sa.Table(
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=False),
 )
+# The session list's pages: most recently updated first, ties broken by key (migration 0023).
+sa.Index("ix_sessions_updated", sessions.c.updated_at, sessions.c.session_key)
 
 turns = sa.Table(
     "turns",
@@ -372,6 +379,8 @@ sa.Index(
     approvals.c.requested_at,
 )
 sa.Index("ix_approvals_state", approvals.c.state, approvals.c.requested_at)
+# GET /api/approvals?all=true: every record, newest first, ties broken by id (migration 0023).
+sa.Index("ix_approvals_requested", approvals.c.requested_at, approvals.c.id)
 
 
 owners = sa.Table(

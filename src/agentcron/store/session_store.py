@@ -155,10 +155,33 @@ class SessionStore(TurnStore):
             raise SessionNotFoundError(key)
         return _session(row)
 
-    async def list_sessions(self, *, limit: int | None = None) -> list[Session]:
-        query = sa.select(sessions).order_by(
-            sessions.c.updated_at.desc(), sessions.c.created_at.desc(), sessions.c.session_key
-        )
+    async def list_sessions(
+        self,
+        *,
+        limit: int | None = None,
+        before: tuple[datetime, str] | None = None,
+        search: str | None = None,
+    ) -> list[Session]:
+        """Sessions, most recently updated first (ties by key, last first): after the one
+        whose `(updated_at, key)` is `before` (the page before), those whose title or key
+        holds `search` (case-insensitive), at most `limit`.
+        """
+        s = sessions
+        query = sa.select(s).order_by(s.c.updated_at.desc(), s.c.session_key.desc())
+        if before is not None:
+            at, key = before
+            query = query.where(
+                s.c.updated_at <= at,  # a range of the index (the OR alone is not, to PostgreSQL)
+                sa.or_(s.c.updated_at < at, sa.and_(s.c.updated_at == at, s.c.session_key < key)),
+            )
+        if search:
+            pattern = "%" + _escape_like(search.lower()) + "%"
+            query = query.where(
+                sa.or_(
+                    sa.func.lower(s.c.title).like(pattern, escape="\\"),
+                    sa.func.lower(s.c.session_key).like(pattern, escape="\\"),
+                )
+            )
         if limit is not None:
             query = query.limit(limit)
         return await self._db.read(lambda conn: [_session(r) for r in conn.execute(query)])
@@ -202,19 +225,34 @@ class SessionStore(TurnStore):
         return None if row is None else _message(row)
 
     async def list_messages(
-        self, session_key: str, *, after: int | None = None, limit: int | None = None
+        self,
+        session_key: str,
+        *,
+        after: int | None = None,
+        limit: int | None = None,
+        before: int | None = None,
     ) -> list[Message]:
-        """Transcript entries in order; `after` is a seq (exclusive)."""
-        query = (
-            sa.select(messages)
-            .where(messages.c.session_key == session_key)
-            .order_by(messages.c.seq)
-        )
+        """Transcript entries in order; `after` is a seq (exclusive). With `before` (a seq,
+        exclusive), the newest `limit` entries below it, in order (reading back).
+        """
+        query = sa.select(messages).where(messages.c.session_key == session_key)
+        # A seq is a 32-bit integer: a bound past it is not bound as one (PostgreSQL refuses).
         if after is not None:
+            if after >= _MAX_SEQ:
+                return []
             query = query.where(messages.c.seq > after)
+        if before is not None:
+            if before <= _MAX_SEQ:
+                query = query.where(messages.c.seq < before)
+            query = query.order_by(messages.c.seq.desc())
+        else:
+            query = query.order_by(messages.c.seq)
         if limit is not None:
             query = query.limit(limit)
-        return await self._db.read(lambda conn: [_message(r) for r in conn.execute(query)])
+        found = await self._db.read(lambda conn: [_message(r) for r in conn.execute(query)])
+        if before is not None:
+            found.reverse()
+        return found
 
     async def history(self, session_key: str, *, before: int, limit: int) -> list[Message]:
         """The newest `limit` transcript entries with seq below `before`, oldest first (one
@@ -313,6 +351,14 @@ class SessionStore(TurnStore):
             return _turn(values)
 
         return await self._db.write(op)
+
+
+_MAX_SEQ = 2**31 - 1  # the largest `messages.seq` (sa.Integer)
+
+
+def _escape_like(text: str) -> str:
+    """`text` matched literally by LIKE (escape character `\\`)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _in_scope(key: sa.ColumnElement[str], scope: MemoryScope) -> sa.ColumnElement[bool]:

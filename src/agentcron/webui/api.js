@@ -44,12 +44,45 @@ export const path = {
     (cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""),
 };
 
+/** Two pages of one list as one answer: the lists joined, the rest from the later page. */
+function joinPages(first, next) {
+  const joined = { ...first, ...next };
+  for (const [name, value] of Object.entries(first)) {
+    if (Array.isArray(value) && Array.isArray(next[name])) joined[name] = value.concat(next[name]);
+  }
+  return joined;
+}
+
+/** The URL of the page after `url`'s: its filters, with the cursor in place of a position. */
+function nextPage(url, cursor) {
+  const next = new URL(url, "http://page.invalid");
+  next.searchParams.delete("after");
+  next.searchParams.delete("before");
+  next.searchParams.set("cursor", cursor);
+  return `${next.pathname}${next.search}`;
+}
+
 /**
  * A function api(method, url, body?) -> parsed JSON. `getToken` is read on every call;
  * `onUnauthorized(error)` is told about a 401 (the token was revoked or is wrong).
+ * A list the API answers in pages (`next_cursor`) and asked for without `limit` or `cursor`
+ * is read to its end and answered whole.
  */
 export function makeApi(getToken, onUnauthorized) {
+  const request = makeRequest(getToken, onUnauthorized);
   return async function api(method, url, body = undefined) {
+    let data = await request(method, url, body);
+    if (method !== "GET" || /[?&](limit|cursor)=/.test(url)) return data;
+    while (data && typeof data.next_cursor === "string") {
+      data = joinPages(data, await request("GET", nextPage(url, data.next_cursor)));
+    }
+    return data;
+  };
+}
+
+/** One request: the parsed JSON, or an ApiError with the server's detail. */
+function makeRequest(getToken, onUnauthorized) {
+  return async function request(method, url, body = undefined) {
     const headers = { Authorization: `Bearer ${getToken()}`, Accept: "application/json" };
     if (body !== undefined) headers["Content-Type"] = "application/json";
     let response;

@@ -14,8 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentcron.approval_links import MAX_TOKEN, ApprovalLinks
 from agentcron.limits import NameText
-from agentcron.server.deps import Cron, Id
+from agentcron.server.deps import Cron, Cursor, Id, Limit
 from agentcron.server.errors import CHANGE, answers
+from agentcron.service.paging import DEFAULT_PAGE
 from agentcron.session_keys import MAX_SESSION_KEY
 from agentcron.views import ApprovalOut, ApprovalsOut
 
@@ -38,12 +39,16 @@ async def list_approvals(
     session_key: str | None = Query(
         default=None, max_length=MAX_SESSION_KEY, description="one session's (default: all)"
     ),
-    all: bool = Query(default=False, description="also the decided ones (the newest 500)"),
+    all: bool = Query(default=False, description="every one, decided too, newest first"),
+    limit: Limit = DEFAULT_PAGE,
+    cursor: Cursor = None,
 ) -> ApprovalsOut:
     """Pending approvals of gated tool calls, oldest first (durable: after a restart, those
-    whose turn it cut off are listed expired, `decided_by` "restart").
+    whose turn it cut off are listed expired, `decided_by` "restart"); with `all`, every
+    approval newest first. `next_cursor` is null on the last page.
     """
-    return ApprovalsOut.of_approvals(await cron.approvals.list(session_key, pending_only=not all))
+    page = await cron.approvals.page(session_key, pending_only=not all, limit=limit, cursor=cursor)
+    return ApprovalsOut.of_page(page)
 
 
 @router.get("/{approval_id}", responses=answers(404))

@@ -5,9 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, status
 
 from agentcron.domain.jobs import JobKind
-from agentcron.server.deps import Cron, Id
+from agentcron.server.deps import Cron, Cursor, Id, Limit
 from agentcron.server.errors import CHANGE, answers
 from agentcron.service.job_requests import JobCreate, JobPatch
+from agentcron.service.paging import DEFAULT_PAGE
 from agentcron.session_keys import MAX_SESSION_KEY
 from agentcron.views import DeletedJobOut, JobDetailOut, JobOut, JobsOut, RunOut, RunsOut
 
@@ -28,13 +29,16 @@ async def list_jobs(
     ),
     kind: JobKind | None = None,
     enabled: bool | None = None,
-    limit: int | None = Query(default=None, ge=1, le=100_000),
+    limit: Limit = DEFAULT_PAGE,
+    cursor: Cursor = None,
 ) -> JobsOut:
-    """Jobs with their state, or a chat's (its own and, in unified mode, the shared ones)."""
-    states = await cron.jobs.listing(
-        session_key=session_key, kind=kind, enabled=enabled, limit=limit
+    """Jobs with their state, or a chat's (its own and, in unified mode, the shared ones),
+    oldest first; `next_cursor` is null on the last page.
+    """
+    page = await cron.jobs.page(
+        session_key=session_key, kind=kind, enabled=enabled, limit=limit, cursor=cursor
     )
-    return JobsOut.of_states(states)
+    return JobsOut.of_page(page)
 
 
 @router.get("/{job_id}", responses=answers(404))
@@ -67,9 +71,10 @@ async def delete_job(job_id: Id, cron: Cron) -> DeletedJobOut:
 
 @router.get("/{job_id}/runs", responses=answers(404))
 async def job_runs(
-    job_id: Id, cron: Cron, limit: int = Query(default=50, ge=1, le=1000)
+    job_id: Id, cron: Cron, limit: Limit = DEFAULT_PAGE, cursor: Cursor = None
 ) -> RunsOut:
-    return RunsOut.of_runs(await cron.jobs.runs_of(job_id, limit=limit))
+    """The job's runs, newest first (a deleted job's too, while they are kept)."""
+    return RunsOut.of_page(await cron.runs.page(job_id=job_id, limit=limit, cursor=cursor))
 
 
 # A paused job runs too: "run now" is a person's explicit request. 409: its previous manual run

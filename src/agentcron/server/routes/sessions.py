@@ -10,10 +10,11 @@ from fastapi.responses import JSONResponse
 from agentcron.domain.jobs import RecallState
 from agentcron.errors import InvalidInputError
 from agentcron.limits import check_text
-from agentcron.server.deps import Cron
+from agentcron.server.deps import Cron, Cursor, Limit
 from agentcron.server.errors import CHANGE, answers
 from agentcron.server.middleware import key_from_path
-from agentcron.service.sessions import MessageCreate, MessageOut, SessionCreate
+from agentcron.service.paging import DEFAULT_PAGE
+from agentcron.service.sessions import MAX_SEARCH, MessageCreate, MessageOut, SessionCreate
 from agentcron.session_keys import MAX_SESSION_KEY, SESSION_KEY_HELP
 from agentcron.views import (
     CancelledRecallOut,
@@ -67,10 +68,17 @@ async def create_session(body: SessionCreate, cron: Cron) -> SessionOut:
 
 @router.get("")
 async def list_sessions(
-    cron: Cron, limit: int | None = Query(default=None, ge=1, le=10_000)
+    cron: Cron,
+    limit: Limit = DEFAULT_PAGE,
+    cursor: Cursor = None,
+    q: str | None = Query(
+        default=None, max_length=MAX_SEARCH, description="title or key holds it (any case)"
+    ),
 ) -> SessionsOut:
-    """Every session with its automation count, pending recall and running turn."""
-    return SessionsOut.of_rows(await cron.sessions.listing(limit=limit))
+    """The sessions, most recently updated first, with their automation count, pending
+    recall and running turn; `next_cursor` is null on the last page.
+    """
+    return SessionsOut.of_page(await cron.sessions.page(limit=limit, cursor=cursor, search=q))
 
 
 @router.get("/{key}", responses=answers(404))
@@ -84,10 +92,23 @@ async def list_messages(
     key: Key,
     cron: Cron,
     after: int | None = Query(default=None, ge=0, le=2**53, description="a seq: entries after it"),
-    limit: int | None = Query(default=None, ge=1, le=10_000),
+    before: int | None = Query(
+        default=None,
+        ge=0,
+        le=2**53,
+        description="a seq: the newest entries before it (2**53: the newest of all)",
+    ),
+    limit: Limit = DEFAULT_PAGE,
+    cursor: Cursor = None,
 ) -> MessagesOut:
-    messages = await cron.sessions.transcript(key, after=after, limit=limit)
-    return MessagesOut.of_page(key, messages, after)
+    """A page of the transcript, in order. Reading on: from the start or the entries after
+    seq `after`. Reading back: the newest entries before seq `before` (`before=2**53`, i.e.
+    9007199254740992: the newest page, where a chat opens); `next_cursor` goes on the same way.
+    """
+    page = await cron.sessions.transcript_page(
+        key, after=after, before=before, limit=limit, cursor=cursor
+    )
+    return MessagesOut.of_transcript(key, page, after)
 
 
 @router.post(
@@ -143,9 +164,10 @@ async def delete_session(
 
 @router.get("/{key}/runs", responses=answers(404))
 async def session_runs(
-    key: Key, cron: Cron, limit: int = Query(default=50, ge=1, le=1000)
+    key: Key, cron: Cron, limit: Limit = DEFAULT_PAGE, cursor: Cursor = None
 ) -> RunsOut:
-    return RunsOut.of_runs(await cron.runs.list(session_key=key, limit=limit))
+    """The runs of the session's jobs, newest first."""
+    return RunsOut.of_page(await cron.runs.page(session_key=key, limit=limit, cursor=cursor))
 
 
 @router.get("/{key}/usage", responses=answers(404))
