@@ -1,5 +1,6 @@
-"""The web UI over lists the API answers in pages (issue 28): more chats and more transcript
-entries than one page holds are all shown (api.js follows next_cursor until the last page).
+"""The web UI over lists the API answers in pages: the chat list reads its next page as it is
+scrolled; a chat shows more transcript entries than one page holds (api.js follows
+next_cursor until the last page).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ async def test_more_chats_and_entries_than_a_page_are_all_shown(
         await ui.cron.sessions.note(key, f"note {i:02d}")
     await log_in(page, ui)
     chats = page.get_by_role("navigation", name="Chat list").locator("li[data-key]")
+    await expect(chats).to_have_count(50)  # a page; the rest as the list is scrolled
+    await page.locator("nav.session-nav").evaluate("n => { n.scrollTop = n.scrollHeight; }")
     await expect(chats).to_have_count(CHATS)
     await chats.and_(page.locator(f'li[data-key="{key}"]')).click()
     await expect(page.locator("#chat-key")).to_have_text(key)

@@ -29,6 +29,7 @@ const api = makeApi(
 );
 
 const sidebar = new Sidebar({
+  api,
   onOpen: (key) => {
     openSession(key);
     showPane("chat");
@@ -104,7 +105,7 @@ function rememberSession(key) {
 
 async function checkToken(token) {
   const probe = makeApi(() => token, null);
-  return probe("GET", path.sessions());
+  return probe("GET", `${path.sessions()}?limit=1`);
 }
 
 function showLogin(message = "") {
@@ -119,10 +120,10 @@ async function login(token, { fromStorage = false } = {}) {
   const button = $("login-submit");
   button.disabled = true;
   try {
-    const listing = await checkToken(token);
+    await checkToken(token);
     state.token = token;
     localStorage.setItem(TOKEN_KEY, token);
-    await startApp(listing);
+    await startApp();
   } catch (error) {
     if (error instanceof ApiError && error.status === 401) {
       localStorage.removeItem(TOKEN_KEY);
@@ -165,11 +166,11 @@ $("logout").addEventListener("click", () => logout());
 
 // -- the app ----------------------------------------------------------------------------------
 
-async function startApp(listing) {
+async function startApp() {
   $("login").hidden = true;
   $("app").hidden = false;
   showPane("list");
-  sidebar.set(listing.sessions);
+  await sidebar.reload();
   if (state.live) state.live.stop();
   state.live = new Live({
     token: state.token,
@@ -185,6 +186,14 @@ async function startApp(listing) {
   });
   state.live.start();
   const wanted = sessionFromFragment() || localStorage.getItem(SESSION_KEY);
+  if (wanted && !sidebar.get(wanted)) {
+    // Not on the first page: opened all the same when it exists.
+    try {
+      sidebar.add(await api("GET", path.session(wanted)));
+    } catch {
+      // gone: the newest chat opens instead
+    }
+  }
   const first = sidebar.get(wanted) ? wanted : sidebar.sessions[0]?.key || null;
   openSession(first);
 }
@@ -238,8 +247,7 @@ function showChatError(message) {
 
 const refreshSessions = debounce(async () => {
   try {
-    const listing = await api("GET", path.sessions());
-    sidebar.set(listing.sessions);
+    await sidebar.reload();
   } catch (error) {
     if (!(error instanceof ApiError && error.status === 401)) {
       showChatError(`Could not load the chats: ${error.message}`);
@@ -388,8 +396,7 @@ $("new-chat").addEventListener("click", async () => {
     showChatError(`Could not create a chat: ${error.message}`);
     return;
   }
-  const listing = await api("GET", path.sessions());
-  sidebar.set(listing.sessions);
+  await sidebar.reload();
   openSession(key);
   showPane("chat");
   $("composer-input").focus();
@@ -495,8 +502,7 @@ $("delete-confirm").addEventListener("click", async () => {
     }
     if (!answer.deleted) throw new Error("the server did not delete the chat");
     dialog.close();
-    const listing = await api("GET", path.sessions());
-    sidebar.set(listing.sessions);
+    await sidebar.reload();
     if (state.current === key) openSession(sidebar.sessions[0]?.key || null);
   } catch (error) {
     showError($("delete-error"), `Could not delete the chat: ${error.message}`);

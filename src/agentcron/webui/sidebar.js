@@ -1,5 +1,6 @@
-// The chat list: newest first, a clock on chats with automations or a pending recall, and the
-// seed's "pending recalls only" filter.
+// The chat list: newest first, read a page at a time as it is scrolled, searched on the server;
+// a clock on chats with automations or a pending recall, and the "pending recalls only" filter
+// (over the chats read so far).
 
 import { clockIcon, h } from "./dom.js";
 
@@ -21,13 +22,28 @@ export function sessionTitle(session) {
   return session.title || `Untitled chat ${session.chat_id ? session.chat_id.slice(0, 6) : ""}`.trim();
 }
 
+const PAGE = 50; // chats read per page; the next page is read as the list is scrolled near its end
+const REFRESH_MAX = 200; // a refresh re-reads at most this many of the chats already shown
+
 export class Sidebar {
-  constructor({ onOpen }) {
+  /**
+   * The chat list, read from the server a page at a time (`next_cursor`): the first page at
+   * once, the next ones as the list is scrolled near its end; the search box asks the server
+   * (`q`, title or key). `api(method, url)` is the REST client.
+   */
+  constructor({ api, onOpen }) {
+    this.api = api;
     this.onOpen = onOpen;
     this.list = document.getElementById("session-list");
     this.empty = document.getElementById("session-empty");
+    this.more = document.getElementById("session-more");
+    this.search = document.getElementById("session-search");
     this.filterButton = document.getElementById("filter-recalls");
     this.sessions = [];
+    this.cursor = null; // the next page's cursor (null: everything is shown)
+    this.query = "";
+    this.loading = null; // the page being read
+    this.generation = 0; // bumped by a new search or refresh: an older answer is dropped
     this.current = null;
     this.onlyRecalls = false;
     this.filterButton.addEventListener("click", () => {
@@ -35,11 +51,78 @@ export class Sidebar {
       this.filterButton.setAttribute("aria-pressed", String(this.onlyRecalls));
       this.render();
     });
+    let typing = null;
+    this.search.addEventListener("input", () => {
+      clearTimeout(typing);
+      typing = setTimeout(() => {
+        this.query = this.search.value.trim();
+        this.reload().catch(() => {});
+      }, 200);
+    });
+    // The next page as the end of the list comes into view (the list scrolls in its nav).
+    this.observer = new IntersectionObserver(
+      (entries) => {
+        if (entries.some((e) => e.isIntersecting)) this.loadMore().catch(() => {});
+      },
+      { root: this.list.closest("nav"), rootMargin: "200px" },
+    );
+    this.observer.observe(this.more);
   }
 
-  set(sessions) {
-    this.sessions = [...sessions].sort(newestFirst);
+  url(limit, cursor = null) {
+    const params = new URLSearchParams({ limit: String(limit) });
+    if (this.query) params.set("q", this.query);
+    if (cursor) params.set("cursor", cursor);
+    return `/api/sessions?${params}`;
+  }
+
+  /** Read the list again from its first page (a search, a change): as many chats as shown. */
+  async reload() {
+    const generation = ++this.generation;
+    const limit = Math.min(REFRESH_MAX, Math.max(PAGE, this.sessions.length));
+    const page = await this.api("GET", this.url(limit));
+    if (generation !== this.generation) return;
+    this.sessions = [...page.sessions].sort(newestFirst);
+    this.cursor = page.next_cursor ?? null;
+    this.loading = null;
     this.render();
+    // The end of the list may be in view already (a tall screen, or scrolled there while this
+    // was read): the observer tells only of a change, so read on here.
+    if (this.cursor && this.moreInView()) await this.loadMore();
+  }
+
+  /** The next page, if there is one and none is being read. */
+  async loadMore() {
+    if (!this.cursor || this.loading) return;
+    const generation = this.generation;
+    this.loading = this.api("GET", this.url(PAGE, this.cursor));
+    try {
+      const page = await this.loading;
+      if (generation !== this.generation) return;
+      const known = new Set(this.sessions.map((s) => s.key));
+      this.sessions = this.sessions.concat(page.sessions.filter((s) => !known.has(s.key)));
+      this.cursor = page.next_cursor ?? null;
+      this.render();
+    } finally {
+      if (generation === this.generation) this.loading = null;
+    }
+    // Still short of the end of the view (a tall screen): read on.
+    if (this.cursor && this.moreInView()) await this.loadMore();
+  }
+
+  moreInView() {
+    const nav = this.list.closest("nav");
+    const box = this.more.getBoundingClientRect();
+    const view = nav.getBoundingClientRect();
+    return box.top < view.bottom + 200;
+  }
+
+  /** A chat that is not among the pages read (opened by its link): shown too. */
+  add(session) {
+    if (!this.get(session.key)) {
+      this.sessions = [...this.sessions, session];
+      this.render();
+    }
   }
 
   select(key) {
@@ -56,10 +139,13 @@ export class Sidebar {
       ? this.sessions.filter((s) => s.has_recall)
       : this.sessions;
     this.list.replaceChildren(...shown.map((s) => this.item(s)));
-    if (!shown.length) {
-      this.empty.textContent = this.onlyRecalls
-        ? "No chats with a pending recall."
-        : "No chats yet: start one with “New chat”.";
+    this.more.hidden = !this.cursor;
+    if (!shown.length && !this.cursor) {
+      this.empty.textContent = this.query
+        ? `No chat's title or key holds “${this.query}”.`
+        : this.onlyRecalls
+          ? "No chats with a pending recall."
+          : "No chats yet: start one with “New chat”.";
       this.empty.hidden = false;
     } else {
       this.empty.hidden = true;
