@@ -355,6 +355,8 @@ class Lanes:
         """
         if self._closing or len(lane.queue) < 2 or lane.queue[0] is not lane.current:
             return
+        if self.slots.locked():
+            return  # no slot to take now: nothing else is worth looking at
         nxt = lane.queue[1]
         if nxt.started or self.moves(nxt, lane.key):
             return  # a moved fire reads where the person talks first: the usual start
