@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from playwright.async_api import Locator, Page, expect
@@ -272,3 +273,28 @@ async def test_load_more_pages_through_a_long_run_history(
     await expect(dialog.get_by_role("button", name="Load more")).to_have_count(0)
     chart = dialog.get_by_role("img", name="Outcome and duration of the last 24 runs")
     await expect(chart.locator("rect.bar")).to_have_count(24)
+
+
+@pytest.mark.timeout(60)
+async def test_a_chat_shows_its_usage_per_day_under_its_automations(
+    start_server: StartServer, page: Page
+) -> None:
+    ui = await start_server()
+    await log_in(page, ui)
+    key = await new_chat(page)
+    usage = page.get_by_role("region", name="Usage per day")
+    await expect(usage).to_be_hidden()  # nothing counted yet
+    await say(page, "hello there")
+    await say(page, "and once more")
+    await expect(usage).to_be_visible()
+    zone = (await ui.cron.sessions.get(key)).tz  # the browser's, as for every web chat
+    rows = usage.locator("tbody tr")
+    await expect(rows).to_have_count(1)
+    cells = rows.first.locator("td")
+    await expect(cells.nth(1)).to_have_text("2")  # two turns, on one day of the chat's zone
+    await expect(cells.first).to_have_text(
+        ui.clock.now().astimezone(ZoneInfo(zone)).date().isoformat()
+    )
+    await expect(cells.nth(2)).to_have_text(re.compile(r"^[\d,]+ / [\d,]+$"))
+    await expect(usage.locator("tfoot td").first).to_have_text("2")
+    await expect(usage.locator("caption")).to_have_text(f"Days in {zone}")

@@ -82,3 +82,7 @@ async def test_a_linked_chat_opens_though_it_is_not_on_the_first_page(
     await expect(page.locator("#chat-key")).to_have_text("api:chat-000")
     current = page.locator("#session-list .session.current .session-title")
     await expect(current).to_have_text("Chat 000")
+    # A change read again from the first page keeps the open chat in the list.
+    await ui.cron.sessions.send("api:chat-new", "hello")
+    await expect(page.locator("#session-list .session-title").first).to_have_text("hello")
+    await expect(current).to_have_text("Chat 000")

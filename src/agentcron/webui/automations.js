@@ -2,6 +2,7 @@
 
 import { path } from "./api.js";
 import { clockIcon, h, showError, timeEl } from "./dom.js";
+import { ChatUsage } from "./usage.js";
 
 const ACTIVE_RUN_TEXT = {
   claimed: "Starting",
@@ -46,6 +47,7 @@ export class AutomationsPanel {
     this.formError = document.getElementById("automation-error");
     this.banner = document.getElementById("recall-banner");
     this.confirming = null; // id of the automation whose delete asks "sure?"
+    this.usage = new ChatUsage({ api }); // the chat's usage per day, under its automations
     this.form.addEventListener("submit", (event) => {
       event.preventDefault();
       this.create();
@@ -61,6 +63,7 @@ export class AutomationsPanel {
     this.empty.hidden = false;
     this.banner.hidden = true;
     this.banner.replaceChildren();
+    this.usage.clear();
     showError(this.formError, "");
     for (const el of this.form.elements) el.disabled = key === null;
   }
@@ -75,6 +78,7 @@ export class AutomationsPanel {
     this.doneList.replaceChildren(...done.map((job) => this.item(job)));
     this.done.hidden = done.length === 0;
     this.showRecall(detail.recall);
+    this.usage.load(detail.key, detail.tz);
   }
 
   item(job) {

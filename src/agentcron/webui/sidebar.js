@@ -82,7 +82,10 @@ export class Sidebar {
     const limit = Math.min(REFRESH_MAX, Math.max(PAGE, this.sessions.length));
     const page = await this.api("GET", this.url(limit));
     if (generation !== this.generation) return;
+    // The open chat stays listed, on the first page or not (a search shows only what it finds).
+    const open = this.query ? null : this.get(this.current);
     this.sessions = [...page.sessions].sort(newestFirst);
+    if (open && !this.get(open.key)) this.sessions.push(open);
     this.cursor = page.next_cursor ?? null;
     this.loading = null;
     this.render();
