@@ -258,12 +258,15 @@ def _normalise(text: str) -> str:
     t = re.sub(r"\b(?:a )?fortnight\b", "2 weeks", t)
     t = re.sub(r"\bevery (?:(\d+)(?:st|nd|rd|th)|(second|third)) (day|week)\b", _nth_step, t)
     t = re.sub(r"\bfortnightly\b", "every 2 weeks", t)
-    t = re.sub(
+    spoken = re.compile(
         r"(?<!from )(?<!between )(?<!and )\b(half|quarter|5|10|20|25)(?: minutes)? "
-        r"(past|after|to|before) (\d{1,2})(am|pm)?\b(?! (?:hours|days))",
-        _spoken_clock,
-        t,
+        r"(past|after|to|before) (\d{1,2})(am|pm)?\b(?! (?:hours|days))"
     )
+    bare = next((m for m in spoken.finditer(t) if not m[4] and _spoken_clock(m) != m[0]), None)
+    if bare is not None and not re.search(r"\b(morning|afternoon|evening|night|tonight)\b", t):
+        # A spoken time is on the 12-hour clock: "quarter to five" is 04:45 or 16:45 alike.
+        raise _fail(text, "a spoken time could be morning or evening: add am or pm")
+    t = spoken.sub(_spoken_clock, t)
     t = re.sub(r"\bthe day after tomorrow\b|\bday after tomorrow\b", "overmorrow", t)
     t = re.sub(r"\b(end of (?:the )?(?:business )?day|eod|cob|close of business)\b", "endofday", t)
     return t

@@ -278,13 +278,14 @@ PHRASES = [
     ("in 2 days at 10am", "at 2026-11-24 10:00"),
     ("1h30m", "at 2026-11-22 16:30"),
     ("3 days from now at noon", "at 2026-11-25 12:00"),
-    # spoken and dotted clock times (a bare hour is on the 24-hour clock: 'five' is 05:00)
+    # spoken and dotted clock times (a dotted one is on the 24-hour clock; a spoken one needs
+    # its am or pm, or a day part: see test_a_spoken_time_without_am_or_pm_is_refused)
     ("9.30", "at 2026-11-23 09:30"),
-    ("half past nine", "at 2026-11-23 09:30"),
-    ("quarter to five", "at 2026-11-23 04:45"),
+    ("half past nine am", "at 2026-11-23 09:30"),
+    ("half past nine tonight", "at 2026-11-22 21:30"),
     ("quarter to five pm", "at 2026-11-22 16:45"),
     ("quarter to one pm", "at 2026-11-23 12:45"),
-    ("twenty past seven", "at 2026-11-23 07:20"),
+    ("twenty past seven am", "at 2026-11-23 07:20"),
     ("six o'clock pm", "at 2026-11-22 18:00"),
 ]
 
@@ -525,3 +526,12 @@ def test_the_docs_phrases_read_and_refuse_as_documented() -> None:
     for phrase in refused:
         with pytest.raises(WhenParseError):
             parse_when(phrase, NOW, B)
+
+
+@pytest.mark.parametrize(
+    "text", ["quarter to five", "half past nine", "twenty past seven", "quarter to one", "ten to 8"]
+)
+def test_a_spoken_time_without_am_or_pm_is_refused(text: str) -> None:
+    """'quarter to five' is 04:45 or 16:45 alike: refused with what to add, never guessed."""
+    with pytest.raises(WhenParseError, match="add am or pm"):
+        parse_when(text, NOW, B)
