@@ -236,6 +236,8 @@ def _normalise(text: str) -> str:
     t = re.sub(r"[,;!?]|\.$|\.(?=\s)", " ", t)
     t = re.sub(r"\bo['\u2019]?\s?clock\b", "oclock", t)
     t = " ".join(t.split())
+    # "remind me tomorrow at 9": the request around the time (what to say is the message's)
+    t = re.sub(r"^(?:please )?(?:remind|ping|tell|notify|message) me\b ?", "", t)
     t = re.sub(r"\beveryday\b", "every day", t)
     t = re.sub(r"\b(tmrw|tmr|tmw)\b", "tomorrow", t)
     t = re.sub(r"\btonite\b", "tonight", t)

@@ -535,3 +535,20 @@ def test_a_spoken_time_without_am_or_pm_is_refused(text: str) -> None:
     """'quarter to five' is 04:45 or 16:45 alike: refused with what to add, never guessed."""
     with pytest.raises(WhenParseError, match="add am or pm"):
         parse_when(text, NOW, B)
+
+
+@pytest.mark.parametrize(
+    ("text", "same_as"),
+    [
+        ("remind me tomorrow at 9am", "tomorrow at 9am"),
+        ("please remind me every weekday at 9", "every weekday at 9"),
+        ("ping me in 2 hours", "in 2 hours"),
+    ],
+)
+def test_the_request_around_a_time_is_read_as_the_time(text: str, same_as: str) -> None:
+    assert parse_when(text, NOW, B) == parse_when(same_as, NOW, B)
+
+
+def test_a_request_with_more_than_a_time_is_still_refused() -> None:
+    with pytest.raises(WhenParseError):
+        parse_when("remind me to call mom at 5pm", NOW, B)
