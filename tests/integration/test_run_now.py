@@ -181,8 +181,9 @@ def test_run_now_through_the_cli_with_a_server_on_the_same_database(
     # Through the API, the same.
     again = cli("jobs", "run", job["id"], *api)
     assert again.exit_code == 0, again.output
-    assert again.stdout.startswith("run ")
-    second_id = again.stdout.split()[1]
+    # 'a run of “ping” asked for; see it: agentcron runs show RUN_ID'
+    assert again.stdout.startswith("a run of “ping” asked for; see it: agentcron runs show ")
+    second_id = again.stdout.split()[-1]
     done = httpx.get(f"{server}/api/runs/{second_id}", params={"wait": 30}, headers=headers)
     assert done.json()["state"] == "succeeded"
     shown = json.loads(cli("jobs", "show", job["id"], *api, "--json").stdout)

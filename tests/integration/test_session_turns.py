@@ -468,49 +468,55 @@ async def test_a_stop_while_a_turn_start_is_being_written_closes_that_turn(
 
 
 async def test_a_stop_while_the_next_turn_starts_with_the_ends_write_closes_both_turns(
-    make_cron: CronFactory, cron_url: str, agent: ScriptedAgent
+    make_cron: CronFactory, cron_url: str, clock: FakeClock, agent: ScriptedAgent
 ) -> None:
-    """Back-to-back turns: the second turn's start is written with the first one's end (one
+    """Back-to-back turns: a fire's start is written with the end of the turn before it (one
     transaction). A graceful stop that comes while that transaction is under way hands the
-    second turn back no more: its start commits, so it ends interrupted with its notice and
-    the session's lease let go; the first ends with its reply.
+    fire back no more: its start commits, so it ends interrupted with its notice (its run
+    too) and the session's lease let go; the first turn ends with its reply.
     """
     agent.hold.clear()
     cron = await make_cron(runner=agent)
-    await cron.sessions.create(KEY)
+    job = await cron.jobs.create(name="ping", when="in 1m", message="ping", session_key=KEY)
     gate, entered = asyncio.Event(), asyncio.Event()
     apply = cron.store.apply
 
     async def slow_apply(writes: Any, finisher: Any) -> Any:
         if any(isinstance(w, TurnStart) for w in writes) and len(writes) > 1:
-            entered.set()  # the first turn's end with the second turn's start
+            entered.set()  # the first turn's end with the fire's start
             await gate.wait()
         return await apply(writes, finisher)
 
     cron.store.apply = slow_apply  # type: ignore[method-assign]
     first = await cron.sessions.send(KEY, "one")
     await asyncio.wait_for(agent.started.wait(), 10)
-    second = await cron.sessions.send(KEY, "two")
+    await settle(cron, clock, MIN)  # the fire is claimed, deferred behind the first turn
+    (run,) = await cron.runs.list(job.id)
+    assert run.state is RunState.DEFERRED
     agent.hold.set()
     await asyncio.wait_for(entered.wait(), 10)
 
     async def open_gate_soon() -> None:
-        await asyncio.sleep(0.3)  # after the stop took the second turn out of its lane
+        await asyncio.sleep(0.3)  # after the stop took the fire's turn out of its lane
         gate.set()
 
     opener = asyncio.create_task(open_gate_soon())
     await cron.close(grace=0.05)
     await opener
-    assert [t.prompt for t in agent.turns] == ["one"]  # the second never reached its runner
+    assert [t.prompt for t in agent.turns] == ["one"]  # the fire never reached its runner
     store = SqlStore(cron_url)
     await store.open()
     try:
-        ended = [await store.sessions.get_turn(t.id) for t in (first, second)]
+        ended = await store.sessions.get_turn(first.id)
+        (run,) = await store.list_runs(job_id=job.id)
         session = await store.sessions.get_session(KEY)
         entries = await store.sessions.list_messages(KEY)
+        fired = await store.sessions.get_turn(entries[2].meta["turn_id"])  # its trigger's
     finally:
         await store.close()
-    assert [t.state for t in ended] == [TurnState.SUCCEEDED, TurnState.INTERRUPTED]
+    assert ended.state is TurnState.SUCCEEDED
+    assert fired.state is TurnState.INTERRUPTED
+    assert run.state is RunState.INTERRUPTED
     assert session.turn_owner is None
     assert [m.role for m in entries] == ["user", "assistant", "user", "assistant"]
     assert entries[1].content == "reply to: one"

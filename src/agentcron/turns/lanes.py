@@ -347,27 +347,29 @@ class Lanes:
         )
 
     def pipeline(self, lane: _Lane) -> None:
-        """Called as the current turn's end write is queued: when the turn behind it can
-        begin at once (a slot free with nobody waiting for one, nothing to read first), its
-        start is queued right behind that end, so both share one transaction: back-to-back
-        turns of a session pay one commit wait between them, not two. The slot is taken now
-        (`Pending.early`); the lane's worker goes on with that turn as usual.
+        """Called as the current turn's end write is queued: when the turn behind it is a fire
+        that can begin at once (a slot free with nobody waiting for one, nothing to read
+        first), its start is queued right behind that end, so both share one transaction:
+        back-to-back turns of a session pay one commit wait between them, not two. The slot
+        is taken now (`Pending.early`); the lane's worker goes on with that turn as usual.
         """
         if self._closing or len(lane.queue) < 2 or lane.queue[0] is not lane.current:
             return
         if self.slots.locked():
             return  # no slot to take now: nothing else is worth looking at
         nxt = lane.queue[1]
-        if nxt.started or self.moves(nxt, lane.key):
+        # Fires only: a started turn cut by a crash before its runner call is closed, never
+        # run again; that is a fire's rule anyway (at most once), while a person's message
+        # that never began is answered after a crash by whichever process adopts it, so its
+        # start stays right before its runner call.
+        if nxt.fire is None or nxt.started or self.moves(nxt, lane.key):
             return  # a moved fire reads where the person talks first: the usual start
-        prepared = None
-        if nxt.fire is not None:
-            if self._late(nxt.fire):
-                return  # it ends missed, without a start: the usual way
-            try:
-                prepared = fire_turn(nxt.fire, nxt.turn_id)
-            except (PromptError, ValueError, KeyError):
-                return  # it ends failed, without a start: the usual way
+        if self._late(nxt.fire):
+            return  # it ends missed, without a start: the usual way
+        try:
+            prepared = fire_turn(nxt.fire, nxt.turn_id)
+        except (PromptError, ValueError, KeyError):
+            return  # it ends failed, without a start: the usual way
         if not self.slots.try_take():
             return
         nxt.prepared = prepared
