@@ -30,6 +30,7 @@ from agentcron.domain.events import ApprovalDecided
 from agentcron.domain.sessions import Role
 from agentcron.domain.states import TurnState
 from agentcron.store.errors import SessionNotFoundError
+from agentcron.store.ids import new_id
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, CronFactory
 from tests.helpers.store_setup import take_turn_lease
@@ -225,11 +226,20 @@ async def test_the_periodic_reap_expires_approvals_of_turns_cut_off_elsewhere(
             turn_id=far.id,
             now=now,
             timeout=30 * MIN,
+            approval_id=new_id(),
         )
     )
     # an approval that names no turn (a caller of the broker's own): only a start may reap it
     turnless = await cron.store.approvals.insert(
-        new_approval(tool="x", args={}, session_key=None, turn_id=None, now=now, timeout=30 * MIN)
+        new_approval(
+            tool="x",
+            args={},
+            session_key=None,
+            turn_id=None,
+            now=now,
+            timeout=30 * MIN,
+            approval_id=new_id(),
+        )
     )
     # and this process's own turn, waiting for a person
     mine = await cron.sessions.send("websocket:near", "call delete_file with path=/near")

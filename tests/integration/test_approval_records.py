@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from ulid import ULID
 
 from agentcron.domain.approvals import (
     Approval,
@@ -25,6 +26,7 @@ from agentcron.domain.approvals import (
 from agentcron.domain.states import RunState, TurnState
 from agentcron.service.approvals import ApprovalBroker
 from agentcron.store import SqlStore
+from agentcron.store.ids import new_id
 from agentcron.store.interface import ApprovalRecords
 from agentcron.store.writes import Transition
 from agentcron.testing import FakeClock
@@ -49,6 +51,7 @@ def pending(n: int, key: str | None = "web:1", turn: str | None = None) -> Appro
         turn_id=turn,
         now=T0 + n * timedelta(seconds=1),
         timeout=5 * MIN,
+        approval_id=new_id(),
     )
 
 
@@ -250,6 +253,7 @@ async def test_a_request_is_stored_then_waits_for_the_decision(store: SqlStore) 
         broker.request(tool="rm", args={"p": 1}, session_key="api:s", turn_id="t1")
     )
     approval = await asked(broker)
+    assert str(ULID.from_str(approval.id)) == approval.id  # a ULID, as every record's id
     # Told once stored: the request goes on after its insert commits, and a reader may see the
     # record before that, so wait for the telling.
     await wait_for(lambda: seen)

@@ -14,7 +14,7 @@ from agentcron.approval_links import (
 )
 from agentcron.config import ConfigError
 
-ID = "0b9d7c7e-3f0e-4a53-9a55-2f4a1c1e8f00"  # a uuid4, as approvals have
+ID = "01M8B4HEYFJJHAVN3H1HBE1HYF"  # a ULID, as approvals have
 
 
 def test_a_token_decides_only_its_own_approval_under_its_own_secret() -> None:

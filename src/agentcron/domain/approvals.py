@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import enum
 import json
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -140,12 +139,12 @@ def new_approval(
     turn_id: str | None,
     now: datetime,
     timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
-    approval_id: str | None = None,
+    approval_id: str,
 ) -> Approval:
     if timeout <= timedelta(0):
         raise ValueError(f"approval timeout must be positive, got {timeout}")
     return Approval(
-        id=approval_id or str(uuid.uuid4()),
+        id=approval_id,
         session_key=session_key,
         turn_id=turn_id,
         tool=tool,

@@ -40,6 +40,7 @@ from agentcron.domain.approvals import (
 from agentcron.domain.events import ApprovalDecided, ApprovalRequested, EventBus
 from agentcron.runtime.clock import Clock
 from agentcron.service.paging import DEFAULT_PAGE, Page, check_limit, decode_time_key, page_of
+from agentcron.store.ids import new_id
 from agentcron.store.interface import ApprovalRecords
 
 APPROVALS_CURSOR = "approvals"  # the pending ones, oldest first
@@ -178,6 +179,7 @@ class ApprovalBroker:
             turn_id=turn_id,
             now=self._now(),
             timeout=wait,
+            approval_id=new_id(),  # a ULID, as every other record's id
         )
         waiting = self._waiting[approval.id] = _Wait()
         try:

@@ -22,7 +22,7 @@ from agentcron.store.errors import SessionNotFoundError
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 KEY = "telegram:7"
 CHAT = ChatContext(channel="telegram", chat_id="7", channel_meta={"username": "bob"})
-ID = "0b9d7c7e-3f0e-4a53-9a55-2f4a1c1e8f00"  # a uuid4, as approvals have
+ID = "0b9d7c7e-3f0e-4a53-9a55-2f4a1c1e8f00"  # a uuid4, as earlier versions stored (too long for apr.<id>)
 
 
 class Collect:

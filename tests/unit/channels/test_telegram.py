@@ -12,7 +12,7 @@ from agentcron.channels.telegram import (
     parse_callback,
 )
 
-ID = "0b9d7c7e-3f0e-4a53-9a55-2f4a1c1e8f00"  # a uuid4, as approvals have
+ID = "01M8B4HEYFJJHAVN3H1HBE1HYF"  # a ULID, as approvals have
 
 
 def test_callback_data_carries_the_id_and_decision_within_64_bytes() -> None:

@@ -20,6 +20,7 @@ from agentcron.domain.approvals import (
     new_approval,
     resolve_policy,
 )
+from agentcron.store.ids import new_id
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
@@ -27,7 +28,9 @@ T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 def pending(**kw: object) -> Approval:
     args: dict[str, object] = {"tool": "delete_file", "args": {"path": "/tmp/a"}}
     args.update(kw)
-    return new_approval(session_key="api:s", turn_id="t1", now=T0, **args)  # type: ignore[arg-type]
+    return new_approval(  # type: ignore[arg-type]
+        session_key="api:s", turn_id="t1", now=T0, approval_id=new_id(), **args
+    )
 
 
 def test_policy_configured_wins_else_the_tools_rule_else_allow() -> None:
