@@ -1,7 +1,7 @@
 // The session's automations panel (with the create form) and its recall banner.
 
 import { path } from "./api.js";
-import { clockIcon, h, showError, timeEl } from "./dom.js";
+import { clockIcon, h, RUN_STATE_TEXT, showError, timeEl } from "./dom.js";
 import { ChatUsage } from "./usage.js";
 
 const ACTIVE_RUN_TEXT = {
@@ -9,16 +9,6 @@ const ACTIVE_RUN_TEXT = {
   queued: "Queued",
   deferred: "Deferred: waits for the current turn",
   running: "Running now",
-};
-
-const LAST_STATUS_TEXT = {
-  succeeded: "succeeded",
-  failed: "failed",
-  empty: "nothing to report",
-  missed: "missed",
-  skipped: "skipped",
-  interrupted: "interrupted",
-  cancelled: "cancelled",
 };
 
 function stateOf(job) {
@@ -104,7 +94,7 @@ export class AutomationsPanel {
       );
     }
     const last = job.last_status
-      ? [LAST_STATUS_TEXT[job.last_status] || job.last_status, job.last_run_at ? " · " : "", job.last_run_at ? timeEl(job.last_run_at, job.tz) : null]
+      ? [RUN_STATE_TEXT[job.last_status] || job.last_status, job.last_run_at ? " · " : "", job.last_run_at ? timeEl(job.last_run_at, job.tz) : null]
       : ["never ran"];
     return h(
       "li",

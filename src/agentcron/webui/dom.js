@@ -168,3 +168,19 @@ export function debounce(fn, ms) {
     timer = setTimeout(() => fn(...args), ms);
   };
 }
+
+/** A run's state in words (the run history, an automation's last status). */
+export const RUN_STATE_TEXT = {
+  pending: "pending",
+  claimed: "starting",
+  queued: "queued",
+  deferred: "deferred",
+  running: "running",
+  succeeded: "succeeded",
+  failed: "failed",
+  empty: "nothing to report",
+  missed: "missed",
+  skipped: "skipped",
+  interrupted: "interrupted",
+  cancelled: "cancelled",
+};

@@ -6,26 +6,11 @@
 
 import { ApiError, path } from "./api.js";
 import { costByDay, costChart, money, runDuration, runsChart } from "./chart.js";
-import { h, knownZone, showError, timeEl, zonedTime } from "./dom.js";
+import { h, knownZone, RUN_STATE_TEXT, showError, timeEl, zonedTime } from "./dom.js";
 import { formatDuration, toolStatus } from "./tools.js";
 
 const PAGE = 20;
 const ERROR_EXCERPT = 140;
-
-const STATE_TEXT = {
-  pending: "pending",
-  claimed: "starting",
-  queued: "queued",
-  deferred: "deferred",
-  running: "running",
-  succeeded: "succeeded",
-  failed: "failed",
-  empty: "nothing to report",
-  missed: "missed",
-  skipped: "skipped",
-  interrupted: "interrupted",
-  cancelled: "cancelled",
-};
 
 /** 90 -> "1 min 30 s", 7200 -> "2 h", 86400 -> "1 d". */
 export function spanText(seconds) {
@@ -285,7 +270,7 @@ export class JobDetail {
           "div",
           { class: "legend" },
           ["succeeded", "failed", "empty", "missed", "skipped", "running"].map((state) =>
-            h("span", { class: `key state-${state}` }, STATE_TEXT[state]),
+            h("span", { class: `key state-${state}` }, RUN_STATE_TEXT[state]),
           ),
         ),
       ),
@@ -343,7 +328,7 @@ export class JobDetail {
       { class: `run state-${run.state}`, dataset: { id: run.id }, "aria-label": `Run of ${zonedTime(run.fire_at, zone)}` },
       h("td", { class: "fire", "data-label": "Fire time" }, cellTime(run.fire_at, zone), run.manual ? h("span", { class: "badge manual" }, "run now") : null),
       h("td", { class: "late", "data-label": "Late" }, lateness(run) || "—"),
-      h("td", { "data-label": "State" }, h("span", { class: `state-badge state-${run.state}` }, STATE_TEXT[run.state] || run.state)),
+      h("td", { "data-label": "State" }, h("span", { class: `state-badge state-${run.state}` }, RUN_STATE_TEXT[run.state] || run.state)),
       h("td", { class: "took", "data-label": "Took" }, formatDuration(runDuration(run)) || "—"),
       h("td", { class: "tokens", "data-label": "Tokens" }, tokensText(run.usage)),
       h("td", { class: "cost", "data-label": "Cost" }, money(run.usage?.cost_usd)),
