@@ -67,7 +67,7 @@ class SlotPool:
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled():
                 self.give()  # handed this slot, then cancelled before it went on: pass it on
-            else:
+            elif waiter in self._waiters:  # a give() may have dropped it already (cancelled)
                 self._waiters.remove(waiter)
             raise
         finally:

@@ -99,3 +99,15 @@ async def test_a_slot_handed_to_a_take_cancelled_before_it_went_on_passes_to_the
     assert (pool.awaiting_slot, free(pool)) == (0, 0)
     pool.give()
     assert free(pool) == 1
+
+
+async def test_a_take_cancelled_just_before_a_give_leaves_the_pool_whole() -> None:
+    pool = SlotPool(1)
+    await pool.take(pool.turns)
+    waiting = asyncio.create_task(pool.take(pool.turns))
+    await asyncio.sleep(0)
+    waiting.cancel()  # its wait is cancelled now; the task hears of it at its next step
+    pool.give()  # before that step: the cancelled wait is passed over, the slot is free
+    await asyncio.gather(waiting, return_exceptions=True)
+    assert waiting.cancelled()
+    assert (pool.turns.awaiting_slot, free(pool)) == (0, 1)
