@@ -30,6 +30,7 @@ from agentcron.domain.jobs import (
     RecallCallType,
     RecallState,
 )
+from agentcron.domain.notify import Notify
 from agentcron.domain.runs import Run
 from agentcron.domain.sessions import Message, Role, Turn, TurnSource
 from agentcron.domain.states import RunState, TurnState
@@ -88,6 +89,7 @@ class PolicyOut(View):
     end_at: datetime | None
     delete_after_run: bool
     jitter: bool
+    notify: Notify
 
 
 def _job_shown(job: Job, active_run: Run | None) -> Dict:
@@ -107,6 +109,7 @@ def _job_shown(job: Job, active_run: Run | None) -> Dict:
             "end_at": policy.end_at,
             "delete_after_run": policy.delete_after_run,
             "jitter": policy.jitter,
+            "notify": policy.notify,
         },
         "state": job.status,
         "legacy": job.has_target_fields,  # wire key keeps its old name

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from agentcron.domain.jobs import AnySpec, CreatedBy, Job, JobKind, Recall, RecallCallType
+from agentcron.domain.notify import Notify
 from agentcron.domain.sessions import MemoryScope
 
 
@@ -25,6 +26,7 @@ class JobsAPI(Protocol):
         created_by: CreatedBy,
         idempotency_key: str | None = ...,
         delete_after_run: bool = ...,
+        notify: Notify = ...,
         call_type: RecallCallType | None = ...,
         internal_comment: str | None = ...,
     ) -> Job: ...

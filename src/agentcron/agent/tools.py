@@ -25,6 +25,7 @@ from agentcron.domain.jobs import (
     RecallCallType,
     RecallState,
 )
+from agentcron.domain.notify import Notify
 from agentcron.errors import AgentcronError, InvalidInputError
 from agentcron.schedule import (
     AtSpec,
@@ -174,6 +175,7 @@ async def cron(
     message: str | None = None,
     timezone: str | None = None,
     job_id: str | None = None,
+    notify: Literal["always", "changes", "never-empty"] | None = None,
 ) -> str:
     """Manage this session's scheduled automations.
 
@@ -187,6 +189,10 @@ async def cron(
         message: what to do when it runs (a task for yourself).
         timezone: an IANA zone such as Europe/Berlin (defaults to the session's zone).
         job_id: the automation's id, instead of its name.
+        notify: when its results reach the person (add): "always" (the default),
+            "changes" (not a result equal to the last one sent), "never-empty" (not an
+            empty one). In a scheduled run, start your reply with [SILENT] when there is
+            nothing worth saying: it is recorded, not sent.
     """
     deps = ctx.deps
     try:
@@ -196,7 +202,7 @@ async def cron(
                 return "No automations in this session."
             return "Automations in this session:\n" + "\n".join(_line(j) for j in jobs)
         if action == "add":
-            return await _add(deps, name, when, message, timezone)
+            return await _add(deps, name, when, message, timezone, Notify(notify or "always"))
         job = await _find(deps, name, job_id)
         if action == "pause":
             job = await deps.jobs.pause(job.id, reason="paused by the agent")
@@ -236,7 +242,12 @@ def _checked_spec(deps: ToolDeps, when: str, zone: str) -> AnySpec:
 
 
 async def _add(
-    deps: ToolDeps, name: str | None, when: str | None, message: str | None, tz: str | None
+    deps: ToolDeps,
+    name: str | None,
+    when: str | None,
+    message: str | None,
+    tz: str | None,
+    notify: Notify = Notify.ALWAYS,
 ) -> str:
     if deps.owner is None:
         raise ToolError("cannot add an automation here: this turn has no session to bind it to")
@@ -268,6 +279,7 @@ async def _add(
         created_by=CreatedBy.AGENT,
         idempotency_key=key,
         delete_after_run=isinstance(spec, AtSpec),
+        notify=notify,
     )
     return (
         f"Scheduled “{job.name}”: {describe(job.spec)}; "

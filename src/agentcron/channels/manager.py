@@ -521,6 +521,10 @@ class ChannelManager:
             kind, status, turn_id = "message", "succeeded", None
             source, run_id = reply.meta.get("source"), reply.meta.get("automation_run_id")
             files = ()
+        if reply.meta.get("held"):
+            # Its job's notify policy held it (domain/notify.py): it stays in the transcript,
+            # the chat's history, and its run says why; no channel sends it.
+            return None
         chat = event.chat or await self._chat(key, reply.id)
         if chat is None:
             return None

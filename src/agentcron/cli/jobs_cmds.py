@@ -26,6 +26,7 @@ from agentcron.cli.common import (
     print_json,
 )
 from agentcron.domain.jobs import Catchup, JobKind, Overlap
+from agentcron.domain.notify import Notify
 from agentcron.service.paging import DEFAULT_PAGE
 
 app = typer.Typer(
@@ -67,6 +68,13 @@ def jobs_add(
             "for the retention age.",
         ),
     ] = False,
+    notify: Annotated[
+        Notify | None,
+        typer.Option(
+            help="When its outcomes are delivered: always (default), changes, never-empty; "
+            "a reply starting with [SILENT] never is."
+        ),
+    ] = None,
     db: DbOpt = None,
     url: UrlOpt = None,
     api: ApiOpt = None,
@@ -83,6 +91,7 @@ def jobs_add(
         "idempotency_key": idempotency_key,
         "model": model,
         "runner_url": runner_url,
+        "notify": notify,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     if delete_after_run:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from agentcron.domain.notify import Notify
 from agentcron.domain.states import RunState
 from agentcron.schedule import AtSpec, CronSpec, DaysSpec, EverySpec
 
@@ -74,6 +75,7 @@ class JobPolicy:
     end_at: datetime | None = None
     delete_after_run: bool = False
     jitter: bool = False
+    notify: Notify = Notify.ALWAYS  # when its outcomes are delivered (domain/notify.py)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentcron.config.engine import MIN_INTERVAL_SETTING
 from agentcron.domain.jobs import AnySpec, Catchup, Overlap
+from agentcron.domain.notify import Notify
 from agentcron.errors import InvalidInputError
 from agentcron.limits import MAX_RUNS, MessageText, NameText, RunnerUrl, ShortText, ZoneText
 from agentcron.schedule import AtSpec, EverySpec, upcoming
@@ -68,6 +69,11 @@ RUNNER_URL_HELP = (
     "runner secret; null = its session's runner URL, else the server's runner"
 )
 END_AT_HELP = "the instant after which it no longer fires, with a UTC offset; in the future"
+NOTIFY_HELP = (
+    "when its outcomes are delivered: always (the default), changes (not one equal to the "
+    "last delivered), never-empty (not an empty one); an outcome the agent starts with "
+    "[SILENT] is never delivered. Every outcome is kept on its run record"
+)
 DELETE_AFTER_RUN_HELP = (
     "remove the job once its last fire ends; false (the default) keeps it, done, for "
     "`retention_age` (default 30 days)"
@@ -90,6 +96,7 @@ class JobCreate(BaseModel):
     model: ShortText | None = Field(default=None, description=MODEL_HELP)
     runner_url: RunnerUrl | None = Field(default=None, description=RUNNER_URL_HELP)
     delete_after_run: bool = Field(default=False, description=DELETE_AFTER_RUN_HELP)
+    notify: Notify = Field(default=Notify.ALWAYS, description=NOTIFY_HELP)
 
 
 class JobPatch(BaseModel):
@@ -106,6 +113,7 @@ class JobPatch(BaseModel):
     enabled: bool | None = Field(default=None, description="false pauses, true resumes")
     model: ShortText | None = Field(default=None, description=MODEL_HELP)
     runner_url: RunnerUrl | None = Field(default=None, description=RUNNER_URL_HELP)
+    notify: Notify | None = Field(default=None, description=NOTIFY_HELP)
 
     @model_validator(mode="after")
     def _null_only_where_it_means_something(self) -> JobPatch:

@@ -27,6 +27,7 @@ from agentcron.domain.jobs import (
     RecallCallType,
     RecallState,
 )
+from agentcron.domain.notify import Notify
 from agentcron.domain.runs import Run
 from agentcron.domain.states import ACTIVE_STATES
 from agentcron.engine.policies import arm
@@ -142,6 +143,7 @@ class Jobs:
         end_at: datetime | None = None,
         delete_after_run: bool = False,
         jitter: bool = False,
+        notify: Notify = Notify.ALWAYS,
         idempotency_key: str | None = None,
         enabled: bool = True,
         model: str | None = None,
@@ -173,6 +175,7 @@ class Jobs:
             end_at=end_at,
             delete_after_run=delete_after_run,
             jitter=jitter,
+            notify=notify,
             idempotency_key=idempotency_key,
             enabled=enabled,
             model=model,
@@ -219,6 +222,7 @@ class Jobs:
                 model=body.model,
                 runner_url=body.runner_url,
                 delete_after_run=body.delete_after_run,
+                notify=body.notify,
             )
             check_interval(new.spec, now, minimum)
             return self._armed(new, now)
@@ -430,7 +434,9 @@ class Jobs:
         if "end_at" in changes:
             _aware(changes["end_at"], "end_at")
         policy = {
-            k: changes.pop(k) for k in ("overlap", "catchup", "max_runs", "end_at") if k in changes
+            k: changes.pop(k)
+            for k in ("overlap", "catchup", "max_runs", "end_at", "notify")
+            if k in changes
         }
         job = await self.get(job_id)
         if body.when is not None:  # checked as a new job's: before anything changes
@@ -557,6 +563,7 @@ def _new_job(
     end_at: datetime | None = None,
     delete_after_run: bool = False,
     jitter: bool = False,
+    notify: Notify = Notify.ALWAYS,
     idempotency_key: str | None = None,
     enabled: bool = True,
     model: str | None = None,
@@ -576,6 +583,7 @@ def _new_job(
         end_at=end_at,
         delete_after_run=delete_after_run,
         jitter=jitter,
+        notify=Notify(notify),
     )
     return NewJob(
         name=name,

@@ -183,17 +183,6 @@ class Transcripts(Protocol):
         ...
 
 
-class LaneStore(Protocol):
-    """What the lanes use: the transcripts, and giving back runs at a graceful stop."""
-
-    @property
-    def sessions(self) -> Transcripts: ...
-
-    async def release(self, owner: str, run_ids: Sequence[str]) -> int:
-        """As `FireLedger.release`."""
-        ...
-
-
 class GroupCommit(Protocol):
     """The journal's part: one transaction for a batch of the fire -> turn path's writes."""
 
@@ -326,6 +315,19 @@ class RunRecords(Protocol):
         engine to adopt; the job is not changed. JobNotFoundError when there is no such job,
         ManualRunPendingError while an earlier manual run of it has not ended.
         """
+        ...
+
+
+class LaneStore(RunRecords, Protocol):
+    """What the lanes use: the transcripts, giving back runs at a graceful stop, and the run
+    records (a `changes` job's last delivered outcome).
+    """
+
+    @property
+    def sessions(self) -> Transcripts: ...
+
+    async def release(self, owner: str, run_ids: Sequence[str]) -> int:
+        """As `FireLedger.release`."""
         ...
 
 

@@ -23,6 +23,7 @@ from agentcron.domain.jobs import (
     Overlap,
     RecallCallType,
 )
+from agentcron.domain.notify import Notify
 from agentcron.domain.runs import FirePlan, Run
 from agentcron.domain.sessions import Message, Role, Session, Turn, TurnSource
 from agentcron.domain.states import ACTIVE_STATES, TERMINAL_STATES, RunState, TurnState
@@ -200,6 +201,7 @@ def _policy_values(policy: JobPolicy) -> dict[str, Any]:
         "end_at": policy.end_at,
         "delete_after_run": policy.delete_after_run,
         "jitter": policy.jitter,
+        "notify": policy.notify.value,
     }
 
 
@@ -235,6 +237,7 @@ def _job(row: Row[Any] | Mapping[str, Any]) -> Job:
             end_at=m["end_at"],
             delete_after_run=bool(m["delete_after_run"]),
             jitter=bool(m["jitter"]),
+            notify=Notify(m["notify"]),
         ),
         last_status=RunState(m["last_status"]) if m["last_status"] else None,
     )

@@ -123,6 +123,8 @@ jobs = sa.Table(
     sa.Column("end_at", UTCDateTime),
     sa.Column("delete_after_run", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("jitter", sa.Boolean, nullable=False, server_default=sa.false()),
+    # when its outcomes are delivered (domain/notify.py): always | changes | never-empty
+    sa.Column("notify", sa.String(16), nullable=False, server_default="always"),
     # schedule state
     sa.Column("next_fire_at", UTCDateTime),
     sa.Column("next_run_at", UTCDateTime),

@@ -311,7 +311,9 @@ class Lanes:
         self._held_elsewhere: dict[str, asyncio.Event] = {}
         self.turn_waiters = Waiters()  # callers waiting for a turn to end
         self.posts = Posts(store.sessions, bus, clock)
-        self.ends = TurnEnds(journal, clock, bus, owner=owner, waiters=self.turn_waiters)
+        self.ends = TurnEnds(
+            journal, clock, bus, owner=owner, waiters=self.turn_waiters, runs=store
+        )
 
     @property
     def _lease(self) -> timedelta:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any
 
-from agentcron.agent.runner import Outcome, ToolRecord
+from agentcron.agent.runner import Outcome, OutcomeStatus, ToolRecord
 from agentcron.agent.tool_entries import run_tool_call, tool_entry
 from agentcron.domain.events import (
     Event,
@@ -15,6 +17,16 @@ from agentcron.domain.events import (
     fire_event,
     publish_fire_settled,
 )
+from agentcron.domain.notify import (
+    LOOKBACK,
+    SETTLED_STATES,
+    Held,
+    Notify,
+    delivery_record,
+    hold_reason,
+    last_delivered,
+    strip_silent,
+)
 from agentcron.domain.runs import ClaimedFire
 from agentcron.domain.sessions import Entry, Role, Session
 from agentcron.domain.states import STOPPED_MID_TURN, RunState, TurnState
@@ -22,6 +34,7 @@ from agentcron.runtime.clock import Clock
 from agentcron.runtime.journal import Journal
 from agentcron.runtime.waiters import Waiters
 from agentcron.store.errors import StoreUnavailableError
+from agentcron.store.interface import RunRecords
 from agentcron.store.writes import TurnFinished
 from agentcron.turns.lane_queue import Pending
 from agentcron.turns.posts import chat_of
@@ -38,11 +51,19 @@ class TurnEnds:
     """
 
     def __init__(
-        self, journal: Journal, clock: Clock, bus: EventBus, *, owner: str, waiters: Waiters
+        self,
+        journal: Journal,
+        clock: Clock,
+        bus: EventBus,
+        *,
+        owner: str,
+        waiters: Waiters,
+        runs: RunRecords,
     ) -> None:
         self.journal, self.clock, self.bus = journal, clock, bus
         self.owner = owner
         self.waiters = waiters
+        self.runs = runs  # a `changes` job's last delivered outcome
 
     async def finished(
         self,
@@ -60,11 +81,16 @@ class TurnEnds:
         """
         fire = pending.fire
         state = outcome.status.turn_state
+        held, delivery = None, None
+        if fire is not None:
+            outcome, held, delivery = await self._notify(fire, outcome)
         # Before the reply, in the same write: a compaction's summary, then the tool calls
         # (which a fire's run record keeps too, in that write). A stopped or timed-out turn's
         # outcome carries the calls its runner reported before the end.
-        entry = closing_entry(pending, outcome)
-        result = await self.write(key, pending, state, entry, outcome, tuple(written), then)
+        entry = closing_entry(pending, outcome, held)
+        result = await self.write(
+            key, pending, state, entry, outcome, tuple(written), then, delivery=delivery
+        )
         self.waiters.notify(pending.turn_id)
         await put(
             StreamEnd(
@@ -90,6 +116,8 @@ class TurnEnds:
         outcome: Outcome,
         before: tuple[Entry, ...] = (),
         then: Callable[[], object] | None = None,
+        *,
+        delivery: dict[str, Any] | None = None,
     ) -> TurnFinished:
         """One end write: `before` (a compaction's summary), then the outcome's tool calls,
         then `entry`; a fire's run keeps the tool calls too. `then`: see `Journal.write`.
@@ -105,11 +133,39 @@ class TurnEnds:
             now=self.clock.now(),
             before=(*before, *calls),
             tool_calls=[run_tool_call(c) for c in calls] if pending.fire is not None else None,
+            delivery=delivery,
         )
         result = await self.journal.write(record, then)
         if not isinstance(result, TurnFinished):
             raise TypeError(f"a turn finish was answered with {result!r}")
         return result
+
+    async def _notify(
+        self, fire: ClaimedFire, outcome: Outcome
+    ) -> tuple[Outcome, Held | None, dict[str, Any] | None]:
+        """The fire's outcome without a silent sentinel, why its job's notify policy holds it
+        (None: it goes out), and what its run keeps of that (None: `always`, delivered).
+        """
+        text, silent = strip_silent(outcome.text)
+        if silent:
+            status = outcome.status
+            if status is OutcomeStatus.SUCCEEDED and not text:
+                status = OutcomeStatus.EMPTY
+            outcome = replace(outcome, text=text or None, status=status)
+        notify = fire.job.policy.notify
+        if notify is Notify.ALWAYS and not silent:
+            return outcome, None, None
+        settled = outcome.status in (OutcomeStatus.SUCCEEDED, OutcomeStatus.EMPTY)
+        last = None
+        if notify is Notify.CHANGES and settled and not silent:
+            found = await self.runs.list_runs(
+                job_id=fire.job.id, states=SETTLED_STATES, limit=LOOKBACK
+            )
+            last = last_delivered(r for r in found if r.id != fire.run_id)
+        held = hold_reason(
+            notify, outcome.text, silent=silent, settled=settled, last_delivered=last
+        )
+        return outcome, held, delivery_record(notify, held)
 
     async def unstarted(self, key: str, pending: Pending, state: RunState, error: str) -> None:
         """A fire that ends without its turn beginning (missed after waiting, unrenderable

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agentcron.agent.runner import Outcome
+from agentcron.domain.notify import Held
 from agentcron.domain.sessions import Entry, Role
 from agentcron.domain.states import RunState, TurnState, unstarted_turn_end
 from agentcron.store.writes import Transition, TurnFinish, TurnStart, fire_end
@@ -52,8 +53,11 @@ def start_record(
     )
 
 
-def closing_entry(pending: Pending, outcome: Outcome) -> Entry:
-    """The assistant entry that closes a turn that began (its reply or a short notice)."""
+def closing_entry(pending: Pending, outcome: Outcome, held: Held | None = None) -> Entry:
+    """The assistant entry that closes a turn that began (its reply or a short notice); a
+    fire's outcome its notify policy `held` stays in the transcript, marked `held` (the
+    channels do not send it).
+    """
     fire = pending.fire
     text, meta = closure(
         outcome,
@@ -62,6 +66,8 @@ def closing_entry(pending: Pending, outcome: Outcome) -> Entry:
         run_id=fire.run_id if fire else None,
     )
     meta["turn_id"] = pending.turn_id
+    if held is not None:
+        meta["held"] = held.value
     return Entry(Role.ASSISTANT, text, meta)
 
 
@@ -76,6 +82,7 @@ def end_record(
     now: datetime,
     before: tuple[Entry, ...] = (),
     tool_calls: list[dict[str, Any]] | None = None,
+    delivery: dict[str, Any] | None = None,
 ) -> TurnFinish:
     """End a turn that began in `state`; a fire's run ends in the same state with the
     outcome's output and the turn's `tool_calls`, and its job takes the outcome (next fire,
@@ -93,6 +100,7 @@ def end_record(
             error_details=outcome.error_details,
             usage=outcome.usage,
             tool_calls=tool_calls,
+            delivery=delivery,
         )
     return TurnFinish(
         key,

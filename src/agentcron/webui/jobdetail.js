@@ -73,8 +73,17 @@ export function policyLines(job, zone) {
   if (p.end_at) lines.push(`Ends at ${zonedTime(p.end_at, zone)} (${zone}).`);
   lines.push(p.delete_after_run ? "Deleted after its last run." : "Kept under Done after its last run.");
   if (p.jitter) lines.push("Each fire is moved by a small random delay, so many jobs do not start at once.");
+  lines.push(NOTIFY_TEXT[p.notify] || `Delivers its results: ${p.notify}.`);
   return lines;
 }
+
+// A job's notify policy in words (domain/notify.py); a reply the agent marks [SILENT] is
+// never sent, whatever the policy.
+const NOTIFY_TEXT = {
+  always: "Sends every result, except one the agent marks silent.",
+  changes: "Sends a result only when it differs from the last one sent; the rest are kept on the run.",
+  "never-empty": "Sends no empty result; it is kept on the run.",
+};
 
 function usageText(usage) {
   if (!usage || !usage.counted) return "no usage counted yet";
