@@ -50,7 +50,9 @@ from agentcron.domain.states import STOPPED_MID_TURN, RunState
 from agentcron.runtime.clock import Clock
 from agentcron.runtime.execution import Execution
 from agentcron.runtime.journal import Journal
+from agentcron.runtime.notify import notify_outcome
 from agentcron.runtime.slots import SlotPool
+from agentcron.store.interface import RunRecords
 from agentcron.store.writes import (
     Remember,
     RunEnd,
@@ -183,8 +185,10 @@ class IsolatedRuns:
         evaluator: Evaluator,
         deliver: Deliver | None,
         memory: MemoryReader | None,
+        runs: RunRecords,
     ) -> None:
         self.runner = runner
+        self.runs = runs  # a `changes` job's last delivered outcome
         self.journal = journal
         self.bus = bus
         self.clock = clock
@@ -375,7 +379,15 @@ class _IsolatedRun:
         job = fire.job
         delivery, message_id = None, None
         if not self.system:
-            delivery, message_id = await runs._deliver_to_target(fire, outcome)
+            # Its notify policy first (a silent sentinel stripped): a held outcome is kept
+            # on the run, not evaluated nor delivered.
+            outcome, held, notified = await notify_outcome(runs.runs, fire, outcome)
+            if held is None:
+                delivery, message_id = await runs._deliver_to_target(fire, outcome)
+                if notified is not None:
+                    delivery["notify"] = notified["notify"]
+            else:
+                delivery = notified
         state = RunState(outcome.status.value)
         remember = (
             remember_exchange(job, fire.run_id, job.message, outcome) if self.remembers else None

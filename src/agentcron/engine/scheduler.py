@@ -208,6 +208,7 @@ class Engine:
             evaluator=evaluator,
             deliver=deliver,
             memory=memory,
+            runs=store,
         )
         journal.listeners.append(self._committed)
 

@@ -657,9 +657,10 @@ class OwnerRegistry(Protocol):
         ...
 
 
-class EngineLedger(FireLedger, OwnerRegistry, Protocol):
-    """What the engine uses: the fire ledger, owner liveness, and the leases and orphans of
-    the work this process really holds.
+class EngineLedger(FireLedger, OwnerRegistry, RunRecords, Protocol):
+    """What the engine uses: the fire ledger, owner liveness, the leases and orphans of the
+    work this process really holds, and the run records (a `changes` job's last delivered
+    outcome).
     """
 
     async def renew_held(

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from typing import Any
 
-from agentcron.agent.runner import Outcome, OutcomeStatus, ToolRecord
+from agentcron.agent.runner import Outcome, ToolRecord
 from agentcron.agent.tool_entries import run_tool_call, tool_entry
 from agentcron.domain.events import (
     Event,
@@ -17,21 +16,12 @@ from agentcron.domain.events import (
     fire_event,
     publish_fire_settled,
 )
-from agentcron.domain.notify import (
-    LOOKBACK,
-    SETTLED_STATES,
-    Held,
-    Notify,
-    delivery_record,
-    hold_reason,
-    last_delivered,
-    strip_silent,
-)
 from agentcron.domain.runs import ClaimedFire
 from agentcron.domain.sessions import Entry, Role, Session
 from agentcron.domain.states import STOPPED_MID_TURN, RunState, TurnState
 from agentcron.runtime.clock import Clock
 from agentcron.runtime.journal import Journal
+from agentcron.runtime.notify import notify_outcome
 from agentcron.runtime.waiters import Waiters
 from agentcron.store.errors import StoreUnavailableError
 from agentcron.store.interface import RunRecords
@@ -80,10 +70,10 @@ class TurnEnds:
         queued (what it submits shares the end's transaction: `Journal.write`).
         """
         fire = pending.fire
-        state = outcome.status.turn_state
         held, delivery = None, None
-        if fire is not None:
-            outcome, held, delivery = await self._notify(fire, outcome)
+        if fire is not None:  # a bare silent sentinel makes the outcome empty: first
+            outcome, held, delivery = await notify_outcome(self.runs, fire, outcome)
+        state = outcome.status.turn_state
         # Before the reply, in the same write: a compaction's summary, then the tool calls
         # (which a fire's run record keeps too, in that write). A stopped or timed-out turn's
         # outcome carries the calls its runner reported before the end.
@@ -139,33 +129,6 @@ class TurnEnds:
         if not isinstance(result, TurnFinished):
             raise TypeError(f"a turn finish was answered with {result!r}")
         return result
-
-    async def _notify(
-        self, fire: ClaimedFire, outcome: Outcome
-    ) -> tuple[Outcome, Held | None, dict[str, Any] | None]:
-        """The fire's outcome without a silent sentinel, why its job's notify policy holds it
-        (None: it goes out), and what its run keeps of that (None: `always`, delivered).
-        """
-        text, silent = strip_silent(outcome.text)
-        if silent:
-            status = outcome.status
-            if status is OutcomeStatus.SUCCEEDED and not text:
-                status = OutcomeStatus.EMPTY
-            outcome = replace(outcome, text=text or None, status=status)
-        notify = fire.job.policy.notify
-        if notify is Notify.ALWAYS and not silent:
-            return outcome, None, None
-        settled = outcome.status in (OutcomeStatus.SUCCEEDED, OutcomeStatus.EMPTY)
-        last = None
-        if notify is Notify.CHANGES and settled and not silent:
-            found = await self.runs.list_runs(
-                job_id=fire.job.id, states=SETTLED_STATES, limit=LOOKBACK
-            )
-            last = last_delivered(r for r in found if r.id != fire.run_id)
-        held = hold_reason(
-            notify, outcome.text, silent=silent, settled=settled, last_delivered=last
-        )
-        return outcome, held, delivery_record(notify, held)
 
     async def unstarted(self, key: str, pending: Pending, state: RunState, error: str) -> None:
         """A fire that ends without its turn beginning (missed after waiting, unrenderable
