@@ -82,6 +82,7 @@ from agentcron.domain.jobs import (
     RecallCallType,
     RecallState,
 )
+from agentcron.domain.notify import SILENT_SENTINEL, Notify
 from agentcron.domain.runs import Run
 from agentcron.domain.sessions import Message, Role, Session, Turn, TurnSource
 from agentcron.domain.states import RunState, TurnState
@@ -315,6 +316,7 @@ __all__ += [
 ]
 # The domain: what the services answer with, and their states.
 __all__ += [
+    "SILENT_SENTINEL",
     "Approval",
     "ApprovalState",
     "Attachment",
@@ -329,6 +331,7 @@ __all__ += [
     "JobStatus",
     "Message",
     "NewJob",
+    "Notify",
     "Overlap",
     "Policy",
     "Recall",
