@@ -6,14 +6,19 @@ its run, which says why it was not delivered.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
 
 from agentcron.agent.runner import Trigger
+from agentcron.agent.tools import ToolDeps
+from agentcron.agent.tools import cron as cron_tool
 from agentcron.app import AgentCron
 from agentcron.channels import ChannelManager
 from agentcron.domain.jobs import JobPolicy, NewJob
@@ -23,6 +28,7 @@ from agentcron.server import create_app
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, CronFactory, Recorder
 from tests.helpers.channels import RecordingChannel
+from tests.integration.test_cli_commands import cli, home  # noqa: F401 (fixture)
 
 TOKEN = "test-token"
 KEY = "websocket:abc"
@@ -213,3 +219,32 @@ async def test_a_delivery_job_holds_before_the_evaluate_step(
     assert [r["output"] for r in runs] == ["up 3%", "up 3%", "up 4%", "up 4%"]
     got = [(m.session_key, m.text) for m in channel.got if m.session_key == "mine:1"]
     assert got == [("mine:1", "up 3%"), ("mine:1", "up 4%")]
+
+
+async def test_the_agent_s_cron_tool_adds_a_job_with_its_policy(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    app = await make_cron()
+    deps = ToolDeps(jobs=app.jobs, now=clock.now(), session_key=KEY)
+    text = await cron_tool(
+        SimpleNamespace(deps=deps), "add", name="inbox", when="every 2h", message="check mail",
+        notify="changes",
+    )  # fmt: skip
+    assert text.startswith("Scheduled “inbox”")
+    plain = await cron_tool(SimpleNamespace(deps=deps), "add", when="every 3h", message="tidy")
+    assert plain.startswith("Scheduled")
+    policies = {j.name: j.policy.notify for j in await app.jobs.list()}
+    assert policies == {"inbox": Notify.CHANGES, "tidy": Notify.ALWAYS}
+
+
+def test_the_cli_adds_a_job_with_its_policy(tmp_path: Path) -> None:
+    db = str(tmp_path / "cli.db")
+    assert cli("sessions", "add", "api:ops", "--db", db).exit_code == 0
+    add = ("jobs", "add", "--session", "api:ops", "--name", "build", "--message", "check",
+           "--when", "every weekday at 9", "--db", db, "--json")  # fmt: skip
+    added = cli(*add, "--notify", "never-empty")
+    assert added.exit_code == 0, added.output
+    assert json.loads(added.stdout)["policy"]["notify"] == "never-empty"
+    wrong = cli(*add, "--notify", "sometimes")
+    assert wrong.exit_code == 2
+    assert "sometimes" in wrong.output
