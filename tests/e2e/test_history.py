@@ -72,6 +72,8 @@ async def test_the_detail_shows_next_fires_policy_and_the_run_history_with_its_c
     policy = dialog.locator(".policy")
     await expect(policy).to_contain_text("Pauses itself after 5 failures in a row.")
     await expect(policy).to_contain_text("Kept under Done after its last run.")
+    # Its notify policy in words (the default: every result, unless the agent marks it silent).
+    await expect(policy).to_contain_text("Sends every result, except one the agent marks silent.")
     await expect(policy).not_to_contain_text("{")
     await expect(dialog.locator(".job-usage")).to_contain_text("4 runs counted")
 
