@@ -244,7 +244,10 @@ def test_the_cli_adds_a_job_with_its_policy(tmp_path: Path) -> None:
            "--when", "every weekday at 9", "--db", db, "--json")  # fmt: skip
     added = cli(*add, "--notify", "never-empty")
     assert added.exit_code == 0, added.output
-    assert json.loads(added.stdout)["policy"]["notify"] == "never-empty"
+    job = json.loads(added.stdout)
+    assert job["policy"]["notify"] == "never-empty"
+    shown = cli("jobs", "show", job["id"], "--db", db)
+    assert "sends no empty result" in shown.stdout
     wrong = cli(*add, "--notify", "sometimes")
     assert wrong.exit_code == 2
     assert "sometimes" in wrong.output

@@ -209,6 +209,12 @@ def _duration(seconds: int) -> str:
     return f"{seconds} s"
 
 
+_NOTIFY = {
+    "changes": "sends a result only when it differs from the last one sent",
+    "never-empty": "sends no empty result",
+}
+
+
 def policy(data: dict[str, Any], zone: str) -> str:
     """A job's policy in words, one clause a line."""
     window = _duration(int(data["catchup_window_s"]))
@@ -228,6 +234,9 @@ def policy(data: dict[str, Any], zone: str) -> str:
         lines.append("removed once its last fire ends")
     if data.get("jitter"):
         lines.append("fires spread by a small random delay")
+    notify = data.get("notify")
+    if notify and notify != "always":  # always: as every job did before notify
+        lines.append(_NOTIFY.get(notify, f"notify: {notify}"))
     return "\n".join(lines)
 
 
