@@ -34,7 +34,9 @@ class Run:
     error_details: dict[str, Any] | None = None
     message_id: str | None = None
     usage: dict[str, Any] | None = None
-    delivery: dict[str, Any] | None = None  # delivery jobs' runs: evaluation verdict, target
+    # delivery jobs' runs: evaluation verdict, target; a fire of a job whose notify policy is
+    # not `always` (or a silent outcome): {notify, delivered, held} (domain/notify.py)
+    delivery: dict[str, Any] | None = None
     # the turn's tool calls, in order: {name, args, result, ok, duration_ms} (truncated)
     tool_calls: list[dict[str, Any]] | None = None
     # a person's "run now" (`Runs.run_now`), not the schedule: its job's schedule is untouched
