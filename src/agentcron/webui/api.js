@@ -37,7 +37,14 @@ export const path = {
   jobRuns: (id, limit, cursor = null) =>
     `/api/jobs/${encodeURIComponent(id)}/runs?limit=${limit}` +
     (cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""),
-  usage: (jobId, tz) => `/api/usage?job_id=${encodeURIComponent(jobId)}&tz=${encodeURIComponent(tz)}`,
+  /** The usage report per day: of a job (`jobId`) or a chat (`sessionKey`), days in `tz`. */
+  usage: ({ jobId = null, sessionKey = null, tz, since = null }) => {
+    const params = new URLSearchParams({ tz });
+    if (jobId) params.set("job_id", jobId);
+    if (sessionKey) params.set("session_key", sessionKey);
+    if (since) params.set("since", since);
+    return `/api/usage?${params}`;
+  },
   allDeliveries: (state, limit, cursor = null) =>
     `/api/deliveries?limit=${limit}` +
     (state ? `&state=${encodeURIComponent(state)}` : "") +

@@ -96,6 +96,26 @@ export function costByDay(runs, zone) {
   return [...days.values()].sort((a, b) => a.day.localeCompare(b.day));
 }
 
+/**
+ * A usage report's rows (GET /api/usage: one per day, session and job) summed per day, oldest
+ * first: {day, runs, turns, input_tokens, output_tokens, cost_usd} (cost null: none priced).
+ */
+export function usageByDay(report) {
+  const days = new Map();
+  for (const row of report.days || []) {
+    const day = days.get(row.day) || {
+      day: row.day, runs: 0, turns: 0, input_tokens: 0, output_tokens: 0, cost_usd: null,
+    };
+    day.runs += row.runs || 0;
+    day.turns += row.turns || 0;
+    day.input_tokens += row.input_tokens || 0;
+    day.output_tokens += row.output_tokens || 0;
+    if (typeof row.cost_usd === "number") day.cost_usd = (day.cost_usd ?? 0) + row.cost_usd;
+    days.set(row.day, day);
+  }
+  return [...days.values()].sort((a, b) => a.day.localeCompare(b.day));
+}
+
 export function money(usd) {
   if (typeof usd !== "number" || !Number.isFinite(usd)) return "—";
   if (usd === 0) return "$0";

@@ -5,7 +5,7 @@
 // (else the cost per day is added up from the runs shown), `GET /api/deliveries` for outcomes.
 
 import { ApiError, path } from "./api.js";
-import { costByDay, costChart, money, runDuration, runsChart } from "./chart.js";
+import { costByDay, costChart, money, runDuration, runsChart, usageByDay } from "./chart.js";
 import { h, knownZone, RUN_STATE_TEXT, showError, timeEl, zonedTime } from "./dom.js";
 import { formatDuration, toolStatus } from "./tools.js";
 
@@ -223,16 +223,10 @@ export class JobDetail {
     const zone = knownZone(this.job.tz);
     if (!this.usageMissing) {
       try {
-        const report = await this.api("GET", path.usage(this.job.id, zone)); // days in its zone
-        const days = new Map();
-        for (const row of report.days || []) {
-          if (row.job_id && row.job_id !== this.job.id) continue;
-          const entry = days.get(row.day) || { day: row.day, runs: 0, cost_usd: 0 };
-          entry.runs += row.runs || 0;
-          entry.cost_usd += row.cost_usd || 0;
-          days.set(row.day, entry);
-        }
-        return { days: [...days.values()].sort((a, b) => a.day.localeCompare(b.day)), source: "server" };
+        // days in its zone; the report holds this job's rows only
+        const report = await this.api("GET", path.usage({ jobId: this.job.id, tz: zone }));
+        const days = usageByDay(report).map((d) => ({ day: d.day, runs: d.runs, cost_usd: d.cost_usd ?? 0 }));
+        return { days, source: "server" };
       } catch (error) {
         if (error instanceof ApiError && error.status === 404) this.usageMissing = true;
       }

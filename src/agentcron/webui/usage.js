@@ -1,24 +1,11 @@
 // A chat's usage per day (turns, tokens, cost) in its zone, from GET /api/usage?session_key=;
 // hidden when there is none, or the server cannot say.
 
-import { money } from "./chart.js";
+import { path } from "./api.js";
+import { money, usageByDay } from "./chart.js";
 import { h } from "./dom.js";
 
 const DAYS = 7; // the days shown, the newest first
-
-/** The report's rows (one per day, session and job) summed per day, newest day first. */
-export function perDay(report) {
-  const days = new Map();
-  for (const row of report.days) {
-    const day = days.get(row.day) || { day: row.day, turns: 0, input: 0, output: 0, cost: null };
-    day.turns += row.turns;
-    day.input += row.input_tokens;
-    day.output += row.output_tokens;
-    if (row.cost_usd !== null && row.cost_usd !== undefined) day.cost = (day.cost ?? 0) + row.cost_usd;
-    days.set(row.day, day);
-  }
-  return [...days.values()].sort((a, b) => b.day.localeCompare(a.day));
-}
 
 export class ChatUsage {
   constructor({ api }) {
@@ -39,9 +26,7 @@ export class ChatUsage {
     const request = ++this.request;
     if (!key) return;
     const since = new Date(Date.now() - (DAYS - 1) * 86_400_000).toISOString().slice(0, 10);
-    const url =
-      `/api/usage?session_key=${encodeURIComponent(key)}&tz=${encodeURIComponent(tz || "UTC")}` +
-      `&since=${since}`;
+    const url = path.usage({ sessionKey: key, tz: tz || "UTC", since });
     let report;
     try {
       report = await this.api("GET", url);
@@ -50,7 +35,7 @@ export class ChatUsage {
       return;
     }
     if (request !== this.request) return; // another chat was opened meanwhile
-    const days = perDay(report);
+    const days = usageByDay(report).reverse(); // the newest day first
     const total = report.total;
     this.body.replaceChildren(
       h("caption", {}, `Days in ${tz || "UTC"}`),
@@ -64,8 +49,8 @@ export class ChatUsage {
             {},
             h("td", {}, d.day),
             h("td", {}, String(d.turns)),
-            h("td", {}, `${d.input.toLocaleString()} / ${d.output.toLocaleString()}`),
-            h("td", {}, d.cost === null ? "—" : money(d.cost)),
+            h("td", {}, `${d.input_tokens.toLocaleString()} / ${d.output_tokens.toLocaleString()}`),
+            h("td", {}, d.cost_usd === null ? "—" : money(d.cost_usd)),
           ),
         ),
       ),
