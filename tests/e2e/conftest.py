@@ -255,8 +255,9 @@ async def open_page(browser: Browser) -> AsyncIterator[OpenPage]:
 # -- helpers for the tests -------------------------------------------------------------------
 
 
-async def log_in(page: Page, ui: Ui) -> None:
-    await page.goto(ui.url)
+async def log_in(page: Page, ui: Ui, fragment: str = "") -> None:
+    """Open the web UI (with `fragment`, e.g. a chat's link) and log in with the token."""
+    await page.goto(ui.url + fragment)
     await page.get_by_label("Access token").fill(ui.token)
     await page.get_by_role("button", name="Log in").click()
     await expect(page.locator("#conn-status")).to_have_text("Live")

@@ -9,7 +9,7 @@ from urllib.parse import quote
 import pytest
 from playwright.async_api import Page, expect
 
-from tests.e2e.conftest import StartServer, Ui
+from tests.e2e.conftest import StartServer, Ui, log_in
 
 pytestmark = pytest.mark.e2e
 
@@ -21,20 +21,13 @@ async def make_chats(ui: Ui) -> None:
         await ui.cron.sessions.create(f"api:chat-{i:03d}", title=f"Chat {i:03d}")
 
 
-async def enter(page: Page, ui: Ui, fragment: str = "") -> None:
-    await page.goto(ui.url + fragment)
-    await page.get_by_label("Access token").fill(ui.token)
-    await page.get_by_role("button", name="Log in").click()
-    await expect(page.locator("#conn-status")).to_have_text("Live")
-
-
 @pytest.mark.timeout(60)
 async def test_the_chat_list_reads_a_page_at_a_time_as_it_is_scrolled(
     start_server: StartServer, page: Page
 ) -> None:
     ui = await start_server()
     await make_chats(ui)
-    await enter(page, ui)
+    await log_in(page, ui)
     chats = page.locator("#session-list .session-title")
     await expect(chats).to_have_count(50)  # the first page only
     await expect(chats.first).to_have_text("Chat 119")  # the newest first
@@ -56,7 +49,7 @@ async def test_the_search_asks_the_server_by_title_or_key(
 ) -> None:
     ui = await start_server()
     await make_chats(ui)
-    await enter(page, ui)
+    await log_in(page, ui)
     chats = page.locator("#session-list .session-title")
     search = page.get_by_role("searchbox", name="Search chats by title or key")
     await search.fill("CHAT 11")  # titles, any case; past the first page too
@@ -78,7 +71,7 @@ async def test_a_linked_chat_opens_though_it_is_not_on_the_first_page(
 ) -> None:
     ui = await start_server()
     await make_chats(ui)
-    await enter(page, ui, f"#session={quote('api:chat-000')}")
+    await log_in(page, ui, f"#session={quote('api:chat-000')}")
     await expect(page.locator("#chat-key")).to_have_text("api:chat-000")
     current = page.locator("#session-list .session.current .session-title")
     await expect(current).to_have_text("Chat 000")
