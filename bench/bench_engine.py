@@ -931,6 +931,23 @@ def free_port() -> int:
         return port
 
 
+def serve_env(home: Path | str, token: str, **extra: str) -> dict[str, str]:
+    """The environment of a benchmark's `agentcron serve` child: nothing of the caller's
+    agentcron settings, its own home and token.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCRON_")}
+    env.update(AGENTCRON_HOME=str(home), AGENTCRON_TOKEN=token, **extra)
+    return env
+
+
+def serve_command(port: int, db: str) -> list[str]:
+    """`agentcron serve` on loopback at `port` on `db`, run by this interpreter."""
+    return [
+        sys.executable, "-c", "from agentcron.cli import main; main()", "serve",
+        "--host", "127.0.0.1", "--port", str(port), "--db", db, "--log-level", "warning",
+    ]  # fmt: skip
+
+
 async def bench_http(ctx: Ctx) -> list[Row]:
     """POST /api/jobs from concurrent clients against `agentcron serve` in a subprocess."""
     import httpx
@@ -939,22 +956,8 @@ async def bench_http(ctx: Ctx) -> list[Row]:
     n, clients = sizes.http_jobs, sizes.http_clients
     port, token = free_port(), secrets.token_urlsafe(24)
     home = ctx.tmp / "http-home"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCRON_")}
-    env.update(AGENTCRON_HOME=str(home), AGENTCRON_TOKEN=token, AGENTCRON_MAX_JOBS="none")
-    cmd = [
-        sys.executable,
-        "-c",
-        "from agentcron.cli import main; main()",
-        "serve",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--db",
-        str(ctx.tmp / "http.db"),
-        "--log-level",
-        "warning",
-    ]
+    env = serve_env(home, token, AGENTCRON_MAX_JOBS="none")
+    cmd = serve_command(port, str(ctx.tmp / "http.db"))
     server_log = ctx.tmp / "http-server.log"
     log_file = await asyncio.to_thread(server_log.open, "wb")
     with log_file:  # the server has its own handle on the file

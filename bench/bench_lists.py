@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import sys
 import tempfile
@@ -147,17 +146,16 @@ async def first_paint(url: str, rounds: int = PAINT_ROUNDS) -> Row:
     """
     from playwright.async_api import async_playwright
 
-    from bench.bench_engine import free_port, stop_server, wait_ready
+    from bench.bench_engine import free_port, serve_command, serve_env, stop_server, wait_ready
 
     port = free_port()
     with tempfile.TemporaryDirectory() as home:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTCRON_")}
-        env.update(AGENTCRON_HOME=home, AGENTCRON_TOKEN=TOKEN)
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", "from agentcron.cli import main; main()", "serve",
-            "--host", "127.0.0.1", "--port", str(port), "--db", url, "--log-level", "warning",
-            env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-        )  # fmt: skip
+            *serve_command(port, url),
+            env=serve_env(home, TOKEN),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
         spent: list[float] = []
         try:
             base = f"http://127.0.0.1:{port}"
