@@ -17,6 +17,21 @@ EXIT_TIMEOUT = 15.0
 HELD = Path(__file__).with_name("held_child.py")
 
 
+def journal_lines(path: Path) -> list[str]:
+    """The whole lines of a child's journal (none while it does not exist).
+
+    A last line without its newline is one being written (the parent reads while the children
+    run) or one a kill -9 cut short (a write across a page boundary can stop between pages):
+    as far as the journal says, the child had not written it yet.
+    """
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    *lines, _partial = text.split("\n")
+    return lines
+
+
 @dataclass
 class ChildProcess:
     """One run of a child script; stdout is a pipe (the ready line), stderr goes to a file."""

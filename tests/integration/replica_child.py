@@ -14,7 +14,8 @@ PLAN.json (written by the parent) holds:
   sent at the unix time AT (at once without it). How the parent sends messages through a
   given replica while the replicas run (during a burst it stored, after a kill).
 
-Journal lines (one O_APPEND write each: a kill -9 loses nothing written before it; T is
+Journal lines (one O_APPEND write each: a kill -9 loses nothing written before it, and a
+reader skips a last line without its newline, one being written or cut by the kill; T is
 time.time(), the same wall clock the stored `started_at`/`finished_at` come from):
 
     start TURN KEY RUN JOB FIRE_AT PID T0   the runner was called (FIRE_AT a unix time, or -)
@@ -203,6 +204,9 @@ class Journal:
 
 
 def read_journals(paths: list[Path]) -> Journal:
+    # Imported here: the parents read, the replica itself runs as a script without `tests`.
+    from tests.integration.child_process import journal_lines
+
     starts: list[list[str]] = []
     # by (turn id, pid): a turn that two replicas both ran has a call in each
     done: dict[tuple[str, str], float] = {}
@@ -210,7 +214,7 @@ def read_journals(paths: list[Path]) -> Journal:
     ended: dict[tuple[str, str], float] = {}
     sent: dict[str, tuple[str, str, int]] = {}
     for path in paths:
-        for line in path.read_text().splitlines():
+        for line in journal_lines(path):
             kind, *f = line.split()
             if kind == "start":
                 starts.append(f)

@@ -32,7 +32,7 @@ from agentcron.domain.states import ACTIVE_STATES, RunState
 from agentcron.schedule import AtSpec, EverySpec
 from agentcron.store import SqlStore, sqlite_url
 from tests.helpers.long import long_tests_on
-from tests.integration.child_process import ChildProcess, OneAhead
+from tests.integration.child_process import ChildProcess, OneAhead, journal_lines
 
 SEED = int(os.environ.get("AGENTCRON_CRASH_SEED", "20261122"))
 CHILD = Path(__file__).with_name("crash_child.py")
@@ -127,7 +127,7 @@ def read_journal(path: Path) -> tuple[list[Start], set[str]]:
     done: set[str] = set()
     if not path.exists():
         return starts, done
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    for n, line in enumerate(journal_lines(path), 1):
         parts = line.split()
         if parts[:1] == ["start"] and len(parts) == 5:
             starts.append(Start(parts[1], parts[2], parts[3], int(parts[4])))

@@ -60,7 +60,7 @@ from agentcron.domain.sessions import Message, Session, Turn
 from agentcron.domain.states import ACTIVE_STATES, RunState, TurnState
 from agentcron.schedule import EverySpec, next_fire
 from tests.helpers.long import long_tests_on
-from tests.integration.child_process import ChildProcess, OneAhead
+from tests.integration.child_process import ChildProcess, OneAhead, journal_lines
 
 SEED = int(os.environ.get("AGENTCRON_CRASH_SEED", "20261123"))
 CHILD = Path(__file__).with_name("crash_sessions_child.py")
@@ -176,7 +176,7 @@ def read_journal(path: Path, final_pid: int | None) -> Journal:
     j = Journal()
     if not path.exists():
         return j
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    for n, line in enumerate(journal_lines(path), 1):
         p = line.split()
         if p[:1] == ["start"] and len(p) == 9:
             opt = [None if x == "-" else x for x in p[4:7]]

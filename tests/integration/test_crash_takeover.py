@@ -31,7 +31,7 @@ from agentcron.domain.states import ACTIVE_STATES, RunState, TurnState
 from agentcron.store import SqlStore
 from tests.conftest import _scratch_pg_database
 from tests.helpers.store_setup import list_owners
-from tests.integration.child_process import ChildProcess
+from tests.integration.child_process import ChildProcess, journal_lines
 from tests.integration.takeover_child import SETTINGS, VICTIM_HOST
 
 CHILD = Path(__file__).with_name("takeover_child.py")
@@ -92,7 +92,7 @@ async def look(store: SqlStore) -> Seen:
 def read_journal(path: Path) -> tuple[list[tuple[str, str, int]], dict[str, str]]:
     """(starts: (turn id, run id, pid), probes: turn id -> session)."""
     starts, probes = [], {}
-    for line in path.read_text().splitlines():
+    for line in journal_lines(path):
         p = line.split()
         if p[0] == "start":
             starts.append((p[1], p[2], int(p[3])))
