@@ -41,7 +41,7 @@ from agentcron.engine.scheduler import Engine, make_owner
 from agentcron.runtime.clock import Clock, SystemClock
 from agentcron.runtime.journal import Journal
 from agentcron.runtime.slots import SlotPool
-from agentcron.service.approvals import Approvals
+from agentcron.service.approvals import DEFAULT_REMIND_AFTER, Approvals
 from agentcron.service.deliveries import Deliveries
 from agentcron.service.jobs import KEEP, Jobs, Keep
 from agentcron.service.runs import Runs
@@ -127,6 +127,7 @@ class AgentCron:
         tools: Sequence[ToolLike] = (),
         tool_policy: Mapping[str, Policy] | None = None,
         approval_timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
+        approval_reminder: float = DEFAULT_REMIND_AFTER,
         tool_config: ToolConfig | None = None,
         runner_url: str | None = None,
         runner_secret: str | None = None,
@@ -145,7 +146,12 @@ class AgentCron:
         self.events = EventBus()
         # Gated tool calls wait here for a person; the approvals are records in the store.
         self.approvals = Approvals(
-            self.store.approvals, self.clock, self.events, timeout=approval_timeout
+            self.store.approvals,
+            self.clock,
+            self.events,
+            timeout=approval_timeout,
+            grants=self.store.grants,
+            remind_after=approval_reminder,
         )
         if runner is not None and (tools or tool_policy or tool_config):
             raise ValueError(
@@ -300,6 +306,7 @@ class AgentCron:
             max_jobs=lambda: self.settings.max_jobs,
             retention=lambda: self.settings.retention_age,
             min_interval=lambda: self.settings.min_interval,
+            waiting=self.approvals.waiting_of_job,
         )
         self.engine.reapers.append(self.jobs.sweep_finished)
         self.sessions = Sessions(

@@ -19,6 +19,7 @@ from typing_extensions import TypedDict
 
 from agentcron.domain.approvals import Approval, ApprovalState, Decision
 from agentcron.domain.deliveries import DeliveryState
+from agentcron.domain.grants import Grant
 from agentcron.domain.jobs import (
     Catchup,
     CreatedBy,
@@ -226,10 +227,30 @@ class UsageOut(View):
     unpriced: int = Field(description="counted, but no price known for their model")
 
 
+class WaitingApprovalOut(View):
+    """A scheduled run of the job waiting for a person's decision."""
+
+    id: str = Field(description="the approval's id: decide it with POST /api/approvals/{id}")
+    tool: str
+    args: Dict
+    session_key: str | None
+    turn_id: str | None
+    since: datetime = Field(description="when the call began to wait (`requested_at`)")
+    expires_at: datetime = Field(description="when it is denied (timeout) if nobody decides")
+    reminded_at: datetime | None = Field(description="when its channel was reminded")
+
+    @classmethod
+    def of_approval(cls, approval: Approval) -> WaitingApprovalOut:
+        return WaitingApprovalOut.of(approval, since=approval.requested_at)
+
+
 class JobDetailOut(JobOut):
     upcoming: list[datetime]
     runs: list[RunOut]
     usage: UsageOut
+    waiting_approval: WaitingApprovalOut | None = Field(
+        default=None, description="a scheduled run of this job waiting for a person now"
+    )
 
     @classmethod
     def of_detail(cls, detail: JobDetail) -> JobDetailOut:
@@ -240,6 +261,9 @@ class JobDetailOut(JobOut):
             upcoming=detail.upcoming,
             runs=[RunOut.of(r) for r in detail.runs],
             usage=UsageOut.model_validate(detail.usage),
+            waiting_approval=None
+            if detail.waiting is None
+            else WaitingApprovalOut.of_approval(detail.waiting),
         )
 
 
@@ -607,8 +631,48 @@ class ApprovalOut(View):
     requested_at: datetime
     expires_at: datetime
     decision: Decision | None = Field(description="approve or deny (an expired one: deny)")
-    decided_by: str | None = Field(description="who decided (an expired one: timeout)")
+    decided_by: str | None = Field(
+        description='who decided (an expired one: timeout; a standing grant: "standing grant <id>")'
+    )
     decided_at: datetime | None
+    job_id: str | None = Field(
+        default=None, description="the job whose scheduled run made the call (null: a message's)"
+    )
+    grant_id: str | None = Field(
+        default=None, description="the job's standing grant that approved it without a person"
+    )
+    reminded_at: datetime | None = Field(
+        default=None, description="when the session's channel was reminded that it waits"
+    )
+
+
+class GrantOut(View):
+    """A standing approval of a job's scheduled runs (docs: safe-approvals)."""
+
+    id: str
+    job_id: str
+    tool: str = Field(description="the one tool it allows, by its exact name")
+    args: Dict = Field(description="the argument pattern: name -> glob or exact value")
+    expires_at: datetime
+    expired: bool = Field(description="past `expires_at`: it matches no call any more")
+    granted_by: str
+    created_at: datetime
+
+    @classmethod
+    def of_grant(cls, grant: Grant, now: datetime) -> GrantOut:
+        return GrantOut.of(grant, expired=grant.expired(now))
+
+
+class GrantsOut(View):
+    grants: list[GrantOut]
+
+    @classmethod
+    def of_grants(cls, grants: list[Grant], now: datetime) -> GrantsOut:
+        return GrantsOut(grants=[GrantOut.of_grant(g, now) for g in grants])
+
+
+class RevokedGrantOut(View):
+    revoked: str = Field(description="the grant's id")
 
 
 class ApprovalsOut(View):

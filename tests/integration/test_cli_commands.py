@@ -537,3 +537,42 @@ def test_token_runner_prints_the_runner_secret_created_once(home: Path) -> None:
     assert cli("token", "--runner").stdout.strip() == first
     assert (home / "runner_secret").read_text().strip() == first
     assert cli("token").stdout.strip() != first  # the API token is another
+
+
+def test_standing_grants_through_the_database(tmp_path: Path) -> None:
+    db = str(tmp_path / "cli.db")
+    assert cli("sessions", "add", "api:ops", "--db", db).exit_code == 0
+    added = cli("jobs", "add", "--session", "api:ops", "--name", "logs", "--message", "archive",
+                "--when", "every day at 9", "--db", db, "--json")  # fmt: skip
+    job = json.loads(added.stdout)["id"]
+    assert cli("jobs", "grant", "list", job, "--db", db).stdout.strip() == "no grants"
+    made = cli("jobs", "grant", "add", job, "archive_logs", "--arg", "name=*.log",
+               "--args", '{"dry": false}', "--for", "7d", "--by", "ana", "--db", db, "--json")  # fmt: skip
+    assert made.exit_code == 0, made.output
+    grant = json.loads(made.stdout)
+    assert (grant["tool"], grant["args"], grant["granted_by"]) == (
+        "archive_logs",
+        {"dry": False, "name": "*.log"},
+        "ana",
+    )
+    listed = cli("jobs", "grant", "list", job, "--db", db).stdout
+    assert f'{grant["id"]}  archive_logs {{"dry": false, "name": "*.log"}}  until ' in listed
+    assert listed.rstrip().endswith("by ana")
+    default_by = json.loads(
+        cli("jobs", "grant", "add", job, "other", "--for", "1h", "--db", db, "--json").stdout
+    )["granted_by"]
+    assert default_by == f"cli:{getpass.getuser()}"
+    # refused: a glob for the tool, no expiry, both expiries, an unknown job
+    glob = cli("jobs", "grant", "add", job, "archive_*", "--for", "1h", "--db", db)
+    assert (glob.exit_code, "not a glob" in glob.stderr) == (1, True)
+    assert cli("jobs", "grant", "add", job, "x", "--db", db).exit_code == 2
+    both = cli("jobs", "grant", "add", job, "x", "--for", "1h", "--until", "2030-01-01T00:00Z",
+               "--db", db)  # fmt: skip
+    assert both.exit_code == 2
+    assert cli("jobs", "grant", "list", "nope", "--db", db).exit_code == 1
+    revoked = cli("jobs", "grant", "revoke", job, grant["id"], "--db", db)
+    assert revoked.stdout.strip() == f"revoked {grant['id']}"
+    again = cli("jobs", "grant", "revoke", job, grant["id"], "--db", db)
+    assert again.exit_code == 1
+    left = json.loads(cli("jobs", "grant", "list", job, "--db", db, "--json").stdout)
+    assert [g["tool"] for g in left] == ["other"]

@@ -19,6 +19,7 @@ from agentcron.domain.attachments import Attachment
 from agentcron.domain.deliveries import Delivery
 from agentcron.domain.events import (
     ApprovalDecided,
+    ApprovalReminder,
     ApprovalRequested,
     ChatContext,
     Event,
@@ -51,7 +52,9 @@ class Inbound(Protocol):
     ) -> Awaitable[Turn]: ...
 
 
-MessageKind = Literal["turn", "message", "approval_requested", "approval_decided"]
+MessageKind = Literal[
+    "turn", "message", "approval_requested", "approval_decided", "approval_reminder"
+]
 _KINDS: frozenset[str] = frozenset(get_args(MessageKind))
 
 
@@ -112,7 +115,7 @@ class OutboundMessage:
 
     @property
     def is_approval(self) -> bool:
-        return self.kind in ("approval_requested", "approval_decided")
+        return self.kind in ("approval_requested", "approval_decided", "approval_reminder")
 
     def to_payload(self) -> dict[str, Any]:
         """A JSON-ready dict (kept in the delivery record to resume after a restart)."""
@@ -233,8 +236,8 @@ class ChannelStatus:
     failed: int  # deliveries given up since start
 
 
-_Outbound = StreamEnd | MessagePosted | ApprovalRequested | ApprovalDecided
-_OUTBOUND = (StreamEnd, MessagePosted, ApprovalRequested, ApprovalDecided)
+_Outbound = StreamEnd | MessagePosted | ApprovalRequested | ApprovalDecided | ApprovalReminder
+_OUTBOUND = (StreamEnd, MessagePosted, ApprovalRequested, ApprovalDecided, ApprovalReminder)
 _STOP = object()  # queue sentinel: drain what came before, then end
 # How far back a start looks for approval requests whose decision no process sent (an
 # approval waits minutes; a week covers a long outage without reading every old record).
@@ -471,7 +474,7 @@ class ChannelManager:
         if not isinstance(event, _OUTBOUND):
             return
         if not self.channels and (
-            isinstance(event, ApprovalRequested | ApprovalDecided)
+            isinstance(event, ApprovalRequested | ApprovalDecided | ApprovalReminder)
             or _served_here(event.session_key)
         ):
             return  # no channel to carry it, and nothing to record either
@@ -504,6 +507,8 @@ class ChannelManager:
         """The outbound message an event announces, with the session's execution context."""
         if isinstance(event, ApprovalRequested | ApprovalDecided):
             return await self._resolve_approval(event)
+        if isinstance(event, ApprovalReminder):
+            return await self._resolve_reminder(event)
         key = event.session_key
         kind: MessageKind
         source: str | None
@@ -587,6 +592,41 @@ class ChannelManager:
             ),
             status=str(view["state"]),
             kind=kind,
+            source="approval",
+            turn_id=event.turn_id,
+            channel_meta=chat.channel_meta,
+            created_at=self.cron.clock.now(),
+            approval=view,
+        )
+
+    async def _resolve_reminder(self, event: ApprovalReminder) -> OutboundMessage | None:
+        """A scheduled run still waits for a person: a reminder to its session's channel,
+        once (its record's `reminded_at`, and its own delivery id `apm.<id>`).
+        """
+        key = event.session_key
+        if not key:
+            return None
+        chat = await self._chat(key, event.approval_id)
+        if chat is None:
+            return None
+        try:
+            view = views.approval_view(await self.cron.approvals.get(event.approval_id))
+        except ApprovalNotFoundError:  # pruned meanwhile: what the event says
+            view = {"id": event.approval_id, "session_key": key, "turn_id": event.turn_id}
+            view.update(tool=event.tool, job_id=event.job_id, expires_at=event.expires_at)
+        if view.get("state", "pending") != "pending":
+            return None  # decided while the reminder waited in the queue: nothing to remind
+        return OutboundMessage(
+            session_key=key,
+            channel=chat.channel,
+            chat_id=chat.chat_id,
+            text=(
+                f"Reminder: a scheduled run still waits for approval of {event.tool} "
+                f"(it is denied at {event.expires_at} if nobody decides)"
+            ),
+            message_id=approval_reminder_id(event.approval_id),
+            status="pending",
+            kind="approval_reminder",
             source="approval",
             turn_id=event.turn_id,
             channel_meta=chat.channel_meta,
@@ -697,7 +737,7 @@ class ChannelManager:
 
 
 def _message_id(event: _Outbound) -> str | None:
-    if isinstance(event, ApprovalRequested | ApprovalDecided):
+    if isinstance(event, ApprovalRequested | ApprovalDecided | ApprovalReminder):
         return event.approval_id
     return event.message_id if isinstance(event, StreamEnd) else event.message.id
 
@@ -730,14 +770,22 @@ def _decided_text(state: str, tool: str, decided_by: str | None) -> str:
 
 _DELIVERY_ID_MAX = 32  # the deliveries table's message_id
 # A request's and its decision's ids differ only in the prefix (same length: same rest).
-_REQUESTED, _DECIDED = "apr.", "apd."
+_REQUESTED, _DECIDED, _REMINDED = "apr.", "apd.", "apm."
 
 
 def approval_delivery_id(approval_id: str, *, requested: bool) -> str:
     """The delivery record id of an approval's request or decision: `apr.<id>` / `apd.<id>`,
     or a digest of the id when that would not fit the record's 32 characters.
     """
-    prefix = _REQUESTED if requested else _DECIDED
+    return _delivery_id(_REQUESTED if requested else _DECIDED, approval_id)
+
+
+def approval_reminder_id(approval_id: str) -> str:
+    """The delivery record id of an approval's reminder: `apm.<id>` (or a digest, as above)."""
+    return _delivery_id(_REMINDED, approval_id)
+
+
+def _delivery_id(prefix: str, approval_id: str) -> str:
     if len(prefix) + len(approval_id) <= _DELIVERY_ID_MAX:
         return prefix + approval_id
     digest = hashlib.sha256(approval_id.encode("utf-8")).hexdigest()

@@ -7,7 +7,8 @@ The request::
     webhook-id: <message_id>                    (the same on every retry: deduplicate on it)
     webhook-timestamp: <unix seconds, integer>
     webhook-signature: v1,<base64>              (Standard Webhooks)
-    X-Agentcron-Event: turn.result | message | approval_requested | approval_decided
+    X-Agentcron-Event: turn.result | message | approval_requested | approval_decided |
+                       approval_reminder
     X-Agentcron-Delivery: <message_id>          (= webhook-id)
     X-Agentcron-Timestamp: <unix seconds>       (= webhook-timestamp; deprecated)
     X-Agentcron-Signature: sha256=<hex>         (deprecated: gone in 0.2.0)
@@ -23,13 +24,15 @@ Attachments (files a runner's `Outcome` sent with its reply): the body then has
 
 Approvals (a gated tool call of a session the webhook serves, `carries_approvals`): the
 event is ``approval_requested`` (when the call starts waiting) or ``approval_decided`` (when it
-was approved, denied or expired), ``kind`` the same, ``status`` the approval's state, and the
-body has ``approval``: {"id", "session_key", "turn_id", "tool", "args", "state",
-"requested_at", "expires_at", "decision", "decided_by", "decided_at", "decision_url"}.
-``decision_url`` (requests only; null without `AGENTCRON_PUBLIC_URL`) is where the receiver
-POSTs ``{"decision": "approve" | "deny"}`` (optionally ``"by"``) to decide without the API
-token: it carries a capability token for that one approval (`agentcron.approval_links`); a
-wrong token is 403, an approval already decided or expired 409.
+was approved, denied or expired), or ``approval_reminder`` (once, part way into the wait of a
+scheduled run's call nobody has decided yet), ``kind`` the same, ``status`` the approval's
+state, and the body has ``approval``: {"id", "session_key", "turn_id", "tool", "args", "state",
+"requested_at", "expires_at", "decision", "decided_by", "decided_at", "job_id", "grant_id",
+"reminded_at", "decision_url"}. ``decision_url`` (requests and reminders only; null without
+`AGENTCRON_PUBLIC_URL`) is where the receiver POSTs ``{"decision": "approve" | "deny"}``
+(optionally ``"by"``) to decide without the API token: it carries a capability token for
+that one approval (`agentcron.approval_links`); a wrong token is 403, an approval already
+decided or expired 409.
 
 Requests are signed the Standard Webhooks way (https://www.standardwebhooks.com), made with
 the `standardwebhooks` package: ``webhook-signature`` is ``v1,`` + base64 of
@@ -207,6 +210,7 @@ _EVENTS = {
     "message": "message",
     "approval_requested": "approval_requested",
     "approval_decided": "approval_decided",
+    "approval_reminder": "approval_reminder",
 }
 
 
@@ -282,7 +286,7 @@ class WebhookChannel:
             # made at each attempt, never kept in the delivery record: it is a capability
             approval = dict(message.approval)
             approval_id = str(approval.get("id") or "")
-            requested = message.kind == "approval_requested"
+            requested = message.kind in ("approval_requested", "approval_reminder")
             links = self._links
             url = links.decision_url(approval_id) if links and requested and approval_id else None
             approval["decision_url"] = url

@@ -29,7 +29,7 @@ from agentcron.domain.jobs import JobKind
 from agentcron.domain.states import RunState
 from agentcron.errors import AgentcronError
 from agentcron.limits import NameText
-from agentcron.service.job_requests import JobCreate
+from agentcron.service.job_requests import GrantCreate, JobCreate
 from agentcron.service.paging import DEFAULT_PAGE, MAX_PAGE
 from agentcron.service.sessions import SessionCreate
 from agentcron.store.errors import StoreUnavailableError
@@ -147,6 +147,9 @@ class Backend(Protocol):
     async def get_run(self, run_id: str) -> dict[str, Any]: ...
     async def list_approvals(self, session: str | None, all: bool) -> dict[str, Any]: ...
     async def get_approval(self, approval_id: str) -> dict[str, Any]: ...
+    async def list_grants(self, job_id: str) -> dict[str, Any]: ...
+    async def add_grant(self, job_id: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    async def revoke_grant(self, job_id: str, grant_id: str) -> dict[str, Any]: ...
     async def decide_approval(
         self, approval_id: str, decision: Decision, by: str
     ) -> dict[str, Any]: ...
@@ -277,6 +280,15 @@ class ApiBackend:
 
     async def get_approval(self, approval_id: str) -> dict[str, Any]:
         return await self._call("GET", _path("/api/approvals", approval_id))
+
+    async def list_grants(self, job_id: str) -> dict[str, Any]:
+        return await self._call("GET", _path("/api/jobs", job_id, "grants"))
+
+    async def add_grant(self, job_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._call("POST", _path("/api/jobs", job_id, "grants"), json=body)
+
+    async def revoke_grant(self, job_id: str, grant_id: str) -> dict[str, Any]:
+        return await self._call("DELETE", _path("/api/jobs", job_id, "grants", grant_id))
 
     async def decide_approval(
         self, approval_id: str, decision: Decision, by: str
@@ -502,6 +514,24 @@ class DbBackend:
 
     async def get_approval(self, approval_id: str) -> dict[str, Any]:
         return views.approval_view(await self._call(lambda: self._cron.approvals.get(approval_id)))
+
+    async def list_grants(self, job_id: str) -> dict[str, Any]:
+        found = await self._call(lambda: self._cron.approvals.grants(job_id))
+        return views.GrantsOut.of_grants(found, self._cron.clock.now()).json_dict()
+
+    async def add_grant(self, job_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        # The API's request model checks it here too: the same bounds, the same words.
+        try:
+            request = GrantCreate.model_validate(body)
+        except ValidationError as exc:
+            raise CliError(validation_line(exc)) from exc
+        approvals = self._cron.approvals
+        made = await self._call(lambda: approvals.grant_request(job_id, request))
+        return views.GrantOut.of_grant(made, self._cron.clock.now()).json_dict()
+
+    async def revoke_grant(self, job_id: str, grant_id: str) -> dict[str, Any]:
+        gone = await self._call(lambda: self._cron.approvals.revoke(job_id, grant_id))
+        return views.RevokedGrantOut(revoked=gone.id).json_dict()
 
     async def decide_approval(
         self, approval_id: str, decision: Decision, by: str

@@ -1,12 +1,16 @@
-"""`agentcron jobs`: automations — add, list, show, run now, pause, resume, rm."""
+"""`agentcron jobs`: automations — add, list, show, run now, pause, resume, rm; and their
+standing approvals (`agentcron jobs grant list | add | revoke`).
+"""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 import typer
 
 from agentcron.cli import render
+from agentcron.cli.approvals_cmds import default_by
 from agentcron.cli.backends import Backend, PageAsk
 from agentcron.cli.common import (
     AllOpt,
@@ -221,3 +225,136 @@ def _action_command(action: str, doc: str) -> None:
 _action_command("pause", "Pause an automation (no fires until it is resumed).")
 _action_command("resume", "Resume an automation from now on.")
 _action_command("rm", "Remove an automation (its run records stay until retention).")
+
+
+grant_app = typer.Typer(
+    help="Standing approvals of a job's scheduled runs: list, add, revoke.", no_args_is_help=True
+)
+app.add_typer(grant_app, name="grant")
+
+JobIdArg = Annotated[str, typer.Argument(metavar="JOB", help="The job's id.")]
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _seconds(text: str) -> int:
+    """'90', '30m', '12h', '7d' -> seconds."""
+    value = text.strip().lower()
+    unit = _UNITS.get(value[-1:])
+    number = value[:-1] if unit is not None else value
+    if not number.isdigit():
+        raise typer.BadParameter(f"a duration like 30m, 12h or 7d, not {text!r}")
+    return int(number) * (unit or 1)
+
+
+def _pattern(pairs: list[str], as_json: str | None) -> dict[str, Any]:
+    """--arg NAME=GLOB (each a string glob) and --args JSON (exact values too), merged."""
+    pattern: dict[str, Any] = {}
+    if as_json is not None:
+        try:
+            loaded = json.loads(as_json)
+        except json.JSONDecodeError as exc:
+            raise typer.BadParameter(f"--args is not JSON: {exc.msg}") from exc
+        if not isinstance(loaded, dict):
+            raise typer.BadParameter("--args must be a JSON object")
+        pattern.update(loaded)
+    for pair in pairs:
+        name, sep, glob = pair.partition("=")
+        if not sep or not name:
+            raise typer.BadParameter(f"--arg takes NAME=GLOB, not {pair!r}")
+        pattern[name] = glob
+    return pattern
+
+
+@grant_app.command("list")
+def grants_list(
+    ctx: typer.Context,
+    job_id: JobIdArg,
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The job's standing approvals, oldest first (expired ones too, until revoked)."""
+    data = call(backend_for(ctx, db, url, api, token), lambda b: b.list_grants(job_id))
+    if as_json:
+        print_json(data["grants"])
+        return
+    if not data["grants"]:
+        echo("no grants")
+    for g in data["grants"]:
+        state = "expired" if g["expired"] else f"until {g['expires_at']}"
+        pattern = json.dumps(g["args"], ensure_ascii=False)
+        echo(f"{g['id']}  {g['tool']} {pattern}  {state}  by {g['granted_by']}")
+
+
+@grant_app.command("add")
+def grants_add(
+    ctx: typer.Context,
+    job_id: JobIdArg,
+    tool: Annotated[str, typer.Argument(help="The one tool it allows, by its exact name.")],
+    arg: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--arg", help="NAME=GLOB: that argument must match the glob (repeat for more)."
+        ),
+    ] = None,
+    args_json: Annotated[
+        str | None,
+        typer.Option(
+            "--args", help='The whole pattern as JSON, e.g. \'{"name": "*.log", "dry": false}\'.'
+        ),
+    ] = None,
+    for_: Annotated[
+        str | None, typer.Option("--for", help="How long it holds: 30m, 12h, 7d (at most 366d).")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option(help="When it expires: an ISO 8601 time with its offset.")
+    ] = None,
+    by: Annotated[
+        str | None, typer.Option(help="Who grants it (recorded). Default: cli:<user name>.")
+    ] = None,
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Let the job's scheduled runs call TOOL with matching arguments without waiting for a
+    person, until it expires (other calls keep asking).
+    """
+    if (for_ is None) == (until is None):
+        raise typer.BadParameter("give --for or --until (one of them)")
+    body: dict[str, Any] = {
+        "tool": tool,
+        "args": _pattern(arg or [], args_json),
+        "by": by or default_by(),
+    }
+    if for_ is not None:
+        body["expires_in_s"] = _seconds(for_)
+    else:
+        body["expires_at"] = until
+    made = call(backend_for(ctx, db, url, api, token), lambda b: b.add_grant(job_id, body))
+    if as_json:
+        print_json(made)
+        return
+    echo(f"granted {made['id']}: {made['tool']} until {made['expires_at']}")
+
+
+@grant_app.command("revoke")
+def grants_revoke(
+    ctx: typer.Context,
+    job_id: JobIdArg,
+    grant_id: Annotated[str, typer.Argument(metavar="GRANT", help="The grant's id.")],
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Revoke a grant: the calls it allowed wait for a person again."""
+    gone = call(backend_for(ctx, db, url, api, token), lambda b: b.revoke_grant(job_id, grant_id))
+    if as_json:
+        print_json(gone)
+        return
+    echo(f"revoked {gone['revoked']}")

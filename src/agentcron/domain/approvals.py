@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
+from agentcron.domain.grants import Grant, grant_decider
 from agentcron.errors import AgentcronError
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "Decision",
     "Policy",
     "RequiresApproval",
+    "approve_by_grant",
     "bounded_args",
     "decide",
     "denial_text",
@@ -70,6 +72,12 @@ class Approval:
     decision: Decision | None = None
     decided_by: str | None = None
     decided_at: datetime | None = None
+    # The job whose scheduled run made the call (None: a message's turn, or no turn).
+    job_id: str | None = None
+    # The standing grant that approved it without a person (`domain/grants.py`).
+    grant_id: str | None = None
+    # When a person was reminded that a scheduled run still waits (at most once).
+    reminded_at: datetime | None = None
 
     @property
     def pending(self) -> bool:
@@ -140,6 +148,7 @@ def new_approval(
     now: datetime,
     timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
     approval_id: str,
+    job_id: str | None = None,
 ) -> Approval:
     if timeout <= timedelta(0):
         raise ValueError(f"approval timeout must be positive, got {timeout}")
@@ -151,6 +160,25 @@ def new_approval(
         args=dict(args),
         requested_at=now,
         expires_at=now + timeout,
+        job_id=job_id,
+    )
+
+
+def approve_by_grant(approval: Approval, grant: Grant, *, at: datetime) -> Approval:
+    """pending -> approved by a standing grant of its job (no person waited for); the record
+    names the grant (`grant_id`, and `decided_by` "standing grant <id>").
+    """
+    if not approval.pending:
+        raise ApprovalError(f"approval {approval.id} is already {approval.state.value}")
+    if approval.job_id is None or approval.job_id != grant.job_id:
+        raise ValueError("a standing grant approves only calls of its own job's runs")
+    return replace(
+        approval,
+        state=ApprovalState.APPROVED,
+        decision="approve",
+        decided_by=grant_decider(grant),
+        decided_at=at,
+        grant_id=grant.id,
     )
 
 

@@ -96,6 +96,20 @@ class ApprovalDecided(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalReminder(Event):
+    """A scheduled run (of job `job_id`) still waits for a person's decision: sent once, part
+    way into the wait, to its session's channel.
+    """
+
+    type: ClassVar[str] = "approval_reminder"
+    approval_id: str
+    turn_id: str | None
+    job_id: str
+    tool: str
+    expires_at: str = ""  # ISO 8601
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunnerEvent(Event):
     """Any other event a runner emitted (its dict as given)."""
 

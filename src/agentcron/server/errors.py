@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException
 from agentcron.channels.manager import ChannelNotRunningError
 from agentcron.config import ConfigError
 from agentcron.domain.approvals import ApprovalError, ApprovalNotFoundError
+from agentcron.domain.grants import GrantNotFoundError
 from agentcron.errors import AgentcronError, InvalidInputError
 from agentcron.schedule import ScheduleError
 from agentcron.store.errors import (
@@ -48,6 +49,7 @@ _STATUS: list[tuple[type[Exception], int, str]] = [
     (DeliveryNotFailedError, 409, "conflict"),  # delivered, or still pending
     (ChannelNotRunningError, 409, "conflict"),
     (ApprovalNotFoundError, 404, "not_found"),
+    (GrantNotFoundError, 404, "not_found"),
     (ApprovalError, 409, "conflict"),  # already decided, or expired
     (ScheduleError, 422, "invalid_schedule"),
     (ConfigError, 422, "invalid_setting"),

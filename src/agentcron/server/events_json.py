@@ -9,7 +9,9 @@ The shapes, one per event class:
   `ToolStarted` -> `tool_started` {name, args}; `ToolCalled` -> `tool_call` {name, args, result};
 - `ApprovalRequested` -> `approval_requested` {approval_id, turn_id, tool, args, expires_at};
   `ApprovalDecided` -> `approval_decided` {approval_id, turn_id, tool, state, decided_by}
-  (state approved, denied or expired);
+  (state approved, denied or expired); `ApprovalReminder` -> `approval_reminder`
+  {approval_id, turn_id, job_id, tool, expires_at} (for completeness: the stream does not send
+  it; the channels carry it, the job's view shows the wait);
 - `RunnerEvent` -> the runner's own dict, `{"type": name, **data}`, as runners emitted it;
 - `StreamEnd` -> `stream_end` {turn_id, status, message_id};
 - `SessionSync` -> `session_sync`; `SessionDeleted` -> `session_deleted`;
@@ -35,6 +37,7 @@ from typing import Any
 
 from agentcron.domain.events import (
     ApprovalDecided,
+    ApprovalReminder,
     ApprovalRequested,
     DeliveryFailed,
     DeliverySucceeded,
@@ -83,6 +86,14 @@ def event_json(event: Event) -> dict[str, Any]:
                 "tool": event.tool,
                 "state": event.state,
                 "decided_by": event.decided_by,
+            }
+        case ApprovalReminder():
+            body = {
+                "approval_id": event.approval_id,
+                "turn_id": event.turn_id,
+                "job_id": event.job_id,
+                "tool": event.tool,
+                "expires_at": event.expires_at,
             }
         case RunnerEvent():
             # The runner's dict as given; its own `type`/`session_key` cannot override ours.

@@ -10,6 +10,13 @@ Only the wait itself is in memory; its timeout is on the engine's clock. At star
 every periodic reap of the engine, approvals no running turn waits for any more are expired
 (`Approvals.recover` / `Approvals.reap`, by "restart"); deleting a session expires its own
 (`Approvals.end_session`, by "session deleted").
+
+A scheduled run's call (its turn is a fire's, or it is an isolated run: `GrantRecords.job_of`)
+is first checked against its job's standing grants (`domain/grants.py`): one that matches
+approves it at once, and the record names the grant. One that waits is the job's
+`waiting_approval`, and its session's channel is reminded once (`ApprovalReminder`) after
+`remind_after` of its wait; at its timeout it fails closed (expired, "timeout"), as every
+approval does. A message's turn never uses a job's grants.
 """
 
 from __future__ import annotations
@@ -32,16 +39,32 @@ from agentcron.domain.approvals import (
     ApprovalError,
     ApprovalNotFoundError,
     Decision,
+    approve_by_grant,
     bounded_args,
     decide,
     expire,
     new_approval,
 )
-from agentcron.domain.events import ApprovalDecided, ApprovalRequested, EventBus
+from agentcron.domain.events import (
+    ApprovalDecided,
+    ApprovalReminder,
+    ApprovalRequested,
+    EventBus,
+)
+from agentcron.domain.grants import (
+    MAX_GRANTS_PER_JOB,
+    Grant,
+    GrantNotFoundError,
+    matching_grant,
+    new_grant,
+)
+from agentcron.errors import InvalidInputError
 from agentcron.runtime.clock import Clock
+from agentcron.service.job_requests import GrantCreate
 from agentcron.service.paging import DEFAULT_PAGE, Page, check_limit, decode_time_key, page_of
+from agentcron.store.errors import JobNotFoundError
 from agentcron.store.ids import new_id
-from agentcron.store.interface import ApprovalRecords
+from agentcron.store.interface import ApprovalRecords, GrantRecords
 
 APPROVALS_CURSOR = "approvals"  # the pending ones, oldest first
 ALL_APPROVALS_CURSOR = "approvals-all"  # every one, newest first
@@ -52,6 +75,9 @@ CANCEL_WRITE_S = 5.0  # at most this long to record that a stopped turn's call e
 # A waiting call re-reads its record this often (real time) should the notice of a decision
 # made elsewhere be lost; the notice itself wakes it at once (`ApprovalBroker.recheck`).
 POLL_S = 30.0
+# A scheduled run's call still waiting this far into its wait (a fraction of it) reminds its
+# session's channel, once.
+DEFAULT_REMIND_AFTER = 0.5
 
 
 def approval_event(approval: Approval) -> ApprovalRequested | ApprovalDecided:
@@ -74,6 +100,13 @@ def approval_event(approval: Approval) -> ApprovalRequested | ApprovalDecided:
         state=approval.state.value,
         decided_by=approval.decided_by,
     )
+
+
+def check_remind_after(fraction: float) -> float:
+    """The reminder's point in a wait, a fraction of it: 0 (no reminder) up to below 1."""
+    if not 0 <= fraction < 1:
+        raise ValueError(f"approval_reminder must be at least 0 and below 1, got {fraction}")
+    return fraction
 
 
 def _positive(timeout: timedelta) -> timedelta:
@@ -120,12 +153,18 @@ class ApprovalBroker:
         timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
         on_change: Callable[[Approval], Awaitable[None] | None] | None = None,
         poll: float = POLL_S,
+        grants: GrantRecords | None = None,
+        remind_after: float = DEFAULT_REMIND_AFTER,
+        on_remind: Callable[[Approval], Awaitable[None]] | None = None,
     ) -> None:
         self._records = records
         self._clock = clock
         self.timeout = _positive(timeout)
         self._on_change = on_change
         self.poll = poll
+        self._grants = grants
+        self.remind_after = check_remind_after(remind_after)
+        self._on_remind = on_remind
         self._waiting: dict[str, _Wait] = {}
         self._told: OrderedDict[str, None] = OrderedDict()
 
@@ -172,6 +211,10 @@ class ApprovalBroker:
         `wait` on the clock, default the broker's timeout).
         """
         wait = self.timeout if wait is None else _positive(wait)
+        # A scheduled run's call: its job (and the job's standing grants) are read first.
+        job_id = None
+        if self._grants is not None and turn_id is not None:
+            job_id = await self._grants.job_of(turn_id)
         approval = new_approval(
             tool=tool,
             args=bounded_args(args),
@@ -180,7 +223,13 @@ class ApprovalBroker:
             now=self._now(),
             timeout=wait,
             approval_id=new_id(),  # a ULID, as every other record's id
+            job_id=job_id,
         )
+        if job_id is not None and self._grants is not None:
+            grants = await self._grants.list(job_id) or []
+            grant = matching_grant(grants, tool, args, approval.requested_at)
+            if grant is not None:
+                return await self._granted(approval, grant)
         waiting = self._waiting[approval.id] = _Wait()
         try:
             await self._records.insert(approval)
@@ -202,14 +251,61 @@ class ApprovalBroker:
         finally:
             del self._waiting[approval.id]
 
+    async def _granted(self, approval: Approval, grant: Grant) -> Approval:
+        """A call its job's standing grant allows: recorded approved (naming the grant) and
+        let go at once; nobody is asked, so no request is announced.
+        """
+        granted = approve_by_grant(approval, grant, at=approval.requested_at)
+        await self._records.insert(granted)
+        log.info(
+            "approval granted by a standing grant",
+            extra={
+                "approval_id": granted.id,
+                "grant_id": grant.id,
+                "job_id": grant.job_id,
+                "session_key": granted.session_key,
+                "turn_id": granted.turn_id,
+                "tool": granted.tool,
+            },
+        )
+        return granted
+
+    def _remind_at(self, approval: Approval) -> datetime | None:
+        """When a scheduled run's waiting call reminds its channel (None: it does not)."""
+        if approval.job_id is None or self.remind_after <= 0 or self._on_remind is None:
+            return None
+        return approval.requested_at + (approval.expires_at - approval.requested_at) * (
+            self.remind_after
+        )
+
+    async def _remind(self, approval: Approval) -> None:
+        """Remind once: the record's `reminded_at` is a compare-and-set, so neither a second
+        process nor a restart sends it again.
+        """
+        landed = await self._records.mark_reminded(approval.id, self._now())
+        if landed is not None and self._on_remind is not None:
+            log.info(
+                "approval reminder: a scheduled run still waits for a person",
+                extra={"approval_id": approval.id, "job_id": approval.job_id},
+            )
+            await self._on_remind(landed)
+
     async def _wait(self, approval: Approval, waiting: _Wait) -> Approval:
         clock = self._clock
+        remind_at = self._remind_at(approval)
         while not waiting.ended:
             if clock.now() >= approval.expires_at:
                 return await self._end(expire(approval, at=clock.now()))
+            if remind_at is not None and clock.now() >= remind_at:
+                remind_at = None
+                await self._remind(approval)
+                continue
+            until = (
+                approval.expires_at if remind_at is None else min(remind_at, approval.expires_at)
+            )
             try:
                 async with asyncio.timeout(self.poll):
-                    await clock.sleep_until(approval.expires_at, waiting.woken)
+                    await clock.sleep_until(until, waiting.woken)
             except TimeoutError:
                 pass  # the slow fallback: read the record anyway
             if waiting.ended:
@@ -278,14 +374,118 @@ class Approvals:
         events: EventBus,
         *,
         timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
+        grants: GrantRecords | None = None,
+        remind_after: float = DEFAULT_REMIND_AFTER,
     ) -> None:
         self._events = events
         self._records = records
         self._clock = clock
-        self.broker = ApprovalBroker(records, clock, timeout=timeout, on_change=self._publish)
+        self._grants = grants
+        self.broker = ApprovalBroker(
+            records,
+            clock,
+            timeout=timeout,
+            on_change=self._publish,
+            grants=grants,
+            remind_after=remind_after,
+            on_remind=self._publish_reminder,
+        )
 
     async def _publish(self, approval: Approval) -> None:
         await self._events.publish(approval_event(approval))
+
+    async def _publish_reminder(self, approval: Approval) -> None:
+        await self._events.publish(
+            ApprovalReminder(
+                session_key=approval.session_key or "",
+                approval_id=approval.id,
+                turn_id=approval.turn_id,
+                job_id=approval.job_id or "",
+                tool=approval.tool,
+                expires_at=approval.expires_at.isoformat(),
+            )
+        )
+
+    # -- standing grants (a person's, through the API, the CLI or the web UI) -------------
+
+    def _grant_records(self) -> GrantRecords:
+        if self._grants is None:
+            raise InvalidInputError("standing grants are not kept by this store")
+        return self._grants
+
+    async def grants(self, job_id: str) -> builtins.list[Grant]:
+        """The job's standing grants, oldest first (expired ones too, until revoked).
+        Raises JobNotFoundError.
+        """
+        found = await self._grant_records().list(job_id)
+        if found is None:
+            raise JobNotFoundError(f"no job {job_id}")
+        return found
+
+    async def grant(
+        self,
+        job_id: str,
+        *,
+        tool: str,
+        args: dict[str, Any] | None = None,
+        expires_at: datetime,
+        by: str,
+    ) -> Grant:
+        """A standing approval for the job's scheduled runs: calls of `tool` whose arguments
+        match `args` (`domain/grants.py`) go ahead without waiting until `expires_at`.
+        A person's act: the agent's tools have no way to it. Raises JobNotFoundError,
+        InvalidInputError (a bad pattern or expiry, or too many grants).
+        """
+        records = self._grant_records()
+        grant = new_grant(
+            grant_id=new_id(),
+            job_id=job_id,
+            tool=tool,
+            args=args,
+            expires_at=expires_at,
+            granted_by=by,
+            now=self._clock.now(),
+        )
+        if len(await self.grants(job_id)) >= MAX_GRANTS_PER_JOB:
+            raise InvalidInputError(
+                f"a job has at most {MAX_GRANTS_PER_JOB} grants; revoke one first"
+            )
+        if not await records.insert(grant):
+            raise JobNotFoundError(f"no job {job_id}")
+        log.info(
+            "standing grant made",
+            extra={
+                "grant_id": grant.id,
+                "job_id": job_id,
+                "tool": grant.tool,
+                "by": grant.granted_by,
+            },
+        )
+        return grant
+
+    async def grant_request(self, job_id: str, body: GrantCreate) -> Grant:
+        """`grant` from the API's request (`by` defaults to "api")."""
+        return await self.grant(
+            job_id,
+            tool=body.tool,
+            args=dict(body.args),
+            expires_at=body.expiry(self._clock.now()),
+            by=body.by or "api",
+        )
+
+    async def revoke(self, job_id: str, grant_id: str) -> Grant:
+        """Revoke one of the job's grants: its calls wait for a person again. Raises
+        GrantNotFoundError.
+        """
+        gone = await self._grant_records().delete(job_id, grant_id)
+        if gone is None:
+            raise GrantNotFoundError(f"job {job_id} has no grant {grant_id}")
+        log.info("standing grant revoked", extra={"grant_id": grant_id, "job_id": job_id})
+        return gone
+
+    async def waiting_of_job(self, job_id: str) -> Approval | None:
+        """The approval a scheduled run of the job waits for now (the oldest), or None."""
+        return await self._records.waiting_of_job(job_id)
 
     async def list(
         self, session_key: str | None = None, *, pending_only: bool = True

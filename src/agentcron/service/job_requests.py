@@ -10,6 +10,12 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentcron.config.engine import MIN_INTERVAL_SETTING
+from agentcron.domain.grants import (
+    MAX_GRANT_AHEAD,
+    MAX_GRANTED_BY_CHARS,
+    MAX_PATTERN_ARGS,
+    MAX_TOOL_CHARS,
+)
 from agentcron.domain.jobs import AnySpec, Catchup, Overlap
 from agentcron.domain.notify import Notify
 from agentcron.errors import InvalidInputError
@@ -127,3 +133,48 @@ class JobPatch(BaseModel):
         if nulls:
             raise ValueError(f"{', '.join(nulls)}: cannot be null (leave it out to keep it)")
         return self
+
+
+GRANT_EXPIRES_HELP = (
+    "when the grant stops matching (with its zone or offset); or give `expires_in_s`"
+)
+GRANT_ARGS_HELP = (
+    "argument name -> a glob (fnmatch, case-sensitive; matches string arguments only) or an "
+    "exact number, true, false or null; arguments not named may be anything; {} = any call"
+)
+
+
+class GrantCreate(BaseModel):
+    """A standing approval for a job's scheduled runs (`POST /api/jobs/{id}/grants`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str = Field(min_length=1, max_length=MAX_TOOL_CHARS, description="one tool, exactly")
+    args: dict[str, str | bool | int | float | None] = Field(
+        default_factory=dict, max_length=MAX_PATTERN_ARGS, description=GRANT_ARGS_HELP
+    )
+    expires_at: datetime | None = Field(default=None, description=GRANT_EXPIRES_HELP)
+    expires_in_s: int | None = Field(
+        default=None,
+        ge=60,
+        le=int(MAX_GRANT_AHEAD.total_seconds()),
+        description="seconds from now until it stops matching (instead of `expires_at`)",
+    )
+    by: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_GRANTED_BY_CHARS,
+        description="who grants it (recorded; default: api)",
+    )
+
+    @model_validator(mode="after")
+    def _one_expiry(self) -> GrantCreate:
+        if (self.expires_at is None) == (self.expires_in_s is None):
+            raise ValueError("give expires_at or expires_in_s (one of them)")
+        return self
+
+    def expiry(self, now: datetime) -> datetime:
+        """When the grant expires, from `now` for `expires_in_s`."""
+        if self.expires_at is not None:
+            return self.expires_at
+        return now + timedelta(seconds=self.expires_in_s or 0)

@@ -13,6 +13,7 @@ from typing import Any
 
 from agentcron.config import UNIFIED_SESSION_TITLE, check_model_name
 from agentcron.config.engine import DEFAULT_MIN_INTERVAL
+from agentcron.domain.approvals import Approval
 from agentcron.domain.events import JobAction
 from agentcron.domain.jobs import (
     AnySpec,
@@ -78,6 +79,7 @@ class JobDetail:
     upcoming: list[datetime]
     runs: list[Run]
     usage: dict[str, Any]
+    waiting: Approval | None = None  # a scheduled run's call waiting for a person now
 
 
 class Jobs:
@@ -97,8 +99,11 @@ class Jobs:
         max_jobs: Callable[[], int | None] = lambda: None,
         retention: Callable[[], timedelta] = lambda: timedelta(days=30),
         min_interval: Callable[[], timedelta] = lambda: DEFAULT_MIN_INTERVAL,
+        waiting: Callable[[str], Awaitable[Approval | None]] | None = None,
     ) -> None:
         self._catalog = catalog
+        # a job's scheduled run waiting for a person (`Approvals.waiting_of_job`)
+        self._waiting = waiting
         self._writes = writes  # the journal: concurrent creates share one transaction
         self._runs = runs
         self._usage = usage
@@ -341,7 +346,8 @@ class Jobs:
         nxt = job.next_fire_at
         fires = [] if nxt is None else [nxt, *upcoming(job.spec, nxt, 4)]
         runs = await self._runs.list(job.id, limit=10)
-        return JobDetail(state, fires, runs, await self.usage(job.id))
+        waiting = None if self._waiting is None else await self._waiting(job.id)
+        return JobDetail(state, fires, runs, await self.usage(job.id), waiting)
 
     async def recalls(
         self,

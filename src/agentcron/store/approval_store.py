@@ -123,6 +123,40 @@ class ApprovalStore:
             )
         return await self._db.read(lambda conn: [_approval(r) for r in conn.execute(query)])
 
+    async def waiting_of_job(self, job_id: str) -> Approval | None:
+        """The oldest pending approval a scheduled run of the job waits for, or None."""
+        a = approvals
+        query = (
+            sa.select(a)
+            .where(a.c.job_id == job_id, a.c.state == _PENDING)
+            .order_by(a.c.requested_at, a.c.id)
+            .limit(1)
+        )
+
+        def op(conn: Connection) -> Approval | None:
+            row = conn.execute(query).first()
+            return None if row is None else _approval(row)
+
+        return await self._db.read(op)
+
+    async def mark_reminded(self, approval_id: str, at: datetime) -> Approval | None:
+        """Note that a person was reminded of the pending approval, once: None when it was
+        reminded already or is not pending any more (compare-and-set).
+        """
+        a = approvals
+        stmt = (
+            a.update()
+            .where(a.c.id == approval_id, a.c.state == _PENDING, a.c.reminded_at.is_(None))
+            .values(reminded_at=at)
+            .returning(*a.c)
+        )
+
+        def op(conn: Connection) -> Approval | None:
+            row = conn.execute(stmt).first()
+            return None if row is None else _approval(row)
+
+        return await self._db.write(op)
+
     async def expire_orphaned(
         self, at: datetime, by: str, *, turnless: bool = True
     ) -> builtins.list[Approval]:

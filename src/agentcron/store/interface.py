@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from agentcron.domain.approvals import Approval
 from agentcron.domain.deliveries import Delivery, DeliveryCursor, DeliveryState
+from agentcron.domain.grants import Grant
 from agentcron.domain.jobs import Job, JobKind, Recall, RecallState
 from agentcron.domain.runs import ClaimedFire, ClaimResult, FirePlan, Run, UsageRow
 from agentcron.domain.sessions import MemoryScope, Message, Role, Session, Turn
@@ -31,6 +32,7 @@ __all__ = [
     "EngineLedger",
     "Finisher",
     "FireLedger",
+    "GrantRecords",
     "GroupCommit",
     "JobCatalog",
     "LaneStore",
@@ -512,6 +514,32 @@ class DeliveryLedger(DeliveryRecords, Protocol):
         ...
 
 
+class GrantRecords(Protocol):
+    """Standing approvals of jobs (`domain/grants.py`): a person makes and revokes them; the
+    approval broker reads a job's before a call of its scheduled run waits for a person.
+    """
+
+    async def insert(self, grant: Grant) -> bool:
+        """Store a new grant if its job exists (in the same transaction); False if not."""
+        ...
+
+    async def list(self, job_id: str) -> builtins.list[Grant] | None:
+        """The job's grants, oldest first (expired ones too, until revoked); None when there
+        is no such job.
+        """
+        ...
+
+    async def delete(self, job_id: str, grant_id: str) -> Grant | None:
+        """Revoke one grant of the job; None when the job has no such grant."""
+        ...
+
+    async def job_of(self, turn_id: str) -> str | None:
+        """The job of the scheduled run whose turn (a bound fire's) or isolated run (its run
+        id) is `turn_id`; None for a message's turn: its calls never use a job's grants.
+        """
+        ...
+
+
 class ApprovalRecords(Protocol):
     """The approvals of gated tool calls, durable: what the broker writes before it tells
     anyone, and what the API lists and decides from. A decision lands only on a pending
@@ -556,6 +584,17 @@ class ApprovalRecords(Protocol):
     ) -> builtins.list[Approval]:
         """Every approval, decided too, newest first (ties by id), after the one whose
         `(requested_at, id)` is `after`, at most `limit`.
+        """
+        ...
+
+    async def waiting_of_job(self, job_id: str) -> Approval | None:
+        """The oldest pending approval a scheduled run of the job (`job_id`) waits for."""
+        ...
+
+    async def mark_reminded(self, approval_id: str, at: datetime) -> Approval | None:
+        """Set `reminded_at` of a pending approval not reminded yet and return it; None
+        otherwise (reminded already, by this process or another, or ended): a reminder is
+        sent at most once.
         """
         ...
 

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Row, RowMapping
 
 from agentcron.domain.approvals import Approval, ApprovalState
+from agentcron.domain.grants import Grant
 from agentcron.domain.jobs import (
     AnySpec,
     Catchup,
@@ -383,7 +384,35 @@ def _approval(row: Row[Any] | Mapping[str, Any]) -> Approval:
         decision=m["decision"],
         decided_by=m["decided_by"],
         decided_at=m["decided_at"],
+        job_id=m["job_id"],
+        grant_id=m["grant_id"],
+        reminded_at=m["reminded_at"],
     )
+
+
+def _grant(row: Row[Any] | Mapping[str, Any]) -> Grant:
+    m = row._mapping if isinstance(row, Row) else row
+    return Grant(
+        id=m["id"],
+        job_id=m["job_id"],
+        tool=m["tool"],
+        args=m["args"] or {},
+        expires_at=m["expires_at"],
+        granted_by=m["granted_by"],
+        created_at=m["created_at"],
+    )
+
+
+def _grant_values(grant: Grant) -> dict[str, Any]:
+    return {
+        "id": grant.id,
+        "job_id": grant.job_id,
+        "tool": grant.tool,
+        "args": grant.args,
+        "expires_at": grant.expires_at,
+        "granted_by": grant.granted_by,
+        "created_at": grant.created_at,
+    }
 
 
 def _approval_values(approval: Approval) -> dict[str, Any]:
@@ -399,6 +428,9 @@ def _approval_values(approval: Approval) -> dict[str, Any]:
         "decision": approval.decision,
         "decided_by": approval.decided_by,
         "decided_at": approval.decided_at,
+        "job_id": approval.job_id,
+        "grant_id": approval.grant_id,
+        "reminded_at": approval.reminded_at,
     }
 
 

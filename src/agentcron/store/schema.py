@@ -372,6 +372,12 @@ approvals = sa.Table(
     sa.Column("decision", sa.String(16)),  # approve | deny
     sa.Column("decided_by", sa.Text),
     sa.Column("decided_at", UTCDateTime),
+    # the job of the scheduled run that made the call; NULL: a message's turn (migration 0025)
+    sa.Column("job_id", sa.String(32)),
+    # the standing grant (`job_grants`) that approved it; NULL: a person, or no approval
+    sa.Column("grant_id", sa.String(32)),
+    # when the session's channel was reminded that a scheduled run waits (at most once)
+    sa.Column("reminded_at", UTCDateTime),
 )
 # GET /api/approvals: the pending ones of a session (or of all), oldest first; reaping.
 sa.Index(
@@ -383,6 +389,25 @@ sa.Index(
 sa.Index("ix_approvals_state", approvals.c.state, approvals.c.requested_at)
 # GET /api/approvals?all=true: every record, newest first, ties broken by id (migration 0023).
 sa.Index("ix_approvals_requested", approvals.c.requested_at, approvals.c.id)
+# A job's scheduled run waiting for a person (the job's view), migration 0025.
+sa.Index("ix_approvals_job_state", approvals.c.job_id, approvals.c.state)
+
+job_grants = sa.Table(
+    "job_grants",
+    metadata,
+    # A standing approval a person gave a job (domain/grants.py); revoking deletes it, and it
+    # goes with its job. The approvals it decided keep its id.
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column(
+        "job_id", sa.String(32), sa.ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False
+    ),
+    sa.Column("tool", sa.Text, nullable=False),
+    sa.Column("args", JSONValue, nullable=False),  # the argument pattern, checked
+    sa.Column("expires_at", UTCDateTime, nullable=False),
+    sa.Column("granted_by", sa.Text, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+)
+sa.Index("ix_job_grants_job", job_grants.c.job_id, job_grants.c.created_at)
 
 
 owners = sa.Table(

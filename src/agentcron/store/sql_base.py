@@ -12,6 +12,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from agentcron.store.approval_store import ApprovalStore
 from agentcron.store.database import Database
 from agentcron.store.delivery_store import DeliveryStore
+from agentcron.store.grant_store import GrantStore
 from agentcron.store.migrate import current_revision, upgrade_connection
 from agentcron.store.schema import jobs, runs, sessions
 from agentcron.store.session_store import SessionStore
@@ -40,6 +41,7 @@ class SqlBase:
         self.sessions = SessionStore(self._db)
         self.deliveries = DeliveryStore(self._db)
         self.approvals = ApprovalStore(self._db)
+        self.grants = GrantStore(self._db)
         # Other processes' changes, heard (started and stopped by the owner of the process).
         self.signals = SignalHub(
             self._db.url, origin=self._db.origin, data_version=self._db.data_version

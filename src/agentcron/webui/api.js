@@ -34,6 +34,8 @@ export const path = {
   approval: (id) => `/api/approvals/${encodeURIComponent(id)}`,
   jobs: () => "/api/jobs",
   job: (id) => `/api/jobs/${encodeURIComponent(id)}`,
+  grants: (id) => `/api/jobs/${encodeURIComponent(id)}/grants`,
+  grant: (id, grantId) => `/api/jobs/${encodeURIComponent(id)}/grants/${encodeURIComponent(grantId)}`,
   jobRuns: (id, limit, cursor = null) =>
     `/api/jobs/${encodeURIComponent(id)}/runs?limit=${limit}` +
     (cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""),

@@ -354,6 +354,11 @@ function onEvent(event) {
       refreshSessions();
       if (event.session_key === state.current) refreshDetail();
       break;
+    case "approval_requested":
+    case "approval_decided":
+      // an open automation's detail shows a fire waiting for a person (`waiting_approval`)
+      refreshJobDetail();
+      break;
     case "delivery_succeeded":
     case "delivery_failed":
       refreshChannels();

@@ -3,6 +3,9 @@
 // a chart of the recent runs and the cost per day. `GET /api/jobs/{id}`, `GET .../runs` (pages
 // by `next_cursor` when the server gives one), `GET /api/usage?job_id=` when the server has it
 // (else the cost per day is added up from the runs shown), `GET /api/deliveries` for outcomes.
+// A fire waiting for a person (`waiting_approval`) shows as a badge with Approve / Deny
+// (`POST /api/approvals/{id}`); the job's standing approvals are listed, added and revoked
+// (`GET / POST /api/jobs/{id}/grants`, `DELETE .../grants/{grant id}`).
 
 import { ApiError, path } from "./api.js";
 import { costByDay, costChart, money, runDuration, runsChart, usageByDay } from "./chart.js";
@@ -10,6 +13,13 @@ import { h, knownZone, RUN_STATE_TEXT, showError, timeEl, zonedTime } from "./do
 import { formatDuration, toolStatus } from "./tools.js";
 
 const PAGE = 20;
+// How long a standing approval made here holds (the API allows up to 366 days).
+const GRANT_SPANS = [
+  ["1 day", 86_400],
+  ["7 days", 7 * 86_400],
+  ["30 days", 30 * 86_400],
+  ["90 days", 90 * 86_400],
+];
 const ERROR_EXCERPT = 140;
 
 /** 90 -> "1 min 30 s", 7200 -> "2 h", 86400 -> "1 d". */
@@ -135,6 +145,7 @@ export class JobDetail {
     this.more = false;
     this.limit = PAGE;
     this.deliveries = new Map();
+    this.grants = null;
     this.title.textContent = "Automation";
     this.body.replaceChildren(h("p", { class: "muted" }, "Loading…"));
     showError(this.error, "");
@@ -154,9 +165,11 @@ export class JobDetail {
       const job = await this.api("GET", path.job(jobId));
       const page = await this.api("GET", path.jobRuns(jobId, this.limit));
       const deliveries = await this.loadDeliveries(job.session_key);
+      const grants = await this.loadGrants(jobId);
       if (request !== this.request) return;
       this.job = job;
       this.deliveries = deliveries;
+      this.grants = grants;
       this.takePage(page, true);
       this.render(await this.costDays());
     } catch (error) {
@@ -199,6 +212,153 @@ export class JobDetail {
       button.disabled = false;
       showError(this.error, `Could not load more runs: ${error.message}`);
     }
+  }
+
+  /** The job's standing approvals; null when the server has none (an older one). */
+  async loadGrants(jobId) {
+    try {
+      return (await this.api("GET", path.grants(jobId))).grants || [];
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404) return null;
+      throw error;
+    }
+  }
+
+  /** Approve or deny the call a fire of this job waits on, then read the job again. */
+  async decide(approval, decision, buttons) {
+    for (const b of buttons) b.disabled = true;
+    try {
+      await this.api("POST", path.approval(approval.id), { decision, by: "web UI" });
+    } catch (error) {
+      // 409: decided or expired meanwhile; the reload shows what it is now
+      if (!(error instanceof ApiError && error.status === 409)) {
+        showError(this.error, `Could not decide: ${error.message}`);
+      }
+    }
+    await this.load();
+  }
+
+  async addGrant(form) {
+    const data = new FormData(form);
+    const text = String(data.get("pattern") || "").trim();
+    let args = {};
+    if (text) {
+      try {
+        args = JSON.parse(text);
+      } catch {
+        showError(this.error, 'The arguments must be a JSON object, e.g. {"name": "*.log"}.');
+        return;
+      }
+    }
+    const body = {
+      tool: String(data.get("tool") || "").trim(),
+      args,
+      expires_in_s: Number(data.get("span")),
+      by: "web UI",
+    };
+    const button = form.querySelector("button[type=submit]");
+    button.disabled = true;
+    try {
+      await this.api("POST", path.grants(this.jobId), body);
+      showError(this.error, "");
+    } catch (error) {
+      button.disabled = false;
+      showError(this.error, `Could not add the standing approval: ${error.message}`);
+      return;
+    }
+    await this.load();
+  }
+
+  async revokeGrant(grant, button) {
+    button.disabled = true;
+    try {
+      await this.api("DELETE", path.grant(this.jobId, grant.id));
+    } catch (error) {
+      if (!(error instanceof ApiError && error.status === 404)) {
+        button.disabled = false;
+        showError(this.error, `Could not revoke: ${error.message}`);
+        return;
+      }
+    }
+    await this.load();
+  }
+
+  /** A fire waiting for a person: what, since when, until when; Approve / Deny. */
+  waitingBadge(zone) {
+    const w = this.job.waiting_approval;
+    if (!w) return null;
+    const approve = h("button", { type: "button", class: "small approve" }, "Approve");
+    const deny = h("button", { type: "button", class: "small deny" }, "Deny");
+    approve.addEventListener("click", () => this.decide(w, "approve", [approve, deny]));
+    deny.addEventListener("click", () => this.decide(w, "deny", [approve, deny]));
+    return h(
+      "section",
+      { class: "waiting-approval", role: "status", "aria-label": "Waiting for approval" },
+      h("span", { class: "badge waiting" }, "Waiting for approval"),
+      " ",
+      h("code", { class: "waiting-call" }, `${w.tool} ${JSON.stringify(w.args)}`),
+      " since ",
+      timeEl(w.since, zone),
+      "; denied at ",
+      timeEl(w.expires_at, zone),
+      " if nobody decides. ",
+      approve,
+      " ",
+      deny,
+    );
+  }
+
+  /** The standing approvals: each with Revoke, and a form to add one. */
+  grantsSection(zone) {
+    if (this.grants === null || this.grants === undefined) return null;
+    const items = this.grants.map((g) => {
+      const revoke = h("button", { type: "button", class: "small link revoke" }, "Revoke");
+      revoke.setAttribute("aria-label", `Revoke ${g.tool} ${JSON.stringify(g.args)}`);
+      revoke.addEventListener("click", () => this.revokeGrant(g, revoke));
+      return h(
+        "li",
+        { class: `grant${g.expired ? " expired" : ""}`, dataset: { id: g.id } },
+        h("code", {}, `${g.tool} ${JSON.stringify(g.args)}`),
+        " ",
+        g.expired ? h("span", { class: "muted" }, "expired") : h("span", {}, "until ", timeEl(g.expires_at, zone)),
+        h("span", { class: "muted" }, ` · by ${g.granted_by} `),
+        revoke,
+      );
+    });
+    const form = h(
+      "form",
+      { class: "grant-form", "aria-label": "New standing approval" },
+      h("label", {}, "Tool ", h("input", { name: "tool", required: true, maxlength: "200", placeholder: "archive_logs" })),
+      h(
+        "label",
+        {},
+        "Arguments ",
+        h("input", { name: "pattern", maxlength: "4000", placeholder: '{"name": "*.log"} (empty: any)' }),
+      ),
+      h(
+        "label",
+        {},
+        "For ",
+        h("select", { name: "span" }, GRANT_SPANS.map(([text, seconds]) => h("option", { value: String(seconds) }, text))),
+      ),
+      h("button", { type: "submit", class: "small" }, "Add standing approval"),
+    );
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.addGrant(form);
+    });
+    return h(
+      "section",
+      { class: "job-grants", "aria-label": "Standing approvals" },
+      h("h3", {}, "Standing approvals"),
+      h(
+        "p",
+        { class: "muted" },
+        "Its scheduled runs call these tools without waiting for a person; every other call still asks.",
+      ),
+      items.length ? h("ul", { class: "grants" }, items) : h("p", { class: "muted no-grants" }, "None."),
+      form,
+    );
   }
 
   /** The session's delivery records by message id (a channel's outcome for a run's reply). */
@@ -288,7 +448,9 @@ export class JobDetail {
       ? h("button", { type: "button", class: "small load-more", onclick: (event) => this.loadMore(event.currentTarget) }, "Load more")
       : null;
     this.body.replaceChildren(
+      ...[this.waitingBadge(zone)].filter(Boolean),
       facts,
+      ...[this.grantsSection(zone)].filter(Boolean),
       charts,
       h(
         "section",

@@ -6,11 +6,21 @@ from fastapi import APIRouter, Query, status
 
 from agentcron.domain.jobs import JobKind
 from agentcron.server.deps import Cron, Cursor, Id, Limit
-from agentcron.server.errors import CHANGE, answers
-from agentcron.service.job_requests import JobCreate, JobPatch
+from agentcron.server.errors import BODY, CHANGE, answers
+from agentcron.service.job_requests import GrantCreate, JobCreate, JobPatch
 from agentcron.service.paging import DEFAULT_PAGE
 from agentcron.session_keys import MAX_SESSION_KEY
-from agentcron.views import DeletedJobOut, JobDetailOut, JobOut, JobsOut, RunOut, RunsOut
+from agentcron.views import (
+    DeletedJobOut,
+    GrantOut,
+    GrantsOut,
+    JobDetailOut,
+    JobOut,
+    JobsOut,
+    RevokedGrantOut,
+    RunOut,
+    RunsOut,
+)
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 
@@ -83,3 +93,24 @@ async def job_runs(
 async def run_job(job_id: Id, cron: Cron) -> RunOut:
     """Run the job now, once (a manual run; its schedule does not move): the run, not started."""
     return RunOut.of(await cron.runs.run_now(job_id))
+
+
+# Standing approvals: a person's (the API token's), never the agent's tools.
+@router.get("/{job_id}/grants", responses=answers(404))
+async def list_grants(job_id: Id, cron: Cron) -> GrantsOut:
+    """The job's standing approvals, oldest first (expired ones too, until revoked)."""
+    return GrantsOut.of_grants(await cron.approvals.grants(job_id), cron.clock.now())
+
+
+@router.post("/{job_id}/grants", status_code=status.HTTP_201_CREATED, responses=answers(404, *BODY))
+async def create_grant(job_id: Id, body: GrantCreate, cron: Cron) -> GrantOut:
+    """A standing approval: the job's scheduled runs may call `tool` with arguments matching
+    `args` without waiting for a person, until it expires.
+    """
+    return GrantOut.of_grant(await cron.approvals.grant_request(job_id, body), cron.clock.now())
+
+
+@router.delete("/{job_id}/grants/{grant_id}", responses=answers(404))
+async def revoke_grant(job_id: Id, grant_id: Id, cron: Cron) -> RevokedGrantOut:
+    """Revoke a grant: the calls it allowed wait for a person again."""
+    return RevokedGrantOut(revoked=(await cron.approvals.revoke(job_id, grant_id)).id)
