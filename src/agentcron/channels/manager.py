@@ -22,6 +22,7 @@ from agentcron.domain.events import (
     ApprovalRequested,
     ChatContext,
     Event,
+    JobAlert,
     MessagePosted,
     StreamEnd,
 )
@@ -51,7 +52,7 @@ class Inbound(Protocol):
     ) -> Awaitable[Turn]: ...
 
 
-MessageKind = Literal["turn", "message", "approval_requested", "approval_decided"]
+MessageKind = Literal["turn", "message", "approval_requested", "approval_decided", "alert"]
 _KINDS: frozenset[str] = frozenset(get_args(MessageKind))
 
 
@@ -86,7 +87,9 @@ class OutboundMessage:
     turn's outcome) and `message` for a message posted outside a turn (a delivery job's
     delivered result). `approval_requested` / `approval_decided` carry a gated tool call's
     approval (`approval`: the API's approval view; `status` its state; `text` a plain summary)
-    to the channels that take approvals (`carries_approvals`). `channel`, `chat_id` and
+    to the channels that take approvals (`carries_approvals`). `alert` is a job's alert
+    (overdue, failing, recovered, ending: `service/alerts.py`; `status` the event's type, `meta`
+    its `job_id` and `alert`). `channel`, `chat_id` and
     `channel_meta` are the session's execution context, as the event carried it (read from
     the store only when it did not).
     """
@@ -233,8 +236,8 @@ class ChannelStatus:
     failed: int  # deliveries given up since start
 
 
-_Outbound = StreamEnd | MessagePosted | ApprovalRequested | ApprovalDecided
-_OUTBOUND = (StreamEnd, MessagePosted, ApprovalRequested, ApprovalDecided)
+_Outbound = StreamEnd | MessagePosted | ApprovalRequested | ApprovalDecided | JobAlert
+_OUTBOUND = (StreamEnd, MessagePosted, ApprovalRequested, ApprovalDecided, JobAlert)
 _STOP = object()  # queue sentinel: drain what came before, then end
 # How far back a start looks for approval requests whose decision no process sent (an
 # approval waits minutes; a week covers a long outage without reading every old record).
@@ -504,6 +507,8 @@ class ChannelManager:
         """The outbound message an event announces, with the session's execution context."""
         if isinstance(event, ApprovalRequested | ApprovalDecided):
             return await self._resolve_approval(event)
+        if isinstance(event, JobAlert):
+            return await self._resolve_alert(event)
         key = event.session_key
         kind: MessageKind
         source: str | None
@@ -592,6 +597,31 @@ class ChannelManager:
             channel_meta=chat.channel_meta,
             created_at=self.cron.clock.now(),
             approval=view,
+        )
+
+    async def _resolve_alert(self, event: JobAlert) -> OutboundMessage | None:
+        """A job's alert, for the chat of its session (an unbound job has none: the alert is
+        on the bus, the WebSocket and `/metrics` only).
+        """
+        key = event.session_key
+        if not key:
+            return None
+        message_id = alert_delivery_id(event)
+        chat = await self._chat(key, message_id)
+        if chat is None:
+            return None
+        return OutboundMessage(
+            session_key=key,
+            channel=chat.channel,
+            chat_id=chat.chat_id,
+            text=event.text,
+            message_id=message_id,
+            status=event.type,
+            kind="alert",
+            source="alert",
+            meta={"job_id": event.job_id, "alert": event.type},
+            channel_meta=chat.channel_meta,
+            created_at=event.at,
         )
 
     async def _chat(self, key: str, message_id: str) -> ChatContext | None:
@@ -699,6 +729,8 @@ class ChannelManager:
 def _message_id(event: _Outbound) -> str | None:
     if isinstance(event, ApprovalRequested | ApprovalDecided):
         return event.approval_id
+    if isinstance(event, JobAlert):
+        return alert_delivery_id(event)
     return event.message_id if isinstance(event, StreamEnd) else event.message.id
 
 
@@ -742,6 +774,14 @@ def approval_delivery_id(approval_id: str, *, requested: bool) -> str:
         return prefix + approval_id
     digest = hashlib.sha256(approval_id.encode("utf-8")).hexdigest()
     return prefix + digest[: _DELIVERY_ID_MAX - len(prefix)]
+
+
+def alert_delivery_id(event: JobAlert) -> str:
+    """The delivery record id of a job's alert: one per job, alert and episode (its time), so
+    the outbox sends each once and a later episode again: `alr.` + a digest.
+    """
+    key = f"{event.job_id}|{event.type}|{event.at.isoformat()}"
+    return "alr." + hashlib.sha256(key.encode("utf-8")).hexdigest()[: _DELIVERY_ID_MAX - 4]
 
 
 def _short_json(value: Any, limit: int = 300) -> str:

@@ -7,7 +7,7 @@ The request::
     webhook-id: <message_id>                    (the same on every retry: deduplicate on it)
     webhook-timestamp: <unix seconds, integer>
     webhook-signature: v1,<base64>              (Standard Webhooks)
-    X-Agentcron-Event: turn.result | message | approval_requested | approval_decided
+    X-Agentcron-Event: turn.result | message | approval_requested | approval_decided | job.alert
     X-Agentcron-Delivery: <message_id>          (= webhook-id)
     X-Agentcron-Timestamp: <unix seconds>       (= webhook-timestamp; deprecated)
     X-Agentcron-Signature: sha256=<hex>         (deprecated: gone in 0.2.0)
@@ -30,6 +30,11 @@ body has ``approval``: {"id", "session_key", "turn_id", "tool", "args", "state",
 POSTs ``{"decision": "approve" | "deny"}`` (optionally ``"by"``) to decide without the API
 token: it carries a capability token for that one approval (`agentcron.approval_links`); a
 wrong token is 403, an approval already decided or expired 409.
+
+Alerts (a job of a session the webhook serves went overdue, is failing, recovered or ends
+soon: `service/alerts.py`): the event is ``job.alert``, ``kind`` ``alert``, ``status`` the
+alert (``job_overdue``, ``job_failing``, ``job_recovered``, ``job_ending``), ``text`` what
+happened and ``meta`` {"job_id", "alert"}.
 
 Requests are signed the Standard Webhooks way (https://www.standardwebhooks.com), made with
 the `standardwebhooks` package: ``webhook-signature`` is ``v1,`` + base64 of
@@ -207,6 +212,7 @@ _EVENTS = {
     "message": "message",
     "approval_requested": "approval_requested",
     "approval_decided": "approval_decided",
+    "alert": "job.alert",
 }
 
 
