@@ -10,11 +10,12 @@ a process and its restart) one raises an episode and one ends it.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Literal
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Row
 
 from agentcron.domain.alerts import OverdueCandidate
 from agentcron.domain.jobs import Job
@@ -35,31 +36,28 @@ class AlertsMixin(SqlBase):
         return await self._db.read(lambda conn: _overdue_op(conn, due_before, open_before, limit))
 
     async def alerted_jobs(self, *, limit: int) -> list[Job]:
-        query = (
-            sa.select(jobs)
-            .where(sa.or_(jobs.c.overdue_since.is_not(None), jobs.c.failing_since.is_not(None)))
-            .order_by(jobs.c.id)
-            .limit(limit)
-        )
-        return await self._db.read(lambda conn: [_job(r) for r in conn.execute(query)])
+        # Two index ranges (an OR of the two would be a scan on SQLite), joined here.
+        overdue = sa.select(jobs).where(_set(jobs.c.overdue_since)).limit(limit)
+        failing = sa.select(jobs).where(_set(jobs.c.failing_since)).limit(limit)
+
+        def op(conn: Connection) -> list[Job]:
+            rows = {row.id: row for row in conn.execute(overdue)}
+            rows.update((row.id, row) for row in conn.execute(failing))
+            return _by_id(rows.values())
+
+        return await self._db.read(op)
 
     async def overdue_jobs(self, *, limit: int) -> list[Job]:
-        query = (
-            sa.select(jobs)
-            .where(jobs.c.overdue_since.is_not(None))
-            .order_by(jobs.c.id)
-            .limit(limit)
-        )
-        return await self._db.read(lambda conn: [_job(r) for r in conn.execute(query)])
+        query = sa.select(jobs).where(_set(jobs.c.overdue_since)).limit(limit)
+        return await self._db.read(lambda conn: _by_id(conn.execute(query)))
 
     async def failing_candidates(self, *, threshold: int, limit: int) -> list[Job]:
-        query = (
-            sa.select(jobs)
-            .where(jobs.c.consecutive_failures >= threshold, jobs.c.failing_since.is_(None))
-            .order_by(jobs.c.id)
-            .limit(limit)
-        )
-        return await self._db.read(lambda conn: [_job(r) for r in conn.execute(query)])
+        # The range of the failure count only (a condition on `failing_since IS NULL` would
+        # tempt a planner into that index, which holds nearly every job): the few jobs past
+        # N are filtered here.
+        query = sa.select(jobs).where(jobs.c.consecutive_failures >= threshold).limit(limit)
+        found = await self._db.read(lambda conn: _by_id(conn.execute(query)))
+        return [job for job in found if job.failing_since is None]
 
     async def ending_candidates(
         self, *, end_before: datetime, runs_left: int, limit: int
@@ -73,10 +71,9 @@ class AlertsMixin(SqlBase):
                 jobs.c.finished_at.is_(None),
                 jobs.c.ending_warned_at.is_(None),
             )
-            .order_by(jobs.c.id)
             .limit(limit)
         )
-        return await self._db.read(lambda conn: [_job(r) for r in conn.execute(query)])
+        return await self._db.read(lambda conn: _by_id(conn.execute(query)))
 
     async def mark_alert(
         self,
@@ -99,6 +96,21 @@ class AlertsMixin(SqlBase):
             return None if row is None else _job(row)
 
         return await self._db.write(op)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _set(column: sa.Column[Any]) -> sa.ColumnElement[bool]:
+    """`column` is set, as a range an index answers on every backend (not IS NOT NULL)."""
+    return column > _EPOCH
+
+
+def _by_id(rows: Iterable[Row[Any]]) -> list[Job]:
+    """Jobs by id, sorted here: an ORDER BY id would lead a planner to walk the primary key
+    (every job) instead of the candidates' index range.
+    """
+    return sorted((_job(r) for r in rows), key=lambda job: job.id)
 
 
 def _overdue_op(
