@@ -41,6 +41,7 @@ from agentcron.engine.scheduler import Engine, make_owner
 from agentcron.runtime.clock import Clock, SystemClock
 from agentcron.runtime.journal import Journal
 from agentcron.runtime.slots import SlotPool
+from agentcron.service.alerts import Alerts
 from agentcron.service.approvals import DEFAULT_REMIND_AFTER, Approvals
 from agentcron.service.deliveries import Deliveries
 from agentcron.service.jobs import KEEP, Jobs, Keep
@@ -309,6 +310,9 @@ class AgentCron:
             waiting=self.approvals.waiting_of_job,
         )
         self.engine.reapers.append(self.jobs.sweep_finished)
+        # With each periodic reap: jobs gone silent, failing or about to end, once per episode.
+        self.alerts = Alerts(store, self.clock, self.publish, lambda: self.settings)
+        self.engine.reapers.append(self.alerts.sweep)
         self.sessions = Sessions(
             store.sessions,
             self.lanes,

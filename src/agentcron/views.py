@@ -17,6 +17,7 @@ from typing import Annotated, Any, NotRequired, Self
 from pydantic import MISSING, BaseModel, Field, TypeAdapter
 from typing_extensions import TypedDict
 
+from agentcron.domain.alerts import AlertKind
 from agentcron.domain.approvals import Approval, ApprovalState, Decision
 from agentcron.domain.deliveries import DeliveryState
 from agentcron.domain.grants import Grant
@@ -113,6 +114,15 @@ def _job_shown(job: Job, active_run: Run | None) -> Dict:
             "notify": policy.notify,
         },
         "state": job.status,
+        "alerts": [
+            kind
+            for kind, since in (
+                (AlertKind.OVERDUE, job.overdue_since),
+                (AlertKind.FAILING, job.failing_since),
+                (AlertKind.ENDING, job.ending_warned_at),
+            )
+            if since is not None
+        ],
         "legacy": job.has_target_fields,  # wire key keeps its old name
         "active_run": None
         if active_run is None
@@ -159,6 +169,13 @@ class JobOut(View):
     active_run: ActiveRunOut | None = Field(
         description="a fire of this job waiting (queued / deferred behind a turn) or running now"
     )
+    alerts: list[AlertKind] = Field(
+        description="its open alerts: overdue (a fire did not end within its grace), failing "
+        "(its last runs failed), ending (its end was announced; renew it)"
+    )
+    overdue_since: datetime | None = Field(description="since when it is overdue")
+    failing_since: datetime | None = Field(description="since when it is failing")
+    ending_warned_at: datetime | None = Field(description="when its coming end was announced")
 
     @classmethod
     def of_job(cls, job: Job, active_run: Run | None = None) -> JobOut:

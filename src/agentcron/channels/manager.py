@@ -23,6 +23,7 @@ from agentcron.domain.events import (
     ApprovalRequested,
     ChatContext,
     Event,
+    JobAlert,
     MessagePosted,
     StreamEnd,
 )
@@ -53,7 +54,7 @@ class Inbound(Protocol):
 
 
 MessageKind = Literal[
-    "turn", "message", "approval_requested", "approval_decided", "approval_reminder"
+    "turn", "message", "approval_requested", "approval_decided", "approval_reminder", "alert"
 ]
 _KINDS: frozenset[str] = frozenset(get_args(MessageKind))
 
@@ -89,7 +90,9 @@ class OutboundMessage:
     turn's outcome) and `message` for a message posted outside a turn (a delivery job's
     delivered result). `approval_requested` / `approval_decided` carry a gated tool call's
     approval (`approval`: the API's approval view; `status` its state; `text` a plain summary)
-    to the channels that take approvals (`carries_approvals`). `channel`, `chat_id` and
+    to the channels that take approvals (`carries_approvals`). `alert` is a job's alert
+    (overdue, failing, recovered, ending: `service/alerts.py`; `status` the event's type, `meta`
+    its `job_id` and `alert`). `channel`, `chat_id` and
     `channel_meta` are the session's execution context, as the event carried it (read from
     the store only when it did not).
     """
@@ -236,8 +239,17 @@ class ChannelStatus:
     failed: int  # deliveries given up since start
 
 
-_Outbound = StreamEnd | MessagePosted | ApprovalRequested | ApprovalDecided | ApprovalReminder
-_OUTBOUND = (StreamEnd, MessagePosted, ApprovalRequested, ApprovalDecided, ApprovalReminder)
+_Outbound = (
+    StreamEnd | MessagePosted | ApprovalRequested | ApprovalDecided | ApprovalReminder | JobAlert
+)
+_OUTBOUND = (
+    StreamEnd,
+    MessagePosted,
+    ApprovalRequested,
+    ApprovalDecided,
+    ApprovalReminder,
+    JobAlert,
+)
 _STOP = object()  # queue sentinel: drain what came before, then end
 # How far back a start looks for approval requests whose decision no process sent (an
 # approval waits minutes; a week covers a long outage without reading every old record).
@@ -509,6 +521,8 @@ class ChannelManager:
             return await self._resolve_approval(event)
         if isinstance(event, ApprovalReminder):
             return await self._resolve_reminder(event)
+        if isinstance(event, JobAlert):
+            return await self._resolve_alert(event)
         key = event.session_key
         kind: MessageKind
         source: str | None
@@ -634,6 +648,31 @@ class ChannelManager:
             approval=view,
         )
 
+    async def _resolve_alert(self, event: JobAlert) -> OutboundMessage | None:
+        """A job's alert, for the chat of its session (an unbound job has none: the alert is
+        on the bus, the WebSocket and `/metrics` only).
+        """
+        key = event.session_key
+        if not key:
+            return None
+        message_id = alert_delivery_id(event)
+        chat = await self._chat(key, message_id)
+        if chat is None:
+            return None
+        return OutboundMessage(
+            session_key=key,
+            channel=chat.channel,
+            chat_id=chat.chat_id,
+            text=event.text,
+            message_id=message_id,
+            status=event.type,
+            kind="alert",
+            source="alert",
+            meta={"job_id": event.job_id, "alert": event.type},
+            channel_meta=chat.channel_meta,
+            created_at=event.at,
+        )
+
     async def _chat(self, key: str, message_id: str) -> ChatContext | None:
         """The session's execution context, for an event that did not carry it."""
         try:
@@ -739,6 +778,8 @@ class ChannelManager:
 def _message_id(event: _Outbound) -> str | None:
     if isinstance(event, ApprovalRequested | ApprovalDecided | ApprovalReminder):
         return event.approval_id
+    if isinstance(event, JobAlert):
+        return alert_delivery_id(event)
     return event.message_id if isinstance(event, StreamEnd) else event.message.id
 
 
@@ -790,6 +831,14 @@ def _delivery_id(prefix: str, approval_id: str) -> str:
         return prefix + approval_id
     digest = hashlib.sha256(approval_id.encode("utf-8")).hexdigest()
     return prefix + digest[: _DELIVERY_ID_MAX - len(prefix)]
+
+
+def alert_delivery_id(event: JobAlert) -> str:
+    """The delivery record id of a job's alert: one per job, alert and episode (its time), so
+    the outbox sends each once and a later episode again: `alr.` + a digest.
+    """
+    key = f"{event.job_id}|{event.type}|{event.at.isoformat()}"
+    return "alr." + hashlib.sha256(key.encode("utf-8")).hexdigest()[: _DELIVERY_ID_MAX - 4]
 
 
 def _short_json(value: Any, limit: int = 300) -> str:

@@ -8,7 +8,7 @@ The request::
     webhook-timestamp: <unix seconds, integer>
     webhook-signature: v1,<base64>              (Standard Webhooks)
     X-Agentcron-Event: turn.result | message | approval_requested | approval_decided |
-                       approval_reminder
+                       approval_reminder | job.alert
     X-Agentcron-Delivery: <message_id>          (= webhook-id)
     X-Agentcron-Timestamp: <unix seconds>       (= webhook-timestamp; deprecated)
     X-Agentcron-Signature: sha256=<hex>         (deprecated: gone in 0.2.0)
@@ -33,6 +33,11 @@ state, and the body has ``approval``: {"id", "session_key", "turn_id", "tool", "
 (optionally ``"by"``) to decide without the API token: it carries a capability token for
 that one approval (`agentcron.approval_links`); a wrong token is 403, an approval already
 decided or expired 409.
+
+Alerts (a job of a session the webhook serves went overdue, is failing, recovered or ends
+soon: `service/alerts.py`): the event is ``job.alert``, ``kind`` ``alert``, ``status`` the
+alert (``job_overdue``, ``job_failing``, ``job_recovered``, ``job_ending``), ``text`` what
+happened and ``meta`` {"job_id", "alert"}.
 
 Requests are signed the Standard Webhooks way (https://www.standardwebhooks.com), made with
 the `standardwebhooks` package: ``webhook-signature`` is ``v1,`` + base64 of
@@ -211,6 +216,7 @@ _EVENTS = {
     "approval_requested": "approval_requested",
     "approval_decided": "approval_decided",
     "approval_reminder": "approval_reminder",
+    "alert": "job.alert",
 }
 
 

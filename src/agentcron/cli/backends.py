@@ -29,7 +29,7 @@ from agentcron.domain.jobs import JobKind
 from agentcron.domain.states import RunState
 from agentcron.errors import AgentcronError
 from agentcron.limits import NameText
-from agentcron.service.job_requests import GrantCreate, JobCreate
+from agentcron.service.job_requests import GrantCreate, JobCreate, JobRenew
 from agentcron.service.paging import DEFAULT_PAGE, MAX_PAGE
 from agentcron.service.sessions import SessionCreate
 from agentcron.store.errors import StoreUnavailableError
@@ -142,6 +142,7 @@ class Backend(Protocol):
     async def get_job(self, job_id: str) -> dict[str, Any]: ...
     async def job_action(self, job_id: str, action: str) -> dict[str, Any]: ...
     async def run_job(self, job_id: str) -> dict[str, Any]: ...
+    async def renew_job(self, job_id: str, body: dict[str, Any]) -> dict[str, Any]: ...
     async def list_runs(self, query: RunQuery) -> dict[str, Any]: ...
     async def usage(self, query: UsageQuery) -> dict[str, Any]: ...
     async def get_run(self, run_id: str) -> dict[str, Any]: ...
@@ -252,6 +253,9 @@ class ApiBackend:
 
     async def run_job(self, job_id: str) -> dict[str, Any]:
         return await self._call("POST", _path("/api/jobs", job_id, "run"))
+
+    async def renew_job(self, job_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._call("POST", _path("/api/jobs", job_id, "renew"), json=body)
 
     async def list_runs(self, query: RunQuery) -> dict[str, Any]:
         return await self._call("GET", "/api/runs", params=query.params())
@@ -470,6 +474,11 @@ class DbBackend:
             return views.DeletedJobOut(deleted=deleted.id).json_dict()
         change = {"pause": jobs.pause, "resume": jobs.resume}[action]
         return views.job_view(await self._call(lambda: change(job_id)))
+
+    async def renew_job(self, job_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        jobs = self._cron.jobs
+        renewed = await self._call(lambda: jobs.apply_renew(job_id, JobRenew.model_validate(body)))
+        return views.JobOut.of_state(renewed).json_dict()
 
     async def run_job(self, job_id: str) -> dict[str, Any]:
         # Written and announced: the engine of a server on this database adopts it.

@@ -1,5 +1,5 @@
-"""`agentcron jobs`: automations — add, list, show, run now, pause, resume, rm; and their
-standing approvals (`agentcron jobs grant list | add | revoke`).
+"""`agentcron jobs`: automations — add, list, show, run now, pause, resume, renew, rm; and
+their standing approvals (`agentcron jobs grant list | add | revoke`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from agentcron.domain.notify import Notify
 from agentcron.service.paging import DEFAULT_PAGE
 
 app = typer.Typer(
-    help="Automations: add, list, show, run now, pause, resume, rm.", no_args_is_help=True
+    help="Automations: add, list, show, run now, pause, resume, renew, rm.",
+    no_args_is_help=True,
 )
 
 
@@ -184,6 +185,42 @@ def jobs_run(
         print_json(run)
         return
     echo(f"a run of “{both['job']['name']}” asked for; see it: agentcron runs show {run['id']}")
+
+
+@app.command("renew")
+def jobs_renew(
+    ctx: typer.Context,
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job's id.")],
+    until: Annotated[
+        str | None,
+        typer.Option(
+            "--until",
+            help="The new end (end_at): an ISO 8601 instant with its UTC offset, "
+            "e.g. 2027-01-31T18:00:00+01:00.",
+        ),
+    ] = None,
+    runs: Annotated[
+        int | None, typer.Option(help="Runs added to its limit (max_runs).", min=1)
+    ] = None,
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Renew an automation that ends or ended: a later end (--until), more runs (--runs)."""
+    body = {k: v for k, v in {"end_at": until, "runs": runs}.items() if v is not None}
+    job = call(backend_for(ctx, db, url, api, token), lambda b: b.renew_job(job_id, body))
+    if as_json:
+        print_json(job)
+        return
+    ends = job["policy"]["end_at"]
+    left = job["remaining_runs"]
+    limits = [f"ends {render.when(ends, job['tz'])}"] if ends else []
+    if left is not None:
+        limits.append(f"{left} run{'s' if left != 1 else ''} left")
+    nxt = render.when(job["next_run_at"], job["tz"])
+    echo(f"“{job['name']}” renewed: {', '.join(limits) or 'no end'}; next run {nxt}")
 
 
 def _job_action(job_id: str, action: str, backend: Backend, as_json: bool) -> None:

@@ -92,6 +92,16 @@ class EngineSettings:
     # The shortest interval a recurring job from the API, the CLI, the web UI or the agent's
     # tools may have (`service.job_requests.check_interval`); operators may lower it, 0: none.
     min_interval: timedelta = DEFAULT_MIN_INTERVAL
+    # Alerts (service/alerts.py, with each periodic reap). A job is overdue when a fire is later
+    # than its grace, max(`overdue_grace`, `overdue_grace_ratio` x its interval), unclaimed, or
+    # still open past `turn_timeout` + that grace; failing after `failing_after` failed runs in
+    # a row (0: never); ending when its `end_at` is within `ending_window` or it has at most
+    # `ending_runs` runs left.
+    overdue_grace: timedelta = timedelta(minutes=5)
+    overdue_grace_ratio: float = 0.1
+    failing_after: int = 3
+    ending_window: timedelta = timedelta(days=1)
+    ending_runs: int = 1
 
 
 def max_jobs_from_env(env: Mapping[str, str] | None = None) -> int | None:

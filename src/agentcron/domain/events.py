@@ -220,6 +220,61 @@ class FireStarted(Event):
     lateness_s: float
 
 
+# -- alerts on a job (service/alerts.py; each sent once per episode) ------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobAlert(Event):
+    """Something about a job a person should know while nobody watches it; the channels send
+    its `text` to the job's session's chat. `session_key` is the job's ("" unbound).
+    """
+
+    type: ClassVar[str] = "job_alert"
+    job_id: str
+    job_name: str
+    text: str
+    at: datetime  # when it was raised (the episode's start for overdue and failing)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobOverdue(JobAlert):
+    """A fire of the job did not reach a terminal run within its grace: `reason` `not_fired`
+    (its due fire was never claimed) or `run_open` (a claimed fire never ended; `run_id`).
+    """
+
+    type: ClassVar[str] = "job_overdue"
+    reason: str
+    due_at: datetime | None = None
+    run_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobFailing(JobAlert):
+    """The job's last `failures` runs failed (at least the configured N)."""
+
+    type: ClassVar[str] = "job_failing"
+    failures: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobRecovered(JobAlert):
+    """An overdue or failing job is no longer so (`alert` says which episode ended)."""
+
+    type: ClassVar[str] = "job_recovered"
+    alert: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobEnding(JobAlert):
+    """The job ends soon (`end_at` within the warning window, or few `remaining_runs`); it can
+    be renewed.
+    """
+
+    type: ClassVar[str] = "job_ending"
+    end_at: datetime | None = None
+    remaining_runs: int | None = None
+
+
 # -- the bus --------------------------------------------------------------------------------------
 
 Callback = Callable[[Event], Awaitable[None] | None]

@@ -140,6 +140,12 @@ class Job:
     call_type: RecallCallType | None = None  # a recall's, as the agent asked for it
     internal_comment: str | None = None  # a recall's note, whole
     finished_at: datetime | None = None  # when its last fire ended with no fire left (done)
+    # its alerts (service/alerts.py), each sent once per episode: since when it is overdue
+    # (a fire did not end within its grace) / failing (`consecutive_failures` past N); when
+    # its coming end was announced (cleared by a renewal)
+    overdue_since: datetime | None = None
+    failing_since: datetime | None = None
+    ending_warned_at: datetime | None = None
 
     @property
     def status(self) -> JobStatus:

@@ -24,6 +24,11 @@ The shapes, one per event class:
   `DeliveryFailed` -> `delivery_failed` {channel, message_id, attempts, error, retryable}
   (retryable false: the delivery gave up);
 - `SystemEventFired` -> `system_event` {job_id, run_id, name, text, source} (source `cron`);
+- `JobOverdue` -> `job_overdue` {job_id, job_name, text, at, reason, due_at, run_id};
+  `JobFailing` -> `job_failing` {job_id, job_name, text, at, failures};
+  `JobRecovered` -> `job_recovered` {job_id, job_name, text, at, alert};
+  `JobEnding` -> `job_ending` {job_id, job_name, text, at, end_at, remaining_runs} (the alerts
+  of `service/alerts.py`, once per episode; times ISO 8601);
 - `FireStarted` -> `fire_started` {job_id, run_id, lateness_s} (for completeness: the stream
   does not send it; clients see a fire as the job's `fired` update).
 
@@ -33,6 +38,7 @@ model is validated for it); an embedded record is the JSON of its view model, as
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from agentcron.domain.events import (
@@ -43,7 +49,12 @@ from agentcron.domain.events import (
     DeliverySucceeded,
     Event,
     FireStarted,
+    JobAlert,
+    JobEnding,
     JobEvent,
+    JobFailing,
+    JobOverdue,
+    JobRecovered,
     MessagePosted,
     RunnerEvent,
     SessionDeleted,
@@ -141,11 +152,36 @@ def event_json(event: Event) -> dict[str, Any]:
                 "text": event.text,
                 "source": event.source,
             }
+        case JobAlert():
+            body = _alert_json(event)
         case FireStarted():
             body = {"job_id": event.job_id, "run_id": event.run_id, "lateness_s": event.lateness_s}
         case _:
             raise TypeError(f"no JSON form for {type(event).__name__}")
     return {"type": event.type, "session_key": event.session_key, **body}
+
+
+def _iso(at: datetime | None) -> str | None:
+    return None if at is None else at.isoformat()
+
+
+def _alert_json(event: JobAlert) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "job_id": event.job_id,
+        "job_name": event.job_name,
+        "text": event.text,
+        "at": event.at.isoformat(),
+    }
+    match event:
+        case JobOverdue():
+            body.update(reason=event.reason, due_at=_iso(event.due_at), run_id=event.run_id)
+        case JobFailing():
+            body["failures"] = event.failures
+        case JobRecovered():
+            body["alert"] = event.alert
+        case JobEnding():
+            body.update(end_at=_iso(event.end_at), remaining_runs=event.remaining_runs)
+    return body
 
 
 def _job_json(event: JobEvent) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""Prometheus metrics: fires, lateness, run outcomes, queue depths, active turns and what other
-processes announced or relayed.
+"""Prometheus metrics: fires, lateness, run outcomes, queue depths, active turns, what other
+processes announced or relayed, and the overdue jobs.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from prometheus_client.registry import Collector
 
 from agentcron.app import AgentCron
 from agentcron.domain.events import Event, FireStarted
+from agentcron.domain.jobs import Job
 from agentcron.server.relay_events import EventRelay
 
 # Lateness of a fire's start against its nominal time: sub-millisecond to minutes.
@@ -61,6 +62,29 @@ class _EngineCollector(Collector):
         yield heard
 
 
+class OverdueCollector(Collector):
+    """The jobs overdue now (`service/alerts.py`), as read by the scrape that renders them: one
+    `agentcron_job_overdue{job_id, job_name} 1` per overdue job (no series for the others) and
+    the total `agentcron_jobs_overdue`.
+    """
+
+    def __init__(self) -> None:
+        self.jobs: list[Job] = []
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        each = GaugeMetricFamily(
+            "agentcron_job_overdue",
+            "1 for each job overdue now: a fire did not end within its grace",
+            labels=["job_id", "job_name"],
+        )
+        for job in self.jobs:
+            each.add_metric([job.id, job.name], 1)
+        yield each
+        total = GaugeMetricFamily("agentcron_jobs_overdue", "Jobs overdue now")
+        total.add_metric([], len(self.jobs))
+        yield total
+
+
 class RelayCollector(Collector):
     """The events the WebSocket hub received from other replicas (`server/relay_events.py`)."""
 
@@ -81,6 +105,9 @@ class Metrics:
     def __init__(self, cron: AgentCron) -> None:
         self.registry = CollectorRegistry()
         self.registry.register(_EngineCollector(cron))
+        self._cron = cron
+        self._overdue = OverdueCollector()
+        self.registry.register(self._overdue)
         self.lateness = Histogram(
             "agentcron_fire_lateness_seconds",
             "How late a fire started, against its nominal time",
@@ -99,3 +126,8 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+    async def scrape(self) -> bytes:
+        """Read the overdue jobs (one indexed read: only those), then render everything."""
+        self._overdue.jobs = await self._cron.alerts.overdue()
+        return self.render()

@@ -58,6 +58,7 @@ from agentcron.domain.events import (
     DeliveryFailed,
     DeliverySucceeded,
     Event,
+    JobAlert,
     JobEvent,
     MessagePosted,
     RunnerEvent,
@@ -99,6 +100,7 @@ _GLOBAL_EVENTS = (
     SessionDeleted,
     DeliverySucceeded,
     DeliveryFailed,
+    JobAlert,  # overdue, failing, recovered, ending: a badge in every open web UI
 )
 _QUEUE_LIMIT = 10_000  # events buffered per client; a client that falls this far behind is cut
 _AUTH_TIMEOUT_S = 10.0

@@ -105,6 +105,23 @@ class JobCreate(BaseModel):
     notify: Notify = Field(default=Notify.ALWAYS, description=NOTIFY_HELP)
 
 
+class JobRenew(BaseModel):
+    """`POST /api/jobs/{id}/renew`: a later end, more runs, or both (one at least)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    end_at: datetime | None = Field(default=None, description=f"the new end: {END_AT_HELP}")
+    runs: int | None = Field(
+        default=None, ge=1, le=MAX_RUNS, description="runs added to its limit (max_runs)"
+    )
+
+    @model_validator(mode="after")
+    def _something_to_renew(self) -> JobRenew:
+        if self.end_at is None and self.runs is None:
+            raise ValueError("give end_at, runs, or both")
+        return self
+
+
 class JobPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

@@ -37,7 +37,7 @@ from agentcron.limits import MAX_MESSAGE_CHARS, MAX_RUNS, check_runner_url, chec
 from agentcron.runtime.clock import Clock
 from agentcron.schedule import parse_when, upcoming
 from agentcron.schedule.zones import get_zone
-from agentcron.service.job_requests import JobCreate, JobPatch, check_interval
+from agentcron.service.job_requests import JobCreate, JobPatch, JobRenew, check_interval
 from agentcron.service.paging import DEFAULT_PAGE, Page, check_limit, decode_cursor, page_of
 from agentcron.service.runs import Runs
 from agentcron.store.errors import ConflictError, SessionNotFoundError, VersionConflictError
@@ -434,6 +434,12 @@ class Jobs:
 
         return await self._change(job_id, compute, JobAction.UPDATED, expected_version)
 
+    async def apply_renew(self, job_id: str, body: JobRenew) -> JobState:
+        """The API's renew: `renew` with the body's end and runs."""
+        job = await self.renew(job_id, end_at=_aware(body.end_at, "end_at"), runs=body.runs)
+        (state,) = await self.with_state([job])
+        return state
+
     async def apply_patch(self, job_id: str, body: JobPatch) -> JobState:
         """The API's PATCH: change what is given; `enabled` pauses or resumes."""
         changes = body.model_dump(exclude_unset=True, exclude={"enabled"})
@@ -488,6 +494,53 @@ class Jobs:
             }
 
         return await self._change(job_id, compute, JobAction.RESUMED)
+
+    async def renew(
+        self, job_id: str, *, end_at: datetime | None = None, runs: int | None = None
+    ) -> Job:
+        """Give a job that ends (`end_at`, `max_runs`) more time: a later `end_at` and/or
+        `runs` more runs. A done job comes back (armed from now on); a paused one stays paused
+        with its new limits. Its end may be announced again (`JobEnding`) when it nears.
+        """
+        if end_at is None and runs is None:
+            raise InvalidInputError("renew needs a new end_at, more runs, or both")
+        if runs is not None and not 1 <= runs <= MAX_RUNS:
+            raise InvalidInputError(f"runs must be between 1 and {MAX_RUNS} (got {runs})")
+
+        def compute(job: Job, now: datetime) -> dict[str, Any]:
+            _check_bounds(name=None, message=None, max_runs=None, end_at=end_at, now=now)
+            policy, remaining = job.policy, job.remaining_runs
+            if end_at is not None:
+                policy = replace(policy, end_at=end_at)
+            if runs is not None:
+                if policy.max_runs is None:
+                    raise InvalidInputError(
+                        f"job {job.id!r} has no run limit (max_runs): there are no runs to add"
+                    )
+                if policy.max_runs + runs > MAX_RUNS:
+                    raise InvalidInputError(f"max_runs would pass {MAX_RUNS}")
+                policy = replace(policy, max_runs=policy.max_runs + runs)
+                remaining = (remaining or 0) + runs
+            changes: dict[str, Any] = {
+                "policy": policy,
+                "remaining_runs": remaining,
+                "ending_warned_at": None,
+            }
+            if job.enabled or job.finished_at is not None:
+                fire, due = arm(job.spec, policy, job.id, now, remaining)
+                if fire is None:
+                    raise InvalidInputError(
+                        f"job {job.id!r} would still have no fire left: give a later end_at "
+                        "or more runs"
+                    )
+                changes.update(next_fire_at=fire, next_run_at=due)
+                if job.finished_at is not None:
+                    changes.update(
+                        finished_at=None, enabled=True, paused_reason=None, paused_at=None
+                    )
+            return changes
+
+        return await self._change(job_id, compute, JobAction.UPDATED)
 
     async def skip_next(self, job_id: str) -> Job:
         """Skip the job's next fire; the one after it is computed from now at the earliest,

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from agentcron.domain.alerts import OverdueCandidate
 from agentcron.domain.approvals import Approval
 from agentcron.domain.deliveries import Delivery, DeliveryCursor, DeliveryState
 from agentcron.domain.grants import Grant
@@ -20,12 +21,14 @@ from agentcron.domain.jobs import Job, JobKind, Recall, RecallState
 from agentcron.domain.runs import ClaimedFire, ClaimResult, FirePlan, Run, UsageRow
 from agentcron.domain.sessions import MemoryScope, Message, Role, Session, Turn
 from agentcron.domain.states import RunState, TurnState
+from agentcron.store.alert_store import AlertColumn
 from agentcron.store.owners import LiveWork, OrphanSettlement, OwnerRecord
 from agentcron.store.relay_arms import ArmChange
 from agentcron.store.turn_store import TurnRecovery
 from agentcron.store.writes import ArmedJob, JobFinish, JobOutcome, Write, WriteResult
 
 __all__ = [
+    "AlertLedger",
     "ApprovalRecords",
     "DeliveryLedger",
     "DeliveryRecords",
@@ -256,6 +259,59 @@ class JobCatalog(Protocol):
     async def delete_finished_jobs(self, before: datetime) -> list[Job]:
         """Delete the done jobs (`finished_at` set) that finished before `before`; returns
         them as they were.
+        """
+        ...
+
+
+class AlertLedger(Protocol):
+    """The alert sweep's part (`service/alerts.py`): narrow reads that return candidates only,
+    each from an index range (never every job or every run), and the once-per-episode marks.
+    """
+
+    async def overdue_candidates(
+        self, *, due_before: datetime, open_before: datetime | None, limit: int
+    ) -> list[OverdueCandidate]:
+        """Enabled jobs whose `next_run_at` is before `due_before` (their due fire was not
+        claimed), and the jobs of runs still open (claimed, queued, deferred, running) whose
+        `fire_at` is before `open_before` (None: not asked), with that oldest open run; at most
+        `limit` of each kind. Jobs outside both ranges are not read.
+        """
+        ...
+
+    async def alerted_jobs(self, *, limit: int) -> list[Job]:
+        """The jobs with an open overdue or failing episode (`overdue_since` or
+        `failing_since` set), by id, at most `limit`.
+        """
+        ...
+
+    async def overdue_jobs(self, *, limit: int) -> list[Job]:
+        """The jobs with an open overdue episode (`overdue_since` set), by id, at most `limit`."""
+        ...
+
+    async def failing_candidates(self, *, threshold: int, limit: int) -> list[Job]:
+        """Jobs with `consecutive_failures >= threshold` and no failing episode open yet."""
+        ...
+
+    async def ending_candidates(
+        self, *, end_before: datetime, runs_left: int, limit: int
+    ) -> list[Job]:
+        """Enabled, not done jobs not yet warned (`ending_warned_at` NULL) whose `end_at` is
+        at or before `end_before` or whose `remaining_runs` is at most `runs_left`.
+        """
+        ...
+
+    async def mark_alert(
+        self,
+        job_id: str,
+        column: AlertColumn,
+        value: datetime | None,
+        *,
+        expected: datetime | None,
+    ) -> Job | None:
+        """Set the alert column (`overdue_since`, `failing_since`, `ending_warned_at`) to
+        `value` if it is still `expected` (a compare-and-set; the job's version and schedule
+        are untouched); the job after the change, or None when another process (or the job's
+        deletion) came first.
         """
         ...
 

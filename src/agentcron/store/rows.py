@@ -301,6 +301,9 @@ def _job_of(
         call_type=recall_call_type(m["call_type"]),
         internal_comment=m["internal_comment"],
         finished_at=m["finished_at"],
+        overdue_since=m.get("overdue_since"),
+        failing_since=m.get("failing_since"),
+        ending_warned_at=m.get("ending_warned_at"),
     )
 
 

@@ -152,10 +152,23 @@ jobs = sa.Table(
     sa.Column("channel_meta", JSONValue),
     # set when its last fire ended with no fire left (done); removed `retention_age` later
     sa.Column("finished_at", UTCDateTime),
+    # alerts, once per episode (service/alerts.py): since when it is overdue / failing (NULL:
+    # not), and when its end was announced (NULL: not yet, or renewed since)
+    sa.Column("overdue_since", UTCDateTime),
+    sa.Column("failing_since", UTCDateTime),
+    sa.Column("ending_warned_at", UTCDateTime),
 )
 # Only armed jobs are in the due index: paused / finished jobs have next_run_at NULL.
 sa.Index("ix_jobs_next_run_at", jobs.c.next_run_at)
 sa.Index("ix_jobs_session_key", jobs.c.session_key)
+# The alert sweep's candidates (store/alert_store.py): each question reads an index range, not
+# every job (failing: a failure count past N; ending: an end or a last run near; alerted: the
+# jobs with an open episode).
+sa.Index("ix_jobs_failures", jobs.c.consecutive_failures)
+sa.Index("ix_jobs_end_at", jobs.c.end_at)
+sa.Index("ix_jobs_remaining_runs", jobs.c.remaining_runs)
+sa.Index("ix_jobs_overdue_since", jobs.c.overdue_since)
+sa.Index("ix_jobs_failing_since", jobs.c.failing_since)
 # At most one pending recall per session (a fired one-shot recall is deleted after its run).
 sa.Index(
     "ux_jobs_one_recall_per_session",

@@ -2,12 +2,13 @@
 
 `SqlStore` is its parts joined: jobs (`job_store`), the fire ledger (claims in `fire_store`,
 recovery in `fire_recovery`), the group commit (`commit_store`), run records (`run_store`),
-owner liveness (`owners`) over one database (`sql_base`); rows become models in `rows`. Its
-users are typed against `store/interface.py`.
+owner liveness (`owners`), the alert sweep's reads (`alert_store`) over one database
+(`sql_base`); rows become models in `rows`. Its users are typed against `store/interface.py`.
 """
 
 from __future__ import annotations
 
+from agentcron.store.alert_store import AlertsMixin
 from agentcron.store.commit_store import GroupCommitMixin
 from agentcron.store.fire_recovery import FireLedgerMixin
 from agentcron.store.owners import OwnersMixin
@@ -33,7 +34,7 @@ __all__ = [
 ]
 
 
-class SqlStore(GroupCommitMixin, FireLedgerMixin, RunsMixin, OwnersMixin):
+class SqlStore(GroupCommitMixin, FireLedgerMixin, RunsMixin, OwnersMixin, AlertsMixin):
     """Jobs and runs in one SQL database, behind a narrow async interface.
 
     SQLite: one writer connection (every write transaction is `BEGIN IMMEDIATE`, so writers

@@ -345,6 +345,11 @@ function onEvent(event) {
   switch (event.type) {
     case "automation_update":
     case "recall_update":
+    // a job's alert (overdue, failing, recovered, ending): its card's and detail's badges
+    case "job_overdue":
+    case "job_failing":
+    case "job_recovered":
+    case "job_ending":
       refreshSessions();
       if (concernsCurrent(event)) refreshDetail();
       if (event.job_id && event.job_id === jobDetail.jobId) refreshJobDetail();

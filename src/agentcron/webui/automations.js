@@ -21,6 +21,9 @@ function stateOf(job) {
   return { key: "active", text: "Active" };
 }
 
+// A job's open alerts (service/alerts.py), as badges on its card and in its detail.
+export const ALERT_TEXT = { overdue: "overdue", failing: "failing", ending: "ends soon" };
+
 export class AutomationsPanel {
   /** `refresh()` re-reads the session (the panel and banner update from its answer). */
   constructor({ api, refresh, onError, onDetails }) {
@@ -104,6 +107,7 @@ export class AutomationsPanel {
         { class: "automation-head" },
         h("span", { class: "automation-name" }, job.name),
         h("span", { class: `state-badge state-${state.key}`, title: job.paused_reason || null }, state.text),
+        (job.alerts || []).map((alert) => h("span", { class: `badge alert-badge alert-${alert}` }, ALERT_TEXT[alert] || alert)),
       ),
       h("div", { class: "automation-schedule" }, clockIcon(), " ", job.schedule),
       job.message && job.message !== job.name ? h("div", { class: "automation-message muted" }, job.message) : null,

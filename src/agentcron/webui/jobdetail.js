@@ -10,6 +10,7 @@
 import { ApiError, path } from "./api.js";
 import { costByDay, costChart, money, runDuration, runsChart, usageByDay } from "./chart.js";
 import { h, knownZone, RUN_STATE_TEXT, showError, timeEl, zonedTime } from "./dom.js";
+import { ALERT_TEXT } from "./automations.js";
 import { formatDuration, toolStatus } from "./tools.js";
 
 const PAGE = 20;
@@ -85,6 +86,33 @@ export function policyLines(job, zone) {
   if (p.jitter) lines.push("Each fire is moved by a small random delay, so many jobs do not start at once.");
   lines.push(NOTIFY_TEXT[p.notify] || `Delivers its results: ${p.notify}.`);
   return lines;
+}
+
+/** "Ends on ..." / "Ended", and the Renew form, for a job with an end (end_at, max_runs). */
+function endsFacts(job, zone, onRenew) {
+  const p = job.policy;
+  const limited = p.end_at || (p.max_runs !== null && p.max_runs !== undefined);
+  if (!limited) return null;
+  let text;
+  if (job.state === "done") text = "Ended";
+  else if (p.end_at) text = `Ends on ${zonedTime(p.end_at, zone)} (${zone})`;
+  else text = `Ends after ${job.remaining_runs} more run${job.remaining_runs === 1 ? "" : "s"}`;
+  const form = h(
+    "form",
+    {
+      class: "renew-form",
+      onsubmit: (event) => {
+        event.preventDefault();
+        onRenew();
+      },
+    },
+    h("label", {}, "Until ", h("input", { type: "datetime-local", name: "until" })),
+    p.max_runs !== null && p.max_runs !== undefined
+      ? h("label", {}, " More runs ", h("input", { type: "number", name: "runs", min: "1", class: "small" }))
+      : null,
+    h("button", { type: "submit", class: "small renew" }, "Renew"),
+  );
+  return [h("dt", {}, "Ends"), h("dd", { class: "job-ends" }, h("span", { class: "ends-text" }, text), form)];
 }
 
 // A job's notify policy in words (domain/notify.py); a reply the agent marks [SILENT] is
@@ -394,14 +422,39 @@ export class JobDetail {
     return { days: costByDay(this.runs, zone), source: "runs" };
   }
 
+  /** Renew a job that ends or ended: a later end (a date in its zone) and/or more runs. */
+  async renew() {
+    const job = this.job;
+    const form = this.body.querySelector(".renew-form");
+    const until = form.querySelector("input[name=until]").value;
+    const runs = form.querySelector("input[name=runs]").value;
+    const body = {};
+    if (until) body.end_at = new Date(until).toISOString();
+    if (runs) body.runs = Number(runs);
+    try {
+      await this.api("POST", `${path.job(job.id)}/renew`, body);
+      await this.open(job.id);
+    } catch (error) {
+      showError(error);
+    }
+  }
+
   render(cost) {
     const job = this.job;
     const zone = knownZone(job.tz);
     this.title.textContent = job.name;
     const upcoming = job.upcoming || [];
+    const alerts = job.alerts || [];
     const facts = h(
       "dl",
       { class: "job-facts" },
+      alerts.length
+        ? [
+            h("dt", {}, "Alerts"),
+            h("dd", { class: "job-alerts" }, alerts.map((alert) => h("span", { class: `badge alert-badge alert-${alert}` }, ALERT_TEXT[alert] || alert))),
+          ]
+        : null,
+      endsFacts(job, zone, () => this.renew()),
       h("dt", {}, "When"),
       h("dd", { class: "job-schedule" }, job.schedule),
       h("dt", {}, "Spec"),

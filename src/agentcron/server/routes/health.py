@@ -61,4 +61,4 @@ async def readyz(cron: Cron, request: Request) -> JSONResponse:
     responses={200: {"description": "Prometheus metrics (text exposition format)"}},
 )
 async def metrics(request: Request) -> Response:
-    return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+    return Response(await request.app.state.metrics.scrape(), media_type=CONTENT_TYPE_LATEST)

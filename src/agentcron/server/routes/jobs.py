@@ -7,7 +7,7 @@ from fastapi import APIRouter, Query, status
 from agentcron.domain.jobs import JobKind
 from agentcron.server.deps import Cron, Cursor, Id, Limit
 from agentcron.server.errors import BODY, CHANGE, answers
-from agentcron.service.job_requests import GrantCreate, JobCreate, JobPatch
+from agentcron.service.job_requests import GrantCreate, JobCreate, JobPatch, JobRenew
 from agentcron.service.paging import DEFAULT_PAGE
 from agentcron.session_keys import MAX_SESSION_KEY
 from agentcron.views import (
@@ -72,6 +72,14 @@ async def pause_job(job_id: Id, cron: Cron) -> JobOut:
 @router.post("/{job_id}/resume", responses=answers(404, 403, *CHANGE))
 async def resume_job(job_id: Id, cron: Cron) -> JobOut:
     return JobOut.of_job(await cron.jobs.resume(job_id))
+
+
+@router.post("/{job_id}/renew", responses=answers(404, 403, *CHANGE))
+async def renew_job(job_id: Id, body: JobRenew, cron: Cron) -> JobOut:
+    """A job that ends (`end_at`, `max_runs`) or ended: a later end and/or more runs; a done
+    job is armed again.
+    """
+    return JobOut.of_state(await cron.jobs.apply_renew(job_id, body))
 
 
 @router.delete("/{job_id}", responses=answers(404, 403, 409))
