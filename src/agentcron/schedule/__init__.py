@@ -1,4 +1,5 @@
-"""Public: pure schedule math: specs, next_fire/upcoming, plain-language parsing, jitter, describe.
+"""Public: pure schedule math: specs, next_fire/upcoming, plain-language parsing, jitter, describe,
+the DST policy.
 
 Public names: every name of this package's `__all__`, e.g. `agentcron.schedule.parse_when`,
 `agentcron.schedule.next_fire`; its errors are also re-exported from `agentcron`
@@ -27,8 +28,10 @@ from agentcron.schedule.spec import (
     spec_to_data,
     spec_to_json,
     upcoming,
+    with_dst,
 )
 from agentcron.schedule.when import ACCEPTED_FORMS, parse_when
+from agentcron.schedule.zones import DstFold, DstGap
 
 __all__ = [
     "ACCEPTED_FORMS",
@@ -36,6 +39,8 @@ __all__ = [
     "AtSpec",
     "CronSpec",
     "DaysSpec",
+    "DstFold",
+    "DstGap",
     "EverySpec",
     "InvalidCronError",
     "InvalidSpecError",
@@ -54,4 +59,5 @@ __all__ = [
     "spec_to_data",
     "spec_to_json",
     "upcoming",
+    "with_dst",
 ]
