@@ -252,6 +252,17 @@ def with_dst(
     return spec
 
 
+def carry_dst(
+    old: CronSpec | EverySpec | AtSpec | DaysSpec, new: CronSpec | EverySpec | AtSpec | DaysSpec
+) -> CronSpec | EverySpec | AtSpec | DaysSpec:
+    """`new` with `old`'s DST policy when both are wall-clock schedules: a job given a new
+    time of day keeps its policy; an interval or a one-time schedule has none to keep.
+    """
+    if isinstance(old, CronSpec | DaysSpec) and isinstance(new, CronSpec | DaysSpec):
+        return with_dst(new, old.dst_gap, old.dst_fold)
+    return new
+
+
 def next_fire(spec: CronSpec | EverySpec | AtSpec | DaysSpec, after: datetime) -> datetime | None:
     """The first fire of `spec` strictly after the aware instant `after`, in UTC; None if none."""
     after = require_aware(after, "after")
