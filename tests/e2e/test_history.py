@@ -300,3 +300,49 @@ async def test_a_chat_shows_its_usage_per_day_under_its_automations(
     await expect(cells.nth(2)).to_have_text(re.compile(r"^[\d,]+ / [\d,]+$"))
     await expect(usage.locator("tfoot td").first).to_have_text("2")
     await expect(usage.locator("caption")).to_have_text(f"Days in {zone}")
+
+
+@pytest.mark.timeout(30)
+async def test_the_form_sets_a_dst_policy_and_the_detail_says_it_in_words(
+    start_server: StartServer, page: Page
+) -> None:
+    ui = await start_server()
+    await log_in(page, ui)
+    key = await new_chat(page)
+    form = page.get_by_role("form", name="New automation")
+    await form.get_by_label("Name").fill("night backup")
+    await form.get_by_label("What to do").fill("back up the notes")
+    await form.get_by_label("When").fill("every 2h")
+    await form.get_by_text("Daylight saving time").click()
+    await form.get_by_label("If the clocks skip its time").select_option("skip")
+    await form.get_by_label("If the clocks repeat its time").select_option("both")
+    await form.get_by_role("button", name="Add automation").click()
+    # An interval runs in absolute time: the API's refusal shows next to the form.
+    await expect(form.get_by_role("alert")).to_contain_text("an interval")
+    await form.get_by_label("When").fill("every day at 2:30")
+    await form.get_by_role("button", name="Add automation").click()
+    item = automation(page, "night backup")
+    await expect(item).to_contain_text("not on a day the clocks skip its time")
+    (job,) = await ui.cron.jobs.list(session_key=key)
+    assert (job.spec.dst_gap, job.spec.dst_fold) == ("skip", "both")  # type: ignore[union-attr]
+
+    await item.get_by_role("button", name="Details of night backup").click()
+    dialog = page.get_by_role("dialog", name="night backup")
+    await expect(dialog.locator(".job-schedule")).to_have_text(describe(job.spec))
+    policy = dialog.locator(".policy")
+    await expect(policy).to_contain_text(
+        "On a day the clocks skip its time (daylight saving time starts), it does not run."
+    )
+    await expect(policy).to_contain_text(
+        "On a day the clocks repeat its time (daylight saving time ends), it runs both times."
+    )
+    await dialog.get_by_role("button", name="Close automation details").click()
+
+    # The default says nothing of daylight saving time, and sends no policy.
+    await add_automation(page, "morning", "say hello", "every day at 9")
+    plain = next(j for j in await ui.cron.jobs.list(session_key=key) if j.name == "morning")
+    assert "dst_gap" not in plain.spec.model_dump()
+    await automation(page, "morning").get_by_role("button", name="Details of morning").click()
+    morning = page.get_by_role("dialog", name="morning")
+    await expect(morning.locator(".policy")).to_contain_text("Kept under Done")
+    await expect(morning.locator(".policy")).not_to_contain_text("daylight saving")

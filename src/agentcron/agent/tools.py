@@ -31,8 +31,10 @@ from agentcron.schedule import (
     AtSpec,
     EverySpec,
     ScheduleError,
+    carry_dst,
     describe,
     parse_when,
+    with_dst,
 )
 from agentcron.schedule.zones import get_zone
 from agentcron.session_keys import check_session_key
@@ -176,6 +178,8 @@ async def cron(
     timezone: str | None = None,
     job_id: str | None = None,
     notify: Literal["always", "changes", "never-empty"] | None = None,
+    dst_gap: Literal["shift", "skip"] | None = None,
+    dst_fold: Literal["first", "last", "both"] | None = None,
 ) -> str:
     """Manage this session's scheduled automations.
 
@@ -193,6 +197,11 @@ async def cron(
             "changes" (not a result equal to the last one sent), "never-empty" (not an
             empty one). In a scheduled run, start your reply with [SILENT] when there is
             nothing worth saying: it is recorded, not sent.
+        dst_gap: (add, update) on a day daylight saving time skips its time of day: "shift"
+            (the default: it runs at the first time after) or "skip" (not that day). Only
+            for schedules at a time of day, not intervals or one-time runs.
+        dst_fold: (add, update) on a day daylight saving time repeats its time of day:
+            "first" (the default: the first time), "last" (the second) or "both".
     """
     deps = ctx.deps
     try:
@@ -202,7 +211,8 @@ async def cron(
                 return "No automations in this session."
             return "Automations in this session:\n" + "\n".join(_line(j) for j in jobs)
         if action == "add":
-            return await _add(deps, name, when, message, timezone, Notify(notify or "always"))
+            dst = (dst_gap, dst_fold)
+            return await _add(deps, name, when, message, timezone, Notify(notify or "always"), dst)
         job = await _find(deps, name, job_id)
         if action == "pause":
             job = await deps.jobs.pause(job.id, reason="paused by the agent")
@@ -214,15 +224,21 @@ async def cron(
             await deps.jobs.delete(job.id)
             return f"Removed “{job.name}”."
         changes: dict[str, Any] = {}
-        if when:
-            # The guard rails of `add` apply to a new schedule given by `update` too.
-            if deps.in_scheduled_turn and not deps.limits.allow_add_from_scheduled_turn:
-                raise ToolError("schedules cannot be changed from inside a scheduled turn")
-            changes["spec"] = _checked_spec(deps, when, timezone or job.spec.tz)
+        # The guard rails of `add` apply to a new schedule given by `update` too.
+        if (when or dst_gap or dst_fold) and (
+            deps.in_scheduled_turn and not deps.limits.allow_add_from_scheduled_turn
+        ):
+            raise ToolError("schedules cannot be changed from inside a scheduled turn")
+        if when:  # a new time of day keeps the automation's DST policy
+            changes["spec"] = carry_dst(
+                job.spec, _checked_spec(deps, when, timezone or job.spec.tz)
+            )
+        if dst_gap or dst_fold:
+            changes["spec"] = with_dst(changes.get("spec", job.spec), dst_gap, dst_fold)
         if message:
             changes["message"] = message
         if not changes:
-            raise ToolError("update needs `when` or `message`")
+            raise ToolError("update needs `when`, `message`, `dst_gap` or `dst_fold`")
         job = await deps.jobs.update(job.id, **changes)
         return (
             f"Updated “{job.name}”: {describe(job.spec)}; "
@@ -248,6 +264,7 @@ async def _add(
     message: str | None,
     tz: str | None,
     notify: Notify = Notify.ALWAYS,
+    dst: tuple[str | None, str | None] = (None, None),
 ) -> str:
     if deps.owner is None:
         raise ToolError("cannot add an automation here: this turn has no session to bind it to")
@@ -256,7 +273,7 @@ async def _add(
     if not when or not message:
         raise ToolError("add needs `when` and `message`")
     zone = tz or deps.tz
-    spec = _checked_spec(deps, when, zone)
+    spec = with_dst(_checked_spec(deps, when, zone), *dst)
     existing = [  # done ones (their schedule spent) do not count
         j
         for j in await deps.jobs.list(session_key=deps.owner)
@@ -269,7 +286,8 @@ async def _add(
         )
     title = (name or message).strip()[:80]
     # The same request twice (e.g. a retried tool call) creates one job.
-    key = hashlib.sha256(f"{title}\n{when}\n{message}\n{zone}".encode()).hexdigest()[:32]
+    asked = f"{title}\n{when}\n{message}\n{zone}" + (f"\n{dst}" if any(dst) else "")
+    key = hashlib.sha256(asked.encode()).hexdigest()[:32]
     job = await deps.jobs.create(
         name=title,
         spec=spec,

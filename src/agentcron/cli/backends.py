@@ -29,7 +29,7 @@ from agentcron.domain.jobs import JobKind
 from agentcron.domain.states import RunState
 from agentcron.errors import AgentcronError
 from agentcron.limits import NameText
-from agentcron.service.job_requests import GrantCreate, JobCreate, JobRenew
+from agentcron.service.job_requests import GrantCreate, JobCreate, JobPatch, JobRenew
 from agentcron.service.paging import DEFAULT_PAGE, MAX_PAGE
 from agentcron.service.sessions import SessionCreate
 from agentcron.store.errors import StoreUnavailableError
@@ -136,6 +136,7 @@ class Backend(Protocol):
     async def send_out(self, key: str, text: str) -> dict[str, Any]: ...
     async def channels(self) -> dict[str, Any]: ...
     async def add_job(self, body: dict[str, Any]) -> dict[str, Any]: ...
+    async def update_job(self, job_id: str, body: dict[str, Any]) -> dict[str, Any]: ...
     async def list_jobs(
         self, session: str | None, kind: str | None, enabled: bool | None, page: PageAsk
     ) -> dict[str, Any]: ...
@@ -229,6 +230,9 @@ class ApiBackend:
 
     async def add_job(self, body: dict[str, Any]) -> dict[str, Any]:
         return await self._call("POST", "/api/jobs", json=body)
+
+    async def update_job(self, job_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._call("PATCH", _path("/api/jobs", job_id), json=body)
 
     async def list_jobs(
         self, session: str | None, kind: str | None, enabled: bool | None, page: PageAsk
@@ -442,6 +446,14 @@ class DbBackend:
         except ValidationError as exc:
             raise CliError(validation_line(exc)) from exc
         return views.job_view(await self._call(lambda: self._cron.jobs.create_in_session(model)))
+
+    async def update_job(self, job_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            patch = JobPatch.model_validate(body)
+        except ValidationError as exc:
+            raise CliError(validation_line(exc)) from exc
+        state = await self._call(lambda: self._cron.jobs.apply_patch(job_id, patch))
+        return views.JobOut.of_state(state).json_dict()
 
     async def list_jobs(
         self, session: str | None, kind: str | None, enabled: bool | None, page: PageAsk

@@ -1,5 +1,5 @@
-"""`agentcron jobs`: automations — add, list, show, run now, pause, resume, renew, rm; and
-their standing approvals (`agentcron jobs grant list | add | revoke`).
+"""`agentcron jobs`: automations — add, list, show, update, run now, pause, resume, renew, rm;
+and their standing approvals (`agentcron jobs grant list | add | revoke`).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from agentcron.cli.common import (
     backend_for,
     call,
     echo,
+    fail,
     more,
     out,
     paged,
@@ -31,12 +32,27 @@ from agentcron.cli.common import (
 )
 from agentcron.domain.jobs import Catchup, JobKind, Overlap
 from agentcron.domain.notify import Notify
+from agentcron.schedule import DstFold, DstGap
 from agentcron.service.paging import DEFAULT_PAGE
 
 app = typer.Typer(
-    help="Automations: add, list, show, run now, pause, resume, renew, rm.",
+    help="Automations: add, list, show, update, run now, pause, resume, renew, rm.",
     no_args_is_help=True,
 )
+
+DstGapOpt = Annotated[
+    DstGap | None,
+    typer.Option(
+        help="On a day the clocks skip its time of day (DST starts): shift (default: it runs "
+        "at the first time after) or skip (not that day)."
+    ),
+]
+DstFoldOpt = Annotated[
+    DstFold | None,
+    typer.Option(
+        help="On a day the clocks repeat its time of day (DST ends): first (default), last or both."
+    ),
+]
 
 
 @app.command("add")
@@ -80,6 +96,8 @@ def jobs_add(
             "a reply starting with [SILENT] never is."
         ),
     ] = None,
+    dst_gap: DstGapOpt = None,
+    dst_fold: DstFoldOpt = None,
     db: DbOpt = None,
     url: UrlOpt = None,
     api: ApiOpt = None,
@@ -97,6 +115,8 @@ def jobs_add(
         "model": model,
         "runner_url": runner_url,
         "notify": notify,
+        "dst_gap": dst_gap,
+        "dst_fold": dst_fold,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     if delete_after_run:
@@ -162,6 +182,52 @@ def jobs_show(
         print_json(job)
         return
     render.job_detail(out(), job)
+
+
+@app.command("update")
+def jobs_update(
+    ctx: typer.Context,
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job's id.")],
+    name: Annotated[str | None, typer.Option(help="A new name.")] = None,
+    message: Annotated[str | None, typer.Option(help="What it should do from now on.")] = None,
+    when: Annotated[
+        str | None, typer.Option(help="A new schedule (it keeps its DST policy).")
+    ] = None,
+    tz: Annotated[str | None, typer.Option(help="A new IANA zone.")] = None,
+    notify: Annotated[Notify | None, typer.Option(help="When its outcomes are delivered.")] = None,
+    dst_gap: DstGapOpt = None,
+    dst_fold: DstFoldOpt = None,
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Change an automation: what is given, the rest kept."""
+    given = {
+        "name": name,
+        "message": message,
+        "when": when,
+        "tz": tz,
+        "notify": notify,
+        "dst_gap": dst_gap,
+        "dst_fold": dst_fold,
+    }
+    body = {k: v for k, v in given.items() if v is not None}
+    if not body:
+        raise fail(
+            "nothing to change: give --name, --message, --when, --tz, --notify, "
+            "--dst-gap or --dst-fold",
+            2,
+        )
+    job = call(backend_for(ctx, db, url, api, token), lambda b: b.update_job(job_id, body))
+    if as_json:
+        print_json(job)
+        return
+    echo(
+        f"updated “{job['name']}”: {job['schedule']}; next run "
+        f"{render.when(job['next_run_at'], job['tz'])}"
+    )
 
 
 @app.command("run")

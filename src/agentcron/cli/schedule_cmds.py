@@ -9,7 +9,16 @@ import typer
 
 from agentcron.cli import render
 from agentcron.cli.common import echo, fail, local_zone
-from agentcron.schedule import ScheduleError, describe, parse_when, spec_to_json, upcoming
+from agentcron.schedule import (
+    DstFold,
+    DstGap,
+    ScheduleError,
+    describe,
+    parse_when,
+    spec_to_json,
+    upcoming,
+    with_dst,
+)
 from agentcron.schedule.zones import get_zone
 
 EXAMPLE_PHRASES = (
@@ -33,9 +42,15 @@ def _now() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
 
 
-def _show(text: str, now: datetime, tz: str, count: int) -> None:
+def _show(
+    text: str,
+    now: datetime,
+    tz: str,
+    count: int,
+    dst: tuple[DstGap | None, DstFold | None] = (None, None),
+) -> None:
     """The phrase's spec and next fires, each in the spec's zone (named) and in UTC."""
-    spec = parse_when(text, now, tz)
+    spec = with_dst(parse_when(text, now, tz), *dst)
     echo(f"{text!r}: {describe(spec)}")
     echo(f"  spec: {spec_to_json(spec)}")
     zone = get_zone(spec.tz)
@@ -53,10 +68,17 @@ def next_cmd(
     ctx: typer.Context,
     tz: Annotated[str | None, typer.Option(help=_TZ_HELP)] = None,
     count: Annotated[int, typer.Option("-n", help="How many fire times to show.")] = 5,
+    dst_gap: Annotated[
+        DstGap | None, typer.Option(help="A time of day the clocks skip: shift or skip.")
+    ] = None,
+    dst_fold: Annotated[
+        DstFold | None,
+        typer.Option(help="A time of day the clocks repeat: first, last or both."),
+    ] = None,
 ) -> None:
     """Show the spec and next fire times of a WHEN phrase."""
     try:
-        _show(" ".join(when), _now(), tz or local_zone(ctx), count)
+        _show(" ".join(when), _now(), tz or local_zone(ctx), count, (dst_gap, dst_fold))
     except ScheduleError as exc:
         raise fail(str(exc), 2) from exc
 

@@ -1,4 +1,5 @@
-"""Public: pure schedule math: specs, next_fire/upcoming, plain-language parsing, jitter, describe.
+"""Public: pure schedule math: specs, next_fire/upcoming, plain-language parsing, jitter, describe,
+the DST policy.
 
 Public names: every name of this package's `__all__`, e.g. `agentcron.schedule.parse_when`,
 `agentcron.schedule.next_fire`; its errors are also re-exported from `agentcron`
@@ -22,13 +23,16 @@ from agentcron.schedule.spec import (
     DaysSpec,
     EverySpec,
     Spec,
+    carry_dst,
     next_fire,
     spec_from_data,
     spec_to_data,
     spec_to_json,
     upcoming,
+    with_dst,
 )
 from agentcron.schedule.when import ACCEPTED_FORMS, parse_when
+from agentcron.schedule.zones import DstFold, DstGap
 
 __all__ = [
     "ACCEPTED_FORMS",
@@ -36,6 +40,8 @@ __all__ = [
     "AtSpec",
     "CronSpec",
     "DaysSpec",
+    "DstFold",
+    "DstGap",
     "EverySpec",
     "InvalidCronError",
     "InvalidSpecError",
@@ -44,6 +50,7 @@ __all__ = [
     "ScheduleError",
     "Spec",
     "WhenParseError",
+    "carry_dst",
     "describe",
     "jitter_offset",
     "jittered",
@@ -54,4 +61,5 @@ __all__ = [
     "spec_to_data",
     "spec_to_json",
     "upcoming",
+    "with_dst",
 ]

@@ -1,4 +1,4 @@
-"""Cron expressions: validation (5 fields, macros, L and #) and next fire under the DST policy."""
+"""Cron expressions: validation (5 fields, macros, L and #) and next fire under a DST policy."""
 
 from __future__ import annotations
 
@@ -10,7 +10,15 @@ from functools import lru_cache
 from cronsim import CronSim, CronSimError
 
 from agentcron.schedule.errors import InvalidCronError
-from agentcron.schedule.zones import MAX_SHIFT, get_zone, near_transition, resolve_wall, to_wall
+from agentcron.schedule.zones import (
+    MAX_SHIFT,
+    DstFold,
+    DstGap,
+    get_zone,
+    near_transition,
+    resolve_wall,
+    to_wall,
+)
 
 MACROS: dict[str, str] = {
     "@yearly": "0 0 1 1 *",
@@ -36,8 +44,9 @@ class CronExpr:
     """A validated 5-field cron expression."""
 
     expr: str
-    # True when the hour field matches every hour: such schedules follow real time in a
-    # DST fold (both passes fire) so that `0 * * * *` fires every real hour.
+    # True when the hour field matches every hour: under the default fold policy (`first`)
+    # such schedules follow real time in a DST fold (both passes fire) so that `0 * * * *`
+    # fires every real hour.
     every_hour: bool
 
 
@@ -99,15 +108,25 @@ def parse_cron(expr: str) -> CronExpr:
     return CronExpr(expr=text, every_hour=sim.hours == set(range(24)))
 
 
-def cron_next(expr: str, tz_name: str, after: datetime) -> datetime | None:
+def cron_next(
+    expr: str,
+    tz_name: str,
+    after: datetime,
+    *,
+    gap: DstGap = DstGap.SHIFT,
+    fold: DstFold = DstFold.FIRST,
+) -> datetime | None:
     """The first fire of `expr` in zone `tz_name` strictly after the aware instant `after`.
 
     Wall-clock times are matched on the local calendar, then resolved to instants by
-    `zones.resolve_wall` (gap -> first valid instant after; fold -> first occurrence, or both
-    for every-hour schedules).
+    `zones.resolve_wall` under the DST policy `gap` / `fold`. With `fold` `first` (the
+    default) an every-hour schedule still fires in both passes of a fold: each is a real hour,
+    so that `0 * * * *` fires every real hour.
     """
     cron = parse_cron(expr)
     tz = get_zone(tz_name)
+    if cron.every_hour and fold is DstFold.FIRST:
+        fold = DstFold.BOTH
     after = after.astimezone(UTC)
     start = to_wall(after, tz)
     if near_transition(after, tz):
@@ -119,7 +138,7 @@ def cron_next(expr: str, tz_name: str, after: datetime) -> datetime | None:
     for wall in CronSim(cron.expr, start):
         if best_wall is not None and wall - best_wall > MAX_SHIFT:
             break
-        for instant in resolve_wall(wall, tz, both_folds=cron.every_hour):
+        for instant in resolve_wall(wall, tz, gap=gap, fold=fold):
             if instant > after and (best is None or instant < best):
                 best = instant
                 best_wall = to_wall(instant, tz)

@@ -1,4 +1,5 @@
-"""describe(spec): short human text, e.g. "every weekday at 09:00 (Europe/Berlin)"."""
+"""describe(spec): short human text, e.g. "every weekday at 09:00 (Europe/Berlin)", or with a DST
+policy "every day at 02:30 (Europe/Berlin); not on a day the clocks skip its time"."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from datetime import datetime
 from cronsim import CronSim
 
 from agentcron.schedule.spec import AtSpec, CronSpec, DaysSpec, EverySpec
-from agentcron.schedule.zones import get_zone, zone_label
+from agentcron.schedule.zones import DstFold, DstGap, get_zone, zone_label
 
 _DAY_NAMES = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
 _DOW_PHRASES = {"*": "every day", "1-5": "every weekday", "0,6": "every weekend day"}
@@ -62,14 +63,29 @@ def _days_phrase(spec: DaysSpec) -> str:
     return f"every {unit} at {spec.time}, from {spec.start:%Y-%m-%d}"
 
 
+_FOLD_TEXT = {DstFold.LAST: "the second time", DstFold.BOTH: "both times"}
+
+
+def _dst_phrase(spec: CronSpec | DaysSpec) -> str:
+    """A non-default DST policy in words ("" for the default)."""
+    parts: list[str] = []
+    if spec.dst_gap is DstGap.SKIP:
+        parts.append("not on a day the clocks skip its time")
+    if spec.dst_fold in _FOLD_TEXT:
+        parts.append(f"{_FOLD_TEXT[spec.dst_fold]} when the clocks repeat it")
+    return "; " + ", ".join(parts) if parts else ""
+
+
 def describe(spec: CronSpec | EverySpec | AtSpec | DaysSpec) -> str:
-    """A short plain-English description of `spec`, naming its time zone."""
+    """A short plain-English description of `spec`, naming its time zone and a DST policy
+    other than the default.
+    """
     zone = zone_label(spec.tz)
     if isinstance(spec, CronSpec):
-        return f"{_cron_phrase(spec.expr)} ({zone})"
+        return f"{_cron_phrase(spec.expr)} ({zone}){_dst_phrase(spec)}"
     if isinstance(spec, EverySpec):
         return _every(spec.seconds)
     if isinstance(spec, DaysSpec):
-        return f"{_days_phrase(spec)} ({zone})"
+        return f"{_days_phrase(spec)} ({zone}){_dst_phrase(spec)}"
     local = spec.at.astimezone(get_zone(spec.tz))
     return f"once at {local:%Y-%m-%d %H:%M} ({zone})"

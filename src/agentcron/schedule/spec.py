@@ -19,7 +19,14 @@ from pydantic import (
 
 from agentcron.schedule.cron import cron_next, parse_cron
 from agentcron.schedule.errors import InvalidSpecError, ScheduleError
-from agentcron.schedule.zones import get_zone, require_aware, resolve_wall, to_wall
+from agentcron.schedule.zones import (
+    DstFold,
+    DstGap,
+    get_zone,
+    require_aware,
+    resolve_wall,
+    to_wall,
+)
 
 MAX_INTERVAL_S = 3653 * 86400  # an `every` interval: at most 10 years
 MAX_AHEAD = timedelta(days=36525)  # a one-time fire parse_when accepts: at most 100 years ahead
@@ -42,12 +49,45 @@ def _check_aware(value: datetime) -> datetime:
     return require_aware(value, "instant")
 
 
+DST_GAP_HELP = (
+    "a wall-clock time the clocks skip (spring forward): shift (the default) fires at the "
+    "first valid instant after it, skip does not fire that day"
+)
+DST_FOLD_HELP = (
+    "a wall-clock time the clocks repeat (fall back): first (the default) fires at its first "
+    "occurrence (an every-hour schedule at both: each is a real hour), last at the second, "
+    "both at both"
+)
+
+
+def _gap_field() -> Any:
+    # The default is left out of the JSON, so a spec without a policy of its own reads, is
+    # stored and is shown exactly as before there was one.
+    return Field(
+        default=DstGap.SHIFT,
+        exclude_if=lambda value: value == DstGap.SHIFT,
+        description=DST_GAP_HELP,
+    )
+
+
+def _fold_field() -> Any:
+    return Field(
+        default=DstFold.FIRST,
+        exclude_if=lambda value: value == DstFold.FIRST,
+        description=DST_FOLD_HELP,
+    )
+
+
 class CronSpec(_SpecBase):
-    """Fires when the wall clock in `tz` matches the 5-field cron expression `expr`."""
+    """Fires when the wall clock in `tz` matches the 5-field cron expression `expr`; on the
+    days daylight saving time skips or repeats a matching time, as `dst_gap` / `dst_fold` say.
+    """
 
     kind: Literal["cron"] = "cron"
     expr: str
     tz: str = "UTC"
+    dst_gap: DstGap = _gap_field()
+    dst_fold: DstFold = _fold_field()
 
     @field_validator("expr")
     @classmethod
@@ -94,8 +134,9 @@ class DaysSpec(_SpecBase):
     `unit="week"`: on the ISO weekdays `on` (1 = Monday .. 7 = Sunday) of every `step`-th week,
     weeks starting on Monday and counted from the week of `start` ("every other tuesday at 10").
     The dates are local calendar dates, so a fire keeps its wall-clock time across DST changes
-    (an `every` of N*86400 seconds would drift an hour); a time in a spring-forward gap fires at
-    the first valid instant after it, a time in a fall-back fold at its first occurrence.
+    (an `every` of N*86400 seconds would drift an hour); a time in a spring-forward gap or a
+    fall-back fold fires as `dst_gap` / `dst_fold` say (by default: at the first valid instant
+    after the gap; at the first occurrence in the fold).
     """
 
     kind: Literal["days"] = "days"
@@ -105,6 +146,8 @@ class DaysSpec(_SpecBase):
     time: str = Field(description="wall-clock time HH:MM")
     start: date
     tz: str = "UTC"
+    dst_gap: DstGap = _gap_field()
+    dst_fold: DstFold = _fold_field()
 
     _tz = field_validator("tz")(_check_tz)
 
@@ -181,11 +224,50 @@ def spec_to_json(spec: CronSpec | EverySpec | AtSpec | DaysSpec) -> str:
     return spec.model_dump_json()
 
 
+def with_dst(
+    spec: CronSpec | EverySpec | AtSpec | DaysSpec,
+    gap: DstGap | str | None = None,
+    fold: DstFold | str | None = None,
+) -> CronSpec | EverySpec | AtSpec | DaysSpec:
+    """`spec` with the DST policy `gap` / `fold` (None: keep its own); raise InvalidSpecError
+    for a policy other than the default on an interval or a one-time spec: those are absolute
+    instants, which daylight saving time does not move.
+    """
+    try:
+        gap = None if gap is None else DstGap(gap)
+        fold = None if fold is None else DstFold(fold)
+    except ValueError as exc:
+        raise InvalidSpecError(
+            f"{exc}; dst_gap is one of: shift, skip; dst_fold one of: first, last, both"
+        ) from exc
+    if isinstance(spec, CronSpec | DaysSpec):
+        update = {"dst_gap": gap, "dst_fold": fold}
+        return spec.model_copy(update={k: v for k, v in update.items() if v is not None})
+    if gap not in (None, DstGap.SHIFT) or fold not in (None, DstFold.FIRST):
+        what = "an interval" if isinstance(spec, EverySpec) else "a one-time schedule"
+        raise InvalidSpecError(
+            f"a DST policy (dst_gap, dst_fold) is for wall-clock schedules (a cron expression, "
+            f"a time of day); this is {what}, which runs in absolute time"
+        )
+    return spec
+
+
+def carry_dst(
+    old: CronSpec | EverySpec | AtSpec | DaysSpec, new: CronSpec | EverySpec | AtSpec | DaysSpec
+) -> CronSpec | EverySpec | AtSpec | DaysSpec:
+    """`new` with `old`'s DST policy when both are wall-clock schedules: a job given a new
+    time of day keeps its policy; an interval or a one-time schedule has none to keep.
+    """
+    if isinstance(old, CronSpec | DaysSpec) and isinstance(new, CronSpec | DaysSpec):
+        return with_dst(new, old.dst_gap, old.dst_fold)
+    return new
+
+
 def next_fire(spec: CronSpec | EverySpec | AtSpec | DaysSpec, after: datetime) -> datetime | None:
     """The first fire of `spec` strictly after the aware instant `after`, in UTC; None if none."""
     after = require_aware(after, "after")
     if isinstance(spec, CronSpec):
-        return cron_next(spec.expr, spec.tz, after)
+        return cron_next(spec.expr, spec.tz, after, gap=spec.dst_gap, fold=spec.dst_fold)
     if isinstance(spec, EverySpec):
         anchor = spec.anchor.astimezone(UTC)
         if after < anchor:
@@ -201,16 +283,18 @@ def next_fire(spec: CronSpec | EverySpec | AtSpec | DaysSpec, after: datetime) -
 def _days_next(spec: DaysSpec, after: datetime) -> datetime:
     zone = get_zone(spec.tz)
     # The day before `after`'s local date: a fire late on it can still be after `after` in a
-    # fold; the loop ends within one full cycle (step weeks or days) plus that day.
+    # fold; the loop ends within one full cycle (step weeks or days) plus that day, or a few
+    # more when `skip` drops a day the clocks skip its time.
     day = max(spec.start, to_wall(after, zone).date() - timedelta(days=1))
     if spec.unit == "day":
         behind = (day - spec.start).days % spec.step
         day += timedelta(days=(spec.step - behind) % spec.step)
     while True:
         if spec.fires_on(day):
-            instant = resolve_wall(datetime.combine(day, spec.wall_time), zone)[0]
-            if instant > after:
-                return instant
+            wall = datetime.combine(day, spec.wall_time)
+            for instant in resolve_wall(wall, zone, gap=spec.dst_gap, fold=spec.dst_fold):
+                if instant > after:
+                    return instant
         day += timedelta(days=spec.step if spec.unit == "day" else 1)
 
 

@@ -1,7 +1,9 @@
-"""Time-zone lookup and wall-clock -> instant resolution under agentcron's DST policy."""
+"""Time-zone lookup and wall-clock -> instant resolution under a DST policy (`DstGap`,
+`DstFold`)."""
 
 from __future__ import annotations
 
+import enum
 import re
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -11,6 +13,21 @@ from agentcron.schedule.errors import InvalidZoneError
 
 # Largest wall-clock shift we account for around a transition (Antarctica/Troll shifts 2h).
 MAX_SHIFT = timedelta(hours=3)
+
+
+class DstGap(enum.StrEnum):
+    """What a scheduled wall-clock time does on a day the clocks skip it (spring forward)."""
+
+    SHIFT = "shift"  # the default: it fires at the first valid instant after it
+    SKIP = "skip"  # it does not fire that day
+
+
+class DstFold(enum.StrEnum):
+    """What a scheduled wall-clock time does on a day the clocks repeat it (fall back)."""
+
+    FIRST = "first"  # the default: at its first occurrence only
+    LAST = "last"  # at its second occurrence only
+    BOTH = "both"  # at both
 
 
 @lru_cache(maxsize=512)
@@ -73,18 +90,24 @@ def gap_end(wall: datetime, tz: ZoneInfo) -> datetime:
     return lo + timedelta(seconds=lo_s)
 
 
-def resolve_wall(wall: datetime, tz: ZoneInfo, *, both_folds: bool = False) -> tuple[datetime, ...]:
-    """Instants at which a scheduled wall-clock time fires, under the DST policy.
+def resolve_wall(
+    wall: datetime,
+    tz: ZoneInfo,
+    *,
+    gap: DstGap = DstGap.SHIFT,
+    fold: DstFold = DstFold.FIRST,
+) -> tuple[datetime, ...]:
+    """Instants (earlier first) at which a scheduled wall-clock time fires under a DST policy.
 
-    - gap: the first valid instant after it;
-    - fold: the first occurrence only, or both when `both_folds` (hourly-or-finer schedules
-      follow real time so that `0 * * * *` fires every real hour).
+    - a time that occurs once: that instant, whatever the policy;
+    - in a gap: `shift`: the first valid instant after it; `skip`: none;
+    - in a fold: `first`: the first occurrence; `last`: the second; `both`: both.
     """
     found = wall_instants(wall, tz)
     if not found:
-        return (gap_end(wall, tz),)
-    if len(found) == 2 and not both_folds:
-        return found[:1]
+        return (gap_end(wall, tz),) if gap is DstGap.SHIFT else ()
+    if len(found) == 2 and fold is not DstFold.BOTH:
+        return found[:1] if fold is DstFold.FIRST else found[1:]
     return found
 
 

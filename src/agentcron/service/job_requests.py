@@ -20,7 +20,8 @@ from agentcron.domain.jobs import AnySpec, Catchup, Overlap
 from agentcron.domain.notify import Notify
 from agentcron.errors import InvalidInputError
 from agentcron.limits import MAX_RUNS, MessageText, NameText, RunnerUrl, ShortText, ZoneText
-from agentcron.schedule import AtSpec, EverySpec, upcoming
+from agentcron.schedule import AtSpec, DstFold, DstGap, EverySpec, upcoming
+from agentcron.schedule.spec import DST_FOLD_HELP, DST_GAP_HELP
 from agentcron.session_keys import SessionKey
 
 
@@ -80,6 +81,11 @@ NOTIFY_HELP = (
     "last delivered), never-empty (not an empty one); an outcome the agent starts with "
     "[SILENT] is never delivered. Every outcome is kept on its run record"
 )
+WALL_CLOCK_ONLY = (
+    "; for a wall-clock `when` only (a cron expression, a time of day): an interval or a "
+    "one-time schedule runs in absolute time and refuses another value (422)"
+)
+KEPT_WITH_NEW_WHEN = "; a new wall-clock `when` keeps the job's policy"
 DELETE_AFTER_RUN_HELP = (
     "remove the job once its last fire ends; false (the default) keeps it, done, for "
     "`retention_age` (default 30 days)"
@@ -103,6 +109,8 @@ class JobCreate(BaseModel):
     runner_url: RunnerUrl | None = Field(default=None, description=RUNNER_URL_HELP)
     delete_after_run: bool = Field(default=False, description=DELETE_AFTER_RUN_HELP)
     notify: Notify = Field(default=Notify.ALWAYS, description=NOTIFY_HELP)
+    dst_gap: DstGap = Field(default=DstGap.SHIFT, description=DST_GAP_HELP + WALL_CLOCK_ONLY)
+    dst_fold: DstFold = Field(default=DstFold.FIRST, description=DST_FOLD_HELP + WALL_CLOCK_ONLY)
 
 
 class JobRenew(BaseModel):
@@ -137,6 +145,12 @@ class JobPatch(BaseModel):
     model: ShortText | None = Field(default=None, description=MODEL_HELP)
     runner_url: RunnerUrl | None = Field(default=None, description=RUNNER_URL_HELP)
     notify: Notify | None = Field(default=None, description=NOTIFY_HELP)
+    dst_gap: DstGap | None = Field(
+        default=None, description=DST_GAP_HELP + WALL_CLOCK_ONLY + KEPT_WITH_NEW_WHEN
+    )
+    dst_fold: DstFold | None = Field(
+        default=None, description=DST_FOLD_HELP + WALL_CLOCK_ONLY + KEPT_WITH_NEW_WHEN
+    )
 
     @model_validator(mode="after")
     def _null_only_where_it_means_something(self) -> JobPatch:

@@ -35,7 +35,7 @@ from agentcron.engine.policies import arm
 from agentcron.errors import InvalidInputError
 from agentcron.limits import MAX_MESSAGE_CHARS, MAX_RUNS, check_runner_url, check_text
 from agentcron.runtime.clock import Clock
-from agentcron.schedule import parse_when, upcoming
+from agentcron.schedule import DstFold, DstGap, carry_dst, parse_when, upcoming, with_dst
 from agentcron.schedule.zones import get_zone
 from agentcron.service.job_requests import JobCreate, JobPatch, JobRenew, check_interval
 from agentcron.service.paging import DEFAULT_PAGE, Page, check_limit, decode_cursor, page_of
@@ -149,6 +149,8 @@ class Jobs:
         delete_after_run: bool = False,
         jitter: bool = False,
         notify: Notify = Notify.ALWAYS,
+        dst_gap: DstGap | str | None = None,
+        dst_fold: DstFold | str | None = None,
         idempotency_key: str | None = None,
         enabled: bool = True,
         model: str | None = None,
@@ -159,7 +161,9 @@ class Jobs:
         """Create one job from `when` (anything parse_when reads) or a ready `spec`; `model`
         names the model its turns run on (None: the runner's default), `runner_url` the runner
         its fires run on (None: its session's, else the process's); a recall keeps its
-        `call_type` and `internal_comment`.
+        `call_type` and `internal_comment`. `dst_gap` / `dst_fold` set a wall-clock schedule's
+        DST policy (None: the spec's own, by default shift / first); another value on an
+        interval or a one-time schedule is an InvalidSpecError.
         """
         now = self._clock.now()
         new = _new_job(
@@ -181,6 +185,8 @@ class Jobs:
             delete_after_run=delete_after_run,
             jitter=jitter,
             notify=notify,
+            dst_gap=dst_gap,
+            dst_fold=dst_fold,
             idempotency_key=idempotency_key,
             enabled=enabled,
             model=model,
@@ -228,6 +234,8 @@ class Jobs:
                 runner_url=body.runner_url,
                 delete_after_run=body.delete_after_run,
                 notify=body.notify,
+                dst_gap=body.dst_gap,
+                dst_fold=body.dst_fold,
             )
             check_interval(new.spec, now, minimum)
             return self._armed(new, now)
@@ -384,10 +392,14 @@ class Jobs:
         expected_version: int | None = None,
         model: str | Keep | None = KEEP,
         runner_url: str | Keep | None = KEEP,
+        dst_gap: DstGap | str | None = None,
+        dst_fold: DstFold | str | None = None,
         **policy_changes: Any,
     ) -> Job:
         """Change a job. A new schedule re-computes the next fire at once; `model=None` goes
-        back to the runner's default model, `runner_url=None` to its session's runner.
+        back to the runner's default model, `runner_url=None` to its session's runner. A new
+        `when` keeps the job's DST policy (when both are wall-clock schedules; a `spec` is
+        taken as it is); `dst_gap` / `dst_fold` change it.
 
         `expected_version` makes it a compare-and-set (VersionConflictError when the job moved
         on); without it the update retries on concurrent changes.
@@ -412,10 +424,12 @@ class Jobs:
                 changes["runner_url"] = check_runner_url(runner_url)
             new_spec = spec
             if when is not None:
-                new_spec = parse_when(when, now, tz or job.spec.tz)
+                new_spec = carry_dst(job.spec, parse_when(when, now, tz or job.spec.tz))
             elif tz is not None and new_spec is None:
                 get_zone(tz)  # an unknown zone is the caller's error (InvalidZoneError)
                 new_spec = type(job.spec).model_validate({**job.spec.model_dump(), "tz": tz})
+            if dst_gap is not None or dst_fold is not None:
+                new_spec = with_dst(new_spec or job.spec, dst_gap, dst_fold)
             policy = replace(job.policy, **policy_changes) if policy_changes else job.policy
             if policy_changes:
                 changes["policy"] = policy
@@ -623,6 +637,8 @@ def _new_job(
     delete_after_run: bool = False,
     jitter: bool = False,
     notify: Notify = Notify.ALWAYS,
+    dst_gap: DstGap | str | None = None,
+    dst_fold: DstFold | str | None = None,
     idempotency_key: str | None = None,
     enabled: bool = True,
     model: str | None = None,
@@ -633,6 +649,7 @@ def _new_job(
         raise InvalidInputError("give exactly one of `when` or `spec`")
     _check_bounds(name=name, message=message, max_runs=max_runs, end_at=end_at, now=now)
     resolved = spec if spec is not None else parse_when(when or "", now, tz)
+    resolved = with_dst(resolved, dst_gap, dst_fold)
     policy = JobPolicy(
         overlap=Overlap(overlap),
         catchup=Catchup(catchup),

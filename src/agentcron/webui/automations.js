@@ -172,6 +172,9 @@ export class AutomationsPanel {
       when: String(data.get("when") || "").trim(),
     };
     if (data.get("delete_after_run")) body.delete_after_run = true;
+    // The DST policy: sent only when not the default, which every schedule takes.
+    if (data.get("dst_gap") && data.get("dst_gap") !== "shift") body.dst_gap = data.get("dst_gap");
+    if (data.get("dst_fold") && data.get("dst_fold") !== "first") body.dst_fold = data.get("dst_fold");
     const missing = ["name", "message", "when"].filter((k) => !body[k]);
     if (missing.length) {
       showError(this.formError, `Please fill in: ${missing.join(", ")}.`);

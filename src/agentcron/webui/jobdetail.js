@@ -85,6 +85,9 @@ export function policyLines(job, zone) {
   lines.push(p.delete_after_run ? "Deleted after its last run." : "Kept under Done after its last run.");
   if (p.jitter) lines.push("Each fire is moved by a small random delay, so many jobs do not start at once.");
   lines.push(NOTIFY_TEXT[p.notify] || `Delivers its results: ${p.notify}.`);
+  const spec = job.spec || {};
+  if (spec.dst_gap && spec.dst_gap !== "shift") lines.push(DST_GAP_TEXT[spec.dst_gap] || `DST gap: ${spec.dst_gap}.`);
+  if (spec.dst_fold && spec.dst_fold !== "first") lines.push(DST_FOLD_TEXT[spec.dst_fold] || `DST fold: ${spec.dst_fold}.`);
   return lines;
 }
 
@@ -114,6 +117,15 @@ function endsFacts(job, zone, onRenew) {
   );
   return [h("dt", {}, "Ends"), h("dd", { class: "job-ends" }, h("span", { class: "ends-text" }, text), form)];
 }
+// A wall-clock schedule's DST policy (schedule/zones.py), said only when not the default
+// (the spec leaves the default out).
+const DST_GAP_TEXT = {
+  skip: "On a day the clocks skip its time (daylight saving time starts), it does not run.",
+};
+const DST_FOLD_TEXT = {
+  last: "On a day the clocks repeat its time (daylight saving time ends), it runs the second time only.",
+  both: "On a day the clocks repeat its time (daylight saving time ends), it runs both times.",
+};
 
 // A job's notify policy in words (domain/notify.py); a reply the agent marks [SILENT] is
 // never sent, whatever the policy.
