@@ -26,7 +26,7 @@ from agentcron.domain.policy import Allow, Change, PolicyAction, PolicyRequest, 
 from agentcron.domain.states import RunState
 from agentcron.schedule import EverySpec
 from agentcron.testing import FakeClock, wait_settled
-from tests.conftest import T0, CronFactory
+from tests.conftest import BACKENDS, T0, CronFactory
 
 HOUR = timedelta(hours=1)
 KEY = "websocket:chat-1"
@@ -74,6 +74,12 @@ async def advance(cron: AgentCron, clock: FakeClock, delta: timedelta) -> None:
 
 
 BOUNDS = CadenceBounds.of("30m", "6h")
+
+
+@pytest.fixture(params=BACKENDS)
+def cron_backend(request: pytest.FixtureRequest) -> str:
+    """On SQLite and on PostgreSQL (the moved fire is the store's due time on both)."""
+    return str(request.param)
 
 
 async def test_a_move_within_bounds_is_kept_across_a_restart_and_on_the_run(
