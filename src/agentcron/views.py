@@ -18,6 +18,7 @@ from pydantic import MISSING, BaseModel, Field, TypeAdapter
 from typing_extensions import TypedDict
 
 from agentcron.domain.approvals import Approval, ApprovalState, Decision
+from agentcron.domain.cadence import CadenceBounds, Reschedule, duration_text
 from agentcron.domain.deliveries import DeliveryState
 from agentcron.domain.jobs import (
     Catchup,
@@ -30,7 +31,6 @@ from agentcron.domain.jobs import (
     RecallCallType,
     RecallState,
 )
-from agentcron.domain.cadence import CadenceBounds, Reschedule, duration_text
 from agentcron.domain.notify import Notify
 from agentcron.domain.runs import Run
 from agentcron.domain.sessions import Message, Role, Turn, TurnSource

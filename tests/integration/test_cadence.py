@@ -96,10 +96,12 @@ async def test_a_move_within_bounds_is_kept_across_a_restart_and_on_the_run(
     await advance(cron, clock, HOUR)
     (run,) = await cron.runs.list(job.id)
     assert run.state is RunState.SUCCEEDED
-    assert run.output is not None and run.output.startswith("tool: Moved the next run")
+    assert run.output is not None
+    assert run.output.startswith("tool: Moved the next run")
     moved = await cron.jobs.get(job.id)
     assert (moved.next_fire_at, moved.next_run_at) == (T0 + 4 * HOUR, T0 + 4 * HOUR)
-    assert moved.moved is not None and moved.moved.reason == "the inbox is quiet"
+    assert moved.moved is not None
+    assert moved.moved.reason == "the inbox is quiet"
     (note,) = run.reschedules or []
     assert note["from"] == (T0 + 2 * HOUR).isoformat()
     assert note["to"] == (T0 + 4 * HOUR).isoformat()
@@ -119,7 +121,8 @@ async def test_a_move_within_bounds_is_kept_across_a_restart_and_on_the_run(
     assert (latest.fire_at, latest.state) == (T0 + 4 * HOUR, RunState.SUCCEEDED)
     after = await again.jobs.get(job.id)
     assert after.next_fire_at == T0 + 5 * HOUR  # its usual cadence again
-    assert after.moved is None and after.rescheduled is not None  # the last move stays readable
+    assert after.moved is None
+    assert after.rescheduled is not None
 
 
 async def test_a_move_out_of_bounds_or_of_a_job_without_bounds_is_refused_with_the_reason(
@@ -167,7 +170,8 @@ async def test_allowed_hours_are_read_in_the_jobs_zone(
     assert "Moved the next run" in await say(cron, "move it")
     moved = await cron.jobs.get(job.id)
     assert moved.next_fire_at == T0 + 6 * HOUR
-    assert moved.moved is not None and moved.moved.run_id is None  # a chat turn: no run
+    assert moved.moved is not None
+    assert moved.moved.run_id is None
 
 
 # -- the policy hook ------------------------------------------------------------------------

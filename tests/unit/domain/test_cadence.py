@@ -25,8 +25,17 @@ M = timedelta(minutes=1)
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("90s", 90), ("30m", 1800), ("2h", 7200), ("1d", 86400), ("1h30m", 5400), ("600", 600),
-     (45, 45), ("2H", 7200), ("1h 30m", 5400)],  # fmt: skip
+    [
+        ("90s", 90),
+        ("30m", 1800),
+        ("2h", 7200),
+        ("1d", 86400),
+        ("1h30m", 5400),
+        ("600", 600),
+        (45, 45),
+        ("2H", 7200),
+        ("1h 30m", 5400),
+    ],
 )
 def test_durations_are_read(text: str | int, seconds: int) -> None:
     assert parse_duration(text) == timedelta(seconds=seconds)
@@ -58,7 +67,9 @@ def test_hour_windows(text: str, inside: list[time], outside: list[time]) -> Non
     assert not any(window.contains(t) for t in outside)
 
 
-@pytest.mark.parametrize("text", ["8-20", "08:00", "25:00-26:00", "08:60-09:00", "09:00-09:00", "00:00-24:00"])
+@pytest.mark.parametrize(
+    "text", ["8-20", "08:00", "25:00-26:00", "08:60-09:00", "09:00-09:00", "00:00-24:00"]
+)
 def test_bad_hour_windows_are_refused(text: str) -> None:
     with pytest.raises(InvalidInputError):
         HourWindow.parse(text)

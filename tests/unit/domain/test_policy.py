@@ -15,7 +15,8 @@ AT = datetime(2026, 11, 22, 15, 0, tzinfo=UTC)
 def test_a_request_as_json_and_a_proposal_read_back() -> None:
     proposal = JobProposal(name="inbox", job_id="J1", next_fire_at=AT, reason="quiet")
     data = PolicyRequest("websocket:a", "T1", PolicyAction.RESCHEDULE, proposal, True).to_data()
-    assert data["action"] == "reschedule" and data["scheduled"] is True
+    assert data["action"] == "reschedule"
+    assert data["scheduled"] is True
     assert data["proposal"]["next_fire_at"] == "2026-11-22T15:00:00+00:00"
     assert JobProposal.of_data(data["proposal"]) == proposal
 
