@@ -12,8 +12,10 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from pydantic_ai.messages import ModelMessage, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
@@ -25,8 +27,10 @@ from agentcron.domain.cadence import CadenceBounds
 from agentcron.domain.policy import Allow, Change, PolicyAction, PolicyRequest, Refuse
 from agentcron.domain.states import RunState
 from agentcron.schedule import EverySpec
+from agentcron.server import create_app
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, T0, CronFactory
+from tests.integration.test_cli_commands import cli, home  # noqa: F401 (fixture)
 
 HOUR = timedelta(hours=1)
 KEY = "websocket:chat-1"
@@ -337,3 +341,60 @@ async def test_an_http_hook_that_does_not_answer_in_time_or_fails_refuses(
     hook_server.answer = lambda request: {"decision": "maybe"}
     assert "its answer is unreadable" in await say(cron, "tea")
     assert await cron.jobs.list(session_key=KEY) == []
+
+
+# -- a person sets the bounds: REST and CLI ---------------------------------------------------
+
+TOKEN = "test-token"
+
+
+async def test_rest_sets_shows_and_clears_the_bounds_and_shows_a_move(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    calls: list[dict[str, Any]] = []
+    cron = await start(make_cron, calls)
+    app = create_app(cron, token=TOKEN, hook_token="hook")
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://t", headers=headers
+    ) as api:
+        body = {"session_key": KEY, "name": "inbox", "message": "check", "when": "every 1h"}
+        bad = await api.post("/api/jobs", json=body | {"cadence": {"min": "2h", "max": "1h"}})
+        assert bad.status_code == 422
+        assert "longer than cadence_max" in bad.text
+        for wrong in ({}, {"min": "soon"}, {"allowed_hours": "9-5"}, {"colour": "red"}):
+            assert (await api.post("/api/jobs", json=body | {"cadence": wrong})).status_code == 422
+        made = await api.post(
+            "/api/jobs", json=body | {"cadence": {"min": 1800, "max": "6h", "allowed_hours": None}}
+        )
+        assert made.status_code == 201, made.text
+        job = made.json()
+        assert job["policy"]["cadence"] == {"min": "30m", "max": "6h", "allowed_hours": None}
+        assert job["moved"] is None
+        calls.append({"action": "reschedule", "name": "inbox", "delay": "2h", "reason": "calm"})
+        await say(cron, "later please")
+        shown = (await api.get(f"/api/jobs/{job['id']}")).json()
+        assert shown["next_fire_at"] == "2026-11-22T14:00:00Z"
+        assert shown["moved"]["reason"] == "calm"
+        assert shown["moved"]["from_at"] == "2026-11-22T13:00:00Z"
+        cleared = await api.patch(f"/api/jobs/{job['id']}", json={"cadence": None})
+        assert cleared.status_code == 200, cleared.text
+        assert cleared.json()["policy"]["cadence"] is None
+        calls.append({"action": "reschedule", "name": "inbox", "delay": "3h", "reason": "x"})
+        assert "has no cadence bounds" in await say(cron, "later again")
+
+
+def test_the_cli_adds_a_job_with_bounds_and_shows_them(tmp_path: Path) -> None:
+    db = str(tmp_path / "cli.db")
+    assert cli("sessions", "add", "api:ops", "--db", db).exit_code == 0
+    add = ("jobs", "add", "--session", "api:ops", "--name", "build", "--message", "check",
+           "--when", "every 2h", "--db", db, "--json")  # fmt: skip
+    added = cli(*add, "--cadence-min", "30m", "--allowed-hours", "08:00-20:00")
+    assert added.exit_code == 0, added.output
+    job = json.loads(added.stdout)
+    assert job["policy"]["cadence"] == {"min": "30m", "max": None, "allowed_hours": "08:00-20:00"}
+    shown = cli("jobs", "show", job["id"], "--db", db)
+    assert "may move its next run at least 30m ahead, between 08:00-20:00" in shown.stdout
+    wrong = cli(*add, "--cadence-max", "forever")
+    assert wrong.exit_code == 1
+    assert "cadence_max" in wrong.output
