@@ -46,6 +46,7 @@ from agentcron.domain.approvals import (
     Policy,
 )
 from agentcron.domain.attachments import Attachment
+from agentcron.domain.cadence import CadenceBounds, CadenceRefusedError, Reschedule
 from agentcron.domain.deliveries import Delivery, DeliveryCursor, DeliveryState
 from agentcron.domain.events import (
     ApprovalDecided,
@@ -83,6 +84,7 @@ from agentcron.domain.jobs import (
     RecallState,
 )
 from agentcron.domain.notify import SILENT_SENTINEL, Notify
+from agentcron.domain.policy import Allow, Change, JobProposal, PolicyAction, PolicyRequest, Refuse
 from agentcron.domain.runs import Run
 from agentcron.domain.sessions import Message, Role, Session, Turn, TurnSource
 from agentcron.domain.states import RunState, TurnState
@@ -317,10 +319,14 @@ __all__ += [
 # The domain: what the services answer with, and their states.
 __all__ += [
     "SILENT_SENTINEL",
+    "Allow",
     "Approval",
     "ApprovalState",
     "Attachment",
+    "CadenceBounds",
+    "CadenceRefusedError",
     "Catchup",
+    "Change",
     "CreatedBy",
     "Decision",
     "Delivery",
@@ -328,15 +334,20 @@ __all__ += [
     "Job",
     "JobKind",
     "JobPolicy",
+    "JobProposal",
     "JobStatus",
     "Message",
     "NewJob",
     "Notify",
     "Overlap",
     "Policy",
+    "PolicyAction",
+    "PolicyRequest",
     "Recall",
     "RecallCallType",
     "RecallState",
+    "Refuse",
+    "Reschedule",
     "Role",
     "Run",
     "RunState",
