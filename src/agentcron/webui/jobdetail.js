@@ -74,7 +74,22 @@ export function policyLines(job, zone) {
   lines.push(p.delete_after_run ? "Deleted after its last run." : "Kept under Done after its last run.");
   if (p.jitter) lines.push("Each fire is moved by a small random delay, so many jobs do not start at once.");
   lines.push(NOTIFY_TEXT[p.notify] || `Delivers its results: ${p.notify}.`);
+  lines.push(cadenceText(p.cadence));
   return lines;
+}
+
+// A job's cadence bounds in words (domain/cadence.py): how far the agent may move its next run.
+export function cadenceText(c) {
+  if (!c) return "The agent may not move its next run.";
+  const ahead = [c.min ? `at least ${c.min}` : null, c.max ? `at most ${c.max}` : null].filter(Boolean);
+  const hours = c.allowed_hours ? `, between ${c.allowed_hours} local time` : "";
+  return `The agent may move its next run${ahead.length ? ` ${ahead.join(" and ")} ahead` : ""}${hours}.`;
+}
+
+/** The agent's move of the next run, while that run is to come: from, to and why. */
+function movedText(moved, zone) {
+  const from = moved.from_at ? ` from ${zonedTime(moved.from_at, zone)}` : "";
+  return `Next run moved by the agent${from} to ${zonedTime(moved.to_at, zone)} (${zone}): ${moved.reason}`;
 }
 
 // A job's notify policy in words (domain/notify.py); a reply the agent marks [SILENT] is
@@ -256,6 +271,8 @@ export class JobDetail {
           ? h("ol", { class: "next-fires" }, upcoming.map((at) => h("li", {}, timeEl(at, zone))))
           : h("span", { class: "muted" }, job.enabled ? "none left" : "paused"),
       ),
+      job.moved ? h("dt", {}, "Moved") : null,
+      job.moved ? h("dd", { class: "job-moved" }, movedText(job.moved, zone)) : null,
       h("dt", {}, "Policy"),
       h("dd", {}, h("ul", { class: "policy" }, policyLines(job, zone).map((line) => h("li", {}, line)))),
       h("dt", {}, "Usage"),
@@ -329,7 +346,11 @@ export class JobDetail {
     return h(
       "tr",
       { class: `run state-${run.state}`, dataset: { id: run.id }, "aria-label": `Run of ${zonedTime(run.fire_at, zone)}` },
-      h("td", { class: "fire", "data-label": "Fire time" }, cellTime(run.fire_at, zone), run.manual ? h("span", { class: "badge manual" }, "run now") : null),
+      h("td", { class: "fire", "data-label": "Fire time" }, cellTime(run.fire_at, zone), run.manual ? h("span", { class: "badge manual" }, "run now") : null,
+        (run.reschedules || []).map((m) =>
+          h("span", { class: "badge moved", title: m.reason }, `moved a next run to ${zonedTime(m.to, zone)}: ${m.reason}`),
+        ),
+      ),
       h("td", { class: "late", "data-label": "Late" }, lateness(run) || "—"),
       h("td", { "data-label": "State" }, h("span", { class: `state-badge state-${run.state}` }, RUN_STATE_TEXT[run.state] || run.state)),
       h("td", { class: "took", "data-label": "Took" }, formatDuration(runDuration(run)) || "—"),
