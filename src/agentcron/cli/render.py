@@ -237,14 +237,13 @@ def policy(data: dict[str, Any], zone: str) -> str:
     notify = data.get("notify")
     if notify and notify != "always":  # always: as every job did before notify
         lines.append(_NOTIFY.get(notify, f"notify: {notify}"))
-    lines.append(cadence(data.get("cadence")))
+    if data.get("cadence"):  # none: the agent may not move it, as every job before bounds
+        lines.append(cadence(data["cadence"]))
     return "\n".join(lines)
 
 
-def cadence(bounds: dict[str, Any] | None) -> str:
+def cadence(bounds: dict[str, Any]) -> str:
     """A job's cadence bounds in words: how far the agent may move its next run."""
-    if not bounds:
-        return "the agent may not move its next run"
     parts = []
     if bounds.get("min"):
         parts.append(f"at least {bounds['min']}")
