@@ -46,6 +46,7 @@ from agentcron.domain.approvals import (
     Policy,
 )
 from agentcron.domain.attachments import Attachment
+from agentcron.domain.cadence import CadenceBounds, CadenceRefusedError, Reschedule
 from agentcron.domain.deliveries import Delivery, DeliveryCursor, DeliveryState
 from agentcron.domain.events import (
     ApprovalDecided,
@@ -88,6 +89,7 @@ from agentcron.domain.jobs import (
     RecallState,
 )
 from agentcron.domain.notify import SILENT_SENTINEL, Notify
+from agentcron.domain.policy import Allow, Change, JobProposal, PolicyAction, PolicyRequest, Refuse
 from agentcron.domain.runs import Run
 from agentcron.domain.sessions import Message, Role, Session, Turn, TurnSource
 from agentcron.domain.states import RunState, TurnState
@@ -324,10 +326,14 @@ __all__ += [
 # The domain: what the services answer with, and their states.
 __all__ += [
     "SILENT_SENTINEL",
+    "Allow",
     "Approval",
     "ApprovalState",
     "Attachment",
+    "CadenceBounds",
+    "CadenceRefusedError",
     "Catchup",
+    "Change",
     "CreatedBy",
     "Decision",
     "Delivery",
@@ -335,15 +341,20 @@ __all__ += [
     "Job",
     "JobKind",
     "JobPolicy",
+    "JobProposal",
     "JobStatus",
     "Message",
     "NewJob",
     "Notify",
     "Overlap",
     "Policy",
+    "PolicyAction",
+    "PolicyRequest",
     "Recall",
     "RecallCallType",
     "RecallState",
+    "Refuse",
+    "Reschedule",
     "Role",
     "Run",
     "RunState",

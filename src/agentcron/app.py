@@ -18,7 +18,7 @@ from agentcron.agent.runner import (
     TurnSource,
     as_runner,
 )
-from agentcron.agent.tool_deps import ToolDeps, ToolLimits
+from agentcron.agent.tool_deps import HookFunction, PolicyHook, ToolDeps, ToolLimits
 from agentcron.config import (
     PG_CLAIM_AHEAD,
     UNIFIED_SESSION_KEY,
@@ -133,6 +133,7 @@ class AgentCron:
         runner_url: str | None = None,
         runner_secret: str | None = None,
         config: Settings | None = None,
+        policy_hook: PolicyHook | HookFunction | None = None,
     ) -> None:
         if db is not None and url is not None:
             raise ValueError("give `db` (a SQLite file or a database URL) or `url`, not both")
@@ -141,6 +142,21 @@ class AgentCron:
         session_settings = config.sessions(unified=unified_session, shared_chat=shared_chat)
         self.unified_session = session_settings.unified
         self.tool_limits = tool_limits or ToolLimits()
+        # Asked before the agent creates, updates or reschedules a job: the one given (an
+        # object with `decide`, or a function), else `[jobs] policy_hook`, else none.
+        self.policy_hook: PolicyHook | None = None
+        if policy_hook is not None or config.jobs().policy_hook is not None:
+            from agentcron.agent.policy_hook import PythonPolicyHook, policy_hook_from_settings
+
+            if policy_hook is None:
+                self.policy_hook = policy_hook_from_settings(config.jobs())
+            elif hasattr(policy_hook, "decide"):
+                self.policy_hook = policy_hook
+            else:
+                self.policy_hook = PythonPolicyHook(
+                    policy_hook,
+                    timeout=config.jobs().timeout,
+                )
         # A path or a URL, checked (config.database); neither: the settings' `[server] db`.
         given = db is not None or url is not None
         self.store = SqlStore(store_url(db, url) if given else config.database(url_env=False).url)
@@ -435,6 +451,9 @@ class AgentCron:
             turn_id=turn.turn_id,
             recall_scope=self.memory_scope(session.key),
             sessions=self.sessions,
+            run_id=None if turn.trigger is None else turn.trigger.run_id,
+            job_id=None if turn.trigger is None else turn.trigger.job_id,
+            policy=self.policy_hook,
         )
 
     async def session_tool_deps(self, key: str) -> ToolDeps:

@@ -19,6 +19,7 @@ from typing_extensions import TypedDict
 
 from agentcron.domain.alerts import AlertKind
 from agentcron.domain.approvals import Approval, ApprovalState, Decision
+from agentcron.domain.cadence import CadenceBounds, Reschedule, duration_text
 from agentcron.domain.deliveries import DeliveryState
 from agentcron.domain.grants import Grant
 from agentcron.domain.jobs import (
@@ -82,6 +83,24 @@ class ActiveRunOut(View):
     state: RunState
 
 
+class CadenceOut(View):
+    """A job's cadence bounds (domain/cadence.py): durations as 90s, 30m, 2h, 1d, 1h30m."""
+
+    min: str | None
+    max: str | None
+    allowed_hours: str | None = Field(description="local hours of the job's zone, 08:00-20:00")
+
+
+class MoveOut(View):
+    """The agent's move of a job's next fire."""
+
+    from_at: datetime | None = Field(description="the next fire it replaced")
+    to_at: datetime
+    reason: str
+    at: datetime = Field(description="when the agent moved it")
+    run_id: str | None = Field(description="the run whose turn moved it (null: a chat turn)")
+
+
 class PolicyOut(View):
     overlap: Overlap
     catchup: Catchup
@@ -92,6 +111,31 @@ class PolicyOut(View):
     delete_after_run: bool
     jitter: bool
     notify: Notify
+    cadence: CadenceOut | None = Field(
+        description="how far the agent may move its next fire (null: it may not)"
+    )
+
+
+def _cadence_shown(bounds: CadenceBounds | None) -> Dict | None:
+    if bounds is None:
+        return None
+    return {
+        "min": None if bounds.min is None else duration_text(bounds.min),
+        "max": None if bounds.max is None else duration_text(bounds.max),
+        "allowed_hours": None if bounds.hours is None else str(bounds.hours),
+    }
+
+
+def _move_shown(move: Reschedule | None) -> Dict | None:
+    if move is None:
+        return None
+    return {
+        "from_at": move.from_at,
+        "to_at": move.to_at,
+        "reason": move.reason,
+        "at": move.at,
+        "run_id": move.run_id,
+    }
 
 
 def _job_shown(job: Job, active_run: Run | None) -> Dict:
@@ -112,7 +156,9 @@ def _job_shown(job: Job, active_run: Run | None) -> Dict:
             "delete_after_run": policy.delete_after_run,
             "jitter": policy.jitter,
             "notify": policy.notify,
+            "cadence": _cadence_shown(policy.cadence),
         },
+        "moved": _move_shown(job.moved),
         "state": job.status,
         "alerts": [
             kind
@@ -176,6 +222,10 @@ class JobOut(View):
     overdue_since: datetime | None = Field(description="since when it is overdue")
     failing_since: datetime | None = Field(description="since when it is failing")
     ending_warned_at: datetime | None = Field(description="when its coming end was announced")
+    moved: MoveOut | None = Field(
+        default=None,
+        description="the agent moved its next fire (`next_fire_at`) here; null: the schedule's",
+    )
 
     @classmethod
     def of_job(cls, job: Job, active_run: Run | None = None) -> JobOut:
@@ -222,6 +272,11 @@ class RunOut(View):
         description="a scheduled turn's tool calls, in order (null: none)"
     )
     manual: bool = Field(description='a person\'s "run now", not the schedule')
+    reschedules: list[Dict] | None = Field(
+        default=None,
+        description="the agent's moves of a job's next fire during this run's turn: "
+        "{job_id, from, to, reason, at, run_id} (null: none)",
+    )
 
 
 class RunFullOut(RunOut):

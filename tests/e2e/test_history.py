@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from playwright.async_api import Locator, Page, expect
 
+from agentcron.domain.cadence import CadenceBounds
 from agentcron.schedule import describe
 from tests.e2e.conftest import OpenPage, StartServer, log_in, new_chat, say, screenshot
 
@@ -346,3 +347,41 @@ async def test_the_form_sets_a_dst_policy_and_the_detail_says_it_in_words(
     morning = page.get_by_role("dialog", name="morning")
     await expect(morning.locator(".policy")).to_contain_text("Kept under Done")
     await expect(morning.locator(".policy")).not_to_contain_text("daylight saving")
+
+
+@pytest.mark.timeout(60)
+async def test_the_detail_shows_the_cadence_bounds_and_the_agents_move_of_the_next_run(
+    start_server: StartServer, page: Page
+) -> None:
+    ui = await start_server()
+    await log_in(page, ui)
+    key = await new_chat(page)
+    item = await add_automation(page, "inbox", "check the inbox", "every hour")
+    (job,) = await ui.cron.jobs.list(session_key=key)
+    await ui.cron.jobs.update(job.id, cadence=CadenceBounds.of("30m", "6h", "08:00-20:00"))
+    await item.get_by_role("button", name="Run inbox now").click()
+    await expect(item.locator(".last-run")).to_contain_text("succeeded")
+    (run,) = await ui.cron.runs.list(job.id)
+    # What the cron tool's reschedule does from that run's turn: 3 hours on, with its reason.
+    now = ui.cron.clock.now()
+    moved = await ui.cron.jobs.reschedule(
+        job.id, now + timedelta(hours=3), reason="the inbox is quiet", run_id=run.id
+    )
+    to = f"{moved.next_fire_at.astimezone(ZoneInfo('Europe/Berlin')):%H:%M}"
+
+    await item.get_by_role("button", name="Details of inbox").click()
+    dialog = page.get_by_role("dialog", name="inbox")
+    await expect(dialog).to_be_visible()
+    await expect(dialog.locator(".job-moved")).to_contain_text("Next run moved by the agent from")
+    await expect(dialog.locator(".job-moved")).to_contain_text(f"{to} (Europe/Berlin)")
+    await expect(dialog.locator(".job-moved")).to_contain_text("the inbox is quiet")
+    await expect(dialog.locator(".next-fires li").first).to_contain_text(to)
+    await expect(dialog.locator(".policy")).to_contain_text(
+        "The agent may move its next run at least 30m and at most 6h ahead, between "
+        "08:00-20:00 local time."
+    )
+    history = dialog.get_by_role("region", name="Run history")
+    await expect(history.locator(".badge.moved")).to_contain_text(
+        re.compile(rf"moved a next run to .*{to}.*: the inbox is quiet")
+    )
+    await screenshot(page, "cadence")

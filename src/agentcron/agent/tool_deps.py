@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 from agentcron.domain.jobs import AnySpec, CreatedBy, Job, JobKind, Recall, RecallCallType
 from agentcron.domain.notify import Notify
+from agentcron.domain.policy import PolicyDecision, PolicyRequest
 from agentcron.domain.sessions import MemoryScope
 
 
@@ -36,8 +37,22 @@ class JobsAPI(Protocol):
     async def resume(self, job_id: str) -> Job: ...
     async def delete(self, job_id: str, *, allow_system: bool = ...) -> Job: ...
     async def skip_next(self, job_id: str) -> Job: ...
+    async def get(self, job_id: str) -> Job: ...
+    async def reschedule(
+        self, job_id: str, to: datetime, *, reason: str, run_id: str | None = ...
+    ) -> Job: ...
     def check_interval(self, spec: AnySpec) -> None: ...
     async def recalls(self, session_key: str, *, limit: int = ...) -> Sequence[Recall]: ...
+
+
+class PolicyHook(Protocol):
+    """The policy hook as the tools ask it (agent/policy_hook.py); it never raises."""
+
+    async def decide(self, request: PolicyRequest) -> PolicyDecision: ...
+
+
+HookFunction = Callable[[PolicyRequest], PolicyDecision | Awaitable[PolicyDecision]]
+"""A Python policy hook: a request in, a decision out (sync or async)."""
 
 
 class SessionsAPI(Protocol):
@@ -74,6 +89,12 @@ class ToolDeps:
     # person's; None = this session only.
     recall_scope: MemoryScope | None = None
     sessions: SessionsAPI | None = None  # to tell a named session that does not exist
+    # The fire this turn is (None: a person's message, a hook): its run keeps the agent's
+    # moves of a next fire (`cron(action="reschedule")`); its job is "this job".
+    run_id: str | None = None
+    job_id: str | None = None
+    # Asked before the agent creates, updates or reschedules a job (None: no hook).
+    policy: PolicyHook | None = None
 
     @property
     def owner(self) -> str | None:

@@ -15,6 +15,7 @@ from pydantic_ai import RunContext, Tool
 
 from agentcron.agent.gate import call_log
 from agentcron.agent.tool_deps import JobsAPI, ToolDeps, ToolLimits
+from agentcron.domain.cadence import parse_duration
 from agentcron.domain.jobs import (
     AnySpec,
     CreatedBy,
@@ -26,6 +27,7 @@ from agentcron.domain.jobs import (
     RecallState,
 )
 from agentcron.domain.notify import Notify
+from agentcron.domain.policy import Change, JobProposal, PolicyAction, PolicyRequest, Refuse
 from agentcron.errors import AgentcronError, InvalidInputError
 from agentcron.schedule import (
     AtSpec,
@@ -171,7 +173,7 @@ async def _find(deps: ToolDeps, name: str | None, job_id: str | None) -> Job:
 
 async def cron(
     ctx: RunContext[ToolDeps],
-    action: Literal["add", "list", "update", "pause", "resume", "remove"],
+    action: Literal["add", "list", "update", "pause", "resume", "remove", "reschedule"],
     name: str | None = None,
     when: str | None = None,
     message: str | None = None,
@@ -180,11 +182,17 @@ async def cron(
     notify: Literal["always", "changes", "never-empty"] | None = None,
     dst_gap: Literal["shift", "skip"] | None = None,
     dst_fold: Literal["first", "last", "both"] | None = None,
+    next_fire_at: str | None = None,
+    delay: str | None = None,
+    reason: str | None = None,
 ) -> str:
     """Manage this session's scheduled automations.
 
     Args:
-        action: add, list, update, pause, resume or remove.
+        action: add, list, update, pause, resume, remove, or reschedule (move the next run
+            of an automation, within the bounds a person set on it; without a name or
+            job_id: the automation this scheduled run belongs to. After that run it goes on
+            at its usual schedule).
         name: a short name for the automation (add), or the one to act on.
         when: when it runs, in plain words or cron: "in 10 minutes", "tomorrow at 9",
             "every weekday at 9", "every 2h", "every other tuesday at 10am",
@@ -202,17 +210,34 @@ async def cron(
             for schedules at a time of day, not intervals or one-time runs.
         dst_fold: (add, update) on a day daylight saving time repeats its time of day:
             "first" (the default: the first time), "last" (the second) or "both".
+        next_fire_at: reschedule: the new time of the next run ("2026-12-01T09:00+01:00",
+            "tomorrow at 9").
+        delay: reschedule: instead of next_fire_at, how long from now ("3h", "45m", "1h30m").
+        reason: reschedule: why it moves (kept on the run and shown to the person).
     """
     deps = ctx.deps
     try:
+        if action == "reschedule":
+            return await _reschedule(deps, name, job_id, next_fire_at, delay, reason)
         if action == "list":
             jobs = await _session_jobs(deps)
             if not jobs:
                 return "No automations in this session."
             return "Automations in this session:\n" + "\n".join(_line(j) for j in jobs)
         if action == "add":
-            dst = (dst_gap, dst_fold)
-            return await _add(deps, name, when, message, timezone, Notify(notify or "always"), dst)
+            asked = JobProposal(
+                name=name, when=when, message=message, timezone=timezone, notify=notify
+            )
+            asked = await _asked(deps, PolicyAction.CREATE, asked)
+            return await _add(
+                deps,
+                asked.name,
+                asked.when,
+                asked.message,
+                asked.timezone,
+                Notify(asked.notify or "always"),
+                (dst_gap, dst_fold),
+            )
         job = await _find(deps, name, job_id)
         if action == "pause":
             job = await deps.jobs.pause(job.id, reason="paused by the agent")
@@ -224,6 +249,12 @@ async def cron(
             await deps.jobs.delete(job.id)
             return f"Removed “{job.name}”."
         changes: dict[str, Any] = {}
+        if when or message or dst_gap or dst_fold:
+            asked = JobProposal(
+                name=job.name, when=when, message=message, timezone=timezone, job_id=job.id
+            )
+            asked = await _asked(deps, PolicyAction.UPDATE, asked)
+            when, message, timezone = asked.when, asked.message, asked.timezone
         # The guard rails of `add` apply to a new schedule given by `update` too.
         if (when or dst_gap or dst_fold) and (
             deps.in_scheduled_turn and not deps.limits.allow_add_from_scheduled_turn
@@ -246,6 +277,72 @@ async def cron(
         )
     except (ToolError, ScheduleError, StoreError, InvalidInputError) as exc:
         return _failed(ctx, exc)
+
+
+async def _asked(deps: ToolDeps, action: PolicyAction, proposal: JobProposal) -> JobProposal:
+    """`proposal` as the policy hook lets it go ahead (as it is, or as it changed it; the
+    normal rules check it after); ToolError with the hook's reason when it refuses.
+    """
+    if deps.policy is None:
+        return proposal
+    request = PolicyRequest(
+        session_key=deps.session_key,
+        turn_id=deps.turn_id,
+        action=action,
+        proposal=proposal,
+        scheduled=deps.in_scheduled_turn,
+    )
+    decision = await deps.policy.decide(request)
+    if isinstance(decision, Refuse):
+        raise ToolError(f"refused by the job policy: {decision.reason}")
+    if isinstance(decision, Change):
+        changed = decision.proposal
+        if changed.job_id != proposal.job_id:
+            raise ToolError("refused by the job policy: it changed which job this is about")
+        return changed
+    return proposal
+
+
+async def _reschedule(
+    deps: ToolDeps,
+    name: str | None,
+    job_id: str | None,
+    next_fire_at: str | None,
+    delay: str | None,
+    reason: str | None,
+) -> str:
+    """Move the next run of the named automation, or of this fire's own, within its bounds."""
+    if name or job_id:
+        job = await _find(deps, name, job_id)
+    elif deps.job_id is not None:
+        job = await deps.jobs.get(deps.job_id)
+    else:
+        raise ToolError("say which automation to reschedule (its name or job_id)")
+    if (next_fire_at is None) == (delay is None):
+        raise ToolError("reschedule needs one of `next_fire_at` or `delay`")
+    if not reason or not reason.strip():
+        raise ToolError("reschedule needs a `reason`: the person sees why the run moved")
+    if delay is not None:
+        at = deps.now + parse_duration(delay, "delay")
+    else:
+        spec = parse_when(next_fire_at or "", deps.now, job.spec.tz)
+        if not isinstance(spec, AtSpec):
+            raise ToolError("next_fire_at must be one time, not a repeating schedule")
+        at = spec.at
+    asked = JobProposal(name=job.name, job_id=job.id, next_fire_at=at, reason=reason)
+    asked = await _asked(deps, PolicyAction.RESCHEDULE, asked)
+    if asked.next_fire_at is None:
+        raise ToolError("refused by the job policy: it left no time for the next run")
+    before = job.next_fire_at
+    moved = await deps.jobs.reschedule(
+        job.id, asked.next_fire_at, reason=asked.reason or reason, run_id=deps.run_id
+    )
+    tz = moved.spec.tz
+    return (
+        f"Moved the next run of “{moved.name}” from {_at(before, tz)} to "
+        f"{_at(moved.next_fire_at, tz)}; after it, it runs on its usual schedule "
+        f"({describe(moved.spec)})."
+    )
 
 
 def _checked_spec(deps: ToolDeps, when: str, zone: str) -> AnySpec:

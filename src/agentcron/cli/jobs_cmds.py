@@ -98,6 +98,18 @@ def jobs_add(
     ] = None,
     dst_gap: DstGapOpt = None,
     dst_fold: DstFoldOpt = None,
+    cadence_min: Annotated[
+        str | None,
+        typer.Option(help="The agent may move its next run no sooner than this from then (30m)."),
+    ] = None,
+    cadence_max: Annotated[
+        str | None,
+        typer.Option(help="... and no later than this (6h)."),
+    ] = None,
+    allowed_hours: Annotated[
+        str | None,
+        typer.Option(help="... and only inside these local hours of its zone (08:00-20:00)."),
+    ] = None,
     db: DbOpt = None,
     url: UrlOpt = None,
     api: ApiOpt = None,
@@ -121,6 +133,9 @@ def jobs_add(
     body.update({k: v for k, v in optional.items() if v is not None})
     if delete_after_run:
         body["delete_after_run"] = True
+    cadence = {"min": cadence_min, "max": cadence_max, "allowed_hours": allowed_hours}
+    if any(v is not None for v in cadence.values()):
+        body["cadence"] = {k: v for k, v in cadence.items() if v is not None}
     job = call(backend_for(ctx, db, url, api, token), lambda b: b.add_job(body))
     if as_json:
         print_json(job)

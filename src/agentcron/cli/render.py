@@ -237,7 +237,28 @@ def policy(data: dict[str, Any], zone: str) -> str:
     notify = data.get("notify")
     if notify and notify != "always":  # always: as every job did before notify
         lines.append(_NOTIFY.get(notify, f"notify: {notify}"))
+    if data.get("cadence"):  # none: the agent may not move it, as every job before bounds
+        lines.append(cadence(data["cadence"]))
     return "\n".join(lines)
+
+
+def cadence(bounds: dict[str, Any]) -> str:
+    """A job's cadence bounds in words: how far the agent may move its next run."""
+    parts = []
+    if bounds.get("min"):
+        parts.append(f"at least {bounds['min']}")
+    if bounds.get("max"):
+        parts.append(f"at most {bounds['max']}")
+    ahead = f" {' and '.join(parts)} ahead" if parts else ""
+    hours = f", between {bounds['allowed_hours']} local time" if bounds.get("allowed_hours") else ""
+    return f"the agent may move its next run{ahead}{hours}"
+
+
+def _moved(move: dict[str, Any] | None, tz: str) -> str:
+    """ ", moved by the agent from ... (why)" while the next run is the agent's move."""
+    if not move:
+        return ""
+    return f" (moved by the agent from {when(move['from_at'], tz)}: {move['reason']})"
 
 
 def job_detail(console: Console, job: dict[str, Any]) -> None:
@@ -252,7 +273,7 @@ def job_detail(console: Console, job: dict[str, Any]) -> None:
             ("schedule", job["schedule"]),
             ("message", job["message"]),
             ("state", _state(job)),
-            ("next run", when(job["next_run_at"], tz)),
+            ("next run", when(job["next_run_at"], tz) + _moved(job.get("moved"), tz)),
             ("last run", when(job["last_run_at"], tz)),
             ("last status", job["last_status"] or "-"),
             ("runs", str(job["run_count"])),

@@ -247,6 +247,26 @@ SETTINGS: tuple[Setting, ...] = (
         "requests open to the URL at once",
         "16",
     ),
+    Setting(
+        "jobs.policy_hook",
+        "AGENTCRON_POLICY_HOOK",
+        "text",
+        "asked before the agent creates, updates or reschedules a job: module:function or URL",
+    ),
+    Setting(
+        "jobs.policy_hook_secret",
+        "AGENTCRON_POLICY_HOOK_SECRET",
+        "text",
+        "the whsec_ secret an HTTP policy hook's requests are signed with",
+        secret=True,
+    ),
+    Setting(
+        "jobs.policy_hook_timeout",
+        "AGENTCRON_POLICY_HOOK_TIMEOUT",
+        "float",
+        "seconds a policy hook may take (then: refused)",
+        "5",
+    ),
     Setting("webhook.url", "AGENTCRON_WEBHOOK_URL", "text", "outbound webhook URL"),
     Setting(
         "webhook.secret", "AGENTCRON_WEBHOOK_SECRET", "text", "webhook signing secret", secret=True

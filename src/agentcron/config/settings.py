@@ -30,6 +30,7 @@ from agentcron.config.database import DatabaseTarget, database_from_env, safe_ur
 from agentcron.config.engine import EngineSettings, settings_from_env
 from agentcron.config.env import environ
 from agentcron.config.file import SETTINGS, Setting, mask, read_config
+from agentcron.config.jobs import JobsSettings, jobs_settings_from_env
 from agentcron.config.relay import RelaySettings, relay_home, relay_settings_from_env
 from agentcron.config.server import (
     CliSettings,
@@ -90,6 +91,10 @@ class Settings:
     def engine(self) -> EngineSettings:
         """`[engine]`: the job limit, the history budget, the replicas' heartbeat and takeover."""
         return settings_from_env(self.values)
+
+    def jobs(self) -> JobsSettings:
+        """`[jobs]`: the policy hook asked before the agent changes a job."""
+        return jobs_settings_from_env(self.values)
 
     def agent(self) -> AgentSettings:
         """`[agent]`: the built-in agent's model, prompt and model settings."""

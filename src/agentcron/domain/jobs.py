@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from agentcron.domain.cadence import CadenceBounds, Reschedule
 from agentcron.domain.notify import Notify
 from agentcron.domain.states import RunState
 from agentcron.schedule import AtSpec, CronSpec, DaysSpec, EverySpec
@@ -76,6 +77,8 @@ class JobPolicy:
     delete_after_run: bool = False
     jitter: bool = False
     notify: Notify = Notify.ALWAYS  # when its outcomes are delivered (domain/notify.py)
+    # how far the agent may move its next fire (domain/cadence.py); None: it may not
+    cadence: CadenceBounds | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +149,15 @@ class Job:
     overdue_since: datetime | None = None
     failing_since: datetime | None = None
     ending_warned_at: datetime | None = None
+    # the agent's last move of its next fire (domain/cadence.py): the next fire is that move's
+    # while `next_fire_at` is its `to_at` (`moved`)
+    rescheduled: Reschedule | None = None
+
+    @property
+    def moved(self) -> Reschedule | None:
+        """The agent's move that set the next fire, while that fire is still to come."""
+        r = self.rescheduled
+        return r if r is not None and self.next_fire_at == r.to_at else None
 
     @property
     def status(self) -> JobStatus:

@@ -44,6 +44,9 @@ class Run:
     # its job's name when it fired (kept after the job is deleted; None: fired before 0023
     # of a job deleted before it)
     job_name: str | None = None
+    # the agent's moves of a job's next fire during this run's turn: {job_id, from, to,
+    # reason, at, run_id} each (domain/cadence.py `Reschedule.to_data`)
+    reschedules: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

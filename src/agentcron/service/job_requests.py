@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentcron.config.engine import MIN_INTERVAL_SETTING
+from agentcron.domain.cadence import CadenceBounds
 from agentcron.domain.grants import (
     MAX_GRANT_AHEAD,
     MAX_GRANTED_BY_CHARS,
@@ -92,6 +93,37 @@ DELETE_AFTER_RUN_HELP = (
 )
 
 
+CADENCE_HELP = (
+    "how far the agent may move this job's next fire itself (the cron tool's reschedule): "
+    "at least `min` and at most `max` from the time it asks, inside `allowed_hours` of the "
+    "job's zone; null (the default) = the agent may not move it"
+)
+
+
+class CadenceIn(BaseModel):
+    """A job's cadence bounds as the API takes them (at least one given)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min: ShortText | int | None = Field(
+        default=None, description="a duration: seconds, or 90s, 30m, 2h, 1d, 1h30m"
+    )
+    max: ShortText | int | None = Field(default=None, description="a duration, as `min`")
+    allowed_hours: ShortText | None = Field(
+        default=None, description="local hours of the job's zone, e.g. 08:00-20:00"
+    )
+
+    @model_validator(mode="after")
+    def _valid(self) -> CadenceIn:
+        if self.bounds() is None:
+            raise ValueError("give at least one of min, max, allowed_hours (or null: none)")
+        return self
+
+    def bounds(self) -> CadenceBounds | None:
+        """The bounds (InvalidInputError, a ValueError: a 422 from the validator)."""
+        return CadenceBounds.of(self.min, self.max, self.allowed_hours)
+
+
 class JobCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -111,6 +143,7 @@ class JobCreate(BaseModel):
     notify: Notify = Field(default=Notify.ALWAYS, description=NOTIFY_HELP)
     dst_gap: DstGap = Field(default=DstGap.SHIFT, description=DST_GAP_HELP + WALL_CLOCK_ONLY)
     dst_fold: DstFold = Field(default=DstFold.FIRST, description=DST_FOLD_HELP + WALL_CLOCK_ONLY)
+    cadence: CadenceIn | None = Field(default=None, description=CADENCE_HELP)
 
 
 class JobRenew(BaseModel):
@@ -151,14 +184,16 @@ class JobPatch(BaseModel):
     dst_fold: DstFold | None = Field(
         default=None, description=DST_FOLD_HELP + WALL_CLOCK_ONLY + KEPT_WITH_NEW_WHEN
     )
+    cadence: CadenceIn | None = Field(default=None, description=CADENCE_HELP)
 
     @model_validator(mode="after")
     def _null_only_where_it_means_something(self) -> JobPatch:
         # null is a value for max_runs, end_at (no limit), model and runner_url (the
-        # default); elsewhere leave the field out to keep it
+        # default) and cadence (no bounds); elsewhere leave the field out to keep it
         nulls = sorted(
             name
-            for name in self.model_fields_set - {"max_runs", "end_at", "model", "runner_url"}
+            for name in self.model_fields_set
+            - {"max_runs", "end_at", "model", "runner_url", "cadence"}
             if getattr(self, name) is None
         )
         if nulls:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 import enum
+import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -14,6 +15,13 @@ from typing import Any
 from agentcron.config import UNIFIED_SESSION_TITLE, check_model_name
 from agentcron.config.engine import DEFAULT_MIN_INTERVAL
 from agentcron.domain.approvals import Approval
+from agentcron.domain.cadence import (
+    MAX_REASON_CHARS,
+    CadenceBounds,
+    CadenceRefusedError,
+    Reschedule,
+    check_move,
+)
 from agentcron.domain.events import JobAction
 from agentcron.domain.jobs import (
     AnySpec,
@@ -22,6 +30,7 @@ from agentcron.domain.jobs import (
     Job,
     JobKind,
     JobPolicy,
+    JobStatus,
     NewJob,
     Overlap,
     Recall,
@@ -35,7 +44,7 @@ from agentcron.engine.policies import arm
 from agentcron.errors import InvalidInputError
 from agentcron.limits import MAX_MESSAGE_CHARS, MAX_RUNS, check_runner_url, check_text
 from agentcron.runtime.clock import Clock
-from agentcron.schedule import DstFold, DstGap, carry_dst, parse_when, upcoming, with_dst
+from agentcron.schedule import AtSpec, DstFold, DstGap, carry_dst, parse_when, upcoming, with_dst
 from agentcron.schedule.zones import get_zone
 from agentcron.service.job_requests import JobCreate, JobPatch, JobRenew, check_interval
 from agentcron.service.paging import DEFAULT_PAGE, Page, check_limit, decode_cursor, page_of
@@ -46,6 +55,7 @@ from agentcron.store.interface import JobCatalog, RunRecords, WriteQueue
 from agentcron.store.writes import ArmedJob, InsertJobs, InSession, JobsInserted
 
 _CAS_RETRIES = 5
+log = logging.getLogger(__name__)
 
 
 JOBS_CURSOR = "jobs"
@@ -151,6 +161,7 @@ class Jobs:
         notify: Notify = Notify.ALWAYS,
         dst_gap: DstGap | str | None = None,
         dst_fold: DstFold | str | None = None,
+        cadence: CadenceBounds | None = None,
         idempotency_key: str | None = None,
         enabled: bool = True,
         model: str | None = None,
@@ -187,6 +198,7 @@ class Jobs:
             notify=notify,
             dst_gap=dst_gap,
             dst_fold=dst_fold,
+            cadence=cadence,
             idempotency_key=idempotency_key,
             enabled=enabled,
             model=model,
@@ -236,6 +248,7 @@ class Jobs:
                 notify=body.notify,
                 dst_gap=body.dst_gap,
                 dst_fold=body.dst_fold,
+                cadence=None if body.cadence is None else body.cadence.bounds(),
             )
             check_interval(new.spec, now, minimum)
             return self._armed(new, now)
@@ -459,11 +472,14 @@ class Jobs:
         changes = body.model_dump(exclude_unset=True, exclude={"enabled"})
         if "end_at" in changes:
             _aware(changes["end_at"], "end_at")
-        policy = {
+        policy: dict[str, Any] = {
             k: changes.pop(k)
             for k in ("overlap", "catchup", "max_runs", "end_at", "notify")
             if k in changes
         }
+        if "cadence" in changes:  # the bounds as a whole; null: the agent may not move it
+            changes.pop("cadence")
+            policy["cadence"] = None if body.cadence is None else body.cadence.bounds()
         job = await self.get(job_id)
         if body.when is not None:  # checked as a new job's: before anything changes
             self.check_interval(parse_when(body.when, self._clock.now(), body.tz or job.spec.tz))
@@ -475,6 +491,61 @@ class Jobs:
             job = await self.resume(job_id)
         (state,) = await self.with_state([job])
         return state
+
+    async def reschedule(
+        self,
+        job_id: str,
+        to: datetime,
+        *,
+        reason: str,
+        run_id: str | None = None,
+    ) -> Job:
+        """Move the job's next fire to `to`: the agent's adaptive cadence, within the bounds a
+        person set on the job (`JobPolicy.cadence`; CadenceRefusedError, its message for the
+        model, outside them or without them). The move is kept on the job (`rescheduled`)
+        and, from a fire's turn, on that run (`run_id`: its `reschedules`), in one write;
+        after the moved fire the schedule goes on at its own cadence.
+        """
+        reason = " ".join(reason.split())[:MAX_REASON_CHARS]
+        if not reason:
+            raise InvalidInputError("say why the next run moves (`reason`)")
+        attempt = 0
+        while True:
+            job = await self._catalog.get_job(job_id)
+            now = self._clock.now()
+            if job.status is not JobStatus.ACTIVE or job.next_fire_at is None:
+                raise CadenceRefusedError(
+                    f"“{job.name}” is {job.status.value} and has no next run to move; "
+                    "it must be active"
+                )
+            if isinstance(job.spec, AtSpec):
+                raise CadenceRefusedError(
+                    f"“{job.name}” runs once; change its time with update instead"
+                )
+            check_move(job.policy.cadence, now, to, job.spec.tz)
+            move = Reschedule(job.id, job.next_fire_at, to, reason, now, run_id)
+            changes = {"next_fire_at": to, "next_run_at": to, "rescheduled": move.to_data()}
+            try:
+                updated = await self._catalog.reschedule_job(
+                    job_id,
+                    changes,
+                    now,
+                    expected_version=job.version,
+                    run_id=run_id,
+                    note=move.to_data(),
+                )
+            except VersionConflictError:
+                attempt += 1
+                if attempt >= _CAS_RETRIES:
+                    raise
+                continue
+            log.info(
+                "job rescheduled",
+                extra={"job_id": job.id, "from": job.next_fire_at, "to": to, "run_id": run_id},
+            )
+            self._wake(updated.next_run_at)
+            await self._publish(JobAction.UPDATED, updated)
+            return updated
 
     async def pause(self, job_id: str, reason: str = "paused by user") -> Job:
         def compute(job: Job, now: datetime) -> dict[str, Any]:
@@ -639,6 +710,7 @@ def _new_job(
     notify: Notify = Notify.ALWAYS,
     dst_gap: DstGap | str | None = None,
     dst_fold: DstFold | str | None = None,
+    cadence: CadenceBounds | None = None,
     idempotency_key: str | None = None,
     enabled: bool = True,
     model: str | None = None,
@@ -660,6 +732,7 @@ def _new_job(
         delete_after_run=delete_after_run,
         jitter=jitter,
         notify=Notify(notify),
+        cadence=cadence,
     )
     return NewJob(
         name=name,

@@ -242,6 +242,21 @@ class JobCatalog(Protocol):
         """
         ...
 
+    async def reschedule_job(
+        self,
+        job_id: str,
+        changes: Mapping[str, Any],
+        now: datetime,
+        *,
+        expected_version: int,
+        run_id: str | None,
+        note: Mapping[str, Any],
+    ) -> Job:
+        """As `update_job`, and in the same transaction `note` added to the `reschedules` of
+        run `run_id` (when given and kept): the agent's move of the job's next fire.
+        """
+        ...
+
     async def delete_job(
         self, job_id: str, *, allow_system: bool = False, now: datetime | None = None
     ) -> Job:

@@ -31,7 +31,7 @@ from agentcron.store.rows import (
     _stored_job,
     recall_call_type,
 )
-from agentcron.store.schema import jobs, recall_history, sessions
+from agentcron.store.schema import jobs, recall_history, runs, sessions
 from agentcron.store.session_store import session_values
 from agentcron.store.signals import Topic, announce
 from agentcron.store.sql_base import SqlBase
@@ -238,6 +238,33 @@ class JobsMixin(SqlBase):
                 raise JobNotFoundError(job_id)
             raise VersionConflictError(job_id, expected_version, current)
         return _job(row)
+
+    async def reschedule_job(
+        self,
+        job_id: str,
+        changes: Mapping[str, Any],
+        now: datetime,
+        *,
+        expected_version: int,
+        run_id: str | None,
+        note: Mapping[str, Any],
+    ) -> Job:
+        """The job's next fire moved by the agent, and the move noted on the run of the turn
+        that asked (its `reschedules`), in one transaction.
+        """
+
+        def op(conn: Connection) -> Job:
+            job = self._update_job_op(conn, job_id, changes, now, expected_version=expected_version)
+            if run_id is not None:
+                kept = conn.execute(
+                    sa.select(runs.c.reschedules).where(runs.c.id == run_id)
+                ).first()
+                if kept is not None:
+                    notes = [*(kept[0] or []), dict(note)]
+                    conn.execute(runs.update().where(runs.c.id == run_id).values(reschedules=notes))
+            return job
+
+        return await self._db.write(op)
 
     async def delete_job(
         self, job_id: str, *, allow_system: bool = False, now: datetime | None = None

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Row, RowMapping
 
 from agentcron.domain.approvals import Approval, ApprovalState
+from agentcron.domain.cadence import CadenceBounds, HourWindow, Reschedule
 from agentcron.domain.grants import Grant
 from agentcron.domain.jobs import (
     AnySpec,
@@ -189,6 +190,7 @@ def _job_values(armed: ArmedJob, now: datetime) -> dict[str, Any]:
         "call_type": None if new.call_type is None else new.call_type.value,
         "internal_comment": new.internal_comment,
         "finished_at": None,
+        "rescheduled": None,
     }
 
 
@@ -203,7 +205,30 @@ def _policy_values(policy: JobPolicy) -> dict[str, Any]:
         "delete_after_run": policy.delete_after_run,
         "jitter": policy.jitter,
         "notify": policy.notify.value,
+        **cadence_values(policy.cadence),
     }
+
+
+def cadence_values(bounds: CadenceBounds | None) -> dict[str, Any]:
+    """A job's cadence bounds as its columns (all None: none)."""
+    if bounds is None:
+        return {"cadence_min_s": None, "cadence_max_s": None, "allowed_hours": None}
+    return {
+        "cadence_min_s": None if bounds.min is None else int(bounds.min.total_seconds()),
+        "cadence_max_s": None if bounds.max is None else int(bounds.max.total_seconds()),
+        "allowed_hours": None if bounds.hours is None else str(bounds.hours),
+    }
+
+
+def _cadence(m: RowMapping | Mapping[str, Any]) -> CadenceBounds | None:
+    low, high, hours = m.get("cadence_min_s"), m.get("cadence_max_s"), m.get("allowed_hours")
+    if low is None and high is None and hours is None:
+        return None
+    return CadenceBounds(
+        min=None if low is None else timedelta(seconds=low),
+        max=None if high is None else timedelta(seconds=high),
+        hours=None if hours is None else HourWindow.parse(hours),
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -239,6 +264,7 @@ def _job(row: Row[Any] | Mapping[str, Any]) -> Job:
             delete_after_run=bool(m["delete_after_run"]),
             jitter=bool(m["jitter"]),
             notify=Notify(m["notify"]),
+            cadence=_cadence(m),
         ),
         last_status=RunState(m["last_status"]) if m["last_status"] else None,
     )
@@ -304,6 +330,7 @@ def _job_of(
         overdue_since=m.get("overdue_since"),
         failing_since=m.get("failing_since"),
         ending_warned_at=m.get("ending_warned_at"),
+        rescheduled=None if not m.get("rescheduled") else Reschedule.of_data(m["rescheduled"]),
     )
 
 
@@ -339,6 +366,7 @@ def _run(row: Row[Any] | Mapping[str, Any]) -> Run:
         delivery=m["delivery"],
         tool_calls=m["tool_calls"],
         manual=bool(m["manual"]),
+        reschedules=m.get("reschedules"),
     )
 
 

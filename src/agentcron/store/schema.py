@@ -125,6 +125,10 @@ jobs = sa.Table(
     sa.Column("jitter", sa.Boolean, nullable=False, server_default=sa.false()),
     # when its outcomes are delivered (domain/notify.py): always | changes | never-empty
     sa.Column("notify", sa.String(16), nullable=False, server_default="always"),
+    # how far the agent may move its next fire (domain/cadence.py; all NULL: it may not)
+    sa.Column("cadence_min_s", sa.Integer),
+    sa.Column("cadence_max_s", sa.Integer),
+    sa.Column("allowed_hours", sa.String(16)),
     # schedule state
     sa.Column("next_fire_at", UTCDateTime),
     sa.Column("next_run_at", UTCDateTime),
@@ -157,6 +161,8 @@ jobs = sa.Table(
     sa.Column("overdue_since", UTCDateTime),
     sa.Column("failing_since", UTCDateTime),
     sa.Column("ending_warned_at", UTCDateTime),
+    # the agent's last move of its next fire (domain/cadence.py `Reschedule`), NULL: none
+    sa.Column("rescheduled", JSONValue),
 )
 # Only armed jobs are in the due index: paused / finished jobs have next_run_at NULL.
 sa.Index("ix_jobs_next_run_at", jobs.c.next_run_at)
@@ -220,6 +226,8 @@ runs = sa.Table(
     sa.Column("tool_calls", JSONValue),
     # a person's "run now", not the schedule (migration 0019)
     sa.Column("manual", sa.Boolean, nullable=False, server_default=sa.false()),
+    # the agent's moves of a job's next fire during this run's turn (migration 0025)
+    sa.Column("reschedules", JSONValue),
     sa.UniqueConstraint("job_id", "fire_at", name="uq_runs_job_fire"),
 )
 # The runs in some states (recovery, leases) and, for the prune by age, the terminal ones that

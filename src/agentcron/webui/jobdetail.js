@@ -88,6 +88,7 @@ export function policyLines(job, zone) {
   const spec = job.spec || {};
   if (spec.dst_gap && spec.dst_gap !== "shift") lines.push(DST_GAP_TEXT[spec.dst_gap] || `DST gap: ${spec.dst_gap}.`);
   if (spec.dst_fold && spec.dst_fold !== "first") lines.push(DST_FOLD_TEXT[spec.dst_fold] || `DST fold: ${spec.dst_fold}.`);
+  lines.push(cadenceText(p.cadence));
   return lines;
 }
 
@@ -126,6 +127,20 @@ const DST_FOLD_TEXT = {
   last: "On a day the clocks repeat its time (daylight saving time ends), it runs the second time only.",
   both: "On a day the clocks repeat its time (daylight saving time ends), it runs both times.",
 };
+
+// A job's cadence bounds in words (domain/cadence.py): how far the agent may move its next run.
+export function cadenceText(c) {
+  if (!c) return "The agent may not move its next run.";
+  const ahead = [c.min ? `at least ${c.min}` : null, c.max ? `at most ${c.max}` : null].filter(Boolean);
+  const hours = c.allowed_hours ? `, between ${c.allowed_hours} local time` : "";
+  return `The agent may move its next run${ahead.length ? ` ${ahead.join(" and ")} ahead` : ""}${hours}.`;
+}
+
+/** The agent's move of the next run, while that run is to come: from, to and why. */
+function movedText(moved, zone) {
+  const from = moved.from_at ? ` from ${zonedTime(moved.from_at, zone)}` : "";
+  return `Next run moved by the agent${from} to ${zonedTime(moved.to_at, zone)} (${zone}): ${moved.reason}`;
+}
 
 // A job's notify policy in words (domain/notify.py); a reply the agent marks [SILENT] is
 // never sent, whatever the policy.
@@ -481,6 +496,8 @@ export class JobDetail {
           ? h("ol", { class: "next-fires" }, upcoming.map((at) => h("li", {}, timeEl(at, zone))))
           : h("span", { class: "muted" }, job.enabled ? "none left" : "paused"),
       ),
+      job.moved ? h("dt", {}, "Moved") : null,
+      job.moved ? h("dd", { class: "job-moved" }, movedText(job.moved, zone)) : null,
       h("dt", {}, "Policy"),
       h("dd", {}, h("ul", { class: "policy" }, policyLines(job, zone).map((line) => h("li", {}, line)))),
       h("dt", {}, "Usage"),
@@ -556,7 +573,11 @@ export class JobDetail {
     return h(
       "tr",
       { class: `run state-${run.state}`, dataset: { id: run.id }, "aria-label": `Run of ${zonedTime(run.fire_at, zone)}` },
-      h("td", { class: "fire", "data-label": "Fire time" }, cellTime(run.fire_at, zone), run.manual ? h("span", { class: "badge manual" }, "run now") : null),
+      h("td", { class: "fire", "data-label": "Fire time" }, cellTime(run.fire_at, zone), run.manual ? h("span", { class: "badge manual" }, "run now") : null,
+        (run.reschedules || []).map((m) =>
+          h("span", { class: "badge moved", title: m.reason }, `moved a next run to ${zonedTime(m.to, zone)}: ${m.reason}`),
+        ),
+      ),
       h("td", { class: "late", "data-label": "Late" }, lateness(run) || "—"),
       h("td", { "data-label": "State" }, h("span", { class: `state-badge state-${run.state}` }, RUN_STATE_TEXT[run.state] || run.state)),
       h("td", { class: "took", "data-label": "Took" }, formatDuration(runDuration(run)) || "—"),
