@@ -300,6 +300,7 @@ class AgentCron:
             max_jobs=lambda: self.settings.max_jobs,
             retention=lambda: self.settings.retention_age,
             min_interval=lambda: self.settings.min_interval,
+            gates=lambda: self.settings.gates,
         )
         self.engine.reapers.append(self.jobs.sweep_finished)
         self.sessions = Sessions(

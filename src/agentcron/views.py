@@ -90,6 +90,10 @@ class PolicyOut(View):
     delete_after_run: bool
     jitter: bool
     notify: Notify
+    gate: dict[str, Any] | None = Field(
+        description="its pre-check gate: {kind, target, timeout_s, max_output, notice, no_llm}; "
+        "null: none"
+    )
 
 
 def _job_shown(job: Job, active_run: Run | None) -> Dict:
@@ -110,6 +114,7 @@ def _job_shown(job: Job, active_run: Run | None) -> Dict:
             "delete_after_run": policy.delete_after_run,
             "jitter": policy.jitter,
             "notify": policy.notify,
+            "gate": None if policy.gate is None else policy.gate.as_dict(),
         },
         "state": job.status,
         "legacy": job.has_target_fields,  # wire key keeps its old name

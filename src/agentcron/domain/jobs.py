@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from agentcron.domain.gates import Gate
 from agentcron.domain.notify import Notify
 from agentcron.domain.states import RunState
 from agentcron.schedule import AtSpec, CronSpec, DaysSpec, EverySpec
@@ -76,6 +77,7 @@ class JobPolicy:
     delete_after_run: bool = False
     jitter: bool = False
     notify: Notify = Notify.ALWAYS  # when its outcomes are delivered (domain/notify.py)
+    gate: Gate | None = None  # a pre-check run before the agent (domain/gates.py)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,15 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentcron.config.engine import MIN_INTERVAL_SETTING
+from agentcron.domain.gates import (
+    DEFAULT_MAX_OUTPUT,
+    DEFAULT_TIMEOUT_S,
+    MAX_MAX_OUTPUT,
+    MAX_TIMEOUT_S,
+    Gate,
+    GateError,
+    GateKind,
+)
 from agentcron.domain.jobs import AnySpec, Catchup, Overlap
 from agentcron.domain.notify import Notify
 from agentcron.errors import InvalidInputError
@@ -80,6 +89,43 @@ DELETE_AFTER_RUN_HELP = (
 )
 
 
+GATE_HELP = (
+    "a pre-check run before the agent (operators only: the agent's tools cannot set one): "
+    "the turn happens only when it says so, and its output is the prompt's `gate_output`; "
+    "null (on update) removes it"
+)
+
+
+class GateIn(BaseModel):
+    """A job's gate as a request gives it (domain/gates.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: GateKind = Field(
+        description="command (exit 0 runs, 1 skips), http (a GET: 2xx runs, 204/304/404/409/"
+        '412/423 skip), python ("module:function": truthy runs, or (bool, text)); command '
+        "and python need the setting [engine] gates"
+    )
+    target: list[str] | str = Field(
+        description='a command\'s argv (a list, no shell), an http(s) URL, or "module:function"'
+    )
+    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, le=MAX_TIMEOUT_S)
+    max_output: int = Field(default=DEFAULT_MAX_OUTPUT, ge=1, le=MAX_MAX_OUTPUT)
+    notice: bool = Field(
+        default=False, description="a gated-out fire leaves a short entry in the transcript"
+    )
+    no_llm: bool = Field(
+        default=False, description="the gate is the whole job: no turn, the run ends on it"
+    )
+
+    def to_gate(self) -> Gate:
+        """The domain's gate (`InvalidInputError` when it is out of its bounds)."""
+        try:
+            return Gate.of(self.model_dump())
+        except GateError as exc:
+            raise InvalidInputError(str(exc)) from exc
+
+
 class JobCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -97,6 +143,7 @@ class JobCreate(BaseModel):
     runner_url: RunnerUrl | None = Field(default=None, description=RUNNER_URL_HELP)
     delete_after_run: bool = Field(default=False, description=DELETE_AFTER_RUN_HELP)
     notify: Notify = Field(default=Notify.ALWAYS, description=NOTIFY_HELP)
+    gate: GateIn | None = Field(default=None, description=GATE_HELP)
 
 
 class JobPatch(BaseModel):
@@ -114,14 +161,16 @@ class JobPatch(BaseModel):
     model: ShortText | None = Field(default=None, description=MODEL_HELP)
     runner_url: RunnerUrl | None = Field(default=None, description=RUNNER_URL_HELP)
     notify: Notify | None = Field(default=None, description=NOTIFY_HELP)
+    gate: GateIn | None = Field(default=None, description=GATE_HELP)
 
     @model_validator(mode="after")
     def _null_only_where_it_means_something(self) -> JobPatch:
         # null is a value for max_runs, end_at (no limit), model and runner_url (the
-        # default); elsewhere leave the field out to keep it
+        # default) and gate (none); elsewhere leave the field out to keep it
         nulls = sorted(
             name
-            for name in self.model_fields_set - {"max_runs", "end_at", "model", "runner_url"}
+            for name in self.model_fields_set
+            - {"max_runs", "end_at", "model", "runner_url", "gate"}
             if getattr(self, name) is None
         )
         if nulls:

@@ -14,6 +14,7 @@ from typing import Any
 from agentcron.config import UNIFIED_SESSION_TITLE, check_model_name
 from agentcron.config.engine import DEFAULT_MIN_INTERVAL
 from agentcron.domain.events import JobAction
+from agentcron.domain.gates import CODE_KINDS, Gate
 from agentcron.domain.jobs import (
     AnySpec,
     Catchup,
@@ -34,9 +35,10 @@ from agentcron.engine.policies import arm
 from agentcron.errors import InvalidInputError
 from agentcron.limits import MAX_MESSAGE_CHARS, MAX_RUNS, check_runner_url, check_text
 from agentcron.runtime.clock import Clock
+from agentcron.runtime.gate import GATES_OFF
 from agentcron.schedule import parse_when, upcoming
 from agentcron.schedule.zones import get_zone
-from agentcron.service.job_requests import JobCreate, JobPatch, check_interval
+from agentcron.service.job_requests import GateIn, JobCreate, JobPatch, check_interval
 from agentcron.service.paging import DEFAULT_PAGE, Page, check_limit, decode_cursor, page_of
 from agentcron.service.runs import Runs
 from agentcron.store.errors import ConflictError, SessionNotFoundError, VersionConflictError
@@ -97,6 +99,7 @@ class Jobs:
         max_jobs: Callable[[], int | None] = lambda: None,
         retention: Callable[[], timedelta] = lambda: timedelta(days=30),
         min_interval: Callable[[], timedelta] = lambda: DEFAULT_MIN_INTERVAL,
+        gates: Callable[[], bool] = lambda: False,
     ) -> None:
         self._catalog = catalog
         self._writes = writes  # the journal: concurrent creates share one transaction
@@ -109,6 +112,18 @@ class Jobs:
         self._max_jobs = max_jobs
         self._retention = retention  # how long a done job stays listed
         self._min_interval = min_interval  # `[engine] min_interval`: requests' schedules
+        self._gates = gates  # `[engine] gates`: requests' gates may run code
+
+    def checked_gate(self, given: GateIn | None) -> Gate | None:
+        """A request's gate, checked: in its bounds, and one that runs code (command,
+        python) only where the setting `[engine] gates` allows it (`InvalidInputError`).
+        """
+        if given is None:
+            return None
+        gate = given.to_gate()
+        if gate.kind in CODE_KINDS and not self._gates():
+            raise InvalidInputError(f"gate.kind {gate.kind.value}: {GATES_OFF}")
+        return gate
 
     def check_interval(self, spec: AnySpec) -> None:
         """Refuse a schedule from a person or an agent that recurs more often than the
@@ -204,6 +219,7 @@ class Jobs:
         owner = self._owner_of(key)
         end_at = body.end_at
         minimum = self._min_interval()
+        gate = self.checked_gate(body.gate)
 
         def armed(session_tz: str) -> ArmedJob:
             # Runs inside the transaction, on the database thread: pure, `now` fixed above.
@@ -223,6 +239,7 @@ class Jobs:
                 runner_url=body.runner_url,
                 delete_after_run=body.delete_after_run,
                 notify=body.notify,
+                gate=gate,
             )
             check_interval(new.spec, now, minimum)
             return self._armed(new, now)
@@ -433,11 +450,13 @@ class Jobs:
         changes = body.model_dump(exclude_unset=True, exclude={"enabled"})
         if "end_at" in changes:
             _aware(changes["end_at"], "end_at")
-        policy = {
+        policy: dict[str, Any] = {
             k: changes.pop(k)
             for k in ("overlap", "catchup", "max_runs", "end_at", "notify")
             if k in changes
         }
+        if changes.pop("gate", KEEP) is not KEEP:
+            policy["gate"] = self.checked_gate(body.gate)
         job = await self.get(job_id)
         if body.when is not None:  # checked as a new job's: before anything changes
             self.check_interval(parse_when(body.when, self._clock.now(), body.tz or job.spec.tz))
@@ -568,6 +587,7 @@ def _new_job(
     enabled: bool = True,
     model: str | None = None,
     runner_url: str | None = None,
+    gate: Gate | None = None,
 ) -> NewJob:
     """A job to create, checked (InvalidInputError, ScheduleError), its schedule read at `now`."""
     if (when is None) == (spec is None):
@@ -584,6 +604,7 @@ def _new_job(
         delete_after_run=delete_after_run,
         jitter=jitter,
         notify=Notify(notify),
+        gate=gate,
     )
     return NewJob(
         name=name,

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Row, RowMapping
 
 from agentcron.domain.approvals import Approval, ApprovalState
+from agentcron.domain.gates import Gate
 from agentcron.domain.jobs import (
     AnySpec,
     Catchup,
@@ -202,6 +203,7 @@ def _policy_values(policy: JobPolicy) -> dict[str, Any]:
         "delete_after_run": policy.delete_after_run,
         "jitter": policy.jitter,
         "notify": policy.notify.value,
+        "gate": None if policy.gate is None else policy.gate.as_dict(),
     }
 
 
@@ -238,6 +240,7 @@ def _job(row: Row[Any] | Mapping[str, Any]) -> Job:
             delete_after_run=bool(m["delete_after_run"]),
             jitter=bool(m["jitter"]),
             notify=Notify(m["notify"]),
+            gate=None if m["gate"] is None else Gate.of(m["gate"]),
         ),
         last_status=RunState(m["last_status"]) if m["last_status"] else None,
     )

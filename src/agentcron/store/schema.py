@@ -125,6 +125,8 @@ jobs = sa.Table(
     sa.Column("jitter", sa.Boolean, nullable=False, server_default=sa.false()),
     # when its outcomes are delivered (domain/notify.py): always | changes | never-empty
     sa.Column("notify", sa.String(16), nullable=False, server_default="always"),
+    # its pre-check gate (domain/gates.py `Gate.as_dict`); NULL: none
+    sa.Column("gate", JSONValue),
     # schedule state
     sa.Column("next_fire_at", UTCDateTime),
     sa.Column("next_run_at", UTCDateTime),
