@@ -7,10 +7,12 @@ gate alone; requests out of bounds, or a code gate where the setting is off, are
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,6 +24,7 @@ from agentcron.domain.gates import MAX_TIMEOUT_S
 from agentcron.server import create_app
 from agentcron.testing import wait_settled
 from tests.conftest import BACKENDS, CronFactory, Recorder
+from tests.integration.test_cli_commands import cli, home  # noqa: F401 (fixture)
 
 TOKEN = "test-token"
 KEY = "websocket:gate"
@@ -245,3 +248,21 @@ async def test_gate_requests_are_bounded_and_code_gates_need_the_setting(
             assert "[engine] gates" in refused.text
         http = {"kind": "http", "target": "http://127.0.0.1:9/x"}
         answer(await c.post("/api/jobs", json=body | {"gate": http}), 201)
+
+
+def test_the_cli_adds_a_job_with_a_gate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = str(tmp_path / "cli.db")
+    assert cli("sessions", "add", "api:ops", "--db", db).exit_code == 0
+    add = ("jobs", "add", "--session", "api:ops", "--name", "orders", "--message", "sum up",
+           "--when", "every day at 9", "--db", db, "--json")  # fmt: skip
+    http = json.dumps({"kind": "http", "target": "https://shop.example/new", "timeout_s": 5})
+    added = cli(*add, "--gate", http)
+    assert added.exit_code == 0, added.output
+    assert json.loads(added.stdout)["policy"]["gate"]["timeout_s"] == 5
+    assert cli(*add, "--gate", "{not json").exit_code == 2
+    code = json.dumps({"kind": "command", "target": ["true"]})
+    refused = cli(*add, "--gate", code)  # gates that run code are off by default
+    assert refused.exit_code != 0
+    assert "[engine] gates" in refused.output
+    monkeypatch.setenv("AGENTCRON_GATES", "1")
+    assert cli(*add, "--gate", code).exit_code == 0

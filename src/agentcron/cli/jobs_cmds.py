@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 import typer
@@ -20,6 +21,7 @@ from agentcron.cli.common import (
     backend_for,
     call,
     echo,
+    fail,
     more,
     out,
     paged,
@@ -75,6 +77,13 @@ def jobs_add(
             "a reply starting with [SILENT] never is."
         ),
     ] = None,
+    gate: Annotated[
+        str | None,
+        typer.Option(
+            help='A pre-check run before the agent, as JSON: {"kind": "command", "target": '
+            '["./check.sh"]}, kind command|http|python (docs/safe-quiet-and-gates.md).'
+        ),
+    ] = None,
     db: DbOpt = None,
     url: UrlOpt = None,
     api: ApiOpt = None,
@@ -96,6 +105,8 @@ def jobs_add(
     body.update({k: v for k, v in optional.items() if v is not None})
     if delete_after_run:
         body["delete_after_run"] = True
+    if gate is not None:
+        body["gate"] = _gate_json(gate)
     job = call(backend_for(ctx, db, url, api, token), lambda b: b.add_job(body))
     if as_json:
         print_json(job)
@@ -104,6 +115,14 @@ def jobs_add(
         f"added “{job['name']}”: {job['schedule']}; next run "
         f"{render.when(job['next_run_at'], job['tz'])}; id {job['id']}"
     )
+
+
+def _gate_json(text: str) -> Any:
+    """`--gate`'s JSON (its fields are checked by the request, as the API's)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise fail(f"--gate: not JSON ({exc.msg})", 2) from exc
 
 
 @app.command("list")
