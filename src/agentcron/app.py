@@ -324,6 +324,7 @@ class AgentCron:
             retention=lambda: self.settings.retention_age,
             min_interval=lambda: self.settings.min_interval,
             waiting=self.approvals.waiting_of_job,
+            gates=lambda: self.settings.gates,
         )
         self.engine.reapers.append(self.jobs.sweep_finished)
         # With each periodic reap: jobs gone silent, failing or about to end, once per episode.

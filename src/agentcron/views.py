@@ -114,6 +114,10 @@ class PolicyOut(View):
     cadence: CadenceOut | None = Field(
         description="how far the agent may move its next fire (null: it may not)"
     )
+    gate: dict[str, Any] | None = Field(
+        description="its pre-check gate: {kind, target, timeout_s, max_output, notice, no_llm}; "
+        "null: none"
+    )
 
 
 def _cadence_shown(bounds: CadenceBounds | None) -> Dict | None:
@@ -157,6 +161,7 @@ def _job_shown(job: Job, active_run: Run | None) -> Dict:
             "jitter": policy.jitter,
             "notify": policy.notify,
             "cadence": _cadence_shown(policy.cadence),
+            "gate": None if policy.gate is None else policy.gate.as_dict(),
         },
         "moved": _move_shown(job.moved),
         "state": job.status,

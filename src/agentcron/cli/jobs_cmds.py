@@ -110,6 +110,13 @@ def jobs_add(
         str | None,
         typer.Option(help="... and only inside these local hours of its zone (08:00-20:00)."),
     ] = None,
+    gate: Annotated[
+        str | None,
+        typer.Option(
+            help='A pre-check run before the agent, as JSON: {"kind": "command", "target": '
+            '["./check.sh"]}, kind command|http|python (docs/safe-quiet-and-gates.md).'
+        ),
+    ] = None,
     db: DbOpt = None,
     url: UrlOpt = None,
     api: ApiOpt = None,
@@ -136,6 +143,8 @@ def jobs_add(
     cadence = {"min": cadence_min, "max": cadence_max, "allowed_hours": allowed_hours}
     if any(v is not None for v in cadence.values()):
         body["cadence"] = {k: v for k, v in cadence.items() if v is not None}
+    if gate is not None:
+        body["gate"] = _gate_json(gate)
     job = call(backend_for(ctx, db, url, api, token), lambda b: b.add_job(body))
     if as_json:
         print_json(job)
@@ -144,6 +153,14 @@ def jobs_add(
         f"added “{job['name']}”: {job['schedule']}; next run "
         f"{render.when(job['next_run_at'], job['tz'])}; id {job['id']}"
     )
+
+
+def _gate_json(text: str) -> Any:
+    """`--gate`'s JSON (its fields are checked by the request, as the API's)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise fail(f"--gate: not JSON ({exc.msg})", 2) from exc
 
 
 @app.command("list")

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from agentcron.config.env import ConfigError, limit, or_environ, seconds
+from agentcron.config.env import ConfigError, env_flag, limit, or_environ, seconds
 
 __all__ = [
     "DEFAULT_HISTORY_BUDGET",
@@ -25,6 +25,7 @@ DEFAULT_MAX_JOBS = 500  # seed 004
 HISTORY_BUDGET_ENV = "AGENTCRON_HISTORY_BUDGET"
 TAKEOVER_ENV = "AGENTCRON_TAKEOVER"  # seconds a silent replica has before it is taken over
 OWNER_HEARTBEAT_ENV = "AGENTCRON_OWNER_HEARTBEAT"  # seconds between a process's heartbeats
+GATES_ENV = "AGENTCRON_GATES"  # gates that run code (command, python) are allowed
 # Tokens of history a turn's runner gets (estimated at 4 characters a token): well inside the
 # context of any current chat model, with room for instructions, tools and the reply.
 DEFAULT_HISTORY_BUDGET = 16_000
@@ -102,6 +103,9 @@ class EngineSettings:
     failing_after: int = 3
     ending_window: timedelta = timedelta(days=1)
     ending_runs: int = 1
+    # Jobs' gates that run code on this machine (a command, a Python entry point) are allowed
+    # (domain/gates.py); off by default. An HTTP gate needs no setting.
+    gates: bool = False
 
 
 def max_jobs_from_env(env: Mapping[str, str] | None = None) -> int | None:
@@ -116,8 +120,8 @@ def history_budget_from_env(env: Mapping[str, str] | None = None) -> int | None:
 
 def settings_from_env(env: Mapping[str, str] | None = None) -> EngineSettings:
     """The engine settings the environment sets (the job limit, the history budget, the
-    replicas' heartbeat and takeover time, the minimum interval; `ConfigError` for a bad
-    value).
+    replicas' heartbeat and takeover time, the minimum interval, whether gates may run code;
+    `ConfigError` for a bad value).
     """
     env = or_environ(env)
     defaults = EngineSettings()
@@ -127,6 +131,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> EngineSettings:
         owner_heartbeat=seconds(env, OWNER_HEARTBEAT_ENV, defaults.owner_heartbeat, 0.05, 60),
         takeover=seconds(env, TAKEOVER_ENV, defaults.takeover, 0.2, 3600),
         min_interval=seconds(env, MIN_INTERVAL_ENV, defaults.min_interval, 0, 86400),
+        gates=env_flag(GATES_ENV, env),
     )
     if settings.takeover < 3 * settings.owner_heartbeat:
         raise ConfigError(

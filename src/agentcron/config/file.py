@@ -166,6 +166,13 @@ SETTINGS: tuple[Setting, ...] = (
         "seconds a silent replica has before it is taken over",
         "10",
     ),
+    Setting(
+        "engine.gates",
+        "AGENTCRON_GATES",
+        "bool",
+        "jobs' gates may run code here (command, python kinds); an http gate needs no setting",
+        "false",
+    ),
     Setting("agent.model", "AGENTCRON_MODEL", "text", "model, e.g. openai:gpt-4.1-mini", "offline"),
     Setting(
         "agent.base_url",

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agentcron.domain.cadence import CadenceBounds, Reschedule
+from agentcron.domain.gates import Gate
 from agentcron.domain.notify import Notify
 from agentcron.domain.states import RunState
 from agentcron.schedule import AtSpec, CronSpec, DaysSpec, EverySpec
@@ -79,6 +80,7 @@ class JobPolicy:
     notify: Notify = Notify.ALWAYS  # when its outcomes are delivered (domain/notify.py)
     # how far the agent may move its next fire (domain/cadence.py); None: it may not
     cadence: CadenceBounds | None = None
+    gate: Gate | None = None  # a pre-check run before the agent (domain/gates.py)
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,7 +58,8 @@ class TurnState(enum.StrEnum):
 
 # The one relation between the two state sets (docs/architecture.md "Run and turn states"):
 # a turn that ran ends in the same state as its run; a run has three more ends a turn never
-# reaches (it was missed or skipped before its turn began: that turn is cancelled).
+# reaches (it was missed or skipped before its turn began: that turn is cancelled). A job whose
+# gate is the whole job (`no_llm`) succeeds without its turn beginning: that turn succeeds.
 _RUN_END_OF_TURN_END = {
     TurnState.SUCCEEDED: RunState.SUCCEEDED,
     TurnState.FAILED: RunState.FAILED,
@@ -67,6 +68,7 @@ _RUN_END_OF_TURN_END = {
     TurnState.INTERRUPTED: RunState.INTERRUPTED,
 }
 _TURN_END_OF_UNSTARTED_RUN = {
+    RunState.SUCCEEDED: TurnState.SUCCEEDED,
     RunState.FAILED: TurnState.FAILED,
     RunState.CANCELLED: TurnState.CANCELLED,
     RunState.MISSED: TurnState.CANCELLED,

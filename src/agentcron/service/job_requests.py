@@ -11,6 +11,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentcron.config.engine import MIN_INTERVAL_SETTING
 from agentcron.domain.cadence import CadenceBounds
+from agentcron.domain.gates import (
+    DEFAULT_MAX_OUTPUT,
+    DEFAULT_TIMEOUT_S,
+    MAX_MAX_OUTPUT,
+    MAX_TIMEOUT_S,
+    Gate,
+    GateError,
+    GateKind,
+)
 from agentcron.domain.grants import (
     MAX_GRANT_AHEAD,
     MAX_GRANTED_BY_CHARS,
@@ -124,6 +133,43 @@ class CadenceIn(BaseModel):
         return CadenceBounds.of(self.min, self.max, self.allowed_hours)
 
 
+GATE_HELP = (
+    "a pre-check run before the agent (operators only: the agent's tools cannot set one): "
+    "the turn happens only when it says so, and its output is the prompt's `gate_output`; "
+    "null (on update) removes it"
+)
+
+
+class GateIn(BaseModel):
+    """A job's gate as a request gives it (domain/gates.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: GateKind = Field(
+        description="command (exit 0 runs, 1 skips), http (a GET: 2xx runs, 204/304/404/409/"
+        '412/423 skip), python ("module:function": truthy runs, or (bool, text)); command '
+        "and python need the setting [engine] gates"
+    )
+    target: list[str] | str = Field(
+        description='a command\'s argv (a list, no shell), an http(s) URL, or "module:function"'
+    )
+    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, le=MAX_TIMEOUT_S)
+    max_output: int = Field(default=DEFAULT_MAX_OUTPUT, ge=1, le=MAX_MAX_OUTPUT)
+    notice: bool = Field(
+        default=False, description="a gated-out fire leaves a short entry in the transcript"
+    )
+    no_llm: bool = Field(
+        default=False, description="the gate is the whole job: no turn, the run ends on it"
+    )
+
+    def to_gate(self) -> Gate:
+        """The domain's gate (`InvalidInputError` when it is out of its bounds)."""
+        try:
+            return Gate.of(self.model_dump())
+        except GateError as exc:
+            raise InvalidInputError(str(exc)) from exc
+
+
 class JobCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -144,6 +190,7 @@ class JobCreate(BaseModel):
     dst_gap: DstGap = Field(default=DstGap.SHIFT, description=DST_GAP_HELP + WALL_CLOCK_ONLY)
     dst_fold: DstFold = Field(default=DstFold.FIRST, description=DST_FOLD_HELP + WALL_CLOCK_ONLY)
     cadence: CadenceIn | None = Field(default=None, description=CADENCE_HELP)
+    gate: GateIn | None = Field(default=None, description=GATE_HELP)
 
 
 class JobRenew(BaseModel):
@@ -185,15 +232,16 @@ class JobPatch(BaseModel):
         default=None, description=DST_FOLD_HELP + WALL_CLOCK_ONLY + KEPT_WITH_NEW_WHEN
     )
     cadence: CadenceIn | None = Field(default=None, description=CADENCE_HELP)
+    gate: GateIn | None = Field(default=None, description=GATE_HELP)
 
     @model_validator(mode="after")
     def _null_only_where_it_means_something(self) -> JobPatch:
         # null is a value for max_runs, end_at (no limit), model and runner_url (the
-        # default) and cadence (no bounds); elsewhere leave the field out to keep it
+        # default), cadence (no bounds) and gate (none); elsewhere leave the field out to keep it
         nulls = sorted(
             name
             for name in self.model_fields_set
-            - {"max_runs", "end_at", "model", "runner_url", "cadence"}
+            - {"max_runs", "end_at", "model", "runner_url", "cadence", "gate"}
             if getattr(self, name) is None
         )
         if nulls:

@@ -23,6 +23,7 @@ from agentcron.domain.cadence import (
     check_move,
 )
 from agentcron.domain.events import JobAction
+from agentcron.domain.gates import CODE_KINDS, Gate
 from agentcron.domain.jobs import (
     AnySpec,
     Catchup,
@@ -44,9 +45,10 @@ from agentcron.engine.policies import arm
 from agentcron.errors import InvalidInputError
 from agentcron.limits import MAX_MESSAGE_CHARS, MAX_RUNS, check_runner_url, check_text
 from agentcron.runtime.clock import Clock
+from agentcron.runtime.gate import GATES_OFF
 from agentcron.schedule import AtSpec, DstFold, DstGap, carry_dst, parse_when, upcoming, with_dst
 from agentcron.schedule.zones import get_zone
-from agentcron.service.job_requests import JobCreate, JobPatch, JobRenew, check_interval
+from agentcron.service.job_requests import GateIn, JobCreate, JobPatch, JobRenew, check_interval
 from agentcron.service.paging import DEFAULT_PAGE, Page, check_limit, decode_cursor, page_of
 from agentcron.service.runs import Runs
 from agentcron.store.errors import ConflictError, SessionNotFoundError, VersionConflictError
@@ -110,6 +112,7 @@ class Jobs:
         retention: Callable[[], timedelta] = lambda: timedelta(days=30),
         min_interval: Callable[[], timedelta] = lambda: DEFAULT_MIN_INTERVAL,
         waiting: Callable[[str], Awaitable[Approval | None]] | None = None,
+        gates: Callable[[], bool] = lambda: False,
     ) -> None:
         self._catalog = catalog
         # a job's scheduled run waiting for a person (`Approvals.waiting_of_job`)
@@ -124,6 +127,18 @@ class Jobs:
         self._max_jobs = max_jobs
         self._retention = retention  # how long a done job stays listed
         self._min_interval = min_interval  # `[engine] min_interval`: requests' schedules
+        self._gates = gates  # `[engine] gates`: requests' gates may run code
+
+    def checked_gate(self, given: GateIn | None) -> Gate | None:
+        """A request's gate, checked: in its bounds, and one that runs code (command,
+        python) only where the setting `[engine] gates` allows it (`InvalidInputError`).
+        """
+        if given is None:
+            return None
+        gate = given.to_gate()
+        if gate.kind in CODE_KINDS and not self._gates():
+            raise InvalidInputError(f"gate.kind {gate.kind.value}: {GATES_OFF}")
+        return gate
 
     def check_interval(self, spec: AnySpec) -> None:
         """Refuse a schedule from a person or an agent that recurs more often than the
@@ -227,6 +242,7 @@ class Jobs:
         owner = self._owner_of(key)
         end_at = body.end_at
         minimum = self._min_interval()
+        gate = self.checked_gate(body.gate)
 
         def armed(session_tz: str) -> ArmedJob:
             # Runs inside the transaction, on the database thread: pure, `now` fixed above.
@@ -249,6 +265,7 @@ class Jobs:
                 dst_gap=body.dst_gap,
                 dst_fold=body.dst_fold,
                 cadence=None if body.cadence is None else body.cadence.bounds(),
+                gate=gate,
             )
             check_interval(new.spec, now, minimum)
             return self._armed(new, now)
@@ -480,6 +497,8 @@ class Jobs:
         if "cadence" in changes:  # the bounds as a whole; null: the agent may not move it
             changes.pop("cadence")
             policy["cadence"] = None if body.cadence is None else body.cadence.bounds()
+        if changes.pop("gate", KEEP) is not KEEP:
+            policy["gate"] = self.checked_gate(body.gate)
         job = await self.get(job_id)
         if body.when is not None:  # checked as a new job's: before anything changes
             self.check_interval(parse_when(body.when, self._clock.now(), body.tz or job.spec.tz))
@@ -715,6 +734,7 @@ def _new_job(
     enabled: bool = True,
     model: str | None = None,
     runner_url: str | None = None,
+    gate: Gate | None = None,
 ) -> NewJob:
     """A job to create, checked (InvalidInputError, ScheduleError), its schedule read at `now`."""
     if (when is None) == (spec is None):
@@ -733,6 +753,7 @@ def _new_job(
         jitter=jitter,
         notify=Notify(notify),
         cadence=cadence,
+        gate=gate,
     )
     return NewJob(
         name=name,

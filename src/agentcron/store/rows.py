@@ -14,6 +14,7 @@ from sqlalchemy.engine import Row, RowMapping
 
 from agentcron.domain.approvals import Approval, ApprovalState
 from agentcron.domain.cadence import CadenceBounds, HourWindow, Reschedule
+from agentcron.domain.gates import Gate
 from agentcron.domain.grants import Grant
 from agentcron.domain.jobs import (
     AnySpec,
@@ -206,6 +207,7 @@ def _policy_values(policy: JobPolicy) -> dict[str, Any]:
         "jitter": policy.jitter,
         "notify": policy.notify.value,
         **cadence_values(policy.cadence),
+        "gate": None if policy.gate is None else policy.gate.as_dict(),
     }
 
 
@@ -265,6 +267,7 @@ def _job(row: Row[Any] | Mapping[str, Any]) -> Job:
             jitter=bool(m["jitter"]),
             notify=Notify(m["notify"]),
             cadence=_cadence(m),
+            gate=None if m["gate"] is None else Gate.of(m["gate"]),
         ),
         last_status=RunState(m["last_status"]) if m["last_status"] else None,
     )

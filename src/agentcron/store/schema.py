@@ -129,6 +129,8 @@ jobs = sa.Table(
     sa.Column("cadence_min_s", sa.Integer),
     sa.Column("cadence_max_s", sa.Integer),
     sa.Column("allowed_hours", sa.String(16)),
+    # its pre-check gate (domain/gates.py `Gate.as_dict`); NULL: none
+    sa.Column("gate", JSONValue),
     # schedule state
     sa.Column("next_fire_at", UTCDateTime),
     sa.Column("next_run_at", UTCDateTime),

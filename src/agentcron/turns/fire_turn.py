@@ -7,6 +7,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from agentcron.agent.runner import Trigger, TurnSource, fire_source, fire_trigger
+from agentcron.domain.gates import GateResult
 from agentcron.domain.runs import ClaimedFire
 from agentcron.domain.sessions import Entry, Role
 from agentcron.turns.prompts import get_prompt
@@ -28,15 +29,20 @@ class FireTurn:
     system_context: str | None  # a recall's self-instruction, for this turn only
 
 
-def fire_turn(fire: ClaimedFire, turn_id: str) -> FireTurn:
-    """Render the fire's prompt (in its session's zone) and its trigger entry.
+def fire_turn(fire: ClaimedFire, turn_id: str, gate: GateResult | None = None) -> FireTurn:
+    """Render the fire's prompt (in its session's zone) and its trigger entry; a fire whose
+    gate let it through gets the gate's output as `gate_output` (its own template).
 
     Raises `PromptError` when the template is missing or a variable is not given.
     """
     job = fire.job
     source = fire_source(job)
     recall = source is TurnSource.RECALL
-    template = get_prompt("cron.recall" if recall else "cron.agent_turn.reminder")
+    if recall:
+        name = "cron.recall"
+    else:
+        name = "cron.agent_turn.reminder" if gate is None else "cron.agent_turn.gated"
+    template = get_prompt(name)
     tz = fire.session_tz
     variables: dict[str, Any] = {
         "job_id": job.id,
@@ -46,6 +52,8 @@ def fire_turn(fire: ClaimedFire, turn_id: str) -> FireTurn:
         "fire_at_local": fire.fire_at.astimezone(ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M"),
         "tz": tz,
     }
+    if gate is not None:
+        variables["gate_output"] = gate.output
     prompt = template.render(variables)
     ref = template.ref
     content, meta = trigger_entry(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from agentcron.agent.runner import TurnSource
 from agentcron.domain.attachments import Attachment
@@ -35,6 +36,8 @@ class Pending:
     # `Lanes._pipeline`), and the slot taken for it then; its prompt, rendered then.
     early: asyncio.Future[WriteResult] | None = None
     prepared: FireTurn | None = None
+    # What its fire's gate said when it let the turn through (its run's `delivery` keeps it).
+    gate: dict[str, Any] | None = None
 
 
 @dataclass(eq=False)

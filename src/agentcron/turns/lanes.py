@@ -46,6 +46,7 @@ from agentcron.store.interface import LaneStore
 from agentcron.store.owners import LiveWork
 from agentcron.store.writes import TurnStart, TurnStarted, WriteResult
 from agentcron.turns.fire_turn import FireTurn, fire_turn
+from agentcron.turns.gate_step import pass_gate
 from agentcron.turns.lane_queue import LaneQueue, Pending
 from agentcron.turns.posts import Posts, chat_of
 from agentcron.turns.prompts import PromptError
@@ -366,6 +367,8 @@ class Lanes:
         # start stays right before its runner call.
         if nxt.fire is None or nxt.started or self.moves(nxt, lane.key):
             return  # a moved fire reads where the person talks first: the usual start
+        if nxt.fire.job.policy.gate is not None:
+            return  # its gate asks first, holding no slot: the usual start
         if self._late(nxt.fire):
             return  # it ends missed, without a start: the usual way
         try:
@@ -591,8 +594,17 @@ class Lanes:
                 "missed: it waited behind its session's turns past the grace period (catchup=skip)",
             )
             return None
+        gate = fire.job.policy.gate
+        passed = None
+        if gate is not None:  # its pre-check, holding no slot (turns/gate_step.py)
+            passed = await pass_gate(
+                pending, gate, ends=self.ends, clock=self.clock, allow_code=self.settings.gates
+            )
+            if passed is None:
+                return None
+            pending.gate = passed.as_dict()
         try:
-            prepared = fire_turn(fire, pending.turn_id)
+            prepared = fire_turn(fire, pending.turn_id, passed)
         except (PromptError, ValueError, KeyError) as exc:
             await self.ends.unstarted(
                 pending.session_key,

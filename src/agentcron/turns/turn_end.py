@@ -73,6 +73,8 @@ class TurnEnds:
         held, delivery = None, None
         if fire is not None:  # a bare silent sentinel makes the outcome empty: first
             outcome, held, delivery = await notify_outcome(self.runs, fire, outcome)
+            if pending.gate is not None:  # what its gate said (turns/gate_step.py)
+                delivery = (delivery or {}) | {"gate": pending.gate}
         state = outcome.status.turn_state
         # Before the reply, in the same write: a compaction's summary, then the tool calls
         # (which a fire's run record keeps too, in that write). A stopped or timed-out turn's
@@ -130,13 +132,35 @@ class TurnEnds:
             raise TypeError(f"a turn finish was answered with {result!r}")
         return result
 
-    async def unstarted(self, key: str, pending: Pending, state: RunState, error: str) -> None:
+    async def unstarted(
+        self,
+        key: str,
+        pending: Pending,
+        state: RunState,
+        error: str | None,
+        *,
+        output: str | None = None,
+        delivery: dict[str, Any] | None = None,
+        entry: Entry | None = None,
+    ) -> None:
         """A fire that ends without its turn beginning (missed after waiting, unrenderable
-        prompt, session gone): its turn and run end with the reason; no transcript entry.
+        prompt, session gone, its gate): its turn and run end with the reason; no transcript
+        entry but `entry` (a gate's notice).
         """
-        log.warning("turn ended before it began: %s", error, extra=log_context(key, pending))
+        if state is not RunState.SUCCEEDED:
+            log.warning("turn ended before it began: %s", error, extra=log_context(key, pending))
         now = self.clock.now()
-        record = unstarted_record(key, pending, state, error, owner=self.owner, now=now)
+        record = unstarted_record(
+            key,
+            pending,
+            state,
+            error,
+            owner=self.owner,
+            now=now,
+            output=output,
+            delivery=delivery,
+            entry=entry,
+        )
         result = await self.journal.write(record)
         fire = pending.fire
         if fire is not None and isinstance(result, TurnFinished):

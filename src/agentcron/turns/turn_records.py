@@ -120,22 +120,33 @@ def end_record(
 
 
 def unstarted_record(
-    key: str, pending: Pending, state: RunState, error: str, *, owner: str, now: datetime
+    key: str,
+    pending: Pending,
+    state: RunState,
+    error: str | None,
+    *,
+    owner: str,
+    now: datetime,
+    output: str | None = None,
+    delivery: dict[str, Any] | None = None,
+    entry: Entry | None = None,
 ) -> TurnFinish:
     """End a turn that never began (its fire was missed, its prompt could not be rendered,
-    its session is gone): no transcript entry; its run ends in `state` with the reason.
+    its session is gone, its gate said no or was the whole job): no transcript entry but
+    `entry` (a gate's notice); its run ends in `state` with the reason, `output` and
+    `delivery` (what its gate said).
     """
     fire = pending.fire
     run = job = None
     if fire is not None:
-        run, job = fire_end(fire, state, now, error=error)
+        run, job = fire_end(fire, state, now, error=error, output=output, delivery=delivery)
     return TurnFinish(
         key,
         pending.turn_id,
         owner,
         now,
         unstarted_turn_end(state),
-        None,
+        entry,
         error=error,
         run=run,
         outcome=job,

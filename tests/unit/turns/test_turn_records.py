@@ -122,6 +122,8 @@ def test_the_closing_entry_of_a_fire_names_its_job_and_run() -> None:
         (RunState.MISSED, TurnState.CANCELLED),
         (RunState.FAILED, TurnState.FAILED),
         (RunState.CANCELLED, TurnState.CANCELLED),
+        (RunState.SKIPPED, TurnState.CANCELLED),  # its gate said no
+        (RunState.SUCCEEDED, TurnState.SUCCEEDED),  # its gate was the whole job (no_llm)
     ],
 )
 def test_a_fire_whose_turn_never_began_ends_without_an_entry(
@@ -142,7 +144,7 @@ def test_a_fire_whose_turn_never_began_ends_without_an_entry(
 
 def test_a_run_that_cannot_end_before_its_turn_began_is_refused() -> None:
     with pytest.raises(ValueError, match="before its turn began"):
-        unstarted_record("api:s", _scheduled(), RunState.SUCCEEDED, "x", owner="me", now=T0)
+        unstarted_record("api:s", _scheduled(), RunState.EMPTY, "x", owner="me", now=T0)
 
 
 def test_the_log_context_names_session_turn_job_and_run() -> None:

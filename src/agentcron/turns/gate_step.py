@@ -1,0 +1,77 @@
+"""A gated fire's pre-check, between its claim and its turn (domain/gates.py): run at the
+fire's time, holding no slot; a gated-out fire ends `skipped` (reason `gate`, no transcript
+entry unless the gate asks for a notice), a failing gate ends it `failed` with the gate's
+output tail, and a gate that is the whole job (`no_llm`) ends it on its answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from agentcron.domain.gates import SKIPPED_BY_GATE, Gate, GateResult, GateVerdict
+from agentcron.domain.sessions import Entry, Role
+from agentcron.domain.states import RunState
+from agentcron.runtime.clock import Clock
+from agentcron.runtime.gate import run_gate
+from agentcron.turns.lane_queue import Pending
+from agentcron.turns.turn_end import TurnEnds
+from agentcron.turns.turn_records import log_context
+
+log = logging.getLogger(__name__)
+
+NOTICE_CHARS = 500  # of a gate's output a gated-out fire's notice shows
+
+
+async def pass_gate(
+    pending: Pending, gate: Gate, *, ends: TurnEnds, clock: Clock, allow_code: bool
+) -> GateResult | None:
+    """The gate's answer when the turn is to happen; None when the fire ended here."""
+    fire = pending.fire
+    if fire is None:
+        raise ValueError("only a fire has a gate")
+    if fire.fire_at > clock.now():  # claimed ahead: the gate asks at the fire's time
+        await clock.sleep_until(fire.fire_at, asyncio.Event())
+    result = await run_gate(gate, allow_code=allow_code)
+    key = pending.session_key
+    record = {"gate": result.as_dict()}
+    output = result.output or None
+    log.info("gate said %s", result.verdict.value, extra=log_context(key, pending) | record["gate"])
+    if result.verdict is GateVerdict.ERROR:
+        error = f"the gate failed: {result.error}"
+        await ends.unstarted(key, pending, RunState.FAILED, error, output=output, delivery=record)
+        return None
+    if result.verdict is GateVerdict.SKIP:
+        entry = _notice(pending, result) if gate.notice else None
+        await ends.unstarted(
+            key,
+            pending,
+            RunState.SKIPPED,
+            SKIPPED_BY_GATE,
+            output=output,
+            delivery=record,
+            entry=entry,
+        )
+        return None
+    if gate.no_llm:  # the gate is the whole job: it ran, no turn
+        await ends.unstarted(key, pending, RunState.SUCCEEDED, None, output=output, delivery=record)
+        return None
+    return result
+
+
+def _notice(pending: Pending, result: GateResult) -> Entry:
+    fire = pending.fire
+    name = "" if fire is None else f" “{fire.job.name}”"
+    text = f"Scheduled automation{name} did not run: its gate found nothing to do."
+    said = result.output.strip()
+    if said:
+        cut = said if len(said) <= NOTICE_CHARS else said[:NOTICE_CHARS] + "…"
+        text += f"\n{cut}"
+    meta = {
+        "source": "automation",
+        "gate": GateVerdict.SKIP.value,
+        "turn_id": pending.turn_id,
+        "job_id": None if fire is None else fire.job.id,
+        "automation_run_id": None if fire is None else fire.run_id,
+    }
+    return Entry(Role.SYSTEM, text, meta)
