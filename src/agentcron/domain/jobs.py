@@ -140,12 +140,20 @@ class Job:
     call_type: RecallCallType | None = None  # a recall's, as the agent asked for it
     internal_comment: str | None = None  # a recall's note, whole
     finished_at: datetime | None = None  # when its last fire ended with no fire left (done)
+    # its trigger's secret (`whsec_...`, domain/triggers.py): events posted to its trigger URL
+    # signed with it fire it; None = no trigger. Never in a repr nor a view.
+    trigger_secret: str | None = field(default=None, repr=False)
 
     @property
     def status(self) -> JobStatus:
         if self.finished_at is not None:
             return JobStatus.DONE
         return JobStatus.ACTIVE if self.enabled else JobStatus.PAUSED
+
+    @property
+    def trigger(self) -> bool:
+        """Its trigger is on: an event posted to its trigger URL fires it."""
+        return self.trigger_secret is not None
 
     @property
     def bound(self) -> bool:

@@ -300,6 +300,7 @@ def _job_of(
         call_type=recall_call_type(m["call_type"]),
         internal_comment=m["internal_comment"],
         finished_at=m["finished_at"],
+        trigger_secret=m.get("trigger_secret"),
     )
 
 
@@ -335,6 +336,8 @@ def _run(row: Row[Any] | Mapping[str, Any]) -> Run:
         delivery=m["delivery"],
         tool_calls=m["tool_calls"],
         manual=bool(m["manual"]),
+        event_id=m.get("event_id"),
+        event=m.get("event"),
     )
 
 

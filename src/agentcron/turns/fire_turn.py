@@ -36,7 +36,14 @@ def fire_turn(fire: ClaimedFire, turn_id: str) -> FireTurn:
     job = fire.job
     source = fire_source(job)
     recall = source is TurnSource.RECALL
-    template = get_prompt("cron.recall" if recall else "cron.agent_turn.reminder")
+    event = fire.event_id is not None and not recall
+    template = get_prompt(
+        "cron.recall"
+        if recall
+        else "cron.agent_turn.event"
+        if event
+        else "cron.agent_turn.reminder"
+    )
     tz = fire.session_tz
     variables: dict[str, Any] = {
         "job_id": job.id,
@@ -46,6 +53,9 @@ def fire_turn(fire: ClaimedFire, turn_id: str) -> FireTurn:
         "fire_at_local": fire.fire_at.astimezone(ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M"),
         "tz": tz,
     }
+    if event:
+        variables["event_id"] = fire.event_id
+        variables["event"] = fire.event or "null"
     prompt = template.render(variables)
     ref = template.ref
     content, meta = trigger_entry(
@@ -59,12 +69,15 @@ def fire_turn(fire: ClaimedFire, turn_id: str) -> FireTurn:
     meta["turn_id"] = turn_id
     if fire.manual:
         meta["manual"] = True  # a person's "run now": the transcript can say so
+    if fire.event_id is not None:
+        meta["event_id"] = fire.event_id  # an event fired it
     return FireTurn(
         source=source,
         entry=Entry(Role.USER, content, meta),
         prompt=prompt,
         prompt_ref=ref,
-        prompt_vars=variables,
+        # The run keeps the event itself (`runs.event`), not a second copy.
+        prompt_vars={k: v for k, v in variables.items() if k != "event"},
         trigger=fire_trigger(fire),
         system_context=job.message if recall else None,
     )
