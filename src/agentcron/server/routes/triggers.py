@@ -58,9 +58,10 @@ _SIGNED = {
 @event_router.post(
     "/hooks/jobs/{job_id}",
     status_code=status.HTTP_202_ACCEPTED,
+    response_model=EventOut,
     responses={
         200: {"model": EventOut, "description": "a repeated event id: the first run, no new one"},
-        **answers(400, 401, 404, 409, 413),
+        **answers(400, 401, 404, 409, 413, 422),
     },
     openapi_extra={
         "parameters": [
