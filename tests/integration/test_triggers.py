@@ -19,11 +19,15 @@ from standardwebhooks import Webhook
 from agentcron.agent.runner import Trigger
 from agentcron.app import AgentCron
 from agentcron.domain.states import RunState
-from agentcron.domain.triggers import EventRequestError, TriggerNotFoundError
+from agentcron.domain.triggers import (
+    EventRequestError,
+    TriggerNotFoundError,
+    TriggerSignatureError,
+)
 from agentcron.limits import MAX_EVENT_BYTES
 from agentcron.runtime.clock import SystemClock
 from agentcron.server import create_app
-from agentcron.testing import wait_settled
+from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, CronFactory, Recorder
 
 TOKEN = "test-token"
@@ -302,3 +306,27 @@ async def test_seen_ids_are_pruned_after_they_are_kept(cron: AgentCron) -> None:
         await cron.triggers.deliver("01NOSUCHJOB", signed(secret, "p2", body), body)
     with pytest.raises(EventRequestError):
         await cron.triggers.deliver(job.id, {}, body)
+
+
+async def test_the_timestamp_is_held_against_the_injected_clock(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    """A fake clock's events verify at its time (the library does not read the system clock
+    again); the system clock's time is as far off as it is from the fake one.
+    """
+    cron = await make_cron()  # the fake clock
+    await cron.sessions.create(KEY)
+    job = await cron.jobs.create(name="j", when="in 2 days", message="m", session_key=KEY)
+    secret = (await cron.triggers.enable(job.id)).secret
+    body = b"{}"
+    taken = await cron.triggers.deliver(job.id, signed(secret, "c1", body, clock.now()), body)
+    assert not taken.duplicate
+    assert abs(datetime.now(UTC) - clock.now()) > timedelta(minutes=10)
+    with pytest.raises(EventRequestError, match="too"):
+        await cron.triggers.deliver(job.id, signed(secret, "c2", body), body)
+    with pytest.raises(TriggerSignatureError):  # the signature still counts
+        await cron.triggers.deliver(
+            job.id, signed("whsec_" + "C" * 44, "c3", body, clock.now()), body
+        )
+    await wait_settled(cron.engine)
+    assert (await cron.runs.get(taken.run_id)).state is RunState.SUCCEEDED

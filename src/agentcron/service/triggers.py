@@ -9,6 +9,7 @@ import base64
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 from agentcron.domain.events import JobAction
@@ -18,6 +19,7 @@ from agentcron.domain.triggers import (
     SECRET_BYTES,
     SECRET_PREFIX,
     EventAccepted,
+    EventHeaders,
     TriggerKey,
     TriggerNotFoundError,
     TriggerSignatureError,
@@ -121,7 +123,7 @@ class Triggers:
             raise TriggerNotFoundError(job_id)
         now = self._clock.now()
         checked = check_headers(headers, now)
-        _verify(secret, body, checked.headers)
+        _verify(secret, body, checked)
         text = event_text(body)
         if not job.enabled:
             raise TriggerStateError(f"job {job_id!r} is paused: its events run nothing")
@@ -161,14 +163,23 @@ class Triggers:
             return updated
 
 
-def _verify(secret: str, body: bytes, headers: dict[str, str]) -> None:
+def _verify(secret: str, body: bytes, checked: EventHeaders) -> None:
     """The Standard Webhooks signature, by the `standardwebhooks` library (imported here: it
-    is loaded when first used). Any failure is one TriggerSignatureError.
+    is loaded when first used). Its timestamp is the one `check_headers` already held against
+    the injected clock, so the library does not read the system clock a second time (a fake
+    clock's events verify too). Any failure is one TriggerSignatureError.
     """
     from standardwebhooks import Webhook
     from standardwebhooks.webhooks import WebhookVerificationError
 
+    class _Checked(Webhook):
+        # The library's own timestamp check (`Webhook.__verify_timestamp`, name-mangled)
+        # answers the timestamp checked before. Were it renamed, the library's check against
+        # the system clock would apply again: stricter, never looser.
+        def _Webhook__verify_timestamp(self, timestamp_header: str) -> datetime:
+            return checked.timestamp
+
     try:
-        Webhook(secret).verify(body, headers, json_parse=False)
+        _Checked(secret).verify(body, checked.headers, json_parse=False)
     except (WebhookVerificationError, ValueError):  # ValueError: a malformed signature
         raise TriggerSignatureError() from None

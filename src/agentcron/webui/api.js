@@ -34,6 +34,8 @@ export const path = {
   approval: (id) => `/api/approvals/${encodeURIComponent(id)}`,
   jobs: () => "/api/jobs",
   job: (id) => `/api/jobs/${encodeURIComponent(id)}`,
+  /** A job's trigger: POST turns it on, DELETE off; `rotate` makes a new secret. */
+  jobTrigger: (id, rotate = false) => `/api/jobs/${encodeURIComponent(id)}/trigger` + (rotate ? "/rotate" : ""),
   jobRuns: (id, limit, cursor = null) =>
     `/api/jobs/${encodeURIComponent(id)}/runs?limit=${limit}` +
     (cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""),
