@@ -90,9 +90,19 @@ from agentcron.domain.jobs import (
 )
 from agentcron.domain.notify import SILENT_SENTINEL, Notify
 from agentcron.domain.policy import Allow, Change, JobProposal, PolicyAction, PolicyRequest, Refuse
-from agentcron.domain.runs import Run
+from agentcron.domain.runs import Run, RunTrigger
 from agentcron.domain.sessions import Message, Role, Session, Turn, TurnSource
 from agentcron.domain.states import RunState, TurnState
+from agentcron.domain.triggers import (
+    EventAccepted,
+    EventRequestError,
+    EventTooLargeError,
+    TriggerError,
+    TriggerKey,
+    TriggerNotFoundError,
+    TriggerSignatureError,
+    TriggerStateError,
+)
 from agentcron.errors import AgentcronError, InvalidInputError
 from agentcron.runtime.clock import Clock, SystemClock
 from agentcron.schedule.errors import (
@@ -338,6 +348,7 @@ __all__ += [
     "Decision",
     "Delivery",
     "DeliveryState",
+    "EventAccepted",
     "Job",
     "JobKind",
     "JobPolicy",
@@ -358,7 +369,9 @@ __all__ += [
     "Role",
     "Run",
     "RunState",
+    "RunTrigger",
     "Session",
+    "TriggerKey",
     "Turn",
     "TurnSource",
     "TurnState",
@@ -403,6 +416,8 @@ __all__ += [
     "ConflictError",
     "DeliveryAttemptError",
     "DeliveryNotFoundError",
+    "EventRequestError",
+    "EventTooLargeError",
     "FireRequestError",
     "FireTokenError",
     "InvalidCronError",
@@ -420,6 +435,10 @@ __all__ += [
     "StoreError",
     "StoreUnavailableError",
     "ToolConfigError",
+    "TriggerError",
+    "TriggerNotFoundError",
+    "TriggerSignatureError",
+    "TriggerStateError",
     "TurnNotFoundError",
     "VerifierNotReadyError",
     "VersionConflictError",

@@ -48,6 +48,7 @@ from agentcron.service.jobs import KEEP, Jobs, Keep
 from agentcron.service.runs import Runs
 from agentcron.service.sessions import Sessions
 from agentcron.service.system_jobs import SystemJobs
+from agentcron.service.triggers import Triggers
 from agentcron.store.errors import SessionNotFoundError, TurnNotFoundError
 from agentcron.store.signals import SignalHub, Topic
 from agentcron.store.sql import SqlStore
@@ -345,6 +346,9 @@ class AgentCron:
         )
         self.system = SystemJobs(self.jobs, self.engine.system_handlers, self.clock)
         self.deliveries = Deliveries(store.deliveries, self.clock, self.publish)
+        self.triggers = Triggers(
+            store, store, self.clock, adopt=self.engine.adopt_soon, publish=self.publish_job
+        )
         # Changes other processes make on the database, acted on here at once.
         self._hear(store.signals)
 

@@ -18,6 +18,8 @@ __all__ = [
     "MAX_ATTACHMENT_BYTES",
     "MAX_ATTACHMENT_URL_CHARS",
     "MAX_BODY_BYTES",
+    "MAX_EVENT_BYTES",
+    "MAX_EVENT_ID_CHARS",
     "MAX_MESSAGE_CHARS",
     "MAX_META_BYTES",
     "MAX_NAME_CHARS",
@@ -48,6 +50,8 @@ MAX_ATTACHMENTS = 4  # files carried with one message (in or out)
 MAX_ATTACHMENT_BYTES = 512 * 1024
 MAX_ATTACHMENT_URL_CHARS = 2048
 MAX_RUNNER_URL_CHARS = 2048  # a session's or a job's own runner URL
+MAX_EVENT_BYTES = 64 * 1024  # an event posted to a job's trigger (its JSON body, 413 past it)
+MAX_EVENT_ID_CHARS = 200  # an event's `webhook-id` (printable ASCII)
 
 
 def check_text(text: str, what: str = "text") -> str:

@@ -34,9 +34,10 @@ from agentcron.domain.jobs import (
     RecallState,
 )
 from agentcron.domain.notify import Notify
-from agentcron.domain.runs import Run
+from agentcron.domain.runs import Run, RunTrigger
 from agentcron.domain.sessions import Message, Role, Turn, TurnSource
 from agentcron.domain.states import RunState, TurnState
+from agentcron.domain.triggers import EventAccepted, TriggerKey
 from agentcron.schedule import Spec, describe
 from agentcron.service.jobs import JobDetail, JobState
 from agentcron.service.paging import Page
@@ -175,6 +176,7 @@ def _job_shown(job: Job, active_run: Run | None) -> Dict:
             if since is not None
         ],
         "legacy": job.has_target_fields,  # wire key keeps its old name
+        "trigger": job.trigger,
         "active_run": None
         if active_run is None
         else {"id": active_run.id, "state": active_run.state},
@@ -214,6 +216,10 @@ class JobOut(View):
     )
     internal_comment: str | None = Field(description="a recall's note, whole (the name is cut)")
     legacy: bool = Field(description="a delivery job with target fields (runs isolated)")
+    trigger: bool = Field(
+        description="its trigger is on: a signed event posted to /hooks/jobs/{id} runs it "
+        "(the secret is shown only when made: enable, rotate)"
+    )
     version: int
     created_at: datetime
     updated_at: datetime
@@ -282,6 +288,10 @@ class RunOut(View):
         description="the agent's moves of a job's next fire during this run's turn: "
         "{job_id, from, to, reason, at, run_id} (null: none)",
     )
+    trigger: RunTrigger = Field(
+        description='what fired it: its schedule, a person\'s "run now" (manual), an event'
+    )
+    event_id: str | None = Field(description="the event's webhook-id (an event's run)")
 
 
 class RunFullOut(RunOut):
@@ -289,9 +299,50 @@ class RunFullOut(RunOut):
 
     prompt: str | None
     prompt_vars: Dict | None
+    event: str | None = Field(description="the event's JSON body, as posted (an event's run)")
     error_details: Dict | None
     owner: str | None
     lease_expires_at: datetime | None
+
+
+class TriggerOut(View):
+    """A job's trigger: whether it is on, where events are posted; its secret only when it was
+    just made (enable, rotate), never again.
+    """
+
+    job_id: str
+    enabled: bool
+    path: str = Field(description="where events are posted (POST, outside the API token)")
+    url: str | None = Field(description="the path on this server's address, when known")
+    secret: str | None = Field(
+        description="the Standard Webhooks secret (whsec_...) events are signed with: shown "
+        "once, keep it (null: not shown here)"
+    )
+
+    @classmethod
+    def of_key(cls, key: TriggerKey, base_url: str | None) -> TriggerOut:
+        return TriggerOut(
+            job_id=key.job_id,
+            enabled=True,
+            path=key.path,
+            url=None if base_url is None else base_url.rstrip("/") + key.path,
+            secret=key.secret,
+        )
+
+
+class EventOut(View):
+    """An event a trigger took: the run it fired, or (a repeated id) the first delivery's."""
+
+    job_id: str
+    event_id: str
+    run_id: str
+    duplicate: bool = Field(description="this id was delivered before: nothing more fired")
+    state: RunState | None = Field(description="the run's state now (null: no longer kept)")
+
+    @classmethod
+    def of_event(cls, accepted: EventAccepted) -> EventOut:
+        run = accepted.run
+        return EventOut.of(accepted, state=None if run is None else run.state)
 
 
 class UsageOut(View):

@@ -57,6 +57,8 @@ class Trigger:
     message: str
     fire_at: datetime
     scheduled_by: str = "agentcron"
+    event_id: str | None = None  # an event posted to the job's trigger fired it
+    event: str | None = None  # that event's JSON body
 
 
 def fire_source(job: Job) -> TurnSource:
@@ -77,6 +79,8 @@ def fire_trigger(fire: ClaimedFire) -> Trigger:
         session_key=job.session_key,
         message=job.message,
         fire_at=fire.fire_at,
+        event_id=fire.event_id,
+        event=fire.event,
     )
 
 

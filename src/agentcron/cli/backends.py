@@ -27,6 +27,7 @@ from agentcron.domain.approvals import Decision
 from agentcron.domain.deliveries import DeliveryState
 from agentcron.domain.jobs import JobKind
 from agentcron.domain.states import RunState
+from agentcron.domain.triggers import trigger_path
 from agentcron.errors import AgentcronError
 from agentcron.limits import NameText
 from agentcron.service.job_requests import GrantCreate, JobCreate, JobPatch, JobRenew
@@ -144,6 +145,7 @@ class Backend(Protocol):
     async def job_action(self, job_id: str, action: str) -> dict[str, Any]: ...
     async def run_job(self, job_id: str) -> dict[str, Any]: ...
     async def renew_job(self, job_id: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    async def job_trigger(self, job_id: str, action: str) -> dict[str, Any]: ...
     async def list_runs(self, query: RunQuery) -> dict[str, Any]: ...
     async def usage(self, query: UsageQuery) -> dict[str, Any]: ...
     async def get_run(self, run_id: str) -> dict[str, Any]: ...
@@ -260,6 +262,14 @@ class ApiBackend:
 
     async def renew_job(self, job_id: str, body: dict[str, Any]) -> dict[str, Any]:
         return await self._call("POST", _path("/api/jobs", job_id, "renew"), json=body)
+
+    async def job_trigger(self, job_id: str, action: str) -> dict[str, Any]:
+        # enable | rotate | disable
+        if action == "disable":
+            return await self._call("DELETE", _path("/api/jobs", job_id, "trigger"))
+        if action == "rotate":
+            return await self._call("POST", _path("/api/jobs", job_id, "trigger", "rotate"))
+        return await self._call("POST", _path("/api/jobs", job_id, "trigger"))
 
     async def list_runs(self, query: RunQuery) -> dict[str, Any]:
         return await self._call("GET", "/api/runs", params=query.params())
@@ -496,6 +506,19 @@ class DbBackend:
         # Written and announced: the engine of a server on this database adopts it.
         run = await self._call(lambda: self._cron.runs.run_now(job_id))
         return views.RunOut.of(run).json_dict()
+
+    async def job_trigger(self, job_id: str, action: str) -> dict[str, Any]:
+        # No server here: the path events are posted to, not a URL.
+        triggers = self._cron.triggers
+        if action == "disable":
+            job = await self._call(lambda: triggers.disable(job_id))
+            path = trigger_path(job.id)
+            return views.TriggerOut(
+                job_id=job.id, enabled=False, path=path, url=None, secret=None
+            ).json_dict()
+        change = triggers.rotate if action == "rotate" else triggers.enable
+        key = await self._call(lambda: change(job_id))
+        return views.TriggerOut.of_key(key, None).json_dict()
 
     async def list_runs(self, query: RunQuery) -> dict[str, Any]:
         runs = self._cron.runs

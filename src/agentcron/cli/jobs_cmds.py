@@ -1,5 +1,5 @@
-"""`agentcron jobs`: automations — add, list, show, update, run now, pause, resume, renew, rm;
-and their standing approvals (`agentcron jobs grant list | add | revoke`).
+"""`agentcron jobs`: automations — add, list, show, update, run now, pause, resume, renew, rm,
+trigger; and their standing approvals (`agentcron jobs grant list | add | revoke`).
 """
 
 from __future__ import annotations
@@ -36,9 +36,15 @@ from agentcron.schedule import DstFold, DstGap
 from agentcron.service.paging import DEFAULT_PAGE
 
 app = typer.Typer(
-    help="Automations: add, list, show, update, run now, pause, resume, renew, rm.",
+    help="Automations: add, list, show, update, run now, pause, resume, renew, rm, trigger.",
     no_args_is_help=True,
 )
+trigger_app = typer.Typer(
+    help="An automation's trigger: a signed event posted to its URL runs it (see "
+    "docs/safe-triggers.md). enable and rotate show its secret once.",
+    no_args_is_help=True,
+)
+app.add_typer(trigger_app, name="trigger")
 
 DstGapOpt = Annotated[
     DstGap | None,
@@ -493,3 +499,41 @@ def grants_revoke(
         print_json(gone)
         return
     echo(f"revoked {gone['revoked']}")
+
+
+def _trigger_command(action: str, doc: str) -> None:
+    """`agentcron jobs trigger <action> ID`: enable, rotate and disable take the same options."""
+
+    def command(
+        ctx: typer.Context,
+        job_id: Annotated[str, typer.Argument(metavar="ID", help="The job's id.")],
+        db: DbOpt = None,
+        url: UrlOpt = None,
+        api: ApiOpt = None,
+        token: TokenOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        async def named(b: Backend) -> dict[str, Any]:
+            name = (await b.get_job(job_id))["name"]
+            return {"name": name, "trigger": await b.job_trigger(job_id, action)}
+
+        both = call(backend_for(ctx, db, url, api, token), named)
+        trigger = both["trigger"]
+        if as_json:
+            print_json(trigger)
+            return
+        if not trigger["enabled"]:
+            echo(f"the trigger of “{both['name']}” is off")
+            return
+        where = trigger["url"] or f"{trigger['path']} on the server's address"
+        echo(f"the trigger of “{both['name']}” is on: POST its events to {where}")
+        echo(f"secret (shown this once; keep it): {trigger['secret']}")
+
+    command.__doc__ = doc
+    command.__name__ = f"jobs_trigger_{action}"
+    trigger_app.command(action)(command)
+
+
+_trigger_command("enable", "Turn an automation's trigger on: its URL and a new secret.")
+_trigger_command("rotate", "A new secret for an automation's trigger; the old one is refused.")
+_trigger_command("disable", "Turn an automation's trigger off (its events get 404).")

@@ -278,6 +278,7 @@ def job_detail(console: Console, job: dict[str, Any]) -> None:
             ("last status", job["last_status"] or "-"),
             ("runs", str(job["run_count"])),
             ("policy", policy(job["policy"], tz)),
+            ("trigger", f"on: POST /hooks/jobs/{job['id']}" if job.get("trigger") else "off"),
             ("usage", usage(job.get("usage"), "runs")),
         ],
     )

@@ -161,11 +161,20 @@ class Job:
         r = self.rescheduled
         return r if r is not None and self.next_fire_at == r.to_at else None
 
+    # its trigger's secret (`whsec_...`, domain/triggers.py): events posted to its trigger URL
+    # signed with it fire it; None = no trigger. Never in a repr nor a view.
+    trigger_secret: str | None = field(default=None, repr=False)
+
     @property
     def status(self) -> JobStatus:
         if self.finished_at is not None:
             return JobStatus.DONE
         return JobStatus.ACTIVE if self.enabled else JobStatus.PAUSED
+
+    @property
+    def trigger(self) -> bool:
+        """Its trigger is on: an event posted to its trigger URL fires it."""
+        return self.trigger_secret is not None
 
     @property
     def bound(self) -> bool:

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from agentcron.domain.jobs import Job
 from agentcron.domain.states import RunState
+
+
+class RunTrigger(enum.StrEnum):
+    """What fired a run: its job's schedule, a person's "run now", or an event posted to the
+    job's trigger.
+    """
+
+    SCHEDULE = "schedule"
+    MANUAL = "manual"
+    EVENT = "event"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +58,15 @@ class Run:
     # the agent's moves of a job's next fire during this run's turn: {job_id, from, to,
     # reason, at, run_id} each (domain/cadence.py `Reschedule.to_data`)
     reschedules: list[dict[str, Any]] | None = None
+    # an event posted to the job's trigger fired it: the event's `webhook-id` and its JSON body
+    event_id: str | None = None
+    event: str | None = None
+
+    @property
+    def trigger(self) -> RunTrigger:
+        if self.event_id is not None:
+            return RunTrigger.EVENT
+        return RunTrigger.MANUAL if self.manual else RunTrigger.SCHEDULE
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +105,9 @@ class ClaimedFire:
 
     A session-turn fire (`job.session_turn`) comes with the turn record the claim opened for
     it (`turn_id`), `deferred` when its session already had a turn open, and the session's zone.
-    A `manual` one is a person's "run now": never late, and its end leaves the job's schedule,
-    failure count and life as they are.
+    A `manual` one is a person's "run now", one with an `event_id` an event posted to the
+    job's trigger (`event`: its JSON body): either is never late, and its end leaves the job's
+    schedule, failure count and life as they are (`asked`).
     """
 
     run_id: str
@@ -96,6 +117,13 @@ class ClaimedFire:
     deferred: bool = False
     session_tz: str = "UTC"
     manual: bool = False
+    event_id: str | None = None
+    event: str | None = None
+
+    @property
+    def asked(self) -> bool:
+        """Asked for (a person's "run now", an event), not the schedule's fire."""
+        return self.manual or self.event_id is not None
 
 
 class ClaimResult(NamedTuple):

@@ -47,6 +47,7 @@ from agentcron.domain.jobs import Job, JobKind
 from agentcron.domain.runs import ClaimedFire
 from agentcron.domain.sessions import Entry, Role
 from agentcron.domain.states import STOPPED_MID_TURN, RunState
+from agentcron.domain.triggers import with_event
 from agentcron.runtime.clock import Clock
 from agentcron.runtime.execution import Execution
 from agentcron.runtime.journal import Journal
@@ -366,7 +367,7 @@ class _IsolatedRun:
         turn = TurnInput(
             turn_id=fire.run_id,
             source=fire_source(fire.job),
-            prompt=fire.job.message,
+            prompt=with_event(fire.job.message, fire.event_id, fire.event),
             history=await runs._history(fire, self.session.key) if self.remembers else (),
             now=self.now,
             trigger=self.trigger,

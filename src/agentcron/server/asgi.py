@@ -31,6 +31,7 @@ from agentcron.server.routes import (
     runner,
     runs,
     sessions,
+    triggers,
 )
 from agentcron.server.ws import Hub
 from agentcron.version import __version__
@@ -128,11 +129,14 @@ def create_app(
         deliveries.router,
         approvals.router,
         runner.schema_router,
+        triggers.router,
     )
     for router in routers:
         app.include_router(router, dependencies=guarded, responses=answers(401, 422))
     app.include_router(approvals.capability_router, dependencies=[Depends(clean_url)])
     app.include_router(hooks.router, dependencies=[Depends(clean_url)])
+    # A job's events: the signature with its own trigger secret is the auth, not a token.
+    app.include_router(triggers.event_router, dependencies=[Depends(clean_url)])
     # The runner's approval callback: the runner secret is its token, not the API's.
     app.include_router(runner.router, dependencies=[Depends(clean_url)])
     # its own token (the relay's signed JWT), 404 while managed wake is off

@@ -15,6 +15,13 @@ from agentcron.channels.manager import ChannelNotRunningError
 from agentcron.config import ConfigError
 from agentcron.domain.approvals import ApprovalError, ApprovalNotFoundError
 from agentcron.domain.grants import GrantNotFoundError
+from agentcron.domain.triggers import (
+    EventRequestError,
+    EventTooLargeError,
+    TriggerNotFoundError,
+    TriggerSignatureError,
+    TriggerStateError,
+)
 from agentcron.errors import AgentcronError, InvalidInputError
 from agentcron.schedule import ScheduleError
 from agentcron.store.errors import (
@@ -51,6 +58,11 @@ _STATUS: list[tuple[type[Exception], int, str]] = [
     (ApprovalNotFoundError, 404, "not_found"),
     (GrantNotFoundError, 404, "not_found"),
     (ApprovalError, 409, "conflict"),  # already decided, or expired
+    (TriggerNotFoundError, 404, "not_found"),  # no such job, or its trigger is off: alike
+    (TriggerSignatureError, 401, "unauthorized"),
+    (EventRequestError, 400, "invalid_request"),
+    (EventTooLargeError, 413, "too_large"),
+    (TriggerStateError, 409, "conflict"),
     (ScheduleError, 422, "invalid_schedule"),
     (ConfigError, 422, "invalid_setting"),
     (InvalidInputError, 422, "invalid_value"),
@@ -76,13 +88,14 @@ class ErrorOut(BaseModel):  # the shape of `error_body`, for the OpenAPI documen
 # What each error status means. The routes (or their routers, where the app includes them)
 # declare the statuses they can answer with `answers`; the OpenAPI document says it from there.
 _MEANING = {
-    400: "a malformed request (a Content-Length that is not a number)",
-    401: "no token, or a wrong one",
+    400: "a malformed request (a Content-Length that is not a number; an event's missing or "
+    "malformed webhook headers, a timestamp more than 5 minutes off, a body that is not JSON)",
+    401: "no token, or a wrong one (a trigger: a signature that does not verify)",
     403: "forbidden: a system job cannot be changed or removed this way, or a decision URL's "
     "token is not valid for its approval",
     404: "no such resource (or the inbound hook, or managed wake, is off)",
     409: "a conflict: the resource changed meanwhile, exists with other values, or a limit",
-    413: "the request body is over the limit (1 MiB)",
+    413: "the request body is over the limit (1 MiB; an event posted to a trigger: 64 KiB)",
     422: "an invalid request: each problem, where and what is accepted",
 }
 # A request with a body can be malformed (400) or too large (413); a change can conflict (409).

@@ -321,10 +321,21 @@ class FireLedgerMixin(FireClaimsMixin):
                         deferred=deferred,
                         session_tz=zone,
                         manual=r.manual,
+                        event_id=r.event_id,
+                        event=r.event,
                     )
                 )
             else:
-                fires.append(ClaimedFire(run_id=r.id, job=job, fire_at=r.fire_at, manual=r.manual))
+                fires.append(
+                    ClaimedFire(
+                        run_id=r.id,
+                        job=job,
+                        fire_at=r.fire_at,
+                        manual=r.manual,
+                        event_id=r.event_id,
+                        event=r.event,
+                    )
+                )
         return sorted(fires, key=lambda c: (c.fire_at, c.run_id))
 
     def _adopt_fire_turns(

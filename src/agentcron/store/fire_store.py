@@ -29,7 +29,7 @@ from agentcron.store.rows import (
     _run_values,
     job_after_claim,
 )
-from agentcron.store.schema import jobs, recall_history, runs, sessions, turns
+from agentcron.store.schema import jobs, recall_history, runs, sessions, trigger_events, turns
 from agentcron.store.session_store import session_values
 from agentcron.store.sql_base import SqlBase
 from agentcron.store.turn_store import OPEN_TURN, turn_values
@@ -295,6 +295,8 @@ class FireClaimsMixin(SqlBase):
         )
         removed += int(result.rowcount)
         conn.execute(recall_history.delete().where(recall_history.c.ended_at < now - max_age))
+        # The event ids triggers have seen, past the time they are kept.
+        conn.execute(trigger_events.delete().where(trigger_events.c.expires_at < now))
         jobs_pruned = sorted(set(job_ids))
         if not jobs_pruned:
             return removed

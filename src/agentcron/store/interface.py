@@ -390,6 +390,15 @@ class RunRecords(Protocol):
         """
         ...
 
+    async def insert_event_run(
+        self, job_id: str, event_id: str, event: str, now: datetime, keep_until: datetime
+    ) -> tuple[Run | None, str, bool]:
+        """An event posted to the job's trigger: an unclaimed run carrying it, announced for an
+        engine to adopt, unless the trigger saw `event_id` before (kept until `keep_until`):
+        (the run, its id, seen before). JobNotFoundError when there is no such job.
+        """
+        ...
+
 
 class LaneStore(RunRecords, Protocol):
     """What the lanes use: the transcripts, giving back runs at a graceful stop, and the run

@@ -334,6 +334,7 @@ def _job_of(
         failing_since=m.get("failing_since"),
         ending_warned_at=m.get("ending_warned_at"),
         rescheduled=None if not m.get("rescheduled") else Reschedule.of_data(m["rescheduled"]),
+        trigger_secret=m.get("trigger_secret"),
     )
 
 
@@ -370,6 +371,8 @@ def _run(row: Row[Any] | Mapping[str, Any]) -> Run:
         tool_calls=m["tool_calls"],
         manual=bool(m["manual"]),
         reschedules=m.get("reschedules"),
+        event_id=m.get("event_id"),
+        event=m.get("event"),
     )
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from agentcron.domain.jobs import Job
 from agentcron.domain.runs import Run, UsageRow
 from agentcron.domain.states import RunState
 from agentcron.schedule import next_fire
@@ -19,8 +20,9 @@ from agentcron.store.errors import (
     ManualRunPendingError,
     RunNotFoundError,
 )
+from agentcron.store.ids import new_id
 from agentcron.store.rows import ACTIVE, USAGE_COLUMNS, _job, _run, _run_values
-from agentcron.store.schema import jobs, runs, turns
+from agentcron.store.schema import jobs, runs, trigger_events, turns
 from agentcron.store.signals import Topic, announce
 from agentcron.store.sql_base import SqlBase
 
@@ -52,28 +54,98 @@ class RunsMixin(SqlBase):
         return await self._db.write(lambda conn: self._insert_manual_run_op(conn, job_id, now))
 
     def _insert_manual_run_op(self, conn: Connection, job_id: str, now: datetime) -> Run:
-        row = conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).first()
-        if row is None:
-            raise JobNotFoundError(job_id)
-        job = _job(row)
-        fire_at = now
-        for _ in range(_FIRE_AT_TRIES):
+        job = self._job_for_run_op(conn, job_id)
+
+        def refuse_second() -> None:
             pending = self._pending_manual_op(conn, job_id)
             if pending is not None:
                 raise ManualRunPendingError(job_id, pending)
+
+        values = self._insert_unclaimed_op(conn, job, now, {"manual": True}, refuse_second)
+        return self._get_run_op(conn, values["id"])
+
+    async def insert_event_run(
+        self, job_id: str, event_id: str, event: str, now: datetime, keep_until: datetime
+    ) -> tuple[Run | None, str, bool]:
+        """An event posted to the job's trigger: an unclaimed run of the job carrying the event,
+        announced like a manual run's, unless the job's trigger saw `event_id` before (kept
+        until `keep_until`). The seen id's insert decides, in one transaction with the run's:
+        of two deliveries of one id, in any processes, one fires. Returns (the run, its id,
+        whether the id was seen before: then the run is the first delivery's, None when no
+        longer kept, and nothing is written).
+        """
+        return await self._db.write(
+            lambda conn: self._insert_event_run_op(conn, job_id, event_id, event, now, keep_until)
+        )
+
+    def _insert_event_run_op(
+        self,
+        conn: Connection,
+        job_id: str,
+        event_id: str,
+        event: str,
+        now: datetime,
+        keep_until: datetime,
+    ) -> tuple[Run | None, str, bool]:
+        job = self._job_for_run_op(conn, job_id)
+        run_id = new_id()
+        seen = conn.execute(
+            self._insert(trigger_events)
+            .values(
+                job_id=job_id,
+                event_id=event_id,
+                run_id=run_id,
+                received_at=now,
+                expires_at=keep_until,
+            )
+            .on_conflict_do_nothing()
+            .returning(trigger_events.c.run_id)
+        ).first()
+        if seen is None:  # a delivery of this id came first (committed, or this waited on it)
+            first = conn.execute(
+                sa.select(trigger_events.c.run_id).where(
+                    trigger_events.c.job_id == job_id, trigger_events.c.event_id == event_id
+                )
+            ).scalar_one()
+            row = conn.execute(sa.select(runs).where(runs.c.id == first)).first()
+            return (None if row is None else _run(row)), first, True
+        extra = {"id": run_id, "event_id": event_id, "event": event}
+        self._insert_unclaimed_op(conn, job, now, extra, lambda: None)
+        return self._get_run_op(conn, run_id), run_id, False
+
+    def _job_for_run_op(self, conn: Connection, job_id: str) -> Job:
+        row = conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).first()
+        if row is None:
+            raise JobNotFoundError(job_id)
+        return _job(row)
+
+    def _insert_unclaimed_op(
+        self,
+        conn: Connection,
+        job: Job,
+        now: datetime,
+        extra: dict[str, Any],
+        check: Callable[[], None],
+    ) -> dict[str, Any]:
+        """An unclaimed run of `job` (`claimed`, no owner) at `now`, or a tick earlier where
+        that instant is taken or the schedule's; announced (`Topic.RUNS`). `check` runs before
+        each try (it may refuse).
+        """
+        fire_at = now
+        for _ in range(_FIRE_AT_TRIES):
+            check()
             # Never on an instant of the schedule: `(job_id, fire_at)` is unique, and a
-            # scheduled fire that lands on a manual run's instant would be lost.
+            # scheduled fire that lands on an unclaimed run's instant would be lost.
             if next_fire(job.spec, fire_at - _TICK) == fire_at:
                 fire_at -= _TICK
                 continue
-            values = _run_values(job, fire_at, RunState.CLAIMED, now, None, None)
-            values["manual"] = True
+            values = _run_values(job, fire_at, RunState.CLAIMED, now, None, None) | extra
             if conn.execute(self._insert_runs, values).first() is not None:
                 announce(conn, Topic.RUNS)
-                return self._get_run_op(conn, values["id"])
+                return values
             fire_at -= _TICK  # lost to a run at that instant, or to a manual run just begun
         raise ConflictError(
-            f"job {job_id!r}: no free instant for a manual run now (its runs hold the last "
+            f"job {job.id!r}: no free instant for a run now (its runs hold the last "
             f"{_FIRE_AT_TRIES} microseconds); try again"
         )
 

@@ -165,6 +165,8 @@ jobs = sa.Table(
     sa.Column("ending_warned_at", UTCDateTime),
     # the agent's last move of its next fire (domain/cadence.py `Reschedule`), NULL: none
     sa.Column("rescheduled", JSONValue),
+    # its trigger's Standard Webhooks secret (`whsec_...`); NULL: no trigger (migration 0029)
+    sa.Column("trigger_secret", sa.Text),
 )
 # Only armed jobs are in the due index: paused / finished jobs have next_run_at NULL.
 sa.Index("ix_jobs_next_run_at", jobs.c.next_run_at)
@@ -228,8 +230,11 @@ runs = sa.Table(
     sa.Column("tool_calls", JSONValue),
     # a person's "run now", not the schedule (migration 0019)
     sa.Column("manual", sa.Boolean, nullable=False, server_default=sa.false()),
-    # the agent's moves of a job's next fire during this run's turn (migration 0025)
+    # the agent's moves of a job's next fire during this run's turn (migration 0027)
     sa.Column("reschedules", JSONValue),
+    # an event posted to the job's trigger: its webhook-id and JSON body (migration 0029)
+    sa.Column("event_id", sa.Text),
+    sa.Column("event", sa.Text),
     sa.UniqueConstraint("job_id", "fire_at", name="uq_runs_job_fire"),
 )
 # The runs in some states (recovery, leases) and, for the prune by age, the terminal ones that
@@ -251,6 +256,19 @@ sa.Index(
     sqlite_where=_MANUAL_PENDING,
     postgresql_where=_MANUAL_PENDING,
 )
+
+# The event ids a job's trigger has seen (migration 0029): the primary key is the authority
+# that an id fires once, in any process; kept until `expires_at` (pruned with the runs).
+trigger_events = sa.Table(
+    "trigger_events",
+    metadata,
+    sa.Column("job_id", sa.String(32), primary_key=True),
+    sa.Column("event_id", sa.Text, primary_key=True),
+    sa.Column("run_id", sa.String(32), nullable=False),
+    sa.Column("received_at", UTCDateTime, nullable=False),
+    sa.Column("expires_at", UTCDateTime, nullable=False),
+)
+sa.Index("ix_trigger_events_expires", trigger_events.c.expires_at)
 
 sessions = sa.Table(
     "sessions",

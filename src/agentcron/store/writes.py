@@ -53,7 +53,7 @@ class JobOutcome:
     finished_at: datetime
     error: str | None = None
     delete_after_run: bool = False  # from the claim's snapshot: may need the finisher
-    manual: bool = False  # a person's "run now": the finisher leaves the schedule as it is
+    manual: bool = False  # a "run now" or an event: the finisher leaves the schedule as it is
 
     @property
     def simple(self) -> bool:
@@ -105,7 +105,7 @@ def fire_end(
         at,
         error=error,
         delete_after_run=fire.job.policy.delete_after_run,
-        manual=fire.manual,
+        manual=fire.asked,
     )
     return run, job
 

@@ -38,8 +38,11 @@ def fire_turn(fire: ClaimedFire, turn_id: str, gate: GateResult | None = None) -
     job = fire.job
     source = fire_source(job)
     recall = source is TurnSource.RECALL
+    event = fire.event_id is not None and not recall
     if recall:
         name = "cron.recall"
+    elif event:
+        name = "cron.agent_turn.event"
     else:
         name = "cron.agent_turn.reminder" if gate is None else "cron.agent_turn.gated"
     template = get_prompt(name)
@@ -54,6 +57,9 @@ def fire_turn(fire: ClaimedFire, turn_id: str, gate: GateResult | None = None) -
     }
     if gate is not None:
         variables["gate_output"] = gate.output
+    if event:
+        variables["event_id"] = fire.event_id
+        variables["event"] = fire.event or "null"
     prompt = template.render(variables)
     ref = template.ref
     content, meta = trigger_entry(
@@ -67,12 +73,15 @@ def fire_turn(fire: ClaimedFire, turn_id: str, gate: GateResult | None = None) -
     meta["turn_id"] = turn_id
     if fire.manual:
         meta["manual"] = True  # a person's "run now": the transcript can say so
+    if fire.event_id is not None:
+        meta["event_id"] = fire.event_id  # an event fired it
     return FireTurn(
         source=source,
         entry=Entry(Role.USER, content, meta),
         prompt=prompt,
         prompt_ref=ref,
-        prompt_vars=variables,
+        # The run keeps the event itself (`runs.event`), not a second copy.
+        prompt_vars={k: v for k, v in variables.items() if k != "event"},
         trigger=fire_trigger(fire),
         system_context=job.message if recall else None,
     )

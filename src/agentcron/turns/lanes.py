@@ -633,10 +633,11 @@ class Lanes:
 
     def _late(self, fire: ClaimedFire) -> bool:
         """A fire that waited past the grace period, of a job that skips late fires (a
-        person's manual run is never late: it was asked for to run, whenever it can).
+        person's manual run or an event's run is never late: it was asked for to run,
+        whenever it can).
         """
         waited = self.clock.now() - fire.fire_at
-        skips = fire.job.policy.catchup is Catchup.SKIP and not fire.manual
+        skips = fire.job.policy.catchup is Catchup.SKIP and not fire.asked
         return skips and waited > self.settings.misfire_grace
 
     @property

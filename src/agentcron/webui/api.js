@@ -36,6 +36,8 @@ export const path = {
   job: (id) => `/api/jobs/${encodeURIComponent(id)}`,
   grants: (id) => `/api/jobs/${encodeURIComponent(id)}/grants`,
   grant: (id, grantId) => `/api/jobs/${encodeURIComponent(id)}/grants/${encodeURIComponent(grantId)}`,
+  /** A job's trigger: POST turns it on, DELETE off; `rotate` makes a new secret. */
+  jobTrigger: (id, rotate = false) => `/api/jobs/${encodeURIComponent(id)}/trigger` + (rotate ? "/rotate" : ""),
   jobRuns: (id, limit, cursor = null) =>
     `/api/jobs/${encodeURIComponent(id)}/runs?limit=${limit}` +
     (cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""),

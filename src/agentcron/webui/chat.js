@@ -355,7 +355,7 @@ export class ChatView {
       head = h(
         "div",
         { class: "msg-head" },
-        h("span", { class: "badge clock-badge" }, clockIcon(), (message.meta || {}).manual ? "Run now" : who === "Recall" ? "Recall" : "Scheduled"),
+        h("span", { class: "badge clock-badge" }, clockIcon(), (message.meta || {}).manual ? "Run now" : (message.meta || {}).event_id ? "Event" : who === "Recall" ? "Recall" : "Scheduled"),
         h("span", { class: "trigger-title" }, first),
         when,
       );

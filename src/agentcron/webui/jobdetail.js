@@ -6,6 +6,8 @@
 // A fire waiting for a person (`waiting_approval`) shows as a badge with Approve / Deny
 // (`POST /api/approvals/{id}`); the job's standing approvals are listed, added and revoked
 // (`GET / POST /api/jobs/{id}/grants`, `DELETE .../grants/{grant id}`).
+// Its trigger: on or off, enable / rotate / disable (`/api/jobs/{id}/trigger`); a secret made
+// here is shown until the dialog closes, never again.
 
 import { ApiError, path } from "./api.js";
 import { costByDay, costChart, money, runDuration, runsChart, usageByDay } from "./chart.js";
@@ -194,6 +196,7 @@ export class JobDetail {
 
   async open(jobId) {
     this.jobId = jobId;
+    this.secret = null; // {jobId, secret, url}: the trigger secret just made, shown once
     this.job = null;
     this.runs = [];
     this.cursor = null;
@@ -502,6 +505,7 @@ export class JobDetail {
       h("dd", {}, h("ul", { class: "policy" }, policyLines(job, zone).map((line) => h("li", {}, line)))),
       h("dt", {}, "Usage"),
       h("dd", { class: "job-usage" }, usageText(job.usage)),
+      ...(job.kind === "agent_turn" ? [h("dt", {}, "Trigger"), this.triggerCell(job)] : []),
     );
     const charts = h(
       "section",
@@ -566,6 +570,46 @@ export class JobDetail {
     );
   }
 
+  /** Whether events can run it, the buttons that change that, and a secret just made. */
+  triggerCell(job) {
+    const on = Boolean(job.trigger);
+    const button = (label, action) =>
+      h("button", { type: "button", class: "small", onclick: (event) => this.changeTrigger(action, event.currentTarget) }, label);
+    const shown = this.secret && this.secret.jobId === job.id ? this.secret : null;
+    return h(
+      "dd",
+      { class: "job-trigger" },
+      h(
+        "p",
+        { class: "trigger-state" },
+        on ? `On: signed events posted to ${shown?.url || `/hooks/jobs/${job.id}`} run it.` : "Off: only its schedule runs it.",
+      ),
+      on ? [button("Rotate secret", "rotate"), " ", button("Disable trigger", "disable")] : button("Enable trigger", "enable"),
+      shown && on
+        ? h(
+            "p",
+            { class: "trigger-secret", role: "status" },
+            "Secret (shown this once; copy it now): ",
+            h("code", {}, shown.secret),
+          )
+        : null,
+    );
+  }
+
+  async changeTrigger(action, button) {
+    button.disabled = true;
+    const job = this.job;
+    try {
+      const method = action === "disable" ? "DELETE" : "POST";
+      const answer = await this.api(method, path.jobTrigger(job.id, action === "rotate"));
+      this.secret = answer.secret ? { jobId: job.id, secret: answer.secret, url: answer.url } : null;
+      await this.load();
+    } catch (error) {
+      button.disabled = false;
+      showError(this.error, `Could not change the trigger of “${job.name}”: ${error.message}`);
+    }
+  }
+
   row(run, zone) {
     const error = run.error ? String(run.error) : "";
     const calls = run.tool_calls || [];
@@ -573,7 +617,7 @@ export class JobDetail {
     return h(
       "tr",
       { class: `run state-${run.state}`, dataset: { id: run.id }, "aria-label": `Run of ${zonedTime(run.fire_at, zone)}` },
-      h("td", { class: "fire", "data-label": "Fire time" }, cellTime(run.fire_at, zone), run.manual ? h("span", { class: "badge manual" }, "run now") : null,
+      h("td", { class: "fire", "data-label": "Fire time" }, cellTime(run.fire_at, zone), run.manual ? h("span", { class: "badge manual" }, "run now") : null, run.trigger === "event" ? h("span", { class: "badge manual" }, "event") : null,
         (run.reschedules || []).map((m) =>
           h("span", { class: "badge moved", title: m.reason }, `moved a next run to ${zonedTime(m.to, zone)}: ${m.reason}`),
         ),

@@ -17,5 +17,5 @@ def test_serve_help_keeps_the_tools_table_in_its_text() -> None:
 
 def test_jobs_help_names_the_commands_as_typed() -> None:
     shown = CliRunner().invoke(main, ["jobs", "-h"], env={"COLUMNS": "240"})
-    assert "add, list, show, update, run now, pause, resume, renew, rm." in shown.output
+    assert "add, list, show, update, run now, pause, resume, renew, rm, trigger." in shown.output
     assert "resume, remove" not in shown.output
