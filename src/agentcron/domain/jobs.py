@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from agentcron.domain.budgets import Budget, ContextMode, Spend
 from agentcron.domain.notify import Notify
 from agentcron.domain.states import RunState
 from agentcron.schedule import AtSpec, CronSpec, DaysSpec, EverySpec
@@ -76,6 +77,7 @@ class JobPolicy:
     delete_after_run: bool = False
     jitter: bool = False
     notify: Notify = Notify.ALWAYS  # when its outcomes are delivered (domain/notify.py)
+    budget: Budget | None = None  # its caps of tokens and money (domain/budgets.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +95,10 @@ class NewJob:
     enabled: bool = True
     model: str | None = None  # the model its turns run on; None = the runner's default
     runner_url: str | None = None  # its fires' own runner URL; None = the session's or default
+    # what history its turns get, its own history budget in tokens, the tools they may use
+    context: ContextMode = ContextMode.CONTINUE
+    history_tokens: int | None = None
+    tools: tuple[str, ...] | None = None  # None: every tool
     # recalls the agent scheduled: its call type and its whole note (the name is cut to 80)
     call_type: RecallCallType | None = None
     internal_comment: str | None = None
@@ -140,6 +146,10 @@ class Job:
     call_type: RecallCallType | None = None  # a recall's, as the agent asked for it
     internal_comment: str | None = None  # a recall's note, whole
     finished_at: datetime | None = None  # when its last fire ended with no fire left (done)
+    context: ContextMode = ContextMode.CONTINUE  # what history its turns get
+    history_tokens: int | None = None  # its turns' history budget (None: the runner's)
+    tools: tuple[str, ...] | None = None  # the tools its turns may use (None: every tool)
+    spend: Spend | None = None  # a budgeted job's running figures (domain/budgets.py)
 
     @property
     def status(self) -> JobStatus:

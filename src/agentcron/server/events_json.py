@@ -40,6 +40,7 @@ from agentcron.domain.events import (
     DeliverySucceeded,
     Event,
     FireStarted,
+    JobBudgetReached,
     JobEvent,
     MessagePosted,
     RunnerEvent,
@@ -132,6 +133,8 @@ def event_json(event: Event) -> dict[str, Any]:
             }
         case FireStarted():
             body = {"job_id": event.job_id, "run_id": event.run_id, "lateness_s": event.lateness_s}
+        case JobBudgetReached():
+            body = {"job_id": event.job_id, "run_id": event.run_id, "reason": event.reason}
         case _:
             raise TypeError(f"no JSON form for {type(event).__name__}")
     return {"type": event.type, "session_key": event.session_key, **body}

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Row, RowMapping
 
 from agentcron.domain.approvals import Approval, ApprovalState
+from agentcron.domain.budgets import Budget, ContextMode, Spend
 from agentcron.domain.jobs import (
     AnySpec,
     Catchup,
@@ -59,6 +60,7 @@ FINISH_COLUMNS = (
     "lease_owner",
     "lease_expires_at",
     "finished_at",
+    "spend",
 )
 
 _RUN_FIELDS = (
@@ -185,6 +187,10 @@ def _job_values(armed: ArmedJob, now: datetime) -> dict[str, Any]:
         "channel_meta": new.channel_meta,
         "model": new.model,
         "runner_url": new.runner_url,
+        "context": new.context.value,
+        "history_tokens": new.history_tokens,
+        "tools": None if new.tools is None else list(new.tools),
+        "spend": None,
         "call_type": None if new.call_type is None else new.call_type.value,
         "internal_comment": new.internal_comment,
         "finished_at": None,
@@ -202,6 +208,7 @@ def _policy_values(policy: JobPolicy) -> dict[str, Any]:
         "delete_after_run": policy.delete_after_run,
         "jitter": policy.jitter,
         "notify": policy.notify.value,
+        "budget": None if policy.budget is None else policy.budget.as_dict(),
     }
 
 
@@ -238,6 +245,7 @@ def _job(row: Row[Any] | Mapping[str, Any]) -> Job:
             delete_after_run=bool(m["delete_after_run"]),
             jitter=bool(m["jitter"]),
             notify=Notify(m["notify"]),
+            budget=Budget.of(m["budget"]),
         ),
         last_status=RunState(m["last_status"]) if m["last_status"] else None,
     )
@@ -300,6 +308,10 @@ def _job_of(
         call_type=recall_call_type(m["call_type"]),
         internal_comment=m["internal_comment"],
         finished_at=m["finished_at"],
+        context=ContextMode(m.get("context") or ContextMode.CONTINUE),
+        history_tokens=m.get("history_tokens"),
+        tools=None if (tools := m.get("tools")) is None else tuple(tools),
+        spend=Spend.of(m.get("spend")),
     )
 
 
@@ -453,8 +465,8 @@ def job_after_claim(
     """The job as advanced by a claim: next fire, remaining runs, lease, version."""
     ran = len(plan.run)
     status = job.last_status
-    if not ran and (plan.missed or plan.skipped):
-        status = RunState.SKIPPED if plan.skipped else RunState.MISSED
+    if not ran and (plan.missed or plan.skipped or plan.over_budget):
+        status = RunState.SKIPPED if plan.skipped or plan.over_budget else RunState.MISSED
     return job_with(
         job,
         {

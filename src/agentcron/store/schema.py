@@ -125,6 +125,15 @@ jobs = sa.Table(
     sa.Column("jitter", sa.Boolean, nullable=False, server_default=sa.false()),
     # when its outcomes are delivered (domain/notify.py): always | changes | never-empty
     sa.Column("notify", sa.String(16), nullable=False, server_default="always"),
+    # its caps of tokens and money, and (only with caps) its running figures
+    # (domain/budgets.py: Budget, Spend)
+    sa.Column("budget", JSONValue),
+    sa.Column("spend", JSONValue),
+    # what history its turns get (continue | summary | fresh), their history budget in
+    # tokens (None: the runner's), the tools they may use (None: every tool)
+    sa.Column("context", sa.String(16), nullable=False, server_default="continue"),
+    sa.Column("history_tokens", sa.Integer),
+    sa.Column("tools", JSONValue),
     # schedule state
     sa.Column("next_fire_at", UTCDateTime),
     sa.Column("next_run_at", UTCDateTime),
