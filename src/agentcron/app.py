@@ -300,6 +300,7 @@ class AgentCron:
             max_jobs=lambda: self.settings.max_jobs,
             retention=lambda: self.settings.retention_age,
             min_interval=lambda: self.settings.min_interval,
+            tool_names=self.tool_names,
         )
         self.engine.reapers.append(self.jobs.sweep_finished)
         self.sessions = Sessions(
@@ -319,6 +320,20 @@ class AgentCron:
         self.deliveries = Deliveries(store.deliveries, self.clock, self.publish)
         # Changes other processes make on the database, acted on here at once.
         self._hear(store.signals)
+
+    def tool_names(self) -> list[str] | None:
+        """The names a job's tool allow-list may use: the built-in agent's function tools,
+        and each MCP server's tools (their names once started, else its `prefix_*`); None
+        with a runner of your own (its tools are not known here).
+        """
+        if self.tool_servers is None:
+            return None
+        names = list(self._tool_names)
+        if self.tool_servers.names:  # started: every tool by name
+            return names + list(self.tool_servers.names)
+        for server in self.tool_servers.servers:
+            names.append(f"{server.prefix}_*" if server.prefix else "*")
+        return names
 
     def _hear(self, signals: SignalHub) -> None:
         """What this process does when another process's change is announced: re-read the

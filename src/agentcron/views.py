@@ -18,6 +18,7 @@ from pydantic import MISSING, BaseModel, Field, TypeAdapter
 from typing_extensions import TypedDict
 
 from agentcron.domain.approvals import Approval, ApprovalState, Decision
+from agentcron.domain.budgets import ContextMode
 from agentcron.domain.deliveries import DeliveryState
 from agentcron.domain.jobs import (
     Catchup,
@@ -35,7 +36,7 @@ from agentcron.domain.runs import Run
 from agentcron.domain.sessions import Message, Role, Turn, TurnSource
 from agentcron.domain.states import RunState, TurnState
 from agentcron.schedule import Spec, describe
-from agentcron.service.jobs import JobDetail, JobState
+from agentcron.service.jobs import JobDetail, JobSpend, JobState
 from agentcron.service.paging import Page
 from agentcron.service.runs import Usage
 from agentcron.service.sessions import Deletion, SessionDetail, SessionRow, TurnDetail
@@ -80,6 +81,17 @@ class ActiveRunOut(View):
     state: RunState
 
 
+class BudgetOut(View):
+    """A job's caps (null: no cap of that kind); days and months are UTC."""
+
+    usd_run: float | None = None
+    usd_day: float | None = None
+    usd_month: float | None = None
+    tokens_run: int | None = None
+    tokens_day: int | None = None
+    tokens_month: int | None = None
+
+
 class PolicyOut(View):
     overlap: Overlap
     catchup: Catchup
@@ -90,6 +102,7 @@ class PolicyOut(View):
     delete_after_run: bool
     jitter: bool
     notify: Notify
+    budget: BudgetOut | None = Field(description="its caps (null: no budget)")
 
 
 def _job_shown(job: Job, active_run: Run | None) -> Dict:
@@ -110,6 +123,7 @@ def _job_shown(job: Job, active_run: Run | None) -> Dict:
             "delete_after_run": policy.delete_after_run,
             "jitter": policy.jitter,
             "notify": policy.notify,
+            "budget": None if policy.budget is None else policy.budget.as_dict(),
         },
         "state": job.status,
         "legacy": job.has_target_fields,  # wire key keeps its old name
@@ -147,6 +161,9 @@ class JobOut(View):
     idempotency_key: str | None
     model: str | None
     runner_url: str | None = Field(description="its fires' own runner URL (null: the session's)")
+    context: ContextMode = Field(description="what history its turns get")
+    history_tokens: int | None = Field(description="its turns' history budget (null: the runner's)")
+    tools: list[str] | None = Field(description="the tools its turns may use (null: every tool)")
     call_type: RecallCallType | None = Field(
         description="a recall the agent scheduled: once, recurring or immediate"
     )
@@ -299,6 +316,54 @@ class DailyUsageOut(View):
     def of_usage(cls, usage: Usage) -> DailyUsageOut:
         return DailyUsageOut(
             days=[UsageDayOut.of(d) for d in usage.days], total=UsageSumOut.of(usage.total)
+        )
+
+
+class SpentOut(View):
+    """A budgeted job's running figures (UTC day and month) and its estimate of one run."""
+
+    day: str = Field(description="YYYY-MM-DD (UTC)")
+    day_usd: float
+    day_tokens: int
+    month: str = Field(description="YYYY-MM (UTC)")
+    month_usd: float
+    month_tokens: int
+    est_usd: float = Field(description="the estimate of one run: the mean of its last runs")
+    est_tokens: int
+    est_runs: int = Field(description="how many runs the estimate is made of")
+
+
+class SpendDayOut(View):
+    """One UTC day of a job's use."""
+
+    day: date
+    runs: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+
+
+class JobSpendOut(View):
+    """A job's spend against its budget: the caps, the running figures, and per day."""
+
+    job_id: str
+    state: JobStatus
+    paused_reason: str | None
+    budget: BudgetOut | None
+    spent: SpentOut | None = Field(description="null: no budget (nothing is kept running)")
+    days: list[SpendDayOut] = Field(description="oldest first, every day of the range")
+
+    @classmethod
+    def of_spend(cls, spend: JobSpend) -> JobSpendOut:
+        job = spend.job
+        budget = job.policy.budget
+        return JobSpendOut(
+            job_id=job.id,
+            state=job.status,
+            paused_reason=job.paused_reason,
+            budget=None if budget is None else BudgetOut.model_validate(budget.as_dict()),
+            spent=None if spend.spend is None else SpentOut.model_validate(spend.spend.as_dict()),
+            days=[SpendDayOut.of(use, day=day) for day, use in spend.days],
         )
 
 

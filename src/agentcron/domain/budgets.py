@@ -134,8 +134,9 @@ def add_run(spend: Spend | None, now: datetime, tokens: int, usd: float | None) 
     )
 
 
-def _money(usd: float) -> str:
-    return f"${usd:.4f}".rstrip("0").rstrip(".") if usd < 1 else f"${usd:.2f}"
+def money(usd: float) -> str:
+    """Dollars as notices and reasons write them: cents, or four places below a cent."""
+    return f"${usd:,.2f}" if usd >= 0.01 or usd == 0 else f"${usd:.4f}"
 
 
 def over_budget(budget: Budget | None, spend: Spend | None, now: datetime) -> str | None:
@@ -155,13 +156,13 @@ def over_budget(budget: Budget | None, spend: Spend | None, now: datetime) -> st
         (budget.usd_day, s.day_usd, s.est_usd, "per day", True),
         (budget.usd_month, s.month_usd, s.est_usd, "per month", True),
     ]
-    for cap, spent, estimate, what, money in checks:
+    for cap, spent, estimate, what, in_usd in checks:
         if cap is None or spent + estimate <= cap:
             continue
-        if money:
+        if in_usd:
             return (
-                f"estimated {_money(estimate)} for this run on top of {_money(float(spent))} "
-                f"spent would pass the budget of {_money(float(cap))} {what}"
+                f"estimated {money(estimate)} for this run on top of {money(float(spent))} "
+                f"spent would pass the budget of {money(float(cap))} {what}"
             )
         return (
             f"estimated {estimate:,} tokens for this run on top of {spent:,} used would "
@@ -186,11 +187,11 @@ def cap_reached(budget: Budget | None, spend: Spend, tokens: int, usd: float | N
         (budget.usd_day, spend.day_usd, "per day", True),
         (budget.usd_month, spend.month_usd, "per month", True),
     ]
-    for cap, spent, what, money in checks:
+    for cap, spent, what, in_usd in checks:
         if cap is None or spent < cap:
             continue
-        if money:
-            return f"budget reached: {_money(float(spent))} of {_money(float(cap))} {what}"
+        if in_usd:
+            return f"budget reached: {money(float(spent))} of {money(float(cap))} {what}"
         return f"budget reached: {spent:,} of {cap:,} {what}"
     return None
 

@@ -664,8 +664,9 @@ class Engine:
             if run is None or not run.state.terminal:
                 continue
             reached = getattr(result, "budget_reached", None)
-            if reached is not None and write.outcome is not None:
-                self._spawn(self._budget_reached(write.outcome, run.run_id, reached))
+            outcome = getattr(write, "outcome", None)
+            if reached is not None and isinstance(outcome, JobOutcome):
+                self._spawn(self._budget_reached(outcome, run.run_id, reached))
             self.stats[run.state.value] += 1
             if self.run_waiters:
                 self.run_waiters.notify(run.run_id)

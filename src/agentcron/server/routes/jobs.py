@@ -10,7 +10,15 @@ from agentcron.server.errors import CHANGE, answers
 from agentcron.service.job_requests import JobCreate, JobPatch
 from agentcron.service.paging import DEFAULT_PAGE
 from agentcron.session_keys import MAX_SESSION_KEY
-from agentcron.views import DeletedJobOut, JobDetailOut, JobOut, JobsOut, RunOut, RunsOut
+from agentcron.views import (
+    DeletedJobOut,
+    JobDetailOut,
+    JobOut,
+    JobsOut,
+    JobSpendOut,
+    RunOut,
+    RunsOut,
+)
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 
@@ -67,6 +75,18 @@ async def resume_job(job_id: Id, cron: Cron) -> JobOut:
 @router.delete("/{job_id}", responses=answers(404, 403, 409))
 async def delete_job(job_id: Id, cron: Cron) -> DeletedJobOut:
     return DeletedJobOut(deleted=(await cron.jobs.delete(job_id)).id)
+
+
+@router.get("/{job_id}/spend", responses=answers(404))
+async def job_spend(
+    job_id: Id,
+    cron: Cron,
+    days: int = Query(default=30, ge=1, le=366, description="UTC days back, today included"),
+) -> JobSpendOut:
+    """The job's spend against its budget: its caps, what it spent today and this month
+    (UTC) with the estimate of one run, and its tokens and cost per UTC day.
+    """
+    return JobSpendOut.of_spend(await cron.jobs.spend(job_id, days))
 
 
 @router.get("/{job_id}/runs", responses=answers(404))

@@ -1,0 +1,130 @@
+"""Budgets through the library on SQLite and PostgreSQL: a fire whose estimate would pass its
+job's budget is recorded `skipped` with a notice in the session; a run that reaches a cap
+pauses the job once, with `JobBudgetReached` and a message a real channel gets; a new UTC day
+does not resume it (a person does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput
+from agentcron.app import AgentCron
+from agentcron.channels import ChannelManager
+from agentcron.domain.budgets import Budget
+from agentcron.domain.events import Event, JobBudgetReached
+from agentcron.domain.jobs import Job
+from agentcron.domain.states import RunState
+from agentcron.testing import FakeClock, wait_settled
+from tests.conftest import BACKENDS, CronFactory
+from tests.helpers.channels import RecordingChannel
+
+KEY = "telegram:42"
+
+
+@pytest.fixture(params=BACKENDS)
+def cron_backend(request: pytest.FixtureRequest) -> str:
+    """On SQLite and on PostgreSQL."""
+    return str(request.param)
+
+
+class Metered:
+    """A runner whose every turn reports `cost` dollars and 100 + 50 tokens; it keeps what
+    each turn was given.
+    """
+
+    def __init__(self, cost: float = 0.4) -> None:
+        self.cost = cost
+        self.turns: list[TurnInput] = []
+
+    async def run_turn(self, session: SessionInfo, turn: TurnInput, events: TurnEvents) -> Outcome:
+        self.turns.append(turn)
+        usage = {"input_tokens": 100, "output_tokens": 50, "cost_usd": self.cost}
+        return Outcome.succeeded(f"reply {len(self.turns)}", usage=usage)
+
+
+@pytest.fixture
+def metered() -> Metered:
+    return Metered()
+
+
+@pytest.fixture
+async def cron(make_cron: CronFactory, metered: Metered) -> AgentCron:
+    return await make_cron(runner=metered)
+
+
+@pytest.fixture
+async def channel(cron: AgentCron) -> AsyncIterator[RecordingChannel]:
+    manager = ChannelManager(cron, [RecordingChannel(name="telegram")])
+    await manager.start()
+    (own,) = manager.channels
+    assert isinstance(own, RecordingChannel)
+    yield own
+    await manager.stop(grace=1.0)
+
+
+async def hourly(cron: AgentCron, **kw: Any) -> Job:
+    return await cron.jobs.create(
+        name="beat", when="every 1h", message="check", session_key=KEY, **kw
+    )
+
+
+async def hours(cron: AgentCron, n: int) -> None:
+    """Let `n` hourly fires come due, one at a time, each to its end."""
+    clock = cron.clock
+    assert isinstance(clock, FakeClock)
+    for _ in range(n):
+        clock.advance(timedelta(hours=1))
+        await wait_settled(cron.engine)
+
+
+async def test_a_fire_that_would_pass_the_day_budget_is_skipped_with_one_notice(
+    cron: AgentCron, metered: Metered
+) -> None:
+    job = await hourly(cron, budget=Budget(usd_day=1.0))
+    await hours(cron, 4)  # 0.4 + 0.4 ran; 0.8 + 0.4 would pass 1.0: the next two skipped
+    runs = sorted(await cron.runs.list(job.id), key=lambda r: r.fire_at)
+    assert [r.state for r in runs] == [RunState.SUCCEEDED] * 2 + [RunState.SKIPPED] * 2
+    assert runs[2].error is not None
+    assert runs[2].error.startswith("skipped: budget: ")
+    assert "$1.00 per day" in runs[2].error
+    assert len(metered.turns) == 2
+    notices = [m for m in await cron.sessions.messages(KEY) if m.meta.get("budget")]
+    assert [m.meta["automation_run_id"] for m in notices] == [runs[2].id]  # one per stretch
+    assert "Skipped “beat”" in notices[0].content
+    stored = await cron.jobs.get(job.id)
+    assert stored.enabled
+    assert stored.spend is not None
+    assert (stored.spend.day_usd, stored.spend.day_tokens) == (0.8, 300)
+
+
+async def test_reaching_the_cap_pauses_once_with_an_event_and_a_channel_message(
+    cron: AgentCron, metered: Metered, channel: RecordingChannel
+) -> None:
+    metered.cost = 0.5
+    heard: list[Event] = []
+    cron.subscribe(heard.append, types=[JobBudgetReached])
+    job = await hourly(cron, budget=Budget(usd_day=1.0))
+    await hours(cron, 4)  # 0.5, then 0.5 reaches 1.0: paused; no fire after it
+    runs = await cron.runs.list(job.id)
+    assert len(runs) == 2
+    assert len(metered.turns) == 2
+    stored = await cron.jobs.get(job.id)
+    assert not stored.enabled
+    assert stored.next_run_at is None
+    assert stored.paused_reason == "paused: budget reached: $1.00 of $1.00 per day"
+    assert [(e.job_id, e.reason) for e in heard if isinstance(e, JobBudgetReached)] == [
+        (job.id, "budget reached: $1.00 of $1.00 per day")
+    ]
+    sent = [m.text for m in channel.got if "Paused" in m.text]
+    assert sent == [
+        "Paused “beat”: budget reached: $1.00 of $1.00 per day. It stays paused until someone resumes it."
+    ]
+    # A new UTC day does not resume it: a person does.
+    await hours(cron, 24)
+    assert not (await cron.jobs.get(job.id)).enabled
+    assert len(metered.turns) == 2
