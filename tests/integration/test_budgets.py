@@ -6,10 +6,13 @@ does not resume it (a person does).
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput
@@ -19,9 +22,11 @@ from agentcron.domain.budgets import Budget
 from agentcron.domain.events import Event, JobBudgetReached
 from agentcron.domain.jobs import Job
 from agentcron.domain.states import RunState
+from agentcron.server import create_app
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, CronFactory
 from tests.helpers.channels import RecordingChannel
+from tests.integration.test_cli_commands import cli, home  # noqa: F401 (fixture)
 
 KEY = "telegram:42"
 
@@ -128,3 +133,72 @@ async def test_reaching_the_cap_pauses_once_with_an_event_and_a_channel_message(
     await hours(cron, 24)
     assert not (await cron.jobs.get(job.id)).enabled
     assert len(metered.turns) == 2
+
+
+@pytest.fixture
+async def api(cron: AgentCron) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(cron, token="t", hook_token="hook")
+    transport = httpx.ASGITransport(app=app)
+    headers = {"Authorization": "Bearer t"}
+    async with httpx.AsyncClient(transport=transport, base_url="http://t", headers=headers) as c:
+        yield c
+
+
+async def test_spend_against_the_budget_through_rest(
+    api: httpx.AsyncClient, cron: AgentCron
+) -> None:
+    assert (await api.post("/api/sessions", json={"key": "api:b"})).status_code == 201
+    body = {"session_key": "api:b", "name": "beat", "message": "check", "when": "every 1h"}
+    for bad in ({}, {"usd_day": -1}, {"usd_day": 1, "pounds": 2}, {"tokens_day": 0}):
+        refused = await api.post("/api/jobs", json=body | {"budget": bad})
+        assert refused.status_code == 422, refused.text
+    made = await api.post("/api/jobs", json=body | {"budget": {"usd_day": 5, "tokens_run": 900}})
+    assert made.status_code == 201, made.text
+    job = made.json()
+    assert job["policy"]["budget"] == {
+        "usd_run": None, "usd_day": 5.0, "usd_month": None,
+        "tokens_run": 900, "tokens_day": None, "tokens_month": None,
+    }  # fmt: skip
+    await hours(cron, 2)
+    spend = (await api.get(f"/api/jobs/{job['id']}/spend", params={"days": 3})).json()
+    assert spend["spent"]["day_usd"] == 0.8
+    assert spend["spent"]["day_tokens"] == 300
+    assert (spend["spent"]["est_usd"], spend["spent"]["est_runs"]) == (0.4, 2)
+    assert [(d["runs"], d["cost_usd"]) for d in spend["days"]] == [(0, None), (0, None), (2, 0.8)]
+    assert (await api.get(f"/api/jobs/{job['id']}/spend", params={"days": 0})).status_code == 422
+    assert (await api.get("/api/jobs/nope/spend")).status_code == 404
+    # Without a budget nothing is kept running; the days are still counted.
+    cleared = await api.patch(f"/api/jobs/{job['id']}", json={"budget": None})
+    assert cleared.json()["policy"]["budget"] is None
+    spend = (await api.get(f"/api/jobs/{job['id']}/spend")).json()
+    assert spend["spent"] is None
+    assert spend["days"][-1]["cost_usd"] == 0.8
+    # A budget given again starts from what was spent today.
+    again = await api.patch(f"/api/jobs/{job['id']}", json={"budget": {"usd_day": 1}})
+    assert again.status_code == 200, again.text
+    spend = (await api.get(f"/api/jobs/{job['id']}/spend")).json()
+    assert (spend["spent"]["day_usd"], spend["spent"]["est_runs"]) == (0.8, 2)
+
+
+def test_budget_and_spend_through_the_cli(tmp_path: Path) -> None:
+    db = str(tmp_path / "cli.db")
+    assert cli("sessions", "add", "api:ops", "--db", db).exit_code == 0
+    added = cli("jobs", "add", "--session", "api:ops", "--name", "build", "--message", "check",
+                "--when", "every day at 9", "--budget-usd-day", "2.5", "--budget-tokens-run",
+                "4000", "--context", "fresh", "--tools", "cron, schedule_recall",
+                "--db", db, "--json")  # fmt: skip
+    assert added.exit_code == 0, added.output
+    job = json.loads(added.output)
+    assert job["policy"]["budget"]["usd_day"] == 2.5
+    assert job["policy"]["budget"]["tokens_run"] == 4000
+    assert (job["context"], job["tools"]) == ("fresh", ["cron", "schedule_recall"])
+    shown = cli("jobs", "spend", job["id"], "--days", "2", "--db", db)
+    assert shown.exit_code == 0, shown.output
+    assert "$2.50 per day" in shown.output
+    assert "4,000 tokens per run" in shown.output
+    spend = json.loads(cli("jobs", "spend", job["id"], "--db", db, "--json").output)
+    assert len(spend["days"]) == 7
+    assert spend["spent"]["day_usd"] == 0
+    refused = cli("jobs", "add", "--session", "api:ops", "--name", "x", "--message", "m",
+                  "--when", "every day at 9", "--tools", "no such", "--db", db)  # fmt: skip
+    assert refused.exit_code != 0

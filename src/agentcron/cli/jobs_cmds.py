@@ -25,6 +25,7 @@ from agentcron.cli.common import (
     paged,
     print_json,
 )
+from agentcron.domain.budgets import ContextMode
 from agentcron.domain.jobs import Catchup, JobKind, Overlap
 from agentcron.domain.notify import Notify
 from agentcron.service.paging import DEFAULT_PAGE
@@ -75,6 +76,38 @@ def jobs_add(
             "a reply starting with [SILENT] never is."
         ),
     ] = None,
+    budget_usd_run: Annotated[
+        float | None, typer.Option(help="Budget: dollars per run (its estimate).", min=0)
+    ] = None,
+    budget_usd_day: Annotated[
+        float | None, typer.Option(help="Budget: dollars per UTC day.", min=0)
+    ] = None,
+    budget_usd_month: Annotated[
+        float | None, typer.Option(help="Budget: dollars per UTC month.", min=0)
+    ] = None,
+    budget_tokens_run: Annotated[
+        int | None, typer.Option(help="Budget: tokens per run (its estimate).", min=1)
+    ] = None,
+    budget_tokens_day: Annotated[
+        int | None, typer.Option(help="Budget: tokens per UTC day.", min=1)
+    ] = None,
+    budget_tokens_month: Annotated[
+        int | None, typer.Option(help="Budget: tokens per UTC month.", min=1)
+    ] = None,
+    context: Annotated[
+        ContextMode | None,
+        typer.Option(
+            help="The history its turns get: continue (default), summary (the session's "
+            "latest summary), fresh (none)."
+        ),
+    ] = None,
+    history_tokens: Annotated[
+        int | None, typer.Option(help="Its turns' history budget in tokens.", min=1)
+    ] = None,
+    tools: Annotated[
+        str | None,
+        typer.Option(help="The only tools its turns may use, comma-separated (default: all)."),
+    ] = None,
     db: DbOpt = None,
     url: UrlOpt = None,
     api: ApiOpt = None,
@@ -92,8 +125,21 @@ def jobs_add(
         "model": model,
         "runner_url": runner_url,
         "notify": notify,
+        "context": context,
+        "history_tokens": history_tokens,
+        "tools": None if tools is None else [t.strip() for t in tools.split(",") if t.strip()],
     }
     body.update({k: v for k, v in optional.items() if v is not None})
+    caps = {
+        "usd_run": budget_usd_run,
+        "usd_day": budget_usd_day,
+        "usd_month": budget_usd_month,
+        "tokens_run": budget_tokens_run,
+        "tokens_day": budget_tokens_day,
+        "tokens_month": budget_tokens_month,
+    }
+    if any(v is not None for v in caps.values()):
+        body["budget"] = {k: v for k, v in caps.items() if v is not None}
     if delete_after_run:
         body["delete_after_run"] = True
     job = call(backend_for(ctx, db, url, api, token), lambda b: b.add_job(body))
@@ -157,6 +203,27 @@ def jobs_show(
         print_json(job)
         return
     render.job_detail(out(), job)
+
+
+@app.command("spend")
+def jobs_spend(
+    ctx: typer.Context,
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job's id.")],
+    days: Annotated[int, typer.Option(help="UTC days back, today included.", min=1, max=366)] = 7,
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """An automation's spend against its budget: today and this month (UTC), the estimate
+    of one run, and its tokens and cost per day.
+    """
+    spend = call(backend_for(ctx, db, url, api, token), lambda b: b.job_spend(job_id, days))
+    if as_json:
+        print_json(spend)
+        return
+    render.job_spend(out(), spend)
 
 
 @app.command("run")
