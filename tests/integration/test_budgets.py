@@ -27,8 +27,10 @@ from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, CronFactory
 from tests.helpers.channels import RecordingChannel
 from tests.integration.test_cli_commands import cli, home  # noqa: F401 (fixture)
+from tests.integration.test_fire_path_cost import counting
 
 KEY = "telegram:42"
+PLAIN_FIRE_STATEMENTS = 41  # one hourly fire's, counted before budgets (SQLite)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -202,3 +204,21 @@ def test_budget_and_spend_through_the_cli(tmp_path: Path) -> None:
     refused = cli("jobs", "add", "--session", "api:ops", "--name", "x", "--message", "m",
                   "--when", "every day at 9", "--tools", "no such", "--db", db)  # fmt: skip
     assert refused.exit_code != 0
+
+
+async def fire_statements(cron: AgentCron, job: Job) -> int:
+    """Statements one scheduled fire of `job` costs, from its claim to its settled end."""
+    await wait_settled(cron.engine)
+    with counting() as counts:
+        await hours(cron, 1)
+    assert len(await cron.runs.list(job.id)) == 1
+    return counts["statements"]
+
+
+@pytest.mark.parametrize("cron_backend", ["sqlite"])
+async def test_a_fire_without_a_budget_costs_no_statement_more(make_cron: CronFactory) -> None:
+    cron = await make_cron()  # the recorder runner
+    plain = await fire_statements(cron, await hourly(cron))
+    # As many as before budgets (41 on SQLite, counted there: the claim, the turn's start
+    # and end, the stamp of its job, the reaper's periodic reads).
+    assert plain == PLAIN_FIRE_STATEMENTS
