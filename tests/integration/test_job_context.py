@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from types import SimpleNamespace
 
 import httpx
 import pytest
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from agentcron.agent.tools import ToolDeps
+from agentcron.agent.tools import cron as cron_tool
 from agentcron.app import AgentCron
 from agentcron.domain.budgets import ContextMode
 from agentcron.domain.sessions import Role
@@ -129,3 +132,17 @@ async def test_an_unknown_tool_is_refused_at_create(make_cron: CronFactory) -> N
         assert (job["tools"], job["context"]) == (["cron"], "fresh")
         cleared = await api.patch(f"/api/jobs/{job['id']}", json={"tools": None})
         assert cleared.json()["tools"] is None
+
+
+async def test_the_agent_s_cron_tool_sets_a_context(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    cron = await make_cron()
+    deps = ToolDeps(jobs=cron.jobs, now=clock.now(), session_key=KEY)
+    text = await cron_tool(
+        SimpleNamespace(deps=deps), "add", name="beat", when="every 2h", message="ping",
+        context="fresh",
+    )  # fmt: skip
+    assert text.startswith("Scheduled “beat”")
+    (job,) = await cron.jobs.list()
+    assert (job.context, job.policy.budget) == (ContextMode.FRESH, None)

@@ -15,6 +15,7 @@ from pydantic_ai import RunContext, Tool
 
 from agentcron.agent.gate import call_log
 from agentcron.agent.tool_deps import JobsAPI, ToolDeps, ToolLimits
+from agentcron.domain.budgets import ContextMode
 from agentcron.domain.jobs import (
     AnySpec,
     CreatedBy,
@@ -176,6 +177,7 @@ async def cron(
     timezone: str | None = None,
     job_id: str | None = None,
     notify: Literal["always", "changes", "never-empty"] | None = None,
+    context: Literal["continue", "summary", "fresh"] | None = None,
 ) -> str:
     """Manage this session's scheduled automations.
 
@@ -193,6 +195,9 @@ async def cron(
             "changes" (not a result equal to the last one sent), "never-empty" (not an
             empty one). In a scheduled run, start your reply with [SILENT] when there is
             nothing worth saying: it is recorded, not sent.
+        context: what history its runs get (add): "continue" (the conversation, the
+            default), "summary" (only the latest summary), "fresh" (none: a heartbeat
+            that needs no history should use this).
     """
     deps = ctx.deps
     try:
@@ -202,7 +207,15 @@ async def cron(
                 return "No automations in this session."
             return "Automations in this session:\n" + "\n".join(_line(j) for j in jobs)
         if action == "add":
-            return await _add(deps, name, when, message, timezone, Notify(notify or "always"))
+            return await _add(
+                deps,
+                name,
+                when,
+                message,
+                timezone,
+                Notify(notify or "always"),
+                ContextMode(context or "continue"),
+            )
         job = await _find(deps, name, job_id)
         if action == "pause":
             job = await deps.jobs.pause(job.id, reason="paused by the agent")
@@ -248,6 +261,7 @@ async def _add(
     message: str | None,
     tz: str | None,
     notify: Notify = Notify.ALWAYS,
+    context: ContextMode = ContextMode.CONTINUE,
 ) -> str:
     if deps.owner is None:
         raise ToolError("cannot add an automation here: this turn has no session to bind it to")
@@ -280,6 +294,7 @@ async def _add(
         idempotency_key=key,
         delete_after_run=isinstance(spec, AtSpec),
         notify=notify,
+        context=context,
     )
     return (
         f"Scheduled “{job.name}”: {describe(job.spec)}; "

@@ -62,16 +62,6 @@ class Budget:
         budget = cls(**{k: v for k, v in data.items() if k in names and v is not None})
         return None if budget.empty else budget
 
-    def raises(self, other: Budget | None) -> bool:
-        """Whether `self` allows more than `other` anywhere (a cap higher, or one removed)."""
-        if other is None:
-            return False
-        for f in fields(self):
-            mine, theirs = getattr(self, f.name), getattr(other, f.name)
-            if theirs is not None and (mine is None or mine > theirs):
-                return True
-        return False
-
 
 @dataclass(frozen=True, slots=True)
 class Spend:
