@@ -326,6 +326,7 @@ class AgentCron:
             min_interval=lambda: self.settings.min_interval,
             waiting=self.approvals.waiting_of_job,
             gates=lambda: self.settings.gates,
+            tool_names=self.tool_names,
         )
         self.engine.reapers.append(self.jobs.sweep_finished)
         # With each periodic reap: jobs gone silent, failing or about to end, once per episode.
@@ -351,6 +352,20 @@ class AgentCron:
         )
         # Changes other processes make on the database, acted on here at once.
         self._hear(store.signals)
+
+    def tool_names(self) -> list[str] | None:
+        """The names a job's tool allow-list may use: the built-in agent's function tools,
+        and each MCP server's tools (their names once started, else its `prefix_*`); None
+        with a runner of your own (its tools are not known here).
+        """
+        if self.tool_servers is None:
+            return None
+        names = list(self._tool_names)
+        if self.tool_servers.names:  # started: every tool by name
+            return names + list(self.tool_servers.names)
+        for server in self.tool_servers.servers:
+            names.append(f"{server.prefix}_*" if server.prefix else "*")
+        return names
 
     def _hear(self, signals: SignalHub) -> None:
         """What this process does when another process's change is announced: re-read the

@@ -18,8 +18,12 @@ __all__ = [
     "MAX_ATTACHMENT_BYTES",
     "MAX_ATTACHMENT_URL_CHARS",
     "MAX_BODY_BYTES",
+    "MAX_BUDGET_TOKENS",
+    "MAX_BUDGET_USD",
     "MAX_EVENT_BYTES",
     "MAX_EVENT_ID_CHARS",
+    "MAX_HISTORY_TOKENS",
+    "MAX_JOB_TOOLS",
     "MAX_MESSAGE_CHARS",
     "MAX_META_BYTES",
     "MAX_NAME_CHARS",
@@ -32,6 +36,7 @@ __all__ = [
     "RunnerUrl",
     "ShortText",
     "ZoneText",
+    "check_job_tools",
     "check_meta",
     "check_runner_url",
     "check_text",
@@ -42,6 +47,10 @@ MAX_MESSAGE_CHARS = 100_000  # a message, a note, a job's message
 MAX_NAME_CHARS = 200  # a job's name, a session's title
 MAX_SHORT_CHARS = 200  # `when`, `tz`, `model`, an idempotency key
 MAX_RUNS = 1_000_000  # a job's max_runs
+MAX_BUDGET_USD = 1_000_000.0  # a budget's cap in dollars (per run, day or month)
+MAX_BUDGET_TOKENS = 10**12  # a budget's cap in tokens
+MAX_HISTORY_TOKENS = 1_000_000  # a job's own history budget
+MAX_JOB_TOOLS = 64  # names in a job's tool allow-list (each at most MAX_SHORT_CHARS)
 MAX_META_BYTES = 16 * 1024  # a session's channel_meta, as JSON
 MAX_META_DEPTH = 16
 MAX_ATTACHMENTS = 4  # files carried with one message (in or out)
@@ -152,3 +161,31 @@ def check_meta(value: dict[str, Any]) -> dict[str, Any]:
 
 MetaObject = Annotated[dict[str, Any], AfterValidator(_valid_meta)]
 """A small JSON object of the caller's (a session's channel_meta) in a request model."""
+
+
+_TOOL_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:")
+
+
+def check_job_tools(tools: Any) -> tuple[str, ...] | None:
+    """A job's tool allow-list (None: every tool): at most `MAX_JOB_TOOLS` tool names, each
+    1 to `MAX_SHORT_CHARS` letters, digits, `_`, `-`, `.` or `:`; repeats dropped, order
+    kept. InvalidInputError otherwise.
+    """
+    if tools is None:
+        return None
+    if isinstance(tools, str) or not isinstance(tools, list | tuple):
+        raise InvalidInputError("tools must be a list of tool names")
+    if len(tools) > MAX_JOB_TOOLS:
+        raise InvalidInputError(f"tools: at most {MAX_JOB_TOOLS} names (got {len(tools)})")
+    names: list[str] = []
+    for name in tools:
+        if (
+            not isinstance(name, str)
+            or not 1 <= len(name) <= MAX_SHORT_CHARS
+            or not set(name) <= _TOOL_NAME_CHARS
+        ):
+            shown = repr(name)[:80]
+            raise InvalidInputError(f"tools: {shown} is not a tool name (letters, digits, _ - . :)")
+        if name not in names:
+            names.append(name)
+    return tuple(names)

@@ -19,6 +19,7 @@ from typing_extensions import TypedDict
 
 from agentcron.domain.alerts import AlertKind
 from agentcron.domain.approvals import Approval, ApprovalState, Decision
+from agentcron.domain.budgets import ContextMode
 from agentcron.domain.cadence import CadenceBounds, Reschedule, duration_text
 from agentcron.domain.deliveries import DeliveryState
 from agentcron.domain.grants import Grant
@@ -39,7 +40,7 @@ from agentcron.domain.sessions import Message, Role, Turn, TurnSource
 from agentcron.domain.states import RunState, TurnState
 from agentcron.domain.triggers import EventAccepted, TriggerKey
 from agentcron.schedule import Spec, describe
-from agentcron.service.jobs import JobDetail, JobState
+from agentcron.service.jobs import JobDetail, JobSpend, JobState
 from agentcron.service.paging import Page
 from agentcron.service.runs import Usage
 from agentcron.service.sessions import Deletion, SessionDetail, SessionRow, TurnDetail
@@ -102,6 +103,17 @@ class MoveOut(View):
     run_id: str | None = Field(description="the run whose turn moved it (null: a chat turn)")
 
 
+class BudgetOut(View):
+    """A job's caps (null: no cap of that kind); days and months are UTC."""
+
+    usd_run: float | None = None
+    usd_day: float | None = None
+    usd_month: float | None = None
+    tokens_run: int | None = None
+    tokens_day: int | None = None
+    tokens_month: int | None = None
+
+
 class PolicyOut(View):
     overlap: Overlap
     catchup: Catchup
@@ -119,6 +131,7 @@ class PolicyOut(View):
         description="its pre-check gate: {kind, target, timeout_s, max_output, notice, no_llm}; "
         "null: none"
     )
+    budget: BudgetOut | None = Field(description="its caps (null: no budget)")
 
 
 def _cadence_shown(bounds: CadenceBounds | None) -> Dict | None:
@@ -163,6 +176,7 @@ def _job_shown(job: Job, active_run: Run | None) -> Dict:
             "notify": policy.notify,
             "cadence": _cadence_shown(policy.cadence),
             "gate": None if policy.gate is None else policy.gate.as_dict(),
+            "budget": None if policy.budget is None else policy.budget.as_dict(),
         },
         "moved": _move_shown(job.moved),
         "state": job.status,
@@ -211,6 +225,9 @@ class JobOut(View):
     idempotency_key: str | None
     model: str | None
     runner_url: str | None = Field(description="its fires' own runner URL (null: the session's)")
+    context: ContextMode = Field(description="what history its turns get")
+    history_tokens: int | None = Field(description="its turns' history budget (null: the runner's)")
+    tools: list[str] | None = Field(description="the tools its turns may use (null: every tool)")
     call_type: RecallCallType | None = Field(
         description="a recall the agent scheduled: once, recurring or immediate"
     )
@@ -451,6 +468,54 @@ class DailyUsageOut(View):
     def of_usage(cls, usage: Usage) -> DailyUsageOut:
         return DailyUsageOut(
             days=[UsageDayOut.of(d) for d in usage.days], total=UsageSumOut.of(usage.total)
+        )
+
+
+class SpentOut(View):
+    """A budgeted job's running figures (UTC day and month) and its estimate of one run."""
+
+    day: str = Field(description="YYYY-MM-DD (UTC)")
+    day_usd: float
+    day_tokens: int
+    month: str = Field(description="YYYY-MM (UTC)")
+    month_usd: float
+    month_tokens: int
+    est_usd: float = Field(description="the estimate of one run: the mean of its last runs")
+    est_tokens: int
+    est_runs: int = Field(description="how many runs the estimate is made of")
+
+
+class SpendDayOut(View):
+    """One UTC day of a job's use."""
+
+    day: date
+    runs: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+
+
+class JobSpendOut(View):
+    """A job's spend against its budget: the caps, the running figures, and per day."""
+
+    job_id: str
+    state: JobStatus
+    paused_reason: str | None
+    budget: BudgetOut | None
+    spent: SpentOut | None = Field(description="null: no budget (nothing is kept running)")
+    days: list[SpendDayOut] = Field(description="oldest first, every day of the range")
+
+    @classmethod
+    def of_spend(cls, spend: JobSpend) -> JobSpendOut:
+        job = spend.job
+        budget = job.policy.budget
+        return JobSpendOut(
+            job_id=job.id,
+            state=job.status,
+            paused_reason=job.paused_reason,
+            budget=None if budget is None else BudgetOut.model_validate(budget.as_dict()),
+            spent=None if spend.spend is None else SpentOut.model_validate(spend.spend.as_dict()),
+            days=[SpendDayOut.of(use, day=day) for day, use in spend.days],
         )
 
 

@@ -42,7 +42,14 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.usage import RunUsage, UsageLimits
 
-from agentcron.agent.gate import AllowedFn, CallLog, ToolLike, build_toolset, call_log
+from agentcron.agent.gate import (
+    AllowedFn,
+    CallLog,
+    ToolLike,
+    build_toolset,
+    call_log,
+    turn_tools,
+)
 from agentcron.agent.offline import (
     OFFLINE_MODEL_NAME,
     RECALL_CONTEXT_HEADER,
@@ -526,9 +533,11 @@ class BuiltinRunner:
         run_id = str(uuid.uuid4())
         log = CallLog()
         log_token = call_log.set(log)
+        tools_token = turn_tools.set(None if turn.tools is None else frozenset(turn.tools))
         try:
             return await self._run_turn(session, turn, events, run_id, log)
         finally:
+            turn_tools.reset(tools_token)
             call_log.reset(log_token)
 
     async def _run_turn(

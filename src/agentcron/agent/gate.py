@@ -77,6 +77,9 @@ class CallLog:
 
 # The current run's log (set by the runner around `agent.run`; tool tasks inherit it).
 call_log: ContextVar[CallLog | None] = ContextVar("agentcron_call_log", default=None)
+# The tools the turn running in this context may use (its job's allow-list, set by the
+# built-in runner around a turn); None: every tool.
+turn_tools: ContextVar[frozenset[str] | None] = ContextVar("agentcron_turn_tools", default=None)
 
 
 @dataclass
@@ -159,7 +162,8 @@ def build_toolset(
     the same gate (names must be unique; policies may name any of them; `timeouts` per tool
     name, over a `UserTool`'s own `approval_timeout`; both may be mappings whose lookup matches
     globs, `agent.tool_rules.GlobTable`). `allowed(session_key, tool)` leaves a tool out of a
-    run whose deps' `session_key` may not use it: the model is not offered it.
+    run whose deps' `session_key` may not use it: the model is not offered it; so does a
+    turn's allow-list (`turn_tools`, its job's `tools`).
     """
     converted = [_as_tool(item) for item in tools]
     policies = policies if policies is not None else {}
@@ -174,13 +178,16 @@ def build_toolset(
     inner: AbstractToolset[Any] = FunctionToolset([tool for tool, _, _ in converted])
     if toolsets:
         inner = CombinedToolset([inner, *toolsets])
-    if allowed is not None:
-        check = allowed
+    check = allowed
 
-        def offered(ctx: RunContext[Any], tool_def: ToolDefinition) -> bool:
-            return check(getattr(ctx.deps, "session_key", None), tool_def.name)
+    def offered(ctx: RunContext[Any], tool_def: ToolDefinition) -> bool:
+        # A job's allow-list first: the model is not offered (nor can call) any other tool.
+        only = turn_tools.get()
+        if only is not None and tool_def.name not in only:
+            return False
+        return check is None or check(getattr(ctx.deps, "session_key", None), tool_def.name)
 
-        inner = inner.filtered(offered)
+    inner = inner.filtered(offered)
     return GatedToolset(
         inner,
         rules={tool.name: rule for tool, rule, _ in converted if rule},

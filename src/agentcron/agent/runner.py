@@ -182,6 +182,9 @@ class TurnInput:
     # The turn's own runner URL: its fire's job's, else its session's (None: the process's
     # runner runs it). `http_runner.RunnerRoutes` reads it.
     runner_url: str | None = None
+    # The only tools this turn may use (its fire's job's allow-list; None: every tool). The
+    # built-in agent offers no other; a runner of your own should hold to it too.
+    tools: tuple[str, ...] | None = None
 
 
 class TurnEvents(Protocol):

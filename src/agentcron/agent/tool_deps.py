@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from agentcron.domain.budgets import ContextMode
 from agentcron.domain.jobs import AnySpec, CreatedBy, Job, JobKind, Recall, RecallCallType
 from agentcron.domain.notify import Notify
 from agentcron.domain.policy import PolicyDecision, PolicyRequest
@@ -28,6 +29,7 @@ class JobsAPI(Protocol):
         idempotency_key: str | None = ...,
         delete_after_run: bool = ...,
         notify: Notify = ...,
+        context: ContextMode = ...,
         call_type: RecallCallType | None = ...,
         internal_comment: str | None = ...,
     ) -> Job: ...

@@ -15,6 +15,7 @@ from pydantic_ai import RunContext, Tool
 
 from agentcron.agent.gate import call_log
 from agentcron.agent.tool_deps import JobsAPI, ToolDeps, ToolLimits
+from agentcron.domain.budgets import ContextMode
 from agentcron.domain.cadence import parse_duration
 from agentcron.domain.jobs import (
     AnySpec,
@@ -185,6 +186,7 @@ async def cron(
     next_fire_at: str | None = None,
     delay: str | None = None,
     reason: str | None = None,
+    context: Literal["continue", "summary", "fresh"] | None = None,
 ) -> str:
     """Manage this session's scheduled automations.
 
@@ -214,6 +216,9 @@ async def cron(
             "tomorrow at 9").
         delay: reschedule: instead of next_fire_at, how long from now ("3h", "45m", "1h30m").
         reason: reschedule: why it moves (kept on the run and shown to the person).
+        context: what history its runs get (add): "continue" (the conversation, the
+            default), "summary" (only the latest summary), "fresh" (none: a heartbeat
+            that needs no history should use this).
     """
     deps = ctx.deps
     try:
@@ -237,6 +242,7 @@ async def cron(
                 asked.timezone,
                 Notify(asked.notify or "always"),
                 (dst_gap, dst_fold),
+                ContextMode(context or "continue"),
             )
         job = await _find(deps, name, job_id)
         if action == "pause":
@@ -362,6 +368,7 @@ async def _add(
     tz: str | None,
     notify: Notify = Notify.ALWAYS,
     dst: tuple[str | None, str | None] = (None, None),
+    context: ContextMode = ContextMode.CONTINUE,
 ) -> str:
     if deps.owner is None:
         raise ToolError("cannot add an automation here: this turn has no session to bind it to")
@@ -395,6 +402,7 @@ async def _add(
         idempotency_key=key,
         delete_after_run=isinstance(spec, AtSpec),
         notify=notify,
+        context=context,
     )
     return (
         f"Scheduled “{job.name}”: {describe(job.spec)}; "

@@ -142,6 +142,7 @@ class Backend(Protocol):
         self, session: str | None, kind: str | None, enabled: bool | None, page: PageAsk
     ) -> dict[str, Any]: ...
     async def get_job(self, job_id: str) -> dict[str, Any]: ...
+    async def job_spend(self, job_id: str, days: int) -> dict[str, Any]: ...
     async def job_action(self, job_id: str, action: str) -> dict[str, Any]: ...
     async def run_job(self, job_id: str) -> dict[str, Any]: ...
     async def renew_job(self, job_id: str, body: dict[str, Any]) -> dict[str, Any]: ...
@@ -251,6 +252,9 @@ class ApiBackend:
 
     async def get_job(self, job_id: str) -> dict[str, Any]:
         return await self._call("GET", _path("/api/jobs", job_id))
+
+    async def job_spend(self, job_id: str, days: int) -> dict[str, Any]:
+        return await self._call("GET", _path("/api/jobs", job_id, "spend"), params={"days": days})
 
     async def job_action(self, job_id: str, action: str) -> dict[str, Any]:
         if action == "rm":
@@ -488,6 +492,10 @@ class DbBackend:
     async def get_job(self, job_id: str) -> dict[str, Any]:
         detail = await self._call(lambda: self._cron.jobs.detail(job_id))
         return views.JobDetailOut.of_detail(detail).json_dict()
+
+    async def job_spend(self, job_id: str, days: int) -> dict[str, Any]:
+        spend = await self._call(lambda: self._cron.jobs.spend(job_id, days))
+        return views.JobSpendOut.of_spend(spend).json_dict()
 
     async def job_action(self, job_id: str, action: str) -> dict[str, Any]:
         jobs = self._cron.jobs

@@ -30,6 +30,7 @@ from agentcron.cli.common import (
     paged,
     print_json,
 )
+from agentcron.domain.budgets import ContextMode
 from agentcron.domain.jobs import Catchup, JobKind, Overlap
 from agentcron.domain.notify import Notify
 from agentcron.schedule import DstFold, DstGap
@@ -123,6 +124,38 @@ def jobs_add(
             '["./check.sh"]}, kind command|http|python (docs/safe-quiet-and-gates.md).'
         ),
     ] = None,
+    budget_usd_run: Annotated[
+        float | None, typer.Option(help="Budget: dollars per run (its estimate).", min=0)
+    ] = None,
+    budget_usd_day: Annotated[
+        float | None, typer.Option(help="Budget: dollars per UTC day.", min=0)
+    ] = None,
+    budget_usd_month: Annotated[
+        float | None, typer.Option(help="Budget: dollars per UTC month.", min=0)
+    ] = None,
+    budget_tokens_run: Annotated[
+        int | None, typer.Option(help="Budget: tokens per run (its estimate).", min=1)
+    ] = None,
+    budget_tokens_day: Annotated[
+        int | None, typer.Option(help="Budget: tokens per UTC day.", min=1)
+    ] = None,
+    budget_tokens_month: Annotated[
+        int | None, typer.Option(help="Budget: tokens per UTC month.", min=1)
+    ] = None,
+    context: Annotated[
+        ContextMode | None,
+        typer.Option(
+            help="The history its turns get: continue (default), summary (the session's "
+            "latest summary), fresh (none)."
+        ),
+    ] = None,
+    history_tokens: Annotated[
+        int | None, typer.Option(help="Its turns' history budget in tokens.", min=1)
+    ] = None,
+    tools: Annotated[
+        str | None,
+        typer.Option(help="The only tools its turns may use, comma-separated (default: all)."),
+    ] = None,
     db: DbOpt = None,
     url: UrlOpt = None,
     api: ApiOpt = None,
@@ -142,8 +175,21 @@ def jobs_add(
         "notify": notify,
         "dst_gap": dst_gap,
         "dst_fold": dst_fold,
+        "context": context,
+        "history_tokens": history_tokens,
+        "tools": None if tools is None else [t.strip() for t in tools.split(",") if t.strip()],
     }
     body.update({k: v for k, v in optional.items() if v is not None})
+    caps = {
+        "usd_run": budget_usd_run,
+        "usd_day": budget_usd_day,
+        "usd_month": budget_usd_month,
+        "tokens_run": budget_tokens_run,
+        "tokens_day": budget_tokens_day,
+        "tokens_month": budget_tokens_month,
+    }
+    if any(v is not None for v in caps.values()):
+        body["budget"] = {k: v for k, v in caps.items() if v is not None}
     if delete_after_run:
         body["delete_after_run"] = True
     cadence = {"min": cadence_min, "max": cadence_max, "allowed_hours": allowed_hours}
@@ -266,6 +312,27 @@ def jobs_update(
         f"updated “{job['name']}”: {job['schedule']}; next run "
         f"{render.when(job['next_run_at'], job['tz'])}"
     )
+
+
+@app.command("spend")
+def jobs_spend(
+    ctx: typer.Context,
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="The job's id.")],
+    days: Annotated[int, typer.Option(help="UTC days back, today included.", min=1, max=366)] = 7,
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """An automation's spend against its budget: today and this month (UTC), the estimate
+    of one run, and its tokens and cost per day.
+    """
+    spend = call(backend_for(ctx, db, url, api, token), lambda b: b.job_spend(job_id, days))
+    if as_json:
+        print_json(spend)
+        return
+    render.job_spend(out(), spend)
 
 
 @app.command("run")

@@ -287,6 +287,54 @@ def job_detail(console: Console, job: dict[str, Any]) -> None:
         console.print(history_table(job["runs"], tz))
 
 
+def _dollars(usd: float | None) -> str:
+    if usd is None:
+        return "-"
+    return f"${usd:,.2f}" if usd >= 0.01 or usd == 0 else f"${usd:.4f}"
+
+
+def job_spend(console: Console, spend: dict[str, Any]) -> None:
+    """A job's spend against its budget (`agentcron jobs spend`)."""
+    budget = spend.get("budget") or {}
+    caps = ", ".join(
+        f"{_dollars(v) if k.startswith('usd') else f'{v:,} tokens'} per {k.split('_')[1]}"
+        for k, v in budget.items()
+        if v is not None
+    )
+    spent = spend.get("spent")
+    rows: list[tuple[str, Any]] = [
+        (
+            "state",
+            spend["state"] + (f": {spend['paused_reason']}" if spend["paused_reason"] else ""),
+        ),
+        ("budget", caps or "none"),
+    ]
+    if spent is not None:
+        rows += [
+            (
+                f"today {spent['day']}",
+                f"{_dollars(spent['day_usd'])}, {spent['day_tokens']:,} tokens",
+            ),
+            (
+                f"month {spent['month']}",
+                f"{_dollars(spent['month_usd'])}, {spent['month_tokens']:,} tokens",
+            ),
+            (
+                "one run",
+                f"about {_dollars(spent['est_usd'])}, {spent['est_tokens']:,} tokens "
+                f"(mean of {spent['est_runs']} runs)",
+            ),
+        ]
+    _pairs(console, f"spend of job {spend['job_id']} (UTC)", rows)
+    table = Table(box=None, pad_edge=False)
+    for column in ("DAY", "RUNS", "TOKENS", "COST"):
+        table.add_column(column)
+    for day in spend["days"]:
+        tokens = day["input_tokens"] + day["output_tokens"]
+        table.add_row(day["day"], str(day["runs"]), f"{tokens:,}", _dollars(day["cost_usd"]))
+    console.print(table)
+
+
 def run_detail(console: Console, run: dict[str, Any], zone: str) -> None:
     rows: list[tuple[str, Any]] = [
         (key, run[key] if not key.endswith("_at") else when(run[key], zone))

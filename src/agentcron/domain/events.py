@@ -275,6 +275,18 @@ class JobEnding(JobAlert):
     remaining_runs: int | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobBudgetReached(Event):
+    """A run's end reached a cap of its job's budget: the job is paused (until a person
+    resumes it); `reason` says which cap, `run_id` which run reached it.
+    """
+
+    type: ClassVar[str] = "job_budget_reached"
+    job_id: str
+    run_id: str
+    reason: str
+
+
 # -- the bus --------------------------------------------------------------------------------------
 
 Callback = Callable[[Event], Awaitable[None] | None]

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from agentcron.domain.budgets import Budget, ContextMode, Spend
 from agentcron.domain.cadence import CadenceBounds, Reschedule
 from agentcron.domain.gates import Gate
 from agentcron.domain.notify import Notify
@@ -81,6 +82,7 @@ class JobPolicy:
     # how far the agent may move its next fire (domain/cadence.py); None: it may not
     cadence: CadenceBounds | None = None
     gate: Gate | None = None  # a pre-check run before the agent (domain/gates.py)
+    budget: Budget | None = None  # its caps of tokens and money (domain/budgets.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +100,10 @@ class NewJob:
     enabled: bool = True
     model: str | None = None  # the model its turns run on; None = the runner's default
     runner_url: str | None = None  # its fires' own runner URL; None = the session's or default
+    # what history its turns get, its own history budget in tokens, the tools they may use
+    context: ContextMode = ContextMode.CONTINUE
+    history_tokens: int | None = None
+    tools: tuple[str, ...] | None = None  # None: every tool
     # recalls the agent scheduled: its call type and its whole note (the name is cut to 80)
     call_type: RecallCallType | None = None
     internal_comment: str | None = None
@@ -164,6 +170,10 @@ class Job:
     # its trigger's secret (`whsec_...`, domain/triggers.py): events posted to its trigger URL
     # signed with it fire it; None = no trigger. Never in a repr nor a view.
     trigger_secret: str | None = field(default=None, repr=False)
+    context: ContextMode = ContextMode.CONTINUE  # what history its turns get
+    history_tokens: int | None = None  # its turns' history budget (None: the runner's)
+    tools: tuple[str, ...] | None = None  # the tools its turns may use (None: every tool)
+    spend: Spend | None = None  # a budgeted job's running figures (domain/budgets.py)
 
     @property
     def status(self) -> JobStatus:

@@ -97,6 +97,12 @@ class FirePlan:
     # after a long downtime: missed fires not listed one by one (noted on the newest missed run)
     unrecorded_missed: int = 0
     uncounted_missed: bool = False  # a stretch of missed fires was skipped without counting
+    # fires recorded `skipped` because their estimate would pass the job's budget, and why
+    over_budget: tuple[datetime, ...] = ()
+    budget_reason: str | None = None
+    # the first of a stretch of fires skipped for the budget (the job's last fire was not
+    # skipped): its session gets a notice, the rest only their run records
+    budget_notice: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,9 +132,21 @@ class ClaimedFire:
         return self.manual or self.event_id is not None
 
 
+class BudgetSkip(NamedTuple):
+    """A fire a claim recorded `skipped` because it would pass its job's budget, to be told
+    (a notice in its session, an event).
+    """
+
+    job: Job
+    run_id: str
+    fire_at: datetime
+    reason: str
+
+
 class ClaimResult(NamedTuple):
     """What one claim transaction did."""
 
     fires: list[ClaimedFire]
     examined: int  # due jobs looked at (== limit means: claim again)
     next_due_at: datetime | None  # earliest armed job after this claim
+    budget_skips: tuple[BudgetSkip, ...] = ()  # the first of each stretch, to be told

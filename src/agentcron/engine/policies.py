@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agentcron.config import EngineSettings
+from agentcron.domain.budgets import add_run, cap_reached, over_budget
 from agentcron.domain.jobs import AnySpec, Catchup, Job, JobPolicy, Overlap
 from agentcron.domain.runs import FirePlan
 from agentcron.domain.states import RunState
@@ -109,6 +110,14 @@ def plan_fires(
         keep = 0 if waiting else 1  # at most one fire of the job waits
         run, skipped = run[:keep], run[keep:]
 
+    # A budget: fires whose estimate would pass it are skipped (only a budgeted job looks).
+    over: list[datetime] = []
+    reason = None
+    if run and job.policy.budget is not None:
+        reason = over_budget(job.policy.budget, job.spend, now)
+        if reason is not None:
+            over, run = run, []
+
     # Only fires that run use up runs (a skipped one does not).
     if job.remaining_runs is not None and len(run) > job.remaining_runs:
         # The job ends at its last allowed run; later due fires never happen.
@@ -127,6 +136,9 @@ def plan_fires(
         next_run_at=next_run,
         unrecorded_missed=dropped,
         uncounted_missed=jumped,
+        over_budget=tuple(over),
+        budget_reason=reason,
+        budget_notice=bool(over) and job.last_status is not RunState.SKIPPED,
     )
 
 
@@ -137,6 +149,31 @@ def backoff_for(failures: int, settings: EngineSettings) -> timedelta:
 
 
 def finish_job(job: Job, outcome: JobOutcome, settings: EngineSettings) -> JobFinish:
+    """How a job whose fire just ended changes (`_finish_schedule`), and for a budgeted
+    job its running figures: the run's tokens and cost added; at a cap of its budget it
+    pauses (`budget_reached` says why) until a person resumes it.
+    """
+    finish = _finish_schedule(job, outcome, settings)
+    budget = job.policy.budget
+    if not outcome.budgeted or budget is None or finish.delete:
+        return finish
+    spend = add_run(job.spend, outcome.finished_at, outcome.tokens, outcome.cost_usd)
+    values = {**finish.values, "spend": spend}
+    reached = cap_reached(budget, spend, outcome.tokens, outcome.cost_usd)
+    live = values.get("enabled", job.enabled) and values.get("finished_at", job.finished_at) is None
+    if reached is None or not live:
+        return JobFinish(values)
+    values.update(
+        enabled=False,
+        paused_at=outcome.finished_at,
+        paused_reason=f"paused: {reached}"[:500],
+        next_fire_at=None,
+        next_run_at=None,
+    )
+    return JobFinish(values, budget_reached=reached)
+
+
+def _finish_schedule(job: Job, outcome: JobOutcome, settings: EngineSettings) -> JobFinish:
     """How a job whose fire just ended changes: new values (see store FINISH_COLUMNS), and
     whether it is removed.
 

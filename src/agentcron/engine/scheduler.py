@@ -15,9 +15,10 @@ from ulid import ULID
 
 from agentcron.agent.runner import Runner
 from agentcron.config import ConfigError, EngineSettings
-from agentcron.domain.events import EventBus
+from agentcron.domain.budgets import notice_meta, pause_notice, skip_notice
+from agentcron.domain.events import EventBus, JobAction, JobBudgetReached, JobEvent
 from agentcron.domain.jobs import Job
-from agentcron.domain.runs import ClaimedFire, FirePlan
+from agentcron.domain.runs import BudgetSkip, ClaimedFire, FirePlan
 from agentcron.domain.states import RunState
 from agentcron.engine.isolated import (
     Deliver,
@@ -38,6 +39,7 @@ from agentcron.store.interface import EngineLedger
 from agentcron.store.owners import LiveWork, OwnerRecord
 from agentcron.store.writes import (
     InsertJobs,
+    JobOutcome,
     RunEnd,
     Transition,
     Write,
@@ -197,6 +199,7 @@ class Engine:
         self._recover_now = False
         # `deliver` posts a delivery job's result into its target session; `memory` reads a
         # delivery job's memory (`cron:{job_id}`): None when the runner keeps no history.
+        self._deliver = deliver  # budget notices go into their job's session this way
         self.isolated = IsolatedRuns(
             runner,
             journal=journal,
@@ -401,6 +404,8 @@ class Engine:
             )
             self._next_due = result.next_due_at
             self.stats["claimed"] += len(result.fires)
+            for skip in result.budget_skips:
+                self._spawn(self._budget_skipped(skip))
             for fire in result.fires:
                 mine.append(fire.run_id)
                 await self._dispatch(fire)
@@ -652,18 +657,74 @@ class Engine:
         schedule again when a failure may have moved a job's next fire (backoff, pause).
         """
         failed = False
-        for write in writes:
+        for write, result in zip(writes, results, strict=True):
             if isinstance(write, InsertJobs):
                 continue
             run = write.run
             if run is None or not run.state.terminal:
                 continue
+            reached = getattr(result, "budget_reached", None)
+            outcome = getattr(write, "outcome", None)
+            if reached is not None and isinstance(outcome, JobOutcome):
+                self._spawn(self._budget_reached(outcome, run.run_id, reached))
             self.stats[run.state.value] += 1
             if self.run_waiters:
                 self.run_waiters.notify(run.run_id)
             failed = failed or run.state is RunState.FAILED
         if failed:
             self._wake.set()
+
+    async def _budget_skipped(self, skip: BudgetSkip) -> None:
+        """The first fire of a stretch skipped for its job's budget: an event, and a notice
+        in the job's session (channels send it).
+        """
+        job = skip.job
+        log.info(
+            "fire skipped: budget",
+            extra={"job_id": job.id, "run_id": skip.run_id, "reason": skip.reason},
+        )
+        if self.bus.active:
+            await self.bus.publish(
+                JobEvent(
+                    session_key=job.session_key or "",
+                    action=JobAction.SKIPPED,
+                    job_id=job.id,
+                    kind=job.kind,
+                    run_id=skip.run_id,
+                    status=RunState.SKIPPED.value,
+                )
+            )
+        await self._notice(
+            job.session_key,
+            skip_notice(job.name, skip.reason),
+            notice_meta(job.id, skip.run_id, RunState.SKIPPED.value),
+        )
+
+    async def _budget_reached(self, outcome: JobOutcome, run_id: str, reason: str) -> None:
+        """A run's end paused its job at a cap of its budget: the typed event, the job's
+        `paused` event, and a notice in its session (channels send it).
+        """
+        log.warning("job paused: %s", reason, extra={"job_id": outcome.job_id, "run_id": run_id})
+        key = outcome.session_key or ""
+        if self.bus.active:
+            await self.bus.publish(
+                JobBudgetReached(
+                    session_key=key, job_id=outcome.job_id, run_id=run_id, reason=reason
+                )
+            )
+        await self._notice(
+            outcome.session_key,
+            pause_notice(outcome.job_name, reason),
+            notice_meta(outcome.job_id, run_id, "paused"),
+        )
+
+    async def _notice(self, key: str | None, text: str, meta: dict[str, Any]) -> None:
+        if key is None or self._deliver is None:
+            return
+        try:
+            await self._deliver(key, text, meta)
+        except Exception:  # a notice lost is logged; the run record says it all the same
+            log.exception("could not post a budget notice", extra={"session_key": key})
 
     async def _heartbeat(self) -> None:
         """Every `owner_heartbeat`: say this owner is alive (one UPDATE), look for owners

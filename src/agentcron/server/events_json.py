@@ -50,6 +50,7 @@ from agentcron.domain.events import (
     Event,
     FireStarted,
     JobAlert,
+    JobBudgetReached,
     JobEnding,
     JobEvent,
     JobFailing,
@@ -156,6 +157,8 @@ def event_json(event: Event) -> dict[str, Any]:
             body = _alert_json(event)
         case FireStarted():
             body = {"job_id": event.job_id, "run_id": event.run_id, "lateness_s": event.lateness_s}
+        case JobBudgetReached():
+            body = {"job_id": event.job_id, "run_id": event.run_id, "reason": event.reason}
         case _:
             raise TypeError(f"no JSON form for {type(event).__name__}")
     return {"type": event.type, "session_key": event.session_key, **body}

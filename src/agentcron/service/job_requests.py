@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentcron.config.engine import MIN_INTERVAL_SETTING
+from agentcron.domain.budgets import Budget, ContextMode
 from agentcron.domain.cadence import CadenceBounds
 from agentcron.domain.gates import (
     DEFAULT_MAX_OUTPUT,
@@ -29,7 +30,18 @@ from agentcron.domain.grants import (
 from agentcron.domain.jobs import AnySpec, Catchup, Overlap
 from agentcron.domain.notify import Notify
 from agentcron.errors import InvalidInputError
-from agentcron.limits import MAX_RUNS, MessageText, NameText, RunnerUrl, ShortText, ZoneText
+from agentcron.limits import (
+    MAX_BUDGET_TOKENS,
+    MAX_BUDGET_USD,
+    MAX_HISTORY_TOKENS,
+    MAX_JOB_TOOLS,
+    MAX_RUNS,
+    MessageText,
+    NameText,
+    RunnerUrl,
+    ShortText,
+    ZoneText,
+)
 from agentcron.schedule import AtSpec, DstFold, DstGap, EverySpec, upcoming
 from agentcron.schedule.spec import DST_FOLD_HELP, DST_GAP_HELP
 from agentcron.session_keys import SessionKey
@@ -100,6 +112,67 @@ DELETE_AFTER_RUN_HELP = (
     "remove the job once its last fire ends; false (the default) keeps it, done, for "
     "`retention_age` (default 30 days)"
 )
+
+BUDGET_HELP = (
+    "its caps (each optional): usd_run, usd_day, usd_month (dollars, from the runs' reported "
+    "cost) and tokens_run, tokens_day, tokens_month (input + output); days and months are "
+    "UTC. A fire whose estimate (the mean of its recent runs) would pass a cap is skipped; a "
+    "run that reaches one pauses the job until it is resumed. null (on update) = no budget"
+)
+CONTEXT_HELP = (
+    "what history its turns get: continue (the conversation, the default), summary (only the "
+    "session's latest summary), fresh (none: only its message)"
+)
+HISTORY_TOKENS_HELP = (
+    "its turns' history budget in tokens (past it the older part is left out or summarized); "
+    "null = the runner's"
+)
+TOOLS_HELP = (
+    "the only tools the built-in agent may use in its turns (names as `agentcron tools list` "
+    "shows them); null = every tool; an unknown name is refused"
+)
+
+
+class BudgetIn(BaseModel):
+    """A job's budget in a request: the caps to set (at least one)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    usd_run: float | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
+    usd_day: float | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
+    usd_month: float | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
+    tokens_run: int | None = Field(default=None, ge=1, le=MAX_BUDGET_TOKENS)
+    tokens_day: int | None = Field(default=None, ge=1, le=MAX_BUDGET_TOKENS)
+    tokens_month: int | None = Field(default=None, ge=1, le=MAX_BUDGET_TOKENS)
+
+    @model_validator(mode="after")
+    def _some_cap(self) -> BudgetIn:
+        if self.budget() is None:
+            raise ValueError("a budget needs at least one cap (or null for none)")
+        return self
+
+    def budget(self) -> Budget | None:
+        return Budget.of(self.model_dump())
+
+
+def check_budget(budget: Budget | None) -> Budget | None:
+    """A budget from the library, held to the API's bounds (InvalidInputError); an empty one
+    is none.
+    """
+    if budget is None or budget.empty:
+        return None
+    try:
+        return BudgetIn.model_validate(budget.as_dict()).budget()
+    except ValueError as exc:
+        raise InvalidInputError(f"budget: {exc}") from None
+
+
+def check_history_tokens(tokens: int | None) -> int | None:
+    if tokens is not None and not 1 <= tokens <= MAX_HISTORY_TOKENS:
+        raise InvalidInputError(
+            f"history_tokens must be between 1 and {MAX_HISTORY_TOKENS} (got {tokens})"
+        )
+    return tokens
 
 
 CADENCE_HELP = (
@@ -192,6 +265,15 @@ class JobCreate(BaseModel):
     cadence: CadenceIn | None = Field(default=None, description=CADENCE_HELP)
     gate: GateIn | None = Field(default=None, description=GATE_HELP)
 
+    budget: BudgetIn | None = Field(default=None, description=BUDGET_HELP)
+    context: ContextMode = Field(default=ContextMode.CONTINUE, description=CONTEXT_HELP)
+    history_tokens: int | None = Field(
+        default=None, ge=1, le=MAX_HISTORY_TOKENS, description=HISTORY_TOKENS_HELP
+    )
+    tools: list[ShortText] | None = Field(
+        default=None, max_length=MAX_JOB_TOOLS, description=TOOLS_HELP
+    )
+
 
 class JobRenew(BaseModel):
     """`POST /api/jobs/{id}/renew`: a later end, more runs, or both (one at least)."""
@@ -233,16 +315,24 @@ class JobPatch(BaseModel):
     )
     cadence: CadenceIn | None = Field(default=None, description=CADENCE_HELP)
     gate: GateIn | None = Field(default=None, description=GATE_HELP)
+    budget: BudgetIn | None = Field(default=None, description=BUDGET_HELP)
+    context: ContextMode | None = Field(default=None, description=CONTEXT_HELP)
+    history_tokens: int | None = Field(
+        default=None, ge=1, le=MAX_HISTORY_TOKENS, description=HISTORY_TOKENS_HELP
+    )
+    tools: list[ShortText] | None = Field(
+        default=None, max_length=MAX_JOB_TOOLS, description=TOOLS_HELP
+    )
 
     @model_validator(mode="after")
     def _null_only_where_it_means_something(self) -> JobPatch:
         # null is a value for max_runs, end_at (no limit), model and runner_url (the
-        # default), cadence (no bounds) and gate (none); elsewhere leave the field out to keep it
+        # default), cadence (no bounds), gate, budget, history_tokens and tools (none);
+        # elsewhere leave the field out to keep it
+        nullable = {"max_runs", "end_at", "model", "runner_url", "cadence", "gate"}
+        nullable |= {"budget", "history_tokens", "tools"}
         nulls = sorted(
-            name
-            for name in self.model_fields_set
-            - {"max_runs", "end_at", "model", "runner_url", "cadence", "gate"}
-            if getattr(self, name) is None
+            name for name in self.model_fields_set - nullable if getattr(self, name) is None
         )
         if nulls:
             raise ValueError(f"{', '.join(nulls)}: cannot be null (leave it out to keep it)")

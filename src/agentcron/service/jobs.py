@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import builtins
 import enum
+import fnmatch
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from agentcron.config import UNIFIED_SESSION_TITLE, check_model_name
 from agentcron.config.engine import DEFAULT_MIN_INTERVAL
 from agentcron.domain.approvals import Approval
+from agentcron.domain.budgets import Budget, ContextMode, Spend, add_run, spend_at
 from agentcron.domain.cadence import (
     MAX_REASON_CHARS,
     CadenceBounds,
@@ -43,14 +45,28 @@ from agentcron.domain.runs import Run
 from agentcron.domain.states import ACTIVE_STATES
 from agentcron.engine.policies import arm
 from agentcron.errors import InvalidInputError
-from agentcron.limits import MAX_MESSAGE_CHARS, MAX_RUNS, check_runner_url, check_text
+from agentcron.limits import (
+    MAX_MESSAGE_CHARS,
+    MAX_RUNS,
+    check_job_tools,
+    check_runner_url,
+    check_text,
+)
 from agentcron.runtime.clock import Clock
 from agentcron.runtime.gate import GATES_OFF
 from agentcron.schedule import AtSpec, DstFold, DstGap, carry_dst, parse_when, upcoming, with_dst
 from agentcron.schedule.zones import get_zone
-from agentcron.service.job_requests import GateIn, JobCreate, JobPatch, JobRenew, check_interval
+from agentcron.service.job_requests import (
+    GateIn,
+    JobCreate,
+    JobPatch,
+    JobRenew,
+    check_budget,
+    check_history_tokens,
+    check_interval,
+)
 from agentcron.service.paging import DEFAULT_PAGE, Page, check_limit, decode_cursor, page_of
-from agentcron.service.runs import Runs
+from agentcron.service.runs import MAX_USAGE_DAYS, Runs, UsageSum
 from agentcron.store.errors import ConflictError, SessionNotFoundError, VersionConflictError
 from agentcron.store.ids import new_id
 from agentcron.store.interface import JobCatalog, RunRecords, WriteQueue
@@ -94,6 +110,17 @@ class JobDetail:
     waiting: Approval | None = None  # a scheduled run's call waiting for a person now
 
 
+@dataclass(frozen=True, slots=True)
+class JobSpend:
+    """A job's spend against its budget: the running figures (today and this month, UTC;
+    None: no budget) and its use per UTC day over the last days, oldest first.
+    """
+
+    job: Job
+    spend: Spend | None
+    days: list[tuple[date, UsageSum]]
+
+
 class Jobs:
     """Create, read, change and remove jobs."""
 
@@ -113,6 +140,7 @@ class Jobs:
         min_interval: Callable[[], timedelta] = lambda: DEFAULT_MIN_INTERVAL,
         waiting: Callable[[str], Awaitable[Approval | None]] | None = None,
         gates: Callable[[], bool] = lambda: False,
+        tool_names: Callable[[], Collection[str] | None] = lambda: None,
     ) -> None:
         self._catalog = catalog
         # a job's scheduled run waiting for a person (`Approvals.waiting_of_job`)
@@ -128,6 +156,9 @@ class Jobs:
         self._retention = retention  # how long a done job stays listed
         self._min_interval = min_interval  # `[engine] min_interval`: requests' schedules
         self._gates = gates  # `[engine] gates`: requests' gates may run code
+        # The tools a job's allow-list may name (names or globs: an MCP server's prefix_*);
+        # None: not known here (a runner of your own), only the names' form is checked.
+        self._tool_names = tool_names
 
     def checked_gate(self, given: GateIn | None) -> Gate | None:
         """A request's gate, checked: in its bounds, and one that runs code (command,
@@ -139,6 +170,20 @@ class Jobs:
         if gate.kind in CODE_KINDS and not self._gates():
             raise InvalidInputError(f"gate.kind {gate.kind.value}: {GATES_OFF}")
         return gate
+
+    def check_tools(self, tools: Sequence[str] | None) -> tuple[str, ...] | None:
+        """A job's tool allow-list, checked (InvalidInputError for a bad or unknown name)."""
+        names = check_job_tools(None if tools is None else list(tools))
+        known = self._tool_names()
+        if names is None or known is None:
+            return names
+        unknown = [n for n in names if not any(fnmatch.fnmatchcase(n, k) for k in known)]
+        if unknown:
+            listed = ", ".join(sorted(known)[:40])
+            raise InvalidInputError(
+                f"tools: no tool named {', '.join(unknown)} (the tools are: {listed})"
+            )
+        return names
 
     def check_interval(self, spec: AnySpec) -> None:
         """Refuse a schedule from a person or an agent that recurs more often than the
@@ -183,15 +228,21 @@ class Jobs:
         call_type: RecallCallType | None = None,
         internal_comment: str | None = None,
         runner_url: str | None = None,
+        budget: Budget | None = None,
+        context: ContextMode = ContextMode.CONTINUE,
+        history_tokens: int | None = None,
+        tools: Sequence[str] | None = None,
     ) -> Job:
         """Create one job from `when` (anything parse_when reads) or a ready `spec`; `model`
         names the model its turns run on (None: the runner's default), `runner_url` the runner
         its fires run on (None: its session's, else the process's); a recall keeps its
         `call_type` and `internal_comment`. `dst_gap` / `dst_fold` set a wall-clock schedule's
         DST policy (None: the spec's own, by default shift / first); another value on an
-        interval or a one-time schedule is an InvalidSpecError.
+        interval or a one-time schedule is an InvalidSpecError. `budget` caps its tokens and
+        cost, `context`, `history_tokens` and `tools` shape its turns (domain/budgets.py).
         """
         now = self._clock.now()
+        checked_tools = self.check_tools(tools)
         new = _new_job(
             now,
             name=name,
@@ -218,6 +269,10 @@ class Jobs:
             enabled=enabled,
             model=model,
             runner_url=runner_url,
+            budget=budget,
+            context=context,
+            history_tokens=history_tokens,
+            tools=checked_tools,
         )
         if call_type is not None or internal_comment is not None:
             new = _with_recall_note(new, call_type, internal_comment)
@@ -243,6 +298,7 @@ class Jobs:
         end_at = body.end_at
         minimum = self._min_interval()
         gate = self.checked_gate(body.gate)
+        tools = self.check_tools(body.tools)
 
         def armed(session_tz: str) -> ArmedJob:
             # Runs inside the transaction, on the database thread: pure, `now` fixed above.
@@ -266,6 +322,10 @@ class Jobs:
                 dst_fold=body.dst_fold,
                 cadence=None if body.cadence is None else body.cadence.bounds(),
                 gate=gate,
+                budget=None if body.budget is None else body.budget.budget(),
+                context=body.context,
+                history_tokens=body.history_tokens,
+                tools=tools,
             )
             check_interval(new.spec, now, minimum)
             return self._armed(new, now)
@@ -311,6 +371,61 @@ class Jobs:
     async def usage(self, job_id: str) -> dict[str, Any]:
         """Tokens and cost summed over the job's run records: what this schedule costs."""
         return await self._usage.usage_totals(job_id=job_id)
+
+    async def spend(self, job_id: str, days: int = 30) -> JobSpend:
+        """A job's spend against its budget: its running figures as of now, and its use per
+        UTC day over the last `days` days (today included; days without use count zero).
+        """
+        if not 1 <= days <= MAX_USAGE_DAYS:
+            raise InvalidInputError(f"days must be between 1 and {MAX_USAGE_DAYS} (got {days})")
+        job = await self.get(job_id)
+        now = self._clock.now()
+        today = now.astimezone(UTC).date()
+        first = today - timedelta(days=days - 1)
+        found = await self._runs.usage(job_id=job_id, since=first, until=today, tz="UTC")
+        per_day = {first + timedelta(days=i): UsageSum() for i in range(days)}
+        for row in found.days:
+            bucket = per_day.get(row.day)
+            if bucket is not None:
+                _merge(bucket, row)
+        spent = None if job.policy.budget is None else spend_at(job.spend, now)
+        return JobSpend(job, spent, sorted(per_day.items()))
+
+    async def _spent_so_far(self, job_id: str) -> Spend:
+        """What a job spent this UTC day and month, with the estimate of one run from its
+        last runs: where a budget given to it later starts.
+        """
+        now = self._clock.now()
+        today = now.astimezone(UTC).date()
+        found = await self._runs.usage(
+            job_id=job_id, since=today.replace(day=1), until=today, tz="UTC"
+        )
+        day, month = UsageSum(), UsageSum()
+        for row in found.days:
+            _merge(month, row)
+            if row.day == today:
+                _merge(day, row)
+        estimate: Spend | None = None
+        recent = [r for r in await self._runs.list(job_id, limit=20) if r.usage]
+        for run in reversed(recent[:5]):  # oldest first, as they ended
+            usage = run.usage or {}
+            tokens = int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
+            cost = usage.get("cost_usd")
+            at = run.finished_at or now
+            estimate = add_run(
+                estimate, at, tokens, float(cost) if isinstance(cost, int | float) else None
+            )
+        base = spend_at(None, now)
+        return replace(
+            base,
+            day_usd=round(day.cost_usd or 0.0, 6),
+            day_tokens=day.input_tokens + day.output_tokens,
+            month_usd=round(month.cost_usd or 0.0, 6),
+            month_tokens=month.input_tokens + month.output_tokens,
+            est_usd=0.0 if estimate is None else estimate.est_usd,
+            est_tokens=0 if estimate is None else estimate.est_tokens,
+            est_runs=0 if estimate is None else estimate.est_runs,
+        )
 
     async def for_session(self, session_key: str) -> builtins.list[Job]:
         """The jobs and recall a chat shows: its own, and in unified mode also those of
@@ -424,19 +539,47 @@ class Jobs:
         runner_url: str | Keep | None = KEEP,
         dst_gap: DstGap | str | None = None,
         dst_fold: DstFold | str | None = None,
+        context: ContextMode | None = None,
+        history_tokens: int | Keep | None = KEEP,
+        tools: Sequence[str] | Keep | None = KEEP,
         **policy_changes: Any,
     ) -> Job:
         """Change a job. A new schedule re-computes the next fire at once; `model=None` goes
         back to the runner's default model, `runner_url=None` to its session's runner. A new
         `when` keeps the job's DST policy (when both are wall-clock schedules; a `spec` is
-        taken as it is); `dst_gap` / `dst_fold` change it.
+        taken as it is); `dst_gap` / `dst_fold` change it. `budget=None` removes its budget,
+        `history_tokens=None` its own history budget, `tools=None` its tool allow-list. A
+        budget given to a job that had none starts from what the job spent this UTC day and
+        month, and the mean of its last runs.
 
         `expected_version` makes it a compare-and-set (VersionConflictError when the job moved
         on); without it the update retries on concurrent changes.
         """
 
+        checked_tools = KEEP if isinstance(tools, Keep) else self.check_tools(tools)
+        if not isinstance(history_tokens, Keep):
+            check_history_tokens(history_tokens)
+        if context is not None:
+            context = ContextMode(context)
+        seed: Spend | None = None
+        if "budget" in policy_changes:
+            policy_changes["budget"] = check_budget(policy_changes["budget"])
+            if policy_changes["budget"] is not None:
+                seed = await self._spent_so_far(job_id)
+
         def compute(job: Job, now: datetime) -> dict[str, Any]:
             changes: dict[str, Any] = {}
+            if context is not None:
+                changes["context"] = context.value
+            if not isinstance(history_tokens, Keep):
+                changes["history_tokens"] = history_tokens
+            if not isinstance(checked_tools, Keep):
+                changes["tools"] = None if checked_tools is None else list(checked_tools)
+            if "budget" in policy_changes:
+                if policy_changes["budget"] is None:
+                    changes["spend"] = None
+                elif job.policy.budget is None:
+                    changes["spend"] = None if seed is None else seed.as_dict()
             _check_bounds(
                 name=name,
                 message=message,
@@ -486,7 +629,7 @@ class Jobs:
 
     async def apply_patch(self, job_id: str, body: JobPatch) -> JobState:
         """The API's PATCH: change what is given; `enabled` pauses or resumes."""
-        changes = body.model_dump(exclude_unset=True, exclude={"enabled"})
+        changes = body.model_dump(exclude_unset=True, exclude={"enabled", "budget"})
         if "end_at" in changes:
             _aware(changes["end_at"], "end_at")
         policy: dict[str, Any] = {
@@ -499,6 +642,8 @@ class Jobs:
             policy["cadence"] = None if body.cadence is None else body.cadence.bounds()
         if changes.pop("gate", KEEP) is not KEEP:
             policy["gate"] = self.checked_gate(body.gate)
+        if "budget" in body.model_fields_set:
+            policy["budget"] = None if body.budget is None else body.budget.budget()
         job = await self.get(job_id)
         if body.when is not None:  # checked as a new job's: before anything changes
             self.check_interval(parse_when(body.when, self._clock.now(), body.tz or job.spec.tz))
@@ -735,6 +880,10 @@ def _new_job(
     model: str | None = None,
     runner_url: str | None = None,
     gate: Gate | None = None,
+    budget: Budget | None = None,
+    context: ContextMode = ContextMode.CONTINUE,
+    history_tokens: int | None = None,
+    tools: tuple[str, ...] | None = None,
 ) -> NewJob:
     """A job to create, checked (InvalidInputError, ScheduleError), its schedule read at `now`."""
     if (when is None) == (spec is None):
@@ -754,6 +903,7 @@ def _new_job(
         notify=Notify(notify),
         cadence=cadence,
         gate=gate,
+        budget=check_budget(budget),
     )
     return NewJob(
         name=name,
@@ -767,6 +917,9 @@ def _new_job(
         enabled=enabled,
         model=check_model_name(model),
         runner_url=check_runner_url(runner_url),
+        context=ContextMode(context),
+        history_tokens=check_history_tokens(history_tokens),
+        tools=tools,
     )
 
 
@@ -816,3 +969,13 @@ def _aware(value: datetime | None, field: str) -> datetime | None:
     if value is not None and value.tzinfo is None:
         raise InvalidInputError(f"{field} needs a UTC offset, e.g. 2026-12-31T18:00:00+01:00")
     return value
+
+
+def _merge(into: UsageSum, row: UsageSum) -> None:
+    """Add one usage sum to another."""
+    into.runs += row.runs
+    into.turns += row.turns
+    into.input_tokens += row.input_tokens
+    into.output_tokens += row.output_tokens
+    if row.cost_usd is not None:
+        into.cost_usd = round((into.cost_usd or 0.0) + row.cost_usd, 6)

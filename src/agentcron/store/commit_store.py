@@ -113,12 +113,18 @@ class GroupCommitMixin(JobsMixin):
         with pipelined(conn):  # writes only: their answers are not read
             staged.flush()
             self._record_transitions(conn, transitions)
-        deleted = self._apply_outcomes(conn, outcomes, finisher) if outcomes else set()
-        if deleted:
+        deleted, reached = (
+            self._apply_outcomes(conn, outcomes, finisher) if outcomes else (set(), {})
+        )
+        if deleted or reached:
             for i, w in enumerate(writes):
                 outcome = w.outcome if isinstance(w, TurnFinish | RunEnd) else None
-                if outcome is not None and outcome.job_id in deleted:
-                    results[i] = TurnFinished(getattr(results[i], "message", None), True)
+                if outcome is None:
+                    continue
+                gone, why = outcome.job_id in deleted, reached.pop(outcome.job_id, None)
+                if gone or why is not None:
+                    message = getattr(results[i], "message", None)
+                    results[i] = TurnFinished(message, gone, why)
         return results
 
     def _record_transitions(self, conn: Connection, transitions: Sequence[Transition]) -> None:
@@ -153,8 +159,10 @@ class GroupCommitMixin(JobsMixin):
 
     def _apply_outcomes(
         self, conn: Connection, outcomes: Sequence[JobOutcome], finisher: Finisher
-    ) -> set[str]:
-        """Apply job outcomes; returns the ids of jobs removed (finished one-shots)."""
+    ) -> tuple[set[str], dict[str, str]]:
+        """Apply job outcomes; returns the ids of jobs removed (finished one-shots), and the
+        jobs paused at a cap of their budget with why.
+        """
         by_job: dict[str, list[JobOutcome]] = {}
         # Jobs in id order: two processes that update the same jobs lock them in one order.
         for outcome in sorted(outcomes, key=lambda o: o.job_id):
@@ -172,13 +180,14 @@ class GroupCommitMixin(JobsMixin):
             )
         ids = [job_id for job_id, v in by_job.items() if not all(o.simple for o in v)]
         if not ids:
-            return set()
+            return set(), {}
         current: dict[str, Job] = {}
         for chunk in _chunks(ids):
             for row in conn.execute(sa.select(jobs).where(jobs.c.id.in_(chunk))):
                 current[row.id] = _job(row)
         deletes: list[dict[str, Any]] = []
         fired: list[tuple[Job, RecallState, datetime]] = []
+        reached: dict[str, str] = {}
         for job_id in ids:
             for outcome in by_job[job_id]:  # in finish order: later outcomes see earlier ones
                 job = current.get(job_id)
@@ -186,6 +195,8 @@ class GroupCommitMixin(JobsMixin):
                     break  # deleted while its fire ran
                 change = finisher(job, outcome)
                 values = change.values
+                if change.budget_reached is not None:
+                    reached[job.id] = change.budget_reached
                 if change.delete:
                     deletes.append({"b_id": job.id})
                     del current[job.id]
@@ -199,6 +210,7 @@ class GroupCommitMixin(JobsMixin):
         for job in current.values():
             values = {c: getattr(job, c) for c in FINISH_COLUMNS}
             values["last_status"] = job.last_status.value if job.last_status else None
+            values["spend"] = None if job.spend is None else job.spend.as_dict()
             updates.append({"b_id": job.id, **values})
         if updates:
             stmt = (
@@ -213,4 +225,4 @@ class GroupCommitMixin(JobsMixin):
             conn.execute(jobs.delete().where(jobs.c.id == sa.bindparam("b_id")), deletes)
         if fired:
             self._end_recalls(conn, fired)
-        return {d["b_id"] for d in deletes}
+        return {d["b_id"] for d in deletes}, reached

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from agentcron.domain.jobs import Job, JobKind, Overlap
-from agentcron.domain.runs import ClaimedFire, ClaimResult
+from agentcron.domain.runs import BudgetSkip, ClaimedFire, ClaimResult
 from agentcron.domain.states import RunState, TurnState
 from agentcron.store.bulk import executemany
 from agentcron.store.interface import Planner
@@ -92,6 +92,7 @@ class FireClaimsMixin(SqlBase):
         job_updates: list[dict[str, Any]] = []
         run_rows: list[dict[str, Any]] = []
         claimed_meta: dict[str, tuple[Job, datetime]] = {}
+        told: list[tuple[str, Job, datetime, str]] = []  # budget skips to be told
         for row in rows:
             try:
                 job = _job(row)
@@ -150,12 +151,19 @@ class FireClaimsMixin(SqlBase):
                     "skipped: the previous fire of this job was still queued or running"
                 )
                 run_rows.append(run_row)
+            for i, fire_at in enumerate(plan.over_budget):
+                run_row = _run_values(advanced, fire_at, RunState.SKIPPED, now, None, None)
+                run_row["error"] = f"skipped: budget: {plan.budget_reason}"[:1000]
+                run_row["error_details"] = {"budget": plan.budget_reason}
+                if plan.budget_notice and i == 0:
+                    told.append((run_row["id"], advanced, fire_at, plan.budget_reason or ""))
+                run_rows.append(run_row)
         won = self._cas_update_jobs(conn, job_updates)
         run_rows = [r for r in run_rows if r["job_id"] in won]
         turn_for = self._open_fire_turns(conn, run_rows, claimed_meta, now, owner)
         claimed: list[ClaimedFire] = []
+        inserted: set[str] = set()
         if run_rows:
-            inserted: set[str] = set()
             shapes: dict[tuple[str, ...], list[dict[str, Any]]] = {}
             for run_row in run_rows:  # an executemany takes rows of one shape
                 shapes.setdefault(tuple(run_row), []).append(run_row)
@@ -183,7 +191,10 @@ class FireClaimsMixin(SqlBase):
                     )
         due_next = conn.execute(_NEXT_DUE).scalar_one()
         claimed.sort(key=lambda c: (c.fire_at, c.run_id))
-        return ClaimResult(claimed, len(rows), due_next)
+        skips = tuple(
+            BudgetSkip(job, run_id, at, why) for run_id, job, at, why in told if run_id in inserted
+        )
+        return ClaimResult(claimed, len(rows), due_next, skips)
 
     def _open_fire_turns(
         self,

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Row, RowMapping
 
 from agentcron.domain.approvals import Approval, ApprovalState
+from agentcron.domain.budgets import Budget, ContextMode, Spend
 from agentcron.domain.cadence import CadenceBounds, HourWindow, Reschedule
 from agentcron.domain.gates import Gate
 from agentcron.domain.grants import Grant
@@ -62,6 +63,7 @@ FINISH_COLUMNS = (
     "lease_owner",
     "lease_expires_at",
     "finished_at",
+    "spend",
 )
 
 _RUN_FIELDS = (
@@ -188,6 +190,10 @@ def _job_values(armed: ArmedJob, now: datetime) -> dict[str, Any]:
         "channel_meta": new.channel_meta,
         "model": new.model,
         "runner_url": new.runner_url,
+        "context": new.context.value,
+        "history_tokens": new.history_tokens,
+        "tools": None if new.tools is None else list(new.tools),
+        "spend": None,
         "call_type": None if new.call_type is None else new.call_type.value,
         "internal_comment": new.internal_comment,
         "finished_at": None,
@@ -208,6 +214,7 @@ def _policy_values(policy: JobPolicy) -> dict[str, Any]:
         "notify": policy.notify.value,
         **cadence_values(policy.cadence),
         "gate": None if policy.gate is None else policy.gate.as_dict(),
+        "budget": None if policy.budget is None else policy.budget.as_dict(),
     }
 
 
@@ -268,6 +275,7 @@ def _job(row: Row[Any] | Mapping[str, Any]) -> Job:
             notify=Notify(m["notify"]),
             cadence=_cadence(m),
             gate=None if m["gate"] is None else Gate.of(m["gate"]),
+            budget=Budget.of(m["budget"]),
         ),
         last_status=RunState(m["last_status"]) if m["last_status"] else None,
     )
@@ -335,6 +343,10 @@ def _job_of(
         ending_warned_at=m.get("ending_warned_at"),
         rescheduled=None if not m.get("rescheduled") else Reschedule.of_data(m["rescheduled"]),
         trigger_secret=m.get("trigger_secret"),
+        context=ContextMode(m.get("context") or ContextMode.CONTINUE),
+        history_tokens=m.get("history_tokens"),
+        tools=None if (tools := m.get("tools")) is None else tuple(tools),
+        spend=Spend.of(m.get("spend")),
     )
 
 
@@ -522,8 +534,8 @@ def job_after_claim(
     """The job as advanced by a claim: next fire, remaining runs, lease, version."""
     ran = len(plan.run)
     status = job.last_status
-    if not ran and (plan.missed or plan.skipped):
-        status = RunState.SKIPPED if plan.skipped else RunState.MISSED
+    if not ran and (plan.missed or plan.skipped or plan.over_budget):
+        status = RunState.SKIPPED if plan.skipped or plan.over_budget else RunState.MISSED
     return job_with(
         job,
         {

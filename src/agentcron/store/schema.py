@@ -131,6 +131,15 @@ jobs = sa.Table(
     sa.Column("allowed_hours", sa.String(16)),
     # its pre-check gate (domain/gates.py `Gate.as_dict`); NULL: none
     sa.Column("gate", JSONValue),
+    # its caps of tokens and money, and (only with caps) its running figures
+    # (domain/budgets.py: Budget, Spend)
+    sa.Column("budget", JSONValue),
+    sa.Column("spend", JSONValue),
+    # what history its turns get (continue | summary | fresh), their history budget in
+    # tokens (None: the runner's), the tools they may use (None: every tool)
+    sa.Column("context", sa.String(16), nullable=False, server_default="continue"),
+    sa.Column("history_tokens", sa.Integer),
+    sa.Column("tools", JSONValue),
     # schedule state
     sa.Column("next_fire_at", UTCDateTime),
     sa.Column("next_run_at", UTCDateTime),

@@ -23,6 +23,7 @@ class JobFinish:
 
     values: dict[str, Any]
     delete: bool = False
+    budget_reached: str | None = None  # the job paused at a cap of its budget: why
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +55,12 @@ class JobOutcome:
     error: str | None = None
     delete_after_run: bool = False  # from the claim's snapshot: may need the finisher
     manual: bool = False  # a "run now" or an event: the finisher leaves the schedule as it is
+    # its job had a budget at the claim: the run's tokens and cost go to its running figures
+    budgeted: bool = False
+    tokens: int = 0
+    cost_usd: float | None = None
+    session_key: str | None = None  # its job's (a budget's notice goes there)
+    job_name: str = ""
 
     @property
     def simple(self) -> bool:
@@ -64,6 +71,7 @@ class JobOutcome:
             self.status not in (RunState.FAILED, RunState.CANCELLED)
             and not self.delete_after_run
             and not self.manual
+            and not self.budgeted
         )
 
     @property
@@ -99,6 +107,8 @@ def fire_end(
         delivery=delivery,
         tool_calls=tool_calls or None,
     )
+    budgeted = fire.job.policy.budget is not None
+    numbers = usage or {}
     job = JobOutcome(
         fire.job.id,
         state,
@@ -106,8 +116,27 @@ def fire_end(
         error=error,
         delete_after_run=fire.job.policy.delete_after_run,
         manual=fire.asked,
+        budgeted=budgeted,
+        tokens=_count(numbers.get("input_tokens")) + _count(numbers.get("output_tokens"))
+        if budgeted
+        else 0,
+        cost_usd=_cost(numbers.get("cost_usd")) if budgeted else None,
+        session_key=fire.job.session_key,
+        job_name=fire.job.name,
     )
     return run, job
+
+
+def _count(value: Any) -> int:
+    """A runner's token count (anything else counts 0)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _cost(value: Any) -> float | None:
+    """A runner's cost in dollars (None: unknown)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +210,7 @@ class TurnFinished:
 
     message: Message | None
     job_deleted: bool = False
+    budget_reached: str | None = None  # its job paused at a cap of its budget: why
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from agentcron.agent.runner import (
 )
 from agentcron.config import EngineSettings
 from agentcron.domain.attachments import Attachment
+from agentcron.domain.budgets import ContextMode
 from agentcron.domain.events import (
     Event,
     EventBus,
@@ -209,8 +210,14 @@ class _LaneTurn:
         lanes, pending, prepared, session = self.lanes, self.pending, self.prepared, self.session
         if self.message is None or session is None:
             raise RuntimeError("a turn's runner was called before its start")
+        job = None if pending.fire is None else pending.fire.job
         history = await lanes._history(
-            pending.session_key, self.message.seq, pending.turn_id, self.written
+            pending.session_key,
+            self.message.seq,
+            pending.turn_id,
+            self.written,
+            context=ContextMode.CONTINUE if job is None else job.context,
+            budget=None if job is None else job.history_tokens,
         )
         turn_input = TurnInput(
             turn_id=pending.turn_id,
@@ -226,6 +233,7 @@ class _LaneTurn:
             # the fire's job's own runner, else the session's (None: the process's runner)
             runner_url=(None if pending.fire is None else pending.fire.job.runner_url)
             or session.runner_url,
+            tools=None if job is None else job.tools,
         )
         info = SessionInfo(
             key=session.key,
@@ -616,7 +624,14 @@ class Lanes:
         return _LaneTurn(self, lane, pending, prepared, execution)
 
     async def _history(
-        self, key: str, seq: int, turn_id: str, written: list[Entry]
+        self,
+        key: str,
+        seq: int,
+        turn_id: str,
+        written: list[Entry],
+        *,
+        context: ContextMode = ContextMode.CONTINUE,
+        budget: int | None = None,
     ) -> list[HistoryEntry]:
         """The turn's history; a database outage is waited out (with backoff, inside the
         turn's call: a stop or the turn's timeout still ends it), not made a failed turn.
@@ -624,7 +639,9 @@ class Lanes:
         backoff: Backoff | None = None  # made at the first outage: a read that lands pays nothing
         while True:
             try:
-                return await self.memory.for_turn(key, seq, turn_id, written)
+                return await self.memory.for_turn(
+                    key, seq, turn_id, written, context=context, budget=budget
+                )
             except StoreUnavailableError:
                 if self._closing:
                     raise

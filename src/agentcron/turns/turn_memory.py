@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from agentcron.agent.runner import HistoryEntry, Runner
 from agentcron.config import EngineSettings
+from agentcron.domain.budgets import ContextMode
 from agentcron.domain.sessions import Entry, MemoryScope, Message
 from agentcron.store.interface import Transcripts
 from agentcron.turns.memory import (
@@ -63,16 +64,31 @@ class TurnMemory:
         return self.settings.history_budget
 
     async def for_turn(
-        self, key: str, seq: int, turn_id: str, written: list[Entry]
+        self,
+        key: str,
+        seq: int,
+        turn_id: str,
+        written: list[Entry],
+        *,
+        context: ContextMode = ContextMode.CONTINUE,
+        budget: int | None = None,
     ) -> list[HistoryEntry]:
-        """A turn's history within the token budget. Past it, a runner that can summarize
-        folds the older part into a `summary` entry (appended to `written`, saved with the
-        turn's end) and gets summary + the recent entries; any other gets the recent entries.
+        """A turn's history within the token budget (`budget`: a job's own, else the
+        runner's or the setting's). Past it, a runner that can summarize folds the older part
+        into a `summary` entry (appended to `written`, saved with the turn's end) and gets
+        summary + the recent entries; any other gets the recent entries.
+
+        A job's `context` narrows it: `fresh` gets nothing (the transcript is not read),
+        `summary` only the session's latest summary entry, if it fits the budget.
         """
+        if context is ContextMode.FRESH:
+            return []
         window, full = await self._window(key, seq)
         if not window:
             return []
-        budget = self._budget()
+        budget = budget or self._budget()
+        if context is ContextMode.SUMMARY:
+            return _latest_summary(window, budget)
         if budget is None:
             return [history_entry(m) for m in window if m.role != SUMMARY_ROLE]
         plan = plan_memory(window, budget, window_full=full)
@@ -135,3 +151,13 @@ class TurnMemory:
             if sum(estimate_tokens(m.role, m.content, m.meta) for m in kept) > budget:
                 kept.pop(0)
         return [history_entry(m) for m in kept]
+
+
+def _latest_summary(window: list[Message], budget: int | None) -> list[HistoryEntry]:
+    """The newest summary entry of `window` as the whole history, when it fits `budget`."""
+    for message in reversed(window):
+        if message.role != SUMMARY_ROLE:
+            continue
+        cost = estimate_tokens(message.role, message.content, message.meta)
+        return [] if budget is not None and cost > budget else [history_entry(message)]
+    return []

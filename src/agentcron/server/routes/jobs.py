@@ -17,6 +17,7 @@ from agentcron.views import (
     JobDetailOut,
     JobOut,
     JobsOut,
+    JobSpendOut,
     RevokedGrantOut,
     RunOut,
     RunsOut,
@@ -85,6 +86,18 @@ async def renew_job(job_id: Id, body: JobRenew, cron: Cron) -> JobOut:
 @router.delete("/{job_id}", responses=answers(404, 403, 409))
 async def delete_job(job_id: Id, cron: Cron) -> DeletedJobOut:
     return DeletedJobOut(deleted=(await cron.jobs.delete(job_id)).id)
+
+
+@router.get("/{job_id}/spend", responses=answers(404))
+async def job_spend(
+    job_id: Id,
+    cron: Cron,
+    days: int = Query(default=30, ge=1, le=366, description="UTC days back, today included"),
+) -> JobSpendOut:
+    """The job's spend against its budget: its caps, what it spent today and this month
+    (UTC) with the estimate of one run, and its tokens and cost per UTC day.
+    """
+    return JobSpendOut.of_spend(await cron.jobs.spend(job_id, days))
 
 
 @router.get("/{job_id}/runs", responses=answers(404))
