@@ -257,7 +257,9 @@ def _spec(data: Any) -> AnySpec:
 
 
 def _job(row: Row[Any] | Mapping[str, Any]) -> Job:
-    m = row._mapping if isinstance(row, Row) else row
+    # A plain dict: its lookups (and `.get` for the columns later migrations added, which
+    # insert values leave out) are single C calls, not RowMapping's Python `get`.
+    m = dict(zip(row._fields, row, strict=True)) if isinstance(row, Row) else row
     return _job_of(
         m,
         kind=JobKind(m["kind"]),
