@@ -174,7 +174,9 @@ async def test_only_a_job_that_holds_outcomes_is_told_about_the_silent_sentinel(
     body = {"session_key": KEY, "message": "look", "when": "every day at 9"}
     told = {}
     for notify in ("always", "changes", "never-empty"):
-        job = answer(await api.post("/api/jobs", json=body | {"name": notify, "notify": notify}), 201)
+        job = answer(
+            await api.post("/api/jobs", json=body | {"name": notify, "notify": notify}), 201
+        )
         run = await fire(api, cron, manager, job["id"])
         assert run["state"] == "succeeded"
         told[notify] = SILENT_SENTINEL in agent.prompts[-1]
