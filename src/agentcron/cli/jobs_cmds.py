@@ -281,6 +281,31 @@ def jobs_update(
     notify: Annotated[Notify | None, typer.Option(help="When its outcomes are delivered.")] = None,
     dst_gap: DstGapOpt = None,
     dst_fold: DstFoldOpt = None,
+    cadence_min: Annotated[
+        str | None,
+        typer.Option(
+            help="The agent may move its next run no sooner than this from then (30m); "
+            "the --cadence-* and --allowed-hours given replace its bounds as a whole."
+        ),
+    ] = None,
+    cadence_max: Annotated[
+        str | None, typer.Option(help="... and no later than this (6h).")
+    ] = None,
+    allowed_hours: Annotated[
+        str | None,
+        typer.Option(help="... and only inside these local hours of its zone (08:00-20:00)."),
+    ] = None,
+    no_cadence: Annotated[
+        bool, typer.Option("--no-cadence", help="Remove its bounds: the agent may not move it.")
+    ] = False,
+    gate: Annotated[
+        str | None,
+        typer.Option(
+            help='A new pre-check, as JSON: {"kind": "http", "target": "https://..."} '
+            "(docs/safe-quiet-and-gates.md)."
+        ),
+    ] = None,
+    no_gate: Annotated[bool, typer.Option("--no-gate", help="Remove its gate.")] = False,
     db: DbOpt = None,
     url: UrlOpt = None,
     api: ApiOpt = None,
@@ -297,11 +322,22 @@ def jobs_update(
         "dst_gap": dst_gap,
         "dst_fold": dst_fold,
     }
-    body = {k: v for k, v in given.items() if v is not None}
+    body: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+    cadence = {"min": cadence_min, "max": cadence_max, "allowed_hours": allowed_hours}
+    bounds = {k: v for k, v in cadence.items() if v is not None}
+    if no_cadence and bounds:
+        raise fail("--no-cadence removes the bounds: give it alone, or the new bounds", 2)
+    if bounds or no_cadence:
+        body["cadence"] = bounds or None
+    if no_gate and gate is not None:
+        raise fail("--no-gate removes the gate: give it or --gate, not both", 2)
+    if gate is not None or no_gate:
+        body["gate"] = None if no_gate else _gate_json(gate or "")
     if not body:
         raise fail(
             "nothing to change: give --name, --message, --when, --tz, --notify, "
-            "--dst-gap or --dst-fold",
+            "--dst-gap, --dst-fold, --cadence-min/--cadence-max/--allowed-hours, "
+            "--no-cadence, --gate or --no-gate",
             2,
         )
     job = call(backend_for(ctx, db, url, api, token), lambda b: b.update_job(job_id, body))

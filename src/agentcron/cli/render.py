@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from datetime import datetime
 from typing import Any
 
@@ -89,7 +90,8 @@ def history_table(runs: list[dict[str, Any]], tz: str) -> Table:
             when(run["fire_at"], tz),
             run.get("job_name") or "(a deleted job)",
             run["session_key"] or "-",
-            run["state"],
+            # a fire its gate held back says so (its reason, `error`, is "gate")
+            run["state"] + (" (gate)" if run.get("error") == "gate" else ""),
             took(run["started_at"], run["finished_at"]),
             tokens,
             "-" if cost is None else f"${cost:.4f}",
@@ -239,7 +241,27 @@ def policy(data: dict[str, Any], zone: str) -> str:
         lines.append(_NOTIFY.get(notify, f"notify: {notify}"))
     if data.get("cadence"):  # none: the agent may not move it, as every job before bounds
         lines.append(cadence(data["cadence"]))
+    if data.get("gate"):  # none: every fire runs, as every job before gates
+        lines.append(gate(data["gate"]))
     return "\n".join(lines)
+
+
+def gate(data: dict[str, Any]) -> str:
+    """A job's pre-check gate in words: what it asks, how its answer reads, its bounds."""
+    kind, target = data.get("kind"), data.get("target")
+    if kind == "command":
+        words = shlex.join(target) if isinstance(target, list) else str(target)
+        asks = f"runs the command {words} (exit 0 runs the fire, 1 skips it)"
+    elif kind == "http":
+        asks = f"sends a GET to {target} (2xx runs the fire; 204, 304, 404, 409, 412, 423 skip it)"
+    else:
+        asks = f"calls {target} (a true answer runs the fire, a false one skips it)"
+    said = [f"gate: before each fire it {asks}, within {data.get('timeout_s', 10):g} s"]
+    if data.get("no_llm"):
+        said.append("no LLM: the gate is the whole job")
+    if data.get("notice"):
+        said.append("a skipped fire leaves a notice in the chat")
+    return "; ".join(said)
 
 
 def cadence(bounds: dict[str, Any]) -> str:

@@ -27,6 +27,7 @@ MAX_TARGET = 2000  # characters of a target (a command line, a URL, a "module:fu
 MAX_ARGS = 64  # words of a command
 ERROR_TAIL = 500  # characters of a failed gate's output the run's error keeps
 SKIPPED_BY_GATE = "gate"  # the reason of a run the gate held (its `error`)
+NOTICE_CHARS = 500  # of a gate's output a gated-out fire's notice shows
 
 _ENTRY_POINT = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 # HTTP statuses that say "nothing to do": the turn is skipped, not failed.
@@ -183,3 +184,20 @@ def tail(text: str, size: int = ERROR_TAIL) -> str:
     """The last `size` characters of `text`, stripped (a failed gate's error keeps these)."""
     text = text.strip()
     return text if len(text) <= size else "…" + text[-size:]
+
+
+def notice_text(job_name: str | None, output: str) -> str:
+    """A gated-out fire's notice (a `notice` gate): that it did not run, and what the gate said."""
+    name = f" “{job_name}”" if job_name else ""
+    text = f"Scheduled automation{name} did not run: its gate found nothing to do."
+    said = output.strip()
+    if said:
+        text += "\n" + (said if len(said) <= NOTICE_CHARS else said[:NOTICE_CHARS] + "…")
+    return text
+
+
+def with_gate_output(message: str, output: str) -> str:
+    """An isolated run's prompt when its gate let it through: the task, then what the gate
+    reported (a session turn's template `cron.agent_turn.gated` says the same).
+    """
+    return f"{message}\n\nWhat the pre-check reported:\n{output}"

@@ -37,6 +37,28 @@ class Held(enum.StrEnum):
     EMPTY = "empty"  # `never-empty`: nothing to report
 
 
+# What a fire's prompt adds for a job whose policy holds some outcomes (`changes`,
+# `never-empty`): the agent may mark an answer silent. A job that sends every outcome gets
+# nothing added (its prompt reads as it always did).
+_SILENT_HINTS = {
+    Notify.CHANGES: "This automation sends a result only when it differs from the last one sent.",
+    Notify.NEVER_EMPTY: "This automation sends no empty result.",
+}
+
+
+def silent_hint(notify: Notify) -> str:
+    """The lines a fire's prompt adds about the silent sentinel (a leading newline), or ""
+    for `always`.
+    """
+    said = _SILENT_HINTS.get(notify)
+    if said is None:
+        return ""
+    return (
+        f"\n{said} If nothing is worth telling the user this time, start your answer with "
+        f"{SILENT_SENTINEL}: it is kept on the run and never sent."
+    )
+
+
 def strip_silent(text: str | None) -> tuple[str | None, bool]:
     """The reply without a leading silent sentinel, and whether it had one (leading blanks
     before the sentinel are allowed; the sentinel is matched exactly, case included).

@@ -2,11 +2,15 @@
 
 A delivery job is an `agent_turn` job without `session_key`, or with delivery fields
 (`deliver`/`channel`/`to`): it runs isolated, and its result goes through an evaluate step and,
-when it passes, to the job's target (`channel`/`to`). Its memory is its own session
-`cron:{job_id}` (seed 001): the run reads its history from there and saves the exchange there
-(when the runner keeps history at all). A system job (`system_event`: heartbeat, dream, ...)
-runs through the handler registered for its name. Neither writes into a user's session as a
-turn; session-turn fires never come here.
+when it passes, to the job's target (`channel`/`to`). A delivery job's gate (domain/gates.py)
+asks first, at the fire's time and holding no slot, as a session turn's does: a "no" ends the
+run `skipped` (reason `gate`; a `notice` gate sends one short notice to the target), a gate
+error ends it `failed`, a `no_llm` gate ends it on its answer; a "yes" hands the gate's output
+to the runner below the task. The run's `delivery` keeps what the gate said (`gate`). Its
+memory is its own session `cron:{job_id}` (seed 001): the run reads its history from there
+and saves the exchange there (when the runner keeps history at all). A system job
+(`system_event`: heartbeat, dream, ...) runs through the handler registered for its name.
+Neither writes into a user's session as a turn; session-turn fires never come here.
 """
 
 from __future__ import annotations
@@ -43,13 +47,23 @@ from agentcron.domain.events import (
     SystemEventFired,
     publish_fire_settled,
 )
+from agentcron.domain.gates import (
+    SKIPPED_BY_GATE,
+    Gate,
+    GateResult,
+    GateVerdict,
+    notice_text,
+    with_gate_output,
+)
 from agentcron.domain.jobs import Job, JobKind
+from agentcron.domain.notify import silent_hint
 from agentcron.domain.runs import ClaimedFire
 from agentcron.domain.sessions import Entry, Role
 from agentcron.domain.states import STOPPED_MID_TURN, RunState
 from agentcron.domain.triggers import with_event
 from agentcron.runtime.clock import Clock
 from agentcron.runtime.execution import Execution
+from agentcron.runtime.gate import run_gate
 from agentcron.runtime.journal import Journal
 from agentcron.runtime.notify import notify_outcome
 from agentcron.runtime.slots import SlotPool
@@ -211,7 +225,7 @@ class IsolatedRuns:
         back); its runner may give the slot back while it waits (`paused()`).
         """
         execution = Execution(self.slots, self.slots.runs, self.clock, self.settings.turn_timeout)
-        return execution.run(_IsolatedRun(self, fire, may_start), ctx=log_context(fire))
+        return execution.run(_IsolatedRun(self, fire, may_start, execution), ctx=log_context(fire))
 
     async def _history(self, fire: ClaimedFire, key: str) -> tuple[HistoryEntry, ...]:
         """A delivery job's memory; a failed read costs the run its memory, not the run."""
@@ -260,6 +274,30 @@ class IsolatedRuns:
         record.update(delivered=True, session_key=key, message_id=message.id)
         return record, str(message.id)
 
+    async def _notice(self, fire: ClaimedFire, result: GateResult) -> dict[str, Any]:
+        """A `notice` gate's skip: one short notice to the job's target, as its result would
+        go (no target or nothing wired: the record says so).
+        """
+        job = fire.job
+        if not (job.deliver and job.channel and job.to):
+            return {"delivered": False, "reason": "the job has no target (channel and to)"}
+        if self.deliver is None:
+            return {"delivered": False, "reason": "no delivery is wired to this engine"}
+        key = target_session_key(job)
+        try:
+            message = await self.deliver(
+                key,
+                notice_text(job.name, result.output),
+                delivery_meta(job, fire.run_id) | {"gate": GateVerdict.SKIP.value},
+                channel=job.channel,
+                chat_id=job.to,
+                channel_meta=job.channel_meta,
+            )
+        except Exception as exc:
+            log.exception("a gate's notice could not be delivered", extra=log_context(fire))
+            return {"delivered": False, "reason": f"{type(exc).__name__}: {exc}"}
+        return {"delivered": True, "session_key": key, "message_id": message.id}
+
     def finish(
         self,
         fire: ClaimedFire,
@@ -293,7 +331,9 @@ class _IsolatedRun:
 
     __slots__ = (
         "begun",
+        "execution",
         "fire",
+        "gate",
         "handler",
         "may_start",
         "now",
@@ -305,10 +345,16 @@ class _IsolatedRun:
     )
 
     def __init__(
-        self, runs: IsolatedRuns, fire: ClaimedFire, may_start: Callable[[ClaimedFire], bool]
+        self,
+        runs: IsolatedRuns,
+        fire: ClaimedFire,
+        may_start: Callable[[ClaimedFire], bool],
+        execution: Execution,
     ) -> None:
         job = fire.job
         self.runs, self.fire, self.may_start = runs, fire, may_start
+        self.execution = execution
+        self.gate: GateResult | None = None  # what its gate said when it let the run through
         self.system = system = job.kind is JobKind.SYSTEM_EVENT
         self.handler = runs.handlers.get(job.name) if system else None
         self.remembers = not system and runs.memory is not None
@@ -327,12 +373,42 @@ class _IsolatedRun:
         fire, runs = self.fire, self.runs
         if not self.may_start(fire):
             return False
+        gate = fire.job.policy.gate
+        if gate is not None and not self.system and not await self._pass_gate(gate):
+            return False  # the gate ended it
         self.now = runs.clock.now()
         # Durable before the runner is called: after a crash this fire is interrupted, not
         # re-run.
         await runs.journal.write(RunEnd(Transition(fire.run_id, RunState.RUNNING, self.now)))
         self.begun = True
         return True
+
+    async def _pass_gate(self, gate: Gate) -> bool:
+        """Ask the job's gate, holding no slot (a slow gate keeps no other run waiting);
+        True: the run goes on (with a slot again), False: the run ended on the gate's answer.
+        """
+        fire, runs = self.fire, self.runs
+        self.execution.release()
+        result = await run_gate(gate, allow_code=runs.settings.gates)
+        record: dict[str, Any] = {"gate": result.as_dict()}
+        log.info("gate said %s", result.verdict.value, extra=log_context(fire) | record["gate"])
+        output = result.output or None
+        if result.verdict is GateVerdict.RUN and not gate.no_llm:
+            self.gate = result
+            await self.execution.take()
+            return True
+        if result.verdict is GateVerdict.ERROR:
+            state, error = RunState.FAILED, f"the gate failed: {result.error}"
+        elif result.verdict is GateVerdict.SKIP:
+            state, error = RunState.SKIPPED, SKIPPED_BY_GATE
+            if gate.notice:
+                record["notice"] = await runs._notice(fire, result)
+        else:  # no_llm: the gate is the whole job
+            state, error = RunState.SUCCEEDED, None
+        status = OutcomeStatus.EMPTY if state is RunState.SKIPPED else OutcomeStatus(state.value)
+        written = await runs.finish(fire, state, Outcome(status, output, error), delivery=record)
+        await self._settled(state, written)
+        return False
 
     async def started(self) -> None:
         fire, bus = self.fire, self.runs.bus
@@ -364,10 +440,15 @@ class _IsolatedRun:
         if self.handler is not None:
             return as_outcome(await self.handler(self.trigger))
         fire, runs = self.fire, self.runs
+        job = fire.job
+        prompt = with_event(job.message, fire.event_id, fire.event)
+        if self.gate is not None:
+            prompt = with_gate_output(prompt, self.gate.output)
         turn = TurnInput(
             turn_id=fire.run_id,
-            source=fire_source(fire.job),
-            prompt=with_event(fire.job.message, fire.event_id, fire.event),
+            source=fire_source(job),
+            # A job whose notify policy holds outcomes is told how to mark one silent.
+            prompt=prompt + silent_hint(job.policy.notify),
             history=await runs._history(fire, self.session.key) if self.remembers else (),
             now=self.now,
             trigger=self.trigger,
@@ -389,6 +470,8 @@ class _IsolatedRun:
                     delivery["notify"] = notified["notify"]
             else:
                 delivery = notified
+            if self.gate is not None:  # what its gate said (it let the run through)
+                delivery = (delivery or {}) | {"gate": self.gate.as_dict()}
         state = RunState(outcome.status.value)
         remember = (
             remember_exchange(job, fire.run_id, job.message, outcome) if self.remembers else None
@@ -398,8 +481,12 @@ class _IsolatedRun:
         )
         if remember is not None and runs.bus.active:  # its memory's transcript grew
             await runs.bus.publish(SessionSync(session_key=remember.session_key))
-        if job.session_key is not None and runs.bus.active:
-            # The job's record (next run, auto-pause, removal) is committed: say so.
+        await self._settled(state, result)
+
+    async def _settled(self, state: RunState, result: WriteResult | None) -> None:
+        """The job's record (next run, auto-pause, removal) is committed: say so."""
+        fire, runs = self.fire, self.runs
+        if fire.job.session_key is not None and runs.bus.active:
             deleted = isinstance(result, TurnFinished) and result.job_deleted
             await publish_fire_settled(runs.bus, fire, state.value, job_deleted=deleted)
 

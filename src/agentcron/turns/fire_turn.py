@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo
 
 from agentcron.agent.runner import Trigger, TurnSource, fire_source, fire_trigger
 from agentcron.domain.gates import GateResult
+from agentcron.domain.notify import silent_hint
 from agentcron.domain.runs import ClaimedFire
 from agentcron.domain.sessions import Entry, Role
 from agentcron.turns.prompts import get_prompt
@@ -31,7 +32,8 @@ class FireTurn:
 
 def fire_turn(fire: ClaimedFire, turn_id: str, gate: GateResult | None = None) -> FireTurn:
     """Render the fire's prompt (in its session's zone) and its trigger entry; a fire whose
-    gate let it through gets the gate's output as `gate_output` (its own template).
+    gate let it through gets the gate's output as `gate_output` (its own template); a job
+    whose notify policy holds some outcomes is told of the silent sentinel (`silent_hint`).
 
     Raises `PromptError` when the template is missing or a variable is not given.
     """
@@ -54,6 +56,8 @@ def fire_turn(fire: ClaimedFire, turn_id: str, gate: GateResult | None = None) -
         "message": job.message,
         "fire_at_local": fire.fire_at.astimezone(ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M"),
         "tz": tz,
+        # `changes` / `never-empty`: how to mark an answer silent ("" for `always`)
+        "silent_hint": silent_hint(job.policy.notify),
     }
     if gate is not None:
         variables["gate_output"] = gate.output

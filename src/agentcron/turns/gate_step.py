@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from agentcron.domain.gates import SKIPPED_BY_GATE, Gate, GateResult, GateVerdict
+from agentcron.domain.gates import SKIPPED_BY_GATE, Gate, GateResult, GateVerdict, notice_text
 from agentcron.domain.sessions import Entry, Role
 from agentcron.domain.states import RunState
 from agentcron.runtime.clock import Clock
@@ -19,8 +19,6 @@ from agentcron.turns.turn_end import TurnEnds
 from agentcron.turns.turn_records import log_context
 
 log = logging.getLogger(__name__)
-
-NOTICE_CHARS = 500  # of a gate's output a gated-out fire's notice shows
 
 
 async def pass_gate(
@@ -61,12 +59,7 @@ async def pass_gate(
 
 def _notice(pending: Pending, result: GateResult) -> Entry:
     fire = pending.fire
-    name = "" if fire is None else f" “{fire.job.name}”"
-    text = f"Scheduled automation{name} did not run: its gate found nothing to do."
-    said = result.output.strip()
-    if said:
-        cut = said if len(said) <= NOTICE_CHARS else said[:NOTICE_CHARS] + "…"
-        text += f"\n{cut}"
+    text = notice_text(None if fire is None else fire.job.name, result.output)
     meta = {
         "source": "automation",
         "gate": GateVerdict.SKIP.value,

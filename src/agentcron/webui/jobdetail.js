@@ -7,7 +7,8 @@
 // (`POST /api/approvals/{id}`); the job's standing approvals are listed, added and revoked
 // (`GET / POST /api/jobs/{id}/grants`, `DELETE .../grants/{grant id}`).
 // Its trigger: on or off, enable / rotate / disable (`/api/jobs/{id}/trigger`); a secret made
-// here is shown until the dialog closes, never again.
+// here is shown until the dialog closes, never again. Its gate is said in words with the policy,
+// and a run its gate held back, let through or failed says so (the run's `delivery.gate`).
 
 import { ApiError, path } from "./api.js";
 import { costByDay, costChart, money, runDuration, runsChart, usageByDay } from "./chart.js";
@@ -91,7 +92,39 @@ export function policyLines(job, zone) {
   if (spec.dst_gap && spec.dst_gap !== "shift") lines.push(DST_GAP_TEXT[spec.dst_gap] || `DST gap: ${spec.dst_gap}.`);
   if (spec.dst_fold && spec.dst_fold !== "first") lines.push(DST_FOLD_TEXT[spec.dst_fold] || `DST fold: ${spec.dst_fold}.`);
   lines.push(cadenceText(p.cadence));
+  if (p.gate) lines.push(gateText(p.gate));
   return lines;
+}
+
+/** A command's words as one line, a word with a blank or a quote in quotes. */
+function commandLine(words) {
+  return words.map((w) => (/^[\w@%+=:,./-]+$/.test(w) ? w : `'${w.replaceAll("'", "'\"'\"'")}'`)).join(" ");
+}
+
+// A job's pre-check gate in words (domain/gates.py): what it asks before each fire, how its
+// answer reads, its time bound, and whether it is the whole job or leaves a notice.
+export function gateText(g) {
+  const target = Array.isArray(g.target) ? commandLine(g.target) : String(g.target);
+  const asks =
+    {
+      command: `runs the command ${target} (exit 0 runs the fire, 1 skips it)`,
+      http: `sends a GET to ${target} (2xx runs the fire; 204, 304, 404, 409, 412, 423 skip it)`,
+      python: `calls ${target} (a true answer runs the fire, a false one skips it)`,
+    }[g.kind] || `asks ${g.kind} ${target}`;
+  let text = `Before each fire its gate ${asks}, within ${g.timeout_s} s.`;
+  if (g.no_llm) text += " No LLM: the gate is the whole job.";
+  if (g.notice) text += " A fire it skips leaves a notice in the chat.";
+  return text;
+}
+
+/** What a run's gate said (its delivery record's `gate`), in words; null for a run without one. */
+export function gateVerdictText(run) {
+  const d = run.delivery;
+  const g = d && typeof d === "object" ? d.gate : null;
+  if (!g) return null;
+  if (g.verdict === "skip") return "Held by its gate: nothing to do";
+  if (g.verdict === "error") return "Its gate failed";
+  return `Its gate let it run${g.truncated ? " (its output cut)" : ""}`;
 }
 
 /** "Ends on ..." / "Ended", and the Renew form, for a job with an end (end_at, max_runs). */
@@ -618,6 +651,13 @@ export class JobDetail {
       "tr",
       { class: `run state-${run.state}`, dataset: { id: run.id }, "aria-label": `Run of ${zonedTime(run.fire_at, zone)}` },
       h("td", { class: "fire", "data-label": "Fire time" }, cellTime(run.fire_at, zone), run.manual ? h("span", { class: "badge manual" }, "run now") : null, run.trigger === "event" ? h("span", { class: "badge manual" }, "event") : null,
+        gateVerdictText(run)
+          ? h(
+              "span",
+              { class: `badge gate-verdict gate-${run.delivery.gate.verdict}`, title: run.output && run.delivery.gate.verdict !== "run" ? `The gate said: ${String(run.output).slice(0, ERROR_EXCERPT)}` : null },
+              gateVerdictText(run),
+            )
+          : null,
         (run.reschedules || []).map((m) =>
           h("span", { class: "badge moved", title: m.reason }, `moved a next run to ${zonedTime(m.to, zone)}: ${m.reason}`),
         ),
@@ -661,8 +701,10 @@ export class JobDetail {
 
   /** Where its result went: a delivery job's target, a channel's delivery record, the chat. */
   deliveryText(run) {
-    const d = run.delivery;
-    if (d && typeof d === "object") {
+    const { gate, notice, ...d } = run.delivery && typeof run.delivery === "object" ? run.delivery : {};
+    if (notice) return notice.delivered ? "its gate's notice delivered" : `no notice: ${notice.reason}`;
+    if (gate && gate.verdict !== "run") return "—"; // it did not run: nothing to deliver
+    if (Object.keys(d).length) {
       if (d.delivered) return d.target?.channel ? `delivered to ${d.target.channel}` : "delivered";
       if (d.error) return `not delivered: ${d.error}`;
       if (d.evaluated && d.evaluated.deliver === false) return `not sent: ${d.evaluated.reason}`;

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agentcron.cli.render import policy, usage, when
+from agentcron.cli.render import gate, policy, usage, when
 
 
 def test_usage_says_unpriced_and_never_shows_an_unknown_cost_as_zero() -> None:
@@ -63,3 +63,18 @@ def test_a_policy_is_printed_in_words_not_json() -> None:
                     "end_at": None, "delete_after_run": False}, "UTC")  # fmt: skip
     assert "never paused for failures" in never
     assert "(within 90 s)" in never
+
+
+def test_a_gate_is_printed_in_words() -> None:
+    command = {"kind": "command", "target": ["./check", "new orders"], "timeout_s": 2.5,
+               "no_llm": True, "notice": True}  # fmt: skip
+    assert gate(command) == (
+        "gate: before each fire it runs the command ./check 'new orders' (exit 0 runs the "
+        "fire, 1 skips it), within 2.5 s; no LLM: the gate is the whole job; a skipped fire "
+        "leaves a notice in the chat"
+    )
+    python = gate({"kind": "python", "target": "ops.checks:queue", "timeout_s": 10})
+    assert python == (
+        "gate: before each fire it calls ops.checks:queue (a true answer runs the fire, a "
+        "false one skips it), within 10 s"
+    )

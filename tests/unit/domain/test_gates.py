@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentcron.domain.gates import (
+    NOTICE_CHARS,
     Gate,
     GateError,
     GateKind,
@@ -12,8 +13,10 @@ from agentcron.domain.gates import (
     bounded,
     command_verdict,
     http_verdict,
+    notice_text,
     python_verdict,
     tail,
+    with_gate_output,
 )
 
 RUN, SKIP, ERROR = GateVerdict.RUN, GateVerdict.SKIP, GateVerdict.ERROR
@@ -86,3 +89,13 @@ def test_output_is_cut_at_its_bound_on_whole_characters() -> None:
     assert bounded("é".encode() * 2, 3) == ("é", True)  # the cut half character is dropped
     assert tail("  x  ") == "x"
     assert tail("a" * 600, 10) == "…" + "a" * 10
+
+
+def test_a_notice_says_the_fire_did_not_run_and_what_the_gate_said_cut() -> None:
+    assert notice_text("orders", "  ") == (
+        "Scheduled automation “orders” did not run: its gate found nothing to do."
+    )
+    assert notice_text(None, "queue empty\n").endswith("nothing to do.\nqueue empty")
+    long = notice_text("x", "a" * (NOTICE_CHARS + 10))
+    assert long.endswith("\n" + "a" * NOTICE_CHARS + "…")
+    assert with_gate_output("Sum up.", "3 new") == "Sum up.\n\nWhat the pre-check reported:\n3 new"

@@ -15,6 +15,7 @@ from agentcron.domain.notify import (
     delivery_record,
     hold_reason,
     last_delivered,
+    silent_hint,
     strip_silent,
 )
 from agentcron.domain.runs import Run
@@ -96,3 +97,13 @@ def test_the_last_delivered_outcome_skips_held_and_failed_runs() -> None:
     # A run from before notify (no record) went out; an empty one compares as "".
     assert last_delivered([run(RunState.EMPTY, None, None)]) == ""
     assert last_delivered([run(RunState.SUCCEEDED, "old", None)]) == "old"
+
+
+def test_the_prompt_hint_names_the_sentinel_only_for_a_policy_that_holds() -> None:
+    assert silent_hint(Notify.ALWAYS) == ""
+    for notify in (Notify.CHANGES, Notify.NEVER_EMPTY):
+        hint = silent_hint(notify)
+        assert hint.startswith("\n")
+        assert "[SILENT]" in hint
+    assert "differs from the last one" in silent_hint(Notify.CHANGES)
+    assert "no empty result" in silent_hint(Notify.NEVER_EMPTY)
