@@ -135,7 +135,7 @@ async def test_a_message_schedules_a_job_whose_fire_runs_on_the_same_model(
         assert {"cron", "schedule_recall", "manage_recall"} <= tool_names(first)
         schema = cron_schema(first)
         assert schema["properties"]["action"]["enum"] == ["add", "list", "update", "pause",
-                                                          "resume", "remove"]  # fmt: skip
+                                                          "resume", "remove", "reschedule"]  # fmt: skip
         assert {"when", "message", "name"} <= set(schema["properties"])
         assert first.body["stream"] is True
         assert sentence in texts_sent(first)

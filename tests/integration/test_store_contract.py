@@ -325,7 +325,7 @@ async def test_claim_work_is_proportional_to_due_jobs(store: SqlStore, ledger: F
         store, [armed(f"far{i}", spec=AtSpec(at=T0 + timedelta(days=9))) for i in range(300)], T0
     )
     await insert_jobs(store, [armed("due", spec=AtSpec(at=T0 + MIN))], T0)
-    fires, examined, next_due = await ledger.claim_due(
+    fires, examined, next_due, _ = await ledger.claim_due(
         T0 + MIN, owner="o:1:A", lease_until=T0 + 2 * MIN, limit=100, planner=planner
     )
     assert examined == 1

@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from agentcron.errors import InvalidInputError
+
 DEFAULT_TIMEOUT_S = 10.0
 MAX_TIMEOUT_S = 120.0
 DEFAULT_MAX_OUTPUT = 16 * 1024
@@ -50,7 +52,7 @@ class GateVerdict(enum.StrEnum):
     ERROR = "error"
 
 
-class GateError(ValueError):
+class GateError(InvalidInputError):
     """A gate description that is not valid (its message says which part)."""
 
 
