@@ -111,9 +111,9 @@ class ClaimedFire:
 
     A session-turn fire (`job.session_turn`) comes with the turn record the claim opened for
     it (`turn_id`), `deferred` when its session already had a turn open, and the session's
-    zone and quiet hours. A `manual` one is a person's "run now", one with an `event_id` an event posted to the
-    job's trigger (`event`: its JSON body): either is never late, and its end leaves the job's
-    schedule, failure count and life as they are (`asked`).
+    zone and quiet hours. A `manual` one is a person's "run now", one with an `event_id` an
+    event posted to the job's trigger (`event`: its JSON body): either is never late, and its
+    end leaves the job's schedule, failure count and life as they are (`asked`).
     """
 
     run_id: str

@@ -206,9 +206,9 @@ class FireClaimsMixin(SqlBase):
         owner: str,
     ) -> dict[str, tuple[dict[str, Any], SessionZone]]:
         """Turn records for the session-turn fires about to be claimed (run id -> turn row,
-        the session's zone and quiet hours), their sessions created where missing, and their run rows set `queued`
-        — or `deferred` when the session already has a turn open (or an earlier fire of this
-        batch).
+        the session's zone and quiet hours), their sessions created where missing, and their
+        run rows set `queued` — or `deferred` when the session already has a turn open (or an
+        earlier fire of this batch).
         """
         bound = sorted(
             (
@@ -228,9 +228,9 @@ class FireClaimsMixin(SqlBase):
             tz.update(
                 (key, SessionZone(zone, quiet))
                 for key, zone, quiet in conn.execute(
-                    sa.select(
-                        sessions.c.session_key, sessions.c.tz, sessions.c.quiet_hours
-                    ).where(sessions.c.session_key.in_(chunk))
+                    sa.select(sessions.c.session_key, sessions.c.tz, sessions.c.quiet_hours).where(
+                        sessions.c.session_key.in_(chunk)
+                    )
                 )
             )
             busy.update(
