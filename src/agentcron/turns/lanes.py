@@ -470,11 +470,6 @@ class Lanes:
         self._quiet_waits.pop(pending.fire.run_id, None)
         self._enqueue(key, pending)
 
-    @property
-    def quiet_waits(self) -> int:
-        """Fires waiting here for their session's quiet hours to end."""
-        return len(self._quiet_waits)
-
     def sessions_freed(self, keys: Sequence[str] | None) -> None:
         """Another process let go of these sessions (None or empty: perhaps of any): a turn
         waiting for one of them tries to start again now.
