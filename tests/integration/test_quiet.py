@@ -222,9 +222,7 @@ async def test_wait_defers_the_fire_and_holds_no_lane(
     assert chat.calls == ["person", "news"]
 
 
-async def test_a_person_s_run_now_is_never_quiet(
-    api: httpx.AsyncClient, cron: AgentCron
-) -> None:
+async def test_a_person_s_run_now_is_never_quiet(api: httpx.AsyncClient, cron: AgentCron) -> None:
     await quiet_session(api)
     job = await a_job(api, "every day at 9", quiet="wait")
     await to(cron, T0.replace(hour=23))
