@@ -288,6 +288,8 @@ def test_the_cli_sets_and_clears_quiet_hours_and_a_job_s_choice(tmp_path: Path) 
     set_ = cli("sessions", "quiet", "api:ops", "22:00-07:00", "--db", db)
     assert set_.exit_code == 0, set_.output
     assert "api:ops (Europe/Berlin): quiet 22:00-07:00" in set_.stdout
+    shown = cli("sessions", "show", "api:ops", "--db", db)
+    assert "22:00-07:00" in shown.stdout
     bad = cli("sessions", "quiet", "api:ops", "22:00", "--db", db)
     assert bad.exit_code != 0
     assert "HH:MM-HH:MM" in bad.output
