@@ -35,6 +35,7 @@ from agentcron.domain.jobs import (
     RecallState,
 )
 from agentcron.domain.notify import Notify
+from agentcron.domain.quiet import QuietMode
 from agentcron.domain.runs import Run, RunTrigger
 from agentcron.domain.sessions import Message, Role, Turn, TurnSource
 from agentcron.domain.states import RunState, TurnState
@@ -124,6 +125,7 @@ class PolicyOut(View):
     delete_after_run: bool
     jitter: bool
     notify: Notify
+    quiet: QuietMode = Field(description="what a fire in its session's quiet hours does")
     cadence: CadenceOut | None = Field(
         description="how far the agent may move its next fire (null: it may not)"
     )
@@ -174,6 +176,7 @@ def _job_shown(job: Job, active_run: Run | None) -> Dict:
             "delete_after_run": policy.delete_after_run,
             "jitter": policy.jitter,
             "notify": policy.notify,
+            "quiet": policy.quiet,
             "cadence": _cadence_shown(policy.cadence),
             "gate": None if policy.gate is None else policy.gate.as_dict(),
             "budget": None if policy.budget is None else policy.budget.as_dict(),
@@ -581,6 +584,9 @@ class SessionOut(View):
     title: str | None
     tz: str
     runner_url: str | None = Field(description="its turns' own runner URL (null: the server's)")
+    quiet_hours: str | None = Field(
+        description="its quiet hours in its zone, HH:MM-HH:MM (null: none)"
+    )
     created_at: datetime
     updated_at: datetime
 

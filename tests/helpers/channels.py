@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
+from typing import Any
 
 from agentcron.channels.manager import Inbound, OutboundMessage
+from agentcron.channels.outbox import Outbox, Report
+from agentcron.runtime.clock import Clock
+from agentcron.store.interface import DeliveryLedger
 
 
 class RecordingChannel:
@@ -36,3 +41,35 @@ class RecordingChannel:
 
     def wants(self, message: OutboundMessage) -> bool:
         return self._wants is None or self._wants(message)
+
+
+class OutboxChannel:
+    """A channel that keeps delivery records (a real `Outbox`, bound to the store by the
+    manager): `sent` holds what its attempts sent, in order; `arrived` is set at each send.
+    """
+
+    def __init__(self, name: str = "mine") -> None:
+        self.name = name
+        self.sent: list[OutboundMessage] = []
+        self.arrived = asyncio.Event()
+        self.outbox = Outbox(name, self._attempt)
+
+    def bind(self, deliveries: DeliveryLedger, clock: Clock, report: Report | None = None) -> None:
+        self.outbox.bind(deliveries, clock, report)
+
+    async def _attempt(self, message: OutboundMessage, attempt: int) -> dict[str, Any] | None:
+        self.sent.append(message)
+        self.arrived.set()
+        return None
+
+    async def start(self, inbound: Inbound) -> None:
+        await self.outbox.start()
+
+    async def stop(self) -> None:
+        await self.outbox.stop()
+
+    async def send(self, message: OutboundMessage) -> None:
+        await self.outbox.submit(message)
+
+    def wants(self, message: OutboundMessage) -> bool:
+        return True

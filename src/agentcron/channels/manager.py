@@ -26,8 +26,10 @@ from agentcron.domain.events import (
     JobAlert,
     MessagePosted,
     StreamEnd,
+    StreamStart,
 )
-from agentcron.domain.sessions import Turn
+from agentcron.domain.quiet import held_until
+from agentcron.domain.sessions import Turn, TurnSource
 from agentcron.errors import AgentcronError
 from agentcron.runtime.clock import Clock
 from agentcron.store.errors import SessionNotFoundError
@@ -115,6 +117,13 @@ class OutboundMessage:
     # base64 (bounded: MAX_ATTACHMENTS of MAX_ATTACHMENT_BYTES) while it is pending, to resend
     # after a restart, or failed, for a re-send (the store drops the bytes once it is delivered).
     attachments: tuple[Attachment, ...] = ()
+
+    @property
+    def not_before(self) -> datetime | None:
+        """When it may be sent: its session's quiet hours hold a fire's reply until they
+        end (domain/quiet.py); None: at once.
+        """
+        return held_until(self.meta)
 
     @property
     def is_approval(self) -> bool:
@@ -250,6 +259,11 @@ _OUTBOUND = (
     ApprovalReminder,
     JobAlert,
 )
+_HEARD = (*_OUTBOUND, StreamStart)  # and when a turn begins: a person's live turn
+# What a person's live turn holds back until it ends: messages posted outside a turn and
+# alerts (never an approval: the turn may be waiting for it); at most this many a session.
+_HELD_IN_TURN = frozenset({"message", "alert"})
+MAX_HELD_IN_TURN = 100
 _STOP = object()  # queue sentinel: drain what came before, then end
 # How far back a start looks for approval requests whose decision no process sent (an
 # approval waits minutes; a week covers a long outage without reading every old record).
@@ -290,6 +304,11 @@ class ChannelManager:
         self._senders: list[asyncio.Task[None]] = []
         self._started: list[Channel] = []
         self._unsubscribe: Callable[[], None] | None = None
+        # A person's turn live in a session (its id), and what waits for its end, in order.
+        self._live: dict[str, str] = {}
+        self._held: dict[str, list[OutboundMessage]] = {}
+        # Replies its quiet hours hold, for a channel without delivery records (in memory).
+        self._timers: set[asyncio.Task[None]] = set()
 
     @property
     def running(self) -> bool:
@@ -311,7 +330,7 @@ class ChannelManager:
         self._events = asyncio.Queue()
         self._outgoing = {c.name: asyncio.Queue() for c in self.channels}
         self._events_task = asyncio.create_task(self._event_loop(), name="channels:events")
-        self._unsubscribe = self.cron.subscribe(self._on_event, types=_OUTBOUND)
+        self._unsubscribe = self.cron.subscribe(self._on_event, types=_HEARD)
         for channel in self.channels:
             try:
                 await channel.start(self.inbound)
@@ -398,6 +417,10 @@ class ChannelManager:
             self._unsubscribe = None
         events_task, self._events_task = self._events_task, None
         senders, self._senders = self._senders, []
+        timers, self._timers = list(self._timers), set()
+        for timer in timers:  # a quiet-hours hold without records ends with the process
+            timer.cancel()
+        await asyncio.gather(*timers, return_exceptions=True)
         if events_task is not None:
             self._events.put_nowait(_STOP)
             with contextlib.suppress(TimeoutError):
@@ -483,6 +506,10 @@ class ChannelManager:
 
     def _on_event(self, event: Event) -> None:
         # Called inside the publisher (often a turn): queue only, the rest happens in our task.
+        if isinstance(event, StreamStart):
+            if self.channels and not _served_here(event.session_key):
+                self._events.put_nowait(event)
+            return
         if not isinstance(event, _OUTBOUND):
             return
         if not self.channels and (
@@ -496,6 +523,9 @@ class ChannelManager:
         while True:
             item = await self._events.get()
             try:
+                if isinstance(item, StreamStart):
+                    await self._turn_began(item)
+                    continue
                 if not isinstance(item, _OUTBOUND):  # the stop sentinel
                     return
                 try:
@@ -511,9 +541,35 @@ class ChannelManager:
                     )
                     continue
                 if message is not None:
-                    await self._route(message)
+                    held = self._held.get(message.session_key)
+                    if held is not None and message.kind in _HELD_IN_TURN:
+                        held.append(message)  # a person's live turn: after its end
+                        if len(held) >= MAX_HELD_IN_TURN:
+                            await self._release_held(message.session_key)
+                    else:
+                        await self._route(message)
+                if isinstance(item, StreamEnd) and self._live.get(item.session_key) == item.turn_id:
+                    await self._release_held(item.session_key)
             finally:
                 self._events.task_done()
+
+    async def _turn_began(self, event: StreamStart) -> None:
+        """A turn began in a chat: a person's (a message they sent) holds back what is
+        posted to that chat outside it until it ends; any other turn there means the one
+        before ended (its end seen or not).
+        """
+        key = event.session_key
+        if key in self._live and self._live[key] != event.turn_id:
+            await self._release_held(key)
+        if event.source == TurnSource.USER.value:
+            self._live[key] = event.turn_id
+            self._held.setdefault(key, [])
+
+    async def _release_held(self, key: str) -> None:
+        """The person's turn ended: what waited for it goes out, in the order it came."""
+        self._live.pop(key, None)
+        for message in self._held.pop(key, []):
+            await self._route(message)
 
     async def _resolve(self, event: _Outbound) -> OutboundMessage | None:
         """The outbound message an event announces, with the session's execution context."""
@@ -704,7 +760,11 @@ class ChannelManager:
                 continue
             queue = self._outgoing.get(channel.name)
             if wanted and queue is not None:
-                queue.put_nowait(message)
+                at = message.not_before
+                if at is not None and not hasattr(channel, "outbox") and at > self.cron.clock.now():
+                    self._put_later(queue, message, at)  # its outbox holds it, where it has one
+                else:
+                    queue.put_nowait(message)
                 taken = True
         if message.is_approval:
             return  # an approval is decided in the web UI or the API all the same
@@ -735,6 +795,21 @@ class ChannelManager:
                 "channels: could not record an unroutable reply",
                 extra={"session_key": message.session_key, "message_id": message.message_id},
             )
+
+    def _put_later(
+        self, queue: asyncio.Queue[OutboundMessage | object], message: OutboundMessage, at: datetime
+    ) -> None:
+        """Hand `message` to a channel without delivery records at `at` (its quiet hours'
+        end), from memory: a stop before then drops it (its transcript keeps it).
+        """
+
+        async def later() -> None:
+            await self.cron.clock.sleep_until(at, asyncio.Event())
+            queue.put_nowait(message)
+
+        task = asyncio.create_task(later(), name=f"quiet:{message.session_key}")
+        self._timers.add(task)
+        task.add_done_callback(self._timers.discard)
 
     def redeliver(self, record: Delivery) -> bool:
         """Hand a delivery made pending again (`Deliveries.retry`) to its channel's outbox in

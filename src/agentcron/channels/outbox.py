@@ -13,6 +13,7 @@ from agentcron.channels.manager import OutboundMessage
 from agentcron.config.channels import DEFAULT_DELIVERY_DEADLINE, describe_seconds
 from agentcron.domain.deliveries import Delivery, DeliveryState
 from agentcron.domain.events import DeliveryFailed, DeliverySucceeded, Event
+from agentcron.domain.quiet import held_until
 from agentcron.errors import AgentcronError
 from agentcron.runtime.clock import Clock
 from agentcron.store.interface import DeliveryLedger
@@ -144,6 +145,8 @@ class Outbox:
         self._worker: asyncio.Task[None] | None = None
         self._report: Report | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        # Deliveries held until a time (a reply in its session's quiet hours): their wakes.
+        self._later: dict[str, asyncio.Task[None]] = {}
         self.health = Health()
 
     def bind(self, deliveries: DeliveryLedger, clock: Clock, report: Report | None = None) -> None:
@@ -213,7 +216,8 @@ class Outbox:
         """Stop at once; what is not delivered stays pending for the next start."""
         worker, self._worker = self._worker, None
         sweeper, self._sweeper = self._sweeper, None
-        tasks = [t for t in (worker, sweeper) if t is not None]
+        later, self._later = list(self._later.values()), {}
+        tasks = [t for t in (worker, sweeper, *later) if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -288,9 +292,30 @@ class Outbox:
                 self._queued.discard(message_id)
                 self._queue.task_done()
 
+    def _hold(self, message_id: str, at: datetime) -> None:
+        """Queue a pending record at `at` (not before): a reply its quiet hours hold."""
+        if message_id in self._later:
+            return
+        _, clock = self._store
+
+        async def wake() -> None:
+            await clock.sleep_until(at, asyncio.Event())
+            self._later.pop(message_id, None)
+            self._put(message_id)
+
+        self._later[message_id] = asyncio.create_task(wake(), name=f"outbox-hold:{message_id}")
+
     async def _deliver(self, message_id: str) -> None:
         deliveries, clock = self._store
         record = await deliveries.get(self.channel, message_id)
+        at = held_until(record.payload.get("meta") or {})
+        if record.state is DeliveryState.PENDING and at is not None and at > clock.now():
+            log.info(
+                "outbox: delivery held until its quiet hours end",
+                extra={"channel": self.channel, "message_id": message_id, "until": at.isoformat()},
+            )
+            self._hold(message_id, at)
+            return
         while record.state is DeliveryState.PENDING:
             claimed = await deliveries.begin_attempt(
                 self.channel,

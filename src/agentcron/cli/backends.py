@@ -32,7 +32,7 @@ from agentcron.errors import AgentcronError
 from agentcron.limits import NameText
 from agentcron.service.job_requests import GrantCreate, JobCreate, JobPatch, JobRenew
 from agentcron.service.paging import DEFAULT_PAGE, MAX_PAGE
-from agentcron.service.sessions import SessionCreate
+from agentcron.service.sessions import SessionCreate, SessionPatch
 from agentcron.store.errors import StoreUnavailableError
 
 _T = TypeVar("_T")
@@ -131,6 +131,7 @@ class Backend(Protocol):
     ) -> dict[str, Any]: ...
     async def list_sessions(self, page: PageAsk) -> dict[str, Any]: ...
     async def get_session(self, key: str) -> dict[str, Any]: ...
+    async def set_quiet_hours(self, key: str, hours: str | None) -> dict[str, Any]: ...
     async def newest_messages(self, key: str, limit: int, cursor: str | None) -> dict[str, Any]: ...
     async def delete_session(self, key: str, confirm: bool) -> dict[str, Any]: ...
     async def note(self, key: str, text: str) -> dict[str, Any]: ...
@@ -210,6 +211,10 @@ class ApiBackend:
 
     async def get_session(self, key: str) -> dict[str, Any]:
         return await self._call("GET", _path("/api/sessions", key))
+
+    async def set_quiet_hours(self, key: str, hours: str | None) -> dict[str, Any]:
+        body = {"quiet_hours": hours}
+        return await self._call("PATCH", _path("/api/sessions", key), json=body)
 
     async def newest_messages(self, key: str, limit: int, cursor: str | None) -> dict[str, Any]:
         params: dict[str, str | int] = {"before": NEWEST, "limit": limit}
@@ -425,6 +430,16 @@ class DbBackend:
             lambda: sessions.page(limit=page.limit, cursor=page.cursor, search=page.search)
         )
         return views.SessionsOut.of_page(found).json_dict()
+
+    async def set_quiet_hours(self, key: str, hours: str | None) -> dict[str, Any]:
+        try:
+            body = SessionPatch(quiet_hours=hours)  # checked as the API's request
+        except ValidationError as exc:
+            raise CliError(validation_line(exc)) from exc
+        session = await self._call(
+            lambda: self._cron.sessions.set_quiet_hours(key, body.quiet_hours)
+        )
+        return views.SessionOut.of(session).json_dict()
 
     async def get_session(self, key: str) -> dict[str, Any]:
         detail = await self._call(lambda: self._cron.sessions.detail(key))

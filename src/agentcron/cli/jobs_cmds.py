@@ -33,6 +33,7 @@ from agentcron.cli.common import (
 from agentcron.domain.budgets import ContextMode
 from agentcron.domain.jobs import Catchup, JobKind, Overlap
 from agentcron.domain.notify import Notify
+from agentcron.domain.quiet import QuietMode
 from agentcron.schedule import DstFold, DstGap
 from agentcron.service.paging import DEFAULT_PAGE
 
@@ -101,6 +102,13 @@ def jobs_add(
         typer.Option(
             help="When its outcomes are delivered: always (default), changes, never-empty; "
             "a reply starting with [SILENT] never is."
+        ),
+    ] = None,
+    quiet: Annotated[
+        QuietMode | None,
+        typer.Option(
+            help="In its session's quiet hours: hold its delivery until they end (default), "
+            "run silent, or wait to run until they end."
         ),
     ] = None,
     dst_gap: DstGapOpt = None,
@@ -173,6 +181,7 @@ def jobs_add(
         "model": model,
         "runner_url": runner_url,
         "notify": notify,
+        "quiet": quiet,
         "dst_gap": dst_gap,
         "dst_fold": dst_fold,
         "context": context,
@@ -279,6 +288,9 @@ def jobs_update(
     ] = None,
     tz: Annotated[str | None, typer.Option(help="A new IANA zone.")] = None,
     notify: Annotated[Notify | None, typer.Option(help="When its outcomes are delivered.")] = None,
+    quiet: Annotated[
+        QuietMode | None, typer.Option(help="In its session's quiet hours: hold, silent, wait.")
+    ] = None,
     dst_gap: DstGapOpt = None,
     dst_fold: DstFoldOpt = None,
     cadence_min: Annotated[
@@ -319,6 +331,7 @@ def jobs_update(
         "when": when,
         "tz": tz,
         "notify": notify,
+        "quiet": quiet,
         "dst_gap": dst_gap,
         "dst_fold": dst_fold,
     }
@@ -335,7 +348,7 @@ def jobs_update(
         body["gate"] = None if no_gate else _gate_json(gate or "")
     if not body:
         raise fail(
-            "nothing to change: give --name, --message, --when, --tz, --notify, "
+            "nothing to change: give --name, --message, --when, --tz, --notify, --quiet, "
             "--dst-gap, --dst-fold, --cadence-min/--cadence-max/--allowed-hours, "
             "--no-cadence, --gate or --no-gate",
             2,

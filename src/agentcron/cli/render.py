@@ -409,6 +409,8 @@ def session_detail(console: Console, session: dict[str, Any]) -> None:
             ("channel", session["channel"]),
             ("chat id", session["chat_id"]),
             ("tz", session["tz"]),
+            # only when it has them: the output of a session without stays as it was
+            *([("quiet hours", session["quiet_hours"])] if session.get("quiet_hours") else []),
             ("running turn", session.get("running_turn") or "-"),
             ("recall", (session.get("recall") or {}).get("schedule", "-")),
             ("usage", usage(session.get("usage"), "turns")),

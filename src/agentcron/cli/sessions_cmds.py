@@ -190,6 +190,39 @@ def sessions_show(
     render.session_detail(out(), session)
 
 
+@app.command("quiet")
+def sessions_quiet(
+    ctx: typer.Context,
+    key: Annotated[str, typer.Argument(metavar="KEY", help="The session key.")],
+    hours: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="HH:MM-HH:MM",
+            help="Its quiet hours in its zone, e.g. 22:00-07:00 (across midnight).",
+        ),
+    ] = None,
+    off: Annotated[bool, typer.Option("--off", help="No quiet hours.")] = False,
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Set a session's quiet hours (or --off). A fire due in them holds its delivery until
+    they end, runs silently or waits, as its job's --quiet says.
+    """
+    if (hours is None) == (not off):
+        raise fail("give the quiet hours (e.g. 22:00-07:00) or --off, not both", 2)
+    backend = backend_for(ctx, db, url, api, token)
+    session = call(backend, lambda b: b.set_quiet_hours(key, None if off else hours))
+    if as_json:
+        print_json(session)
+        return
+    quiet = session.get("quiet_hours")
+    where = f"{session['key']} ({session['tz']})"
+    echo(f"{where}: quiet {quiet}" if quiet else f"{where}: no quiet hours")
+
+
 @app.command("rm")
 def sessions_rm(
     ctx: typer.Context,

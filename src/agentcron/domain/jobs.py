@@ -11,6 +11,7 @@ from agentcron.domain.budgets import Budget, ContextMode, Spend
 from agentcron.domain.cadence import CadenceBounds, Reschedule
 from agentcron.domain.gates import Gate
 from agentcron.domain.notify import Notify
+from agentcron.domain.quiet import QuietMode
 from agentcron.domain.states import RunState
 from agentcron.schedule import AtSpec, CronSpec, DaysSpec, EverySpec
 
@@ -79,6 +80,8 @@ class JobPolicy:
     delete_after_run: bool = False
     jitter: bool = False
     notify: Notify = Notify.ALWAYS  # when its outcomes are delivered (domain/notify.py)
+    # what a fire due in its session's quiet hours does (domain/quiet.py)
+    quiet: QuietMode = QuietMode.HOLD
     # how far the agent may move its next fire (domain/cadence.py); None: it may not
     cadence: CadenceBounds | None = None
     gate: Gate | None = None  # a pre-check run before the agent (domain/gates.py)

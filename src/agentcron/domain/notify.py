@@ -35,6 +35,7 @@ class Held(enum.StrEnum):
     SILENT = "silent"  # the agent marked it silent
     UNCHANGED = "unchanged"  # `changes`: the same as the last delivered outcome
     EMPTY = "empty"  # `never-empty`: nothing to report
+    QUIET = "quiet"  # its session's quiet hours, and its job's quiet = silent (domain/quiet.py)
 
 
 # What a fire's prompt adds for a job whose policy holds some outcomes (`changes`,

@@ -110,10 +110,10 @@ class ClaimedFire:
     """A fire this process claimed and must carry to a terminal state.
 
     A session-turn fire (`job.session_turn`) comes with the turn record the claim opened for
-    it (`turn_id`), `deferred` when its session already had a turn open, and the session's zone.
-    A `manual` one is a person's "run now", one with an `event_id` an event posted to the
-    job's trigger (`event`: its JSON body): either is never late, and its end leaves the job's
-    schedule, failure count and life as they are (`asked`).
+    it (`turn_id`), `deferred` when its session already had a turn open, and the session's
+    zone and quiet hours. A `manual` one is a person's "run now", one with an `event_id` an
+    event posted to the job's trigger (`event`: its JSON body): either is never late, and its
+    end leaves the job's schedule, failure count and life as they are (`asked`).
     """
 
     run_id: str
@@ -122,6 +122,7 @@ class ClaimedFire:
     turn_id: str | None = None
     deferred: bool = False
     session_tz: str = "UTC"
+    session_quiet: str | None = None  # the session's quiet hours ("HH:MM-HH:MM"), as claimed
     manual: bool = False
     event_id: str | None = None
     event: str | None = None
@@ -130,6 +131,13 @@ class ClaimedFire:
     def asked(self) -> bool:
         """Asked for (a person's "run now", an event), not the schedule's fire."""
         return self.manual or self.event_id is not None
+
+
+class SessionZone(NamedTuple):
+    """What a claim reads of a fire's session: its zone and its quiet hours."""
+
+    tz: str = "UTC"
+    quiet_hours: str | None = None
 
 
 class BudgetSkip(NamedTuple):

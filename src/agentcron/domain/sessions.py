@@ -26,6 +26,8 @@ class Session:
     created_at: datetime
     updated_at: datetime
     runner_url: str | None = None  # its turns' own runner URL; None = the process's runner
+    # its quiet hours in its zone, "HH:MM-HH:MM" (schedule/quiet.py); None: none
+    quiet_hours: str | None = None
 
 
 class Role(enum.StrEnum):

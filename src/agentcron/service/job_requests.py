@@ -29,6 +29,7 @@ from agentcron.domain.grants import (
 )
 from agentcron.domain.jobs import AnySpec, Catchup, Overlap
 from agentcron.domain.notify import Notify
+from agentcron.domain.quiet import QuietMode
 from agentcron.errors import InvalidInputError
 from agentcron.limits import (
     MAX_BUDGET_TOKENS,
@@ -108,6 +109,11 @@ WALL_CLOCK_ONLY = (
     "one-time schedule runs in absolute time and refuses another value (422)"
 )
 KEPT_WITH_NEW_WHEN = "; a new wall-clock `when` keeps the job's policy"
+QUIET_HELP = (
+    "what a fire in its session's quiet hours does: hold (the default: it runs, its channel "
+    "delivery waits until they end), silent (it runs, never delivered), wait (it runs when "
+    "they end); its run's delivery record says which"
+)
 DELETE_AFTER_RUN_HELP = (
     "remove the job once its last fire ends; false (the default) keeps it, done, for "
     "`retention_age` (default 30 days)"
@@ -260,6 +266,7 @@ class JobCreate(BaseModel):
     runner_url: RunnerUrl | None = Field(default=None, description=RUNNER_URL_HELP)
     delete_after_run: bool = Field(default=False, description=DELETE_AFTER_RUN_HELP)
     notify: Notify = Field(default=Notify.ALWAYS, description=NOTIFY_HELP)
+    quiet: QuietMode = Field(default=QuietMode.HOLD, description=QUIET_HELP)
     dst_gap: DstGap = Field(default=DstGap.SHIFT, description=DST_GAP_HELP + WALL_CLOCK_ONLY)
     dst_fold: DstFold = Field(default=DstFold.FIRST, description=DST_FOLD_HELP + WALL_CLOCK_ONLY)
     cadence: CadenceIn | None = Field(default=None, description=CADENCE_HELP)
@@ -307,6 +314,7 @@ class JobPatch(BaseModel):
     model: ShortText | None = Field(default=None, description=MODEL_HELP)
     runner_url: RunnerUrl | None = Field(default=None, description=RUNNER_URL_HELP)
     notify: Notify | None = Field(default=None, description=NOTIFY_HELP)
+    quiet: QuietMode | None = Field(default=None, description=QUIET_HELP)
     dst_gap: DstGap | None = Field(
         default=None, description=DST_GAP_HELP + WALL_CLOCK_ONLY + KEPT_WITH_NEW_WHEN
     )

@@ -41,6 +41,7 @@ from agentcron.domain.jobs import (
     RecallState,
 )
 from agentcron.domain.notify import Notify
+from agentcron.domain.quiet import QuietMode
 from agentcron.domain.runs import Run
 from agentcron.domain.states import ACTIVE_STATES
 from agentcron.engine.policies import arm
@@ -219,6 +220,7 @@ class Jobs:
         delete_after_run: bool = False,
         jitter: bool = False,
         notify: Notify = Notify.ALWAYS,
+        quiet: QuietMode = QuietMode.HOLD,
         dst_gap: DstGap | str | None = None,
         dst_fold: DstFold | str | None = None,
         cadence: CadenceBounds | None = None,
@@ -262,6 +264,7 @@ class Jobs:
             delete_after_run=delete_after_run,
             jitter=jitter,
             notify=notify,
+            quiet=quiet,
             dst_gap=dst_gap,
             dst_fold=dst_fold,
             cadence=cadence,
@@ -318,6 +321,7 @@ class Jobs:
                 runner_url=body.runner_url,
                 delete_after_run=body.delete_after_run,
                 notify=body.notify,
+                quiet=body.quiet,
                 dst_gap=body.dst_gap,
                 dst_fold=body.dst_fold,
                 cadence=None if body.cadence is None else body.cadence.bounds(),
@@ -634,7 +638,7 @@ class Jobs:
             _aware(changes["end_at"], "end_at")
         policy: dict[str, Any] = {
             k: changes.pop(k)
-            for k in ("overlap", "catchup", "max_runs", "end_at", "notify")
+            for k in ("overlap", "catchup", "max_runs", "end_at", "notify", "quiet")
             if k in changes
         }
         if "cadence" in changes:  # the bounds as a whole; null: the agent may not move it
@@ -872,6 +876,7 @@ def _new_job(
     delete_after_run: bool = False,
     jitter: bool = False,
     notify: Notify = Notify.ALWAYS,
+    quiet: QuietMode = QuietMode.HOLD,
     dst_gap: DstGap | str | None = None,
     dst_fold: DstFold | str | None = None,
     cadence: CadenceBounds | None = None,
@@ -901,6 +906,7 @@ def _new_job(
         delete_after_run=delete_after_run,
         jitter=jitter,
         notify=Notify(notify),
+        quiet=QuietMode(quiet),
         cadence=cadence,
         gate=gate,
         budget=check_budget(budget),

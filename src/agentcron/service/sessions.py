@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentcron.agent.runner import TurnSource
 from agentcron.config import UNIFIED_SESSION_KEY
 from agentcron.domain.attachments import Attachment, check_attachments
-from agentcron.domain.events import Event, SessionDeleted
+from agentcron.domain.events import Event, SessionDeleted, SessionSync
 from agentcron.domain.jobs import Job, JobKind, JobStatus, Recall, RecallState
 from agentcron.domain.sessions import Message, Role, Session, Turn
 from agentcron.errors import InvalidInputError
@@ -31,7 +31,8 @@ from agentcron.limits import (
 )
 from agentcron.runtime.clock import Clock
 from agentcron.runtime.waiters import Waiters
-from agentcron.schedule import EverySpec, parse_when
+from agentcron.schedule import EverySpec, InvalidSpecError, parse_when
+from agentcron.schedule.quiet import parse_quiet_hours
 from agentcron.service.jobs import Jobs, JobState
 from agentcron.service.paging import (
     BAD_CURSOR,
@@ -67,6 +68,19 @@ class SessionCreate(BaseModel):
         "server's runner secret (the server's runner if absent); creating an existing session "
         "with another one is a conflict (409)",
     )
+
+
+QUIET_HOURS_HELP = (
+    "its quiet hours in its zone, HH:MM-HH:MM (24-hour; an end before the start spans "
+    "midnight, e.g. 22:00-07:00); null: none. A fire due in them holds its delivery until "
+    "they end, runs silently or waits: its job's `quiet`"
+)
+
+
+class SessionPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    quiet_hours: str | None = Field(max_length=32, description=QUIET_HOURS_HELP)
 
 
 class MessageCreate(BaseModel):
@@ -231,6 +245,20 @@ class Sessions:
 
     async def get(self, key: str) -> Session:
         return await self._records.get_session(key)
+
+    async def set_quiet_hours(self, key: str, hours: str | None) -> Session:
+        """Set the session's quiet hours ("22:00-07:00", in its zone) or clear them (None);
+        kept in one form ("HH:MM-HH:MM"). InvalidInputError for another form.
+        """
+        window = None
+        if hours is not None:
+            try:
+                window = str(parse_quiet_hours(hours))
+            except InvalidSpecError as exc:
+                raise InvalidInputError(str(exc)) from exc
+        session = await self._records.set_quiet_hours(key, window, self._clock.now())
+        await self._publish(SessionSync(session_key=key))
+        return session
 
     async def list(self, *, limit: int | None = None) -> builtins.list[Session]:
         return await self._records.list_sessions(limit=limit)

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
 from agentcron.domain.jobs import Job
-from agentcron.domain.runs import ClaimedFire, Run
+from agentcron.domain.runs import ClaimedFire, Run, SessionZone
 from agentcron.domain.states import DIED_MID_TURN, RunState, TurnState
 from agentcron.store.fire_store import FireClaimsMixin
 from agentcron.store.owners import LiveWork, OrphanSettlement
@@ -319,7 +319,8 @@ class FireLedgerMixin(FireClaimsMixin):
                         fire_at=r.fire_at,
                         turn_id=turn_id,
                         deferred=deferred,
-                        session_tz=zone,
+                        session_tz=zone.tz,
+                        session_quiet=zone.quiet_hours,
                         manual=r.manual,
                         event_id=r.event_id,
                         event=r.event,
@@ -345,21 +346,28 @@ class FireLedgerMixin(FireClaimsMixin):
         job_rows: Mapping[str, Job],
         owner: str,
         now: datetime,
-    ) -> dict[str, tuple[str, bool, str]]:
+    ) -> dict[str, tuple[str, bool, SessionZone]]:
         """The waiting turns of adopted session-turn fires, taken over by `owner` (opened
-        anew where none is left): run id -> (turn id, deferred, session zone).
+        anew where none is left): run id -> (turn id, deferred, the session's zone and quiet
+        hours).
         """
         bound = [r for r in adopted if job_rows[r.job_id].session_turn]
         if not bound:
             return {}
-        out: dict[str, tuple[str, bool, str]] = {}
+        out: dict[str, tuple[str, bool, SessionZone]] = {}
         missing: list[Row[Any]] = []
         for chunk in _chunks(bound):
             ids = [r.id for r in chunk]
             found = {
                 t.run_id: t
                 for t in conn.execute(
-                    sa.select(turns.c.id, turns.c.run_id, turns.c.state, sessions.c.tz)
+                    sa.select(
+                        turns.c.id,
+                        turns.c.run_id,
+                        turns.c.state,
+                        sessions.c.tz,
+                        sessions.c.quiet_hours,
+                    )
                     .join(sessions, sessions.c.session_key == turns.c.session_key)
                     .where(turns.c.run_id.in_(ids), turns.c.state.in_(WAITING_TURN))
                 )
@@ -374,7 +382,8 @@ class FireLedgerMixin(FireClaimsMixin):
                 if t is None:
                     missing.append(r)
                 else:
-                    out[r.id] = (t.id, t.state == TurnState.DEFERRED.value, t.tz)
+                    zone = SessionZone(t.tz, t.quiet_hours)
+                    out[r.id] = (t.id, t.state == TurnState.DEFERRED.value, zone)
         if missing:
             # A run claimed before fires opened their turns at claim time: open one now.
             claimed = {r.id: (job_rows[r.job_id], r.fire_at) for r in missing}

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from agentcron.domain.jobs import Job, JobKind, Overlap
-from agentcron.domain.runs import BudgetSkip, ClaimedFire, ClaimResult
+from agentcron.domain.runs import BudgetSkip, ClaimedFire, ClaimResult, SessionZone
 from agentcron.domain.states import RunState, TurnState
 from agentcron.store.bulk import executemany
 from agentcron.store.interface import Planner
@@ -186,7 +186,8 @@ class FireClaimsMixin(SqlBase):
                             fire_at=fire_at,
                             turn_id=turn["id"],
                             deferred=turn["state"] == TurnState.DEFERRED.value,
-                            session_tz=zone,
+                            session_tz=zone.tz,
+                            session_quiet=zone.quiet_hours,
                         )
                     )
         due_next = conn.execute(_NEXT_DUE).scalar_one()
@@ -203,11 +204,11 @@ class FireClaimsMixin(SqlBase):
         claimed_meta: dict[str, tuple[Job, datetime]],
         now: datetime,
         owner: str,
-    ) -> dict[str, tuple[dict[str, Any], str]]:
+    ) -> dict[str, tuple[dict[str, Any], SessionZone]]:
         """Turn records for the session-turn fires about to be claimed (run id -> turn row,
-        session zone), their sessions created where missing, and their run rows set `queued`
-        — or `deferred` when the session already has a turn open (or an earlier fire of this
-        batch).
+        the session's zone and quiet hours), their sessions created where missing, and their
+        run rows set `queued` — or `deferred` when the session already has a turn open (or an
+        earlier fire of this batch).
         """
         bound = sorted(
             (
@@ -220,16 +221,17 @@ class FireClaimsMixin(SqlBase):
         if not bound:
             return {}
         keys = sorted({r["session_key"] for r in bound})
-        tz: dict[str, str] = {}
+        tz: dict[str, SessionZone] = {}
         busy: set[str] = set()
         for chunk in _chunks(keys):
             executemany(conn, self._insert_sessions, [session_values(key, now) for key in chunk])
             tz.update(
-                conn.execute(
-                    sa.select(sessions.c.session_key, sessions.c.tz).where(
+                (key, SessionZone(zone, quiet))
+                for key, zone, quiet in conn.execute(
+                    sa.select(sessions.c.session_key, sessions.c.tz, sessions.c.quiet_hours).where(
                         sessions.c.session_key.in_(chunk)
                     )
-                ).all()
+                )
             )
             busy.update(
                 conn.execute(
@@ -238,7 +240,7 @@ class FireClaimsMixin(SqlBase):
                     .where(turns.c.session_key.in_(chunk), turns.c.state.in_(OPEN_TURN))
                 ).scalars()
             )
-        out: dict[str, tuple[dict[str, Any], str]] = {}
+        out: dict[str, tuple[dict[str, Any], SessionZone]] = {}
         for row in bound:
             job = claimed_meta[row["id"]][0]
             key = row["session_key"]
@@ -248,7 +250,7 @@ class FireClaimsMixin(SqlBase):
             row["deferred_at" if state is TurnState.DEFERRED else "queued_at"] = now
             source = "recall" if job.kind is JobKind.RECALL else "automation"
             turn = turn_values(key, source, job.message, now, state, row["id"], owner)
-            out[row["id"]] = (turn, tz.get(key, "UTC"))
+            out[row["id"]] = (turn, tz.get(key, SessionZone()))
         return out
 
     def _active_counts(

@@ -433,6 +433,12 @@ class SessionRecords(Transcripts, Protocol):
         """Delete the session with its transcript, turns and deliveries."""
         ...
 
+    async def set_quiet_hours(self, key: str, hours: str | None, now: datetime) -> Session:
+        """Set (None: clear) the session's quiet hours ("HH:MM-HH:MM", checked by the
+        caller); SessionNotFoundError when there is no such session.
+        """
+        ...
+
     async def get_message(self, message_id: str) -> Message | None:
         """One transcript entry, None when there is none."""
         ...

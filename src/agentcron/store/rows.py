@@ -28,6 +28,7 @@ from agentcron.domain.jobs import (
     RecallCallType,
 )
 from agentcron.domain.notify import Notify
+from agentcron.domain.quiet import QuietMode
 from agentcron.domain.runs import FirePlan, Run
 from agentcron.domain.sessions import Message, Role, Session, Turn, TurnSource
 from agentcron.domain.states import ACTIVE_STATES, TERMINAL_STATES, RunState, TurnState
@@ -212,6 +213,7 @@ def _policy_values(policy: JobPolicy) -> dict[str, Any]:
         "delete_after_run": policy.delete_after_run,
         "jitter": policy.jitter,
         "notify": policy.notify.value,
+        "quiet": policy.quiet.value,
         **cadence_values(policy.cadence),
         "gate": None if policy.gate is None else policy.gate.as_dict(),
         "budget": None if policy.budget is None else policy.budget.as_dict(),
@@ -275,6 +277,7 @@ def _job(row: Row[Any] | Mapping[str, Any]) -> Job:
             delete_after_run=bool(m["delete_after_run"]),
             jitter=bool(m["jitter"]),
             notify=Notify(m["notify"]),
+            quiet=QuietMode(m["quiet"]),
             cadence=_cadence(m),
             gate=None if m["gate"] is None else Gate.of(m["gate"]),
             budget=Budget.of(m["budget"]),
@@ -405,6 +408,7 @@ def _session(row: Row[Any] | Mapping[str, Any]) -> Session:
         created_at=m["created_at"],
         updated_at=m["updated_at"],
         runner_url=m.get("runner_url"),
+        quiet_hours=m.get("quiet_hours"),
     )
 
 

@@ -125,6 +125,8 @@ jobs = sa.Table(
     sa.Column("jitter", sa.Boolean, nullable=False, server_default=sa.false()),
     # when its outcomes are delivered (domain/notify.py): always | changes | never-empty
     sa.Column("notify", sa.String(16), nullable=False, server_default="always"),
+    # what a fire due in its session's quiet hours does (domain/quiet.py): hold | silent | wait
+    sa.Column("quiet", sa.String(8), nullable=False, server_default="hold"),
     # how far the agent may move its next fire (domain/cadence.py; all NULL: it may not)
     sa.Column("cadence_min_s", sa.Integer),
     sa.Column("cadence_max_s", sa.Integer),
@@ -289,6 +291,8 @@ sessions = sa.Table(
     sa.Column("title", sa.Text),
     sa.Column("tz", sa.Text, nullable=False, server_default="UTC"),
     sa.Column("runner_url", sa.Text),  # its turns' own runner URL; None = the process's runner
+    # its quiet hours in its zone, "HH:MM-HH:MM" (schedule/quiet.py); None: none
+    sa.Column("quiet_hours", sa.String(11)),
     # which turn owns the session now (a lease, so that several processes share sessions)
     sa.Column("turn_owner", sa.Text),
     sa.Column("turn_id", sa.String(32)),

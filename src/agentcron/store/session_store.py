@@ -186,6 +186,22 @@ class SessionStore(TurnStore):
             query = query.limit(limit)
         return await self._db.read(lambda conn: [_session(r) for r in conn.execute(query)])
 
+    async def set_quiet_hours(self, key: str, hours: str | None, now: datetime) -> Session:
+        """Set (None: clear) the session's quiet hours; SessionNotFoundError: no session."""
+
+        def op(conn: Connection) -> Row[Any] | None:
+            return conn.execute(
+                sessions.update()
+                .where(sessions.c.session_key == key)
+                .values(quiet_hours=hours, updated_at=now)
+                .returning(*sessions.c)
+            ).first()
+
+        row = await self._db.write(op)
+        if row is None:
+            raise SessionNotFoundError(key)
+        return _session(row)
+
     async def delete_session(self, key: str) -> None:
         """Delete a session with its transcript and turns."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from agentcron.agent.runner import TurnSource
@@ -38,6 +39,10 @@ class Pending:
     prepared: FireTurn | None = None
     # What its fire's gate said when it let the turn through (its run's `delivery` keeps it).
     gate: dict[str, Any] | None = None
+    # What its session's quiet hours did to it (domain/quiet.py `quiet_record`): a `wait`
+    # fire waited until their end (not late for that wait); its run's `delivery` keeps it.
+    quiet: dict[str, Any] | None = None
+    waited_until: datetime | None = None
 
 
 @dataclass(eq=False)

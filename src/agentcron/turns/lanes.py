@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from agentcron.agent.runner import (
@@ -33,6 +33,7 @@ from agentcron.domain.events import (
     runner_event,
 )
 from agentcron.domain.jobs import Catchup
+from agentcron.domain.quiet import QuietMode, quiet_record
 from agentcron.domain.runs import ClaimedFire
 from agentcron.domain.sessions import Entry, MemoryScope, Message, Role, Session, Turn
 from agentcron.domain.states import RunState
@@ -45,12 +46,13 @@ from agentcron.runtime.waiters import Waiters
 from agentcron.store.errors import StoreUnavailableError
 from agentcron.store.interface import LaneStore
 from agentcron.store.owners import LiveWork
-from agentcron.store.writes import TurnStart, TurnStarted, WriteResult
+from agentcron.store.writes import RunEnd, Transition, TurnStart, TurnStarted, WriteResult
 from agentcron.turns.fire_turn import FireTurn, fire_turn
 from agentcron.turns.gate_step import pass_gate
 from agentcron.turns.lane_queue import LaneQueue, Pending
 from agentcron.turns.posts import Posts, chat_of
 from agentcron.turns.prompts import PromptError
+from agentcron.turns.quiet_step import quiet_wait
 from agentcron.turns.transcript import interrupted_entry
 from agentcron.turns.turn_end import TurnEnds
 from agentcron.turns.turn_memory import TurnMemory
@@ -318,6 +320,10 @@ class Lanes:
         self._fires = 0  # fires waiting or running in lanes
         # Sessions whose turn waits for another process to let go of them: set on its notice.
         self._held_elsewhere: dict[str, asyncio.Event] = {}
+        # Fires of `quiet = wait` jobs waiting, outside any lane, for their session's quiet
+        # hours to end (run id -> the fire's turn and its wait); set: a stop ends the waits.
+        self._quiet_waits: dict[str, tuple[Pending, asyncio.Task[None]]] = {}
+        self._quiet_stop = asyncio.Event()
         self.turn_waiters = Waiters()  # callers waiting for a turn to end
         self.posts = Posts(store.sessions, bus, clock)
         self.ends = TurnEnds(
@@ -377,7 +383,7 @@ class Lanes:
             return  # a moved fire reads where the person talks first: the usual start
         if nxt.fire.job.policy.gate is not None:
             return  # its gate asks first, holding no slot: the usual start
-        if self._late(nxt.fire):
+        if self._late(nxt):
             return  # it ends missed, without a start: the usual way
         try:
             prepared = fire_turn(nxt.fire, nxt.turn_id)
@@ -430,9 +436,39 @@ class Lanes:
         # In unified mode it may wait behind another session's turn, which its claim did not
         # see (the claim looks at the job's own session): deferred all the same.
         behind = self.lane_key(key) != key and self.busy(key)
-        self._enqueue(key, Pending(fire.turn_id, fire_source(fire.job), fire.job.message, fire))
+        pending = Pending(fire.turn_id, fire_source(fire.job), fire.job.message, fire)
+        until = quiet_wait(fire, self.clock.now())
+        if until is not None:  # `quiet = wait` in its session's quiet hours: no lane, no slot
+            self._wait_quiet(key, pending, until)
+            await self._job_event(fire, JobAction.DEFERRED)
+            return
+        self._enqueue(key, pending)
         if fire.deferred or behind:
             await self._job_event(fire, JobAction.DEFERRED)
+
+    def _wait_quiet(self, key: str, pending: Pending, until: datetime) -> None:
+        """Hold a fire outside its lane until its session's quiet hours end (its run says
+        `deferred`; the engine's heartbeat renews its lease), then queue it as usual.
+        """
+        fire = pending.fire
+        if fire is None:
+            raise ValueError("only a fire waits for quiet hours to end")
+        pending.quiet = quiet_record(QuietMode.WAIT, until)
+        pending.waited_until = until
+        log.info(
+            "fire waits for its session's quiet hours to end",
+            extra=log_context(key, pending) | {"until": until.isoformat()},
+        )
+        self.journal.post(RunEnd(Transition(fire.run_id, RunState.DEFERRED, self.clock.now())))
+        task = asyncio.create_task(self._after_quiet(key, pending, until), name=f"quiet:{key}")
+        self._quiet_waits[fire.run_id] = (pending, task)
+
+    async def _after_quiet(self, key: str, pending: Pending, until: datetime) -> None:
+        await self.clock.sleep_until(until, self._quiet_stop)
+        if self._closing or pending.fire is None:
+            return  # a stop hands it back (`shutdown`)
+        self._quiet_waits.pop(pending.fire.run_id, None)
+        self._enqueue(key, pending)
 
     def sessions_freed(self, keys: Sequence[str] | None) -> None:
         """Another process let go of these sessions (None or empty: perhaps of any): a turn
@@ -469,12 +505,15 @@ class Lanes:
         them: what the engine's heartbeat renews; any other open work of this owner is an
         orphan it settles (read-only).
         """
+        waits = self._quiet_waits
         held = [p for lane in self._lanes.values() for p in (*lane.queue, lane.current) if p]
+        held += [p for p, _ in waits.values()]
         return LiveWork(
             runs=frozenset(p.fire.run_id for p in held if p.fire is not None),
             turns=frozenset(p.turn_id for p in held),
             # the lanes' own sessions, and the sessions of their turns (unified mode: threads)
-            sessions=frozenset(self._lanes) | {p.session_key for p in held},
+            sessions=frozenset(self._lanes)
+            | {p.session_key for p in held if p.fire is None or p.fire.run_id not in waits},
         )
 
     @property
@@ -594,7 +633,7 @@ class Lanes:
         fire = pending.fire
         if fire is None or pending.early is not None:  # an early start checked it then
             return _LaneTurn(self, lane, pending, pending.prepared, execution)
-        if self._late(fire):
+        if self._late(pending):
             await self.ends.unstarted(
                 pending.session_key,
                 pending,
@@ -648,12 +687,16 @@ class Lanes:
                 backoff = backoff or Backoff()
                 await backoff.sleep()
 
-    def _late(self, fire: ClaimedFire) -> bool:
+    def _late(self, pending: Pending) -> bool:
         """A fire that waited past the grace period, of a job that skips late fires (a
         person's manual run or an event's run is never late: it was asked for to run,
-        whenever it can).
+        whenever it can; a fire that waited for quiet hours to end counts from their end).
         """
-        waited = self.clock.now() - fire.fire_at
+        fire = pending.fire
+        if fire is None:
+            return False
+        since = max(fire.fire_at, pending.waited_until or fire.fire_at)
+        waited = self.clock.now() - since
         skips = fire.job.policy.catchup is Catchup.SKIP and not fire.asked
         return skips and waited > self.settings.misfire_grace
 
@@ -706,7 +749,11 @@ class Lanes:
         approval) gets no grace: it is stopped at once, or as soon as it pauses.
         """
         self._closing = True
-        waiting = [p for lane in self._lanes.values() for p in lane.take_waiting()]
+        self._quiet_stop.set()
+        quiet = [p for p, _ in self._quiet_waits.values()]
+        await asyncio.gather(*(t for _, t in self._quiet_waits.values()), return_exceptions=True)
+        self._quiet_waits.clear()
+        waiting = [p for lane in self._lanes.values() for p in lane.take_waiting()] + quiet
         self._fires -= sum(p.fire is not None for p in waiting)
         self.slots.close()  # cuts the paused turns (the engine may have closed it already)
         # A waiting turn whose start was submitted early began: it can only end.

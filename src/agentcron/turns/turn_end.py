@@ -28,6 +28,7 @@ from agentcron.store.interface import RunRecords
 from agentcron.store.writes import TurnFinished
 from agentcron.turns.lane_queue import Pending
 from agentcron.turns.posts import chat_of
+from agentcron.turns.quiet_step import quiet_reply
 from agentcron.turns.transcript import interrupted_entry, reply_attachments
 from agentcron.turns.turn_records import closing_entry, end_record, log_context, unstarted_record
 
@@ -70,16 +71,19 @@ class TurnEnds:
         queued (what it submits shares the end's transaction: `Journal.write`).
         """
         fire = pending.fire
-        held, delivery = None, None
+        held, delivery, hold_until = None, None, None
         if fire is not None:  # a bare silent sentinel makes the outcome empty: first
             outcome, held, delivery = await notify_outcome(self.runs, fire, outcome)
+            # its session's quiet hours (turns/quiet_step.py)
+            quiet = quiet_reply(fire, self.clock.now(), held, delivery, pending.quiet)
+            held, delivery, hold_until = quiet.held, quiet.delivery, quiet.hold_until
             if pending.gate is not None:  # what its gate said (turns/gate_step.py)
                 delivery = (delivery or {}) | {"gate": pending.gate}
         state = outcome.status.turn_state
         # Before the reply, in the same write: a compaction's summary, then the tool calls
         # (which a fire's run record keeps too, in that write). A stopped or timed-out turn's
         # outcome carries the calls its runner reported before the end.
-        entry = closing_entry(pending, outcome, held)
+        entry = closing_entry(pending, outcome, held, hold_until)
         result = await self.write(
             key, pending, state, entry, outcome, tuple(written), then, delivery=delivery
         )

@@ -7,6 +7,7 @@ from typing import Any
 
 from agentcron.agent.runner import Outcome
 from agentcron.domain.notify import Held
+from agentcron.domain.quiet import QUIET_UNTIL
 from agentcron.domain.sessions import Entry, Role
 from agentcron.domain.states import RunState, TurnState, unstarted_turn_end
 from agentcron.store.writes import Transition, TurnFinish, TurnStart, fire_end
@@ -53,10 +54,16 @@ def start_record(
     )
 
 
-def closing_entry(pending: Pending, outcome: Outcome, held: Held | None = None) -> Entry:
+def closing_entry(
+    pending: Pending,
+    outcome: Outcome,
+    held: Held | None = None,
+    hold_until: datetime | None = None,
+) -> Entry:
     """The assistant entry that closes a turn that began (its reply or a short notice); a
     fire's outcome its notify policy `held` stays in the transcript, marked `held` (the
-    channels do not send it).
+    channels do not send it); one its session's quiet hours hold is marked `quiet_until`
+    (the channels send it then).
     """
     fire = pending.fire
     text, meta = closure(
@@ -68,6 +75,8 @@ def closing_entry(pending: Pending, outcome: Outcome, held: Held | None = None) 
     meta["turn_id"] = pending.turn_id
     if held is not None:
         meta["held"] = held.value
+    if hold_until is not None:
+        meta[QUIET_UNTIL] = hold_until.isoformat()
     return Entry(Role.ASSISTANT, text, meta)
 
 

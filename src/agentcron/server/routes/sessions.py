@@ -14,7 +14,13 @@ from agentcron.server.deps import Cron, Cursor, Limit
 from agentcron.server.errors import CHANGE, answers
 from agentcron.server.middleware import key_from_path
 from agentcron.service.paging import DEFAULT_PAGE
-from agentcron.service.sessions import MAX_SEARCH, MessageCreate, MessageOut, SessionCreate
+from agentcron.service.sessions import (
+    MAX_SEARCH,
+    MessageCreate,
+    MessageOut,
+    SessionCreate,
+    SessionPatch,
+)
 from agentcron.session_keys import MAX_SESSION_KEY, SESSION_KEY_HELP
 from agentcron.views import (
     CancelledRecallOut,
@@ -85,6 +91,14 @@ async def list_sessions(
 async def get_session(key: Key, cron: Cron) -> SessionDetailOut:
     """A session with its automations (and their state), its recall and its usage."""
     return SessionDetailOut.of_detail(await cron.sessions.detail(key))
+
+
+@router.patch("/{key}", responses=answers(404, *CHANGE))
+async def update_session(key: Key, body: SessionPatch, cron: Cron) -> SessionOut:
+    """Set or clear the session's quiet hours (`quiet_hours`: HH:MM-HH:MM in its zone, or
+    null).
+    """
+    return SessionOut.of(await cron.sessions.set_quiet_hours(key, body.quiet_hours))
 
 
 @router.get("/{key}/messages", responses=answers(404))
