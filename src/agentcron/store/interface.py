@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from agentcron.domain.alerts import OverdueCandidate
 from agentcron.domain.approvals import Approval
+from agentcron.domain.budgets import Budget, Spend
 from agentcron.domain.deliveries import Delivery, DeliveryCursor, DeliveryState
 from agentcron.domain.grants import Grant
 from agentcron.domain.jobs import Job, JobKind, Recall, RecallState
@@ -431,6 +432,14 @@ class SessionRecords(Transcripts, Protocol):
 
     async def delete_session(self, key: str) -> None:
         """Delete the session with its transcript, turns and deliveries."""
+        ...
+
+    async def set_session_budget(
+        self, key: str, budget: Budget | None, spend: Spend | None
+    ) -> Session:
+        """Set the session's budget and its running figures (None: none); a fire skipped
+        for it is told again. SessionNotFoundError when there is none.
+        """
         ...
 
     async def get_message(self, message_id: str) -> Message | None:
