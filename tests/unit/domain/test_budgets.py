@@ -17,8 +17,11 @@ from agentcron.domain.budgets import (
     add_run,
     cap_reached,
     money,
+    newly_reached,
     over_budget,
+    session_blocked,
     spend_at,
+    with_estimates,
 )
 
 NOON = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -233,3 +236,46 @@ def test_cap_reached(
 )
 def test_money(usd: float, text: str) -> None:
     assert money(usd) == text
+
+
+# -- a session's budget: blocked before a fire, told once after a run ----------------------
+
+# fmt: off
+SESSION_CASES = [
+    # id, budget, figures, now, reason or None
+    ("no budget", None, DAY, NOON, None),
+    ("within", Budget(usd_day=1.0), DAY, NOON, None),
+    ("the day's cap already reached, even without an estimate", Budget(usd_day=0.4), spent(0.4, runs=0), NOON, "budget reached: $0.40 of $0.40 per day"),
+    ("the estimate would pass the day", Budget(usd_day=0.45), DAY, NOON, "estimated $0.10 for this run on top of $0.40 spent would pass the budget of $0.45 per day"),
+    ("a per-run cap is not 'reached' before a run", Budget(tokens_run=100), DAY, NOON, None),
+    ("the next UTC day runs again", Budget(usd_day=0.4), spent(0.4), datetime(2026, 11, 23, tzinfo=UTC), None),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(
+    ("budget", "figures", "now", "reason"), [pytest.param(*c[1:], id=c[0]) for c in SESSION_CASES]
+)
+def test_session_blocked(
+    budget: Budget | None, figures: Spend, now: datetime, reason: str | None
+) -> None:
+    assert session_blocked(budget, figures, now) == reason
+
+
+def test_newly_reached_tells_a_period_cap_once_and_a_per_run_cap_each_time() -> None:
+    cap = Budget(usd_day=0.5, usd_run=0.3)
+    before = spent(0.4)
+    after = add_run(before, NOON, 10, 0.1)
+    assert newly_reached(cap, before, after, 10, 0.1) == "budget reached: $0.50 of $0.50 per day"
+    again = add_run(after, NOON, 10, 0.1)  # a run now after the cap: told already
+    assert newly_reached(cap, after, again, 10, 0.1) is None
+    big = add_run(spent(0.0), NOON, 10, 0.35)
+    assert newly_reached(cap, spent(0.0), big, 10, 0.35) == "budget reached: $0.35 of $0.30 per run"
+    assert newly_reached(None, before, after, 10, 0.1) is None
+
+
+def test_with_estimates_adds_runs_at_the_estimate_and_keeps_it() -> None:
+    s = with_estimates(DAY, NOON, 2)
+    assert (s.day_usd, s.day_tokens, s.month_usd, s.month_tokens) == (0.6, 600, 0.6, 600)
+    assert (s.est_usd, s.est_tokens, s.est_runs) == (0.1, 100, 1)
+    assert with_estimates(DAY, datetime(2026, 11, 23, tzinfo=UTC), 1).day_usd == 0.1
