@@ -344,6 +344,7 @@ class AgentCron:
             owner_of=self.job_owner,
             stopping=lambda: self._stopping,
             end_approvals=self.approvals.end_session,
+            runs=self.runs,
         )
         self.system = SystemJobs(self.jobs, self.engine.system_handlers, self.clock)
         self.deliveries = Deliveries(store.deliveries, self.clock, self.publish)

@@ -44,7 +44,13 @@ from agentcron.schedule import Spec, describe
 from agentcron.service.jobs import JobDetail, JobSpend, JobState
 from agentcron.service.paging import Page
 from agentcron.service.runs import Usage
-from agentcron.service.sessions import Deletion, SessionDetail, SessionRow, TurnDetail
+from agentcron.service.sessions import (
+    Deletion,
+    SessionDetail,
+    SessionRow,
+    SessionSpend,
+    TurnDetail,
+)
 
 Dict = dict[str, Any]
 _INSTANT: TypeAdapter[datetime] = TypeAdapter(datetime)
@@ -516,6 +522,27 @@ class JobSpendOut(View):
             job_id=job.id,
             state=job.status,
             paused_reason=job.paused_reason,
+            budget=None if budget is None else BudgetOut.model_validate(budget.as_dict()),
+            spent=None if spend.spend is None else SpentOut.model_validate(spend.spend.as_dict()),
+            days=[SpendDayOut.of(use, day=day) for day, use in spend.days],
+        )
+
+
+class SessionSpendOut(View):
+    """A session's spend against its budget (its jobs' fires): the caps, the running
+    figures, and its jobs' use per UTC day (a person's own turns are not counted).
+    """
+
+    session_key: str
+    budget: BudgetOut | None
+    spent: SpentOut | None = Field(description="null: no budget (nothing is kept running)")
+    days: list[SpendDayOut] = Field(description="oldest first, every day of the range")
+
+    @classmethod
+    def of_spend(cls, spend: SessionSpend) -> SessionSpendOut:
+        budget = spend.session.budget
+        return SessionSpendOut(
+            session_key=spend.session.key,
             budget=None if budget is None else BudgetOut.model_validate(budget.as_dict()),
             spent=None if spend.spend is None else SpentOut.model_validate(spend.spend.as_dict()),
             days=[SpendDayOut.of(use, day=day) for day, use in spend.days],

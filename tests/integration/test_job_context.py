@@ -14,12 +14,15 @@ import pytest
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from agentcron.agent.runner import TurnInput
 from agentcron.agent.tools import ToolDeps
 from agentcron.agent.tools import cron as cron_tool
 from agentcron.app import AgentCron
 from agentcron.domain.budgets import ContextMode
+from agentcron.domain.jobs import NewJob
 from agentcron.domain.sessions import Role
 from agentcron.errors import InvalidInputError
+from agentcron.schedule import parse_when
 from agentcron.server import create_app
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import CronFactory
@@ -146,3 +149,30 @@ async def test_the_agent_s_cron_tool_sets_a_context(
     assert text.startswith("Scheduled “beat”")
     (job,) = await cron.jobs.list()
     assert (job.context, job.policy.budget) == (ContextMode.FRESH, None)
+
+
+async def test_a_delivery_job_s_isolated_runs_take_its_context_and_tools(
+    make_cron: CronFactory,
+) -> None:
+    metered = Metered()
+    cron = await make_cron(runner=metered)
+    made = await cron.jobs.create_many([
+        NewJob(
+            name=mode.value, spec=parse_when("every day at 9", cron.clock.now(), "UTC"),
+            message="report", deliver=True, channel="mine", to="1", context=mode,
+            tools=("schedule_recall",) if mode is ContextMode.FRESH else None,
+        )
+        for mode in (ContextMode.CONTINUE, ContextMode.FRESH)
+    ])  # fmt: skip
+    for _ in range(2):  # twice each: the second run of a job that remembers has history
+        for job in made:
+            await cron.runs.run_now(job.id)
+            await wait_settled(cron.engine)
+    got: dict[str, list[TurnInput]] = {}
+    for turn in metered.turns:
+        assert turn.trigger is not None
+        got.setdefault(turn.trigger.job_name, []).append(turn)
+    assert [len(t.history) > 0 for t in got["continue"]] == [False, True]
+    assert [t.history for t in got["fresh"]] == [(), ()]
+    assert [t.tools for t in got["fresh"]] == [("schedule_recall",)] * 2
+    assert [t.tools for t in got["continue"]] == [None, None]

@@ -24,6 +24,7 @@ from agentcron.app import AgentCron
 from agentcron.config import ConfigError, Settings
 from agentcron.config.database import sqlite_file, where
 from agentcron.domain.approvals import Decision
+from agentcron.domain.budgets import Budget
 from agentcron.domain.deliveries import DeliveryState
 from agentcron.domain.jobs import JobKind
 from agentcron.domain.states import RunState
@@ -132,6 +133,8 @@ class Backend(Protocol):
     async def list_sessions(self, page: PageAsk) -> dict[str, Any]: ...
     async def get_session(self, key: str) -> dict[str, Any]: ...
     async def set_quiet_hours(self, key: str, hours: str | None) -> dict[str, Any]: ...
+    async def session_budget(self, key: str, caps: dict[str, Any] | None) -> dict[str, Any]: ...
+    async def session_spend(self, key: str, days: int) -> dict[str, Any]: ...
     async def newest_messages(self, key: str, limit: int, cursor: str | None) -> dict[str, Any]: ...
     async def delete_session(self, key: str, confirm: bool) -> dict[str, Any]: ...
     async def note(self, key: str, text: str) -> dict[str, Any]: ...
@@ -215,6 +218,15 @@ class ApiBackend:
     async def set_quiet_hours(self, key: str, hours: str | None) -> dict[str, Any]:
         body = {"quiet_hours": hours}
         return await self._call("PATCH", _path("/api/sessions", key), json=body)
+
+    async def session_budget(self, key: str, caps: dict[str, Any] | None) -> dict[str, Any]:
+        if caps is None:
+            return await self._call("DELETE", _path("/api/sessions", key, "budget"))
+        return await self._call("PUT", _path("/api/sessions", key, "budget"), json=caps)
+
+    async def session_spend(self, key: str, days: int) -> dict[str, Any]:
+        path = _path("/api/sessions", key, "spend")
+        return await self._call("GET", path, params={"days": days})
 
     async def newest_messages(self, key: str, limit: int, cursor: str | None) -> dict[str, Any]:
         params: dict[str, str | int] = {"before": NEWEST, "limit": limit}
@@ -444,6 +456,15 @@ class DbBackend:
     async def get_session(self, key: str) -> dict[str, Any]:
         detail = await self._call(lambda: self._cron.sessions.detail(key))
         return views.SessionDetailOut.of_detail(detail).json_dict()
+
+    async def session_budget(self, key: str, caps: dict[str, Any] | None) -> dict[str, Any]:
+        budget = None if caps is None else Budget.of(caps)
+        await self._call(lambda: self._cron.sessions.set_budget(key, budget))
+        return await self.session_spend(key, 7)
+
+    async def session_spend(self, key: str, days: int) -> dict[str, Any]:
+        spend = await self._call(lambda: self._cron.sessions.spend(key, days))
+        return views.SessionSpendOut.of_spend(spend).json_dict()
 
     async def newest_messages(self, key: str, limit: int, cursor: str | None) -> dict[str, Any]:
         sessions = self._cron.sessions

@@ -317,6 +317,18 @@ def _dollars(usd: float | None) -> str:
 
 def job_spend(console: Console, spend: dict[str, Any]) -> None:
     """A job's spend against its budget (`agentcron jobs spend`)."""
+    state = spend["state"] + (f": {spend['paused_reason']}" if spend["paused_reason"] else "")
+    _spend(console, f"spend of job {spend['job_id']} (UTC)", [("state", state)], spend)
+
+
+def session_spend(console: Console, spend: dict[str, Any]) -> None:
+    """A session's spend against its budget, its jobs' fires (`agentcron sessions spend`)."""
+    _spend(console, f"spend of session {spend['session_key']}'s jobs (UTC)", [], spend)
+
+
+def _spend(
+    console: Console, title: str, head: list[tuple[str, Any]], spend: dict[str, Any]
+) -> None:
     budget = spend.get("budget") or {}
     caps = ", ".join(
         f"{_dollars(v) if k.startswith('usd') else f'{v:,} tokens'} per {k.split('_')[1]}"
@@ -324,13 +336,7 @@ def job_spend(console: Console, spend: dict[str, Any]) -> None:
         if v is not None
     )
     spent = spend.get("spent")
-    rows: list[tuple[str, Any]] = [
-        (
-            "state",
-            spend["state"] + (f": {spend['paused_reason']}" if spend["paused_reason"] else ""),
-        ),
-        ("budget", caps or "none"),
-    ]
+    rows: list[tuple[str, Any]] = [*head, ("budget", caps or "none")]
     if spent is not None:
         rows += [
             (
@@ -347,7 +353,7 @@ def job_spend(console: Console, spend: dict[str, Any]) -> None:
                 f"(mean of {spent['est_runs']} runs)",
             ),
         ]
-    _pairs(console, f"spend of job {spend['job_id']} (UTC)", rows)
+    _pairs(console, title, rows)
     table = Table(box=None, pad_edge=False)
     for column in ("DAY", "RUNS", "TOKENS", "COST"):
         table.add_column(column)

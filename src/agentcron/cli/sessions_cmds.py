@@ -250,3 +250,63 @@ def sessions_rm(
         f"{key} owns automations: {names}; nothing was deleted. Run again with "
         "--confirm to delete them and the session"
     )
+
+
+_CAP_OPTIONS = ("usd_run", "usd_day", "usd_month", "tokens_run", "tokens_day", "tokens_month")
+
+
+@app.command("budget")
+def sessions_budget(
+    ctx: typer.Context,
+    key: Annotated[str, typer.Argument(metavar="KEY", help="The session key.")],
+    usd_run: Annotated[float | None, typer.Option(help="US dollars per run.")] = None,
+    usd_day: Annotated[float | None, typer.Option(help="US dollars per UTC day.")] = None,
+    usd_month: Annotated[float | None, typer.Option(help="US dollars per UTC month.")] = None,
+    tokens_run: Annotated[int | None, typer.Option(help="Tokens per run.")] = None,
+    tokens_day: Annotated[int | None, typer.Option(help="Tokens per UTC day.")] = None,
+    tokens_month: Annotated[int | None, typer.Option(help="Tokens per UTC month.")] = None,
+    clear: Annotated[bool, typer.Option("--clear", help="Remove the session's budget.")] = False,
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Set a session's budget across its jobs' fires (the caps given replace the old ones):
+    a fire of any of its jobs that would pass it is skipped; no job is paused.
+    """
+    given = dict(zip(_CAP_OPTIONS, (usd_run, usd_day, usd_month, tokens_run, tokens_day,
+                                    tokens_month), strict=True))  # fmt: skip
+    caps = {k: v for k, v in given.items() if v is not None}
+    if clear == bool(caps):
+        raise fail("give the caps (--usd-day, --tokens-run, ...) or --clear, not both", 2)
+    body = None if clear else caps
+    spend = call(backend_for(ctx, db, url, api, token), lambda b: b.session_budget(key, body))
+    if as_json:
+        print_json(spend)
+        return
+    if clear:
+        echo(f"session {key}: no budget")
+        return
+    render.session_spend(out(), spend)
+
+
+@app.command("spend")
+def sessions_spend(
+    ctx: typer.Context,
+    key: Annotated[str, typer.Argument(metavar="KEY", help="The session key.")],
+    days: Annotated[int, typer.Option(help="UTC days back, today included.", min=1, max=366)] = 7,
+    db: DbOpt = None,
+    url: UrlOpt = None,
+    api: ApiOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A session's spend against its budget (its jobs' fires): today and this month (UTC),
+    the estimate of one run, and their tokens and cost per day.
+    """
+    spend = call(backend_for(ctx, db, url, api, token), lambda b: b.session_spend(key, days))
+    if as_json:
+        print_json(spend)
+        return
+    render.session_spend(out(), spend)

@@ -7,6 +7,11 @@ only a job with a budget keeps one. Before a fire, `over_budget` says whether th
 would pass a cap (the fire is then recorded `skipped`); after a run, `cap_reached` says whether
 a cap is reached (the job is then paused until a person resumes it).
 
+A session may carry a `Budget` too: its spend across its jobs' fires, kept on the session row
+(again only with a budget). Before a fire of any job of the session, `session_blocked` says
+whether the session's caps stop it; a session at a cap pauses no job: its jobs' fires are
+skipped until the day or month turns or a person raises the budget.
+
 Days and months are UTC, as the usage per day the API reports by default.
 """
 
@@ -209,3 +214,64 @@ def notice_meta(job_id: str, run_id: str, status: str) -> dict[str, Any]:
         "budget": True,
         "_status_notice": True,
     }
+
+
+def session_blocked(budget: Budget | None, spend: Spend | None, now: datetime) -> str | None:
+    """Why a fire of a job of a session with `budget` (its running figures `spend`) is not
+    run at `now`: a cap per day or month already reached, or the estimate of one run (the
+    mean of the session's last runs) would pass a cap. None: it runs.
+    """
+    if budget is None:
+        return None
+    s = spend_at(spend, now)
+    reached = cap_reached(replace(budget, usd_run=None, tokens_run=None), s, 0, None)
+    return reached if reached is not None else over_budget(budget, s, now)
+
+
+def with_estimates(spend: Spend | None, now: datetime, runs: int) -> Spend:
+    """The figures as of `now` with `runs` more runs counted at the estimate: what a claim
+    holds for a session while it plans the fires of several of its jobs at once.
+    """
+    s = spend_at(spend, now)
+    usd, tokens = s.est_usd * runs, s.est_tokens * runs
+    return replace(
+        s,
+        day_usd=round(s.day_usd + usd, _USD_DIGITS),
+        day_tokens=s.day_tokens + tokens,
+        month_usd=round(s.month_usd + usd, _USD_DIGITS),
+        month_tokens=s.month_tokens + tokens,
+    )
+
+
+def newly_reached(
+    budget: Budget | None, before: Spend, after: Spend, tokens: int, usd: float | None
+) -> str | None:
+    """Why a session's run is told: the figures `after` it reached a cap that the figures
+    `before` it (as of its end: `spend_at(..., end)`) had not; a cap per run: every run at or
+    over it. None: nothing new to tell.
+    """
+    if budget is None:
+        return None
+    reached = cap_reached(budget, after, tokens, usd)
+    if reached is None:
+        return None
+    periods = replace(budget, usd_run=None, tokens_run=None)
+    if cap_reached(periods, before, 0, None) is not None:
+        return None  # the day's or month's cap was reached before this run: told then
+    return reached
+
+
+def session_skip_notice(name: str, reason: str) -> str:
+    """The session's notice of the first fire (of any of its jobs) skipped for its budget."""
+    return (
+        f"Skipped “{name}”: this session's {reason}. The fires of its automations are "
+        "skipped until the session's budget allows (a new day or month, or a higher budget)."
+    )
+
+
+def session_cap_notice(reason: str) -> str:
+    """The session's notice (and channel message) of a run that reached a cap of its budget."""
+    return (
+        f"This session's {reason}. The fires of its automations are skipped until the budget "
+        "allows (a new day or month, or a higher budget); none is paused."
+    )

@@ -287,6 +287,19 @@ class JobBudgetReached(Event):
     reason: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionBudgetReached(Event):
+    """A run of job `job_id` reached a cap of its session's budget: the fires of the
+    session's jobs are skipped until the day or month turns or the budget is raised (no job
+    is paused); `reason` says which cap.
+    """
+
+    type: ClassVar[str] = "session_budget_reached"
+    job_id: str
+    run_id: str
+    reason: str
+
+
 # -- the bus --------------------------------------------------------------------------------------
 
 Callback = Callable[[Event], Awaitable[None] | None]

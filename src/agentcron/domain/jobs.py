@@ -177,6 +177,10 @@ class Job:
     history_tokens: int | None = None  # its turns' history budget (None: the runner's)
     tools: tuple[str, ...] | None = None  # the tools its turns may use (None: every tool)
     spend: Spend | None = None  # a budgeted job's running figures (domain/budgets.py)
+    # its session's budget and running figures, as a claim read them (only a claim fills
+    # them, and only for a session with a budget): a fire checks them, its end adds to them
+    session_budget: Budget | None = None
+    session_spend: Spend | None = None
 
     @property
     def status(self) -> JobStatus:

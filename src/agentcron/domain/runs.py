@@ -103,6 +103,9 @@ class FirePlan:
     # the first of a stretch of fires skipped for the budget (the job's last fire was not
     # skipped): its session gets a notice, the rest only their run records
     budget_notice: bool = False
+    # the fires were skipped for the caps of the job's session (not of the job): the claim
+    # tells the first of the session's stretch (one notice for all its jobs)
+    session_budget: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +152,7 @@ class BudgetSkip(NamedTuple):
     run_id: str
     fire_at: datetime
     reason: str
+    session: bool = False  # the session's budget (not the job's)
 
 
 class ClaimResult(NamedTuple):

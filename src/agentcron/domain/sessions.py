@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from agentcron.domain.budgets import Budget, Spend
 from agentcron.domain.states import TurnState
 
 
@@ -28,6 +29,10 @@ class Session:
     runner_url: str | None = None  # its turns' own runner URL; None = the process's runner
     # its quiet hours in its zone, "HH:MM-HH:MM" (schedule/quiet.py); None: none
     quiet_hours: str | None = None
+    # its caps across its jobs' fires and (only with caps) its running figures
+    # (domain/budgets.py)
+    budget: Budget | None = None
+    spend: Spend | None = None
 
 
 class Role(enum.StrEnum):

@@ -40,6 +40,7 @@ from agentcron.agent.runner import (
 )
 from agentcron.agent.tool_entries import run_tool_call, tool_entry
 from agentcron.config import EngineSettings
+from agentcron.domain.budgets import ContextMode
 from agentcron.domain.events import (
     EventBus,
     FireStarted,
@@ -228,14 +229,21 @@ class IsolatedRuns:
         return execution.run(_IsolatedRun(self, fire, may_start, execution), ctx=log_context(fire))
 
     async def _history(self, fire: ClaimedFire, key: str) -> tuple[HistoryEntry, ...]:
-        """A delivery job's memory; a failed read costs the run its memory, not the run."""
-        if self.memory is None:
+        """A delivery job's memory, as its `context` asks (fresh: none, not read; summary:
+        only its latest summary entry); a failed read costs the run its memory, not the run.
+        """
+        context = fire.job.context
+        if self.memory is None or context is ContextMode.FRESH:
             return ()
         try:
-            return tuple(await self.memory(key))
+            entries = tuple(await self.memory(key))
         except Exception:
             log.exception("could not read a delivery job's memory", extra=log_context(fire))
             return ()
+        if context is ContextMode.SUMMARY:
+            summaries = [e for e in entries if e.role == "summary"]
+            return tuple(summaries[-1:])
+        return entries
 
     async def _deliver_to_target(
         self, fire: ClaimedFire, outcome: Outcome
@@ -453,6 +461,7 @@ class _IsolatedRun:
             now=self.now,
             trigger=self.trigger,
             runner_url=fire.job.runner_url,  # its own runner (None: the process's)
+            tools=fire.job.tools,  # its tool allow-list (None: every tool)
         )
         return await runs.runner.run_turn(self.session, turn, NullEvents())
 

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agentcron.config import EngineSettings
-from agentcron.domain.budgets import add_run, cap_reached, over_budget
+from agentcron.domain.budgets import add_run, cap_reached, over_budget, session_blocked
 from agentcron.domain.jobs import AnySpec, Catchup, Job, JobPolicy, Overlap
 from agentcron.domain.runs import FirePlan
 from agentcron.domain.states import RunState
@@ -117,6 +117,12 @@ def plan_fires(
         reason = over_budget(job.policy.budget, job.spend, now)
         if reason is not None:
             over, run = run, []
+    # Its session's budget (only a claim of a job whose session has one fills it).
+    of_session = False
+    if run and job.session_budget is not None:
+        reason = session_blocked(job.session_budget, job.session_spend, now)
+        if reason is not None:
+            over, run, of_session = run, [], True
 
     # Only fires that run use up runs (a skipped one does not).
     if job.remaining_runs is not None and len(run) > job.remaining_runs:
@@ -138,7 +144,8 @@ def plan_fires(
         uncounted_missed=jumped,
         over_budget=tuple(over),
         budget_reason=reason,
-        budget_notice=bool(over) and job.last_status is not RunState.SKIPPED,
+        budget_notice=bool(over) and not of_session and job.last_status is not RunState.SKIPPED,
+        session_budget=of_session,
     )
 
 

@@ -15,8 +15,20 @@ from ulid import ULID
 
 from agentcron.agent.runner import Runner
 from agentcron.config import ConfigError, EngineSettings
-from agentcron.domain.budgets import notice_meta, pause_notice, skip_notice
-from agentcron.domain.events import EventBus, JobAction, JobBudgetReached, JobEvent
+from agentcron.domain.budgets import (
+    notice_meta,
+    pause_notice,
+    session_cap_notice,
+    session_skip_notice,
+    skip_notice,
+)
+from agentcron.domain.events import (
+    EventBus,
+    JobAction,
+    JobBudgetReached,
+    JobEvent,
+    SessionBudgetReached,
+)
 from agentcron.domain.jobs import Job
 from agentcron.domain.runs import BudgetSkip, ClaimedFire, FirePlan
 from agentcron.domain.states import RunState
@@ -667,6 +679,9 @@ class Engine:
             outcome = getattr(write, "outcome", None)
             if reached is not None and isinstance(outcome, JobOutcome):
                 self._spawn(self._budget_reached(outcome, run.run_id, reached))
+            of_session = getattr(result, "session_budget_reached", None)
+            if of_session is not None and isinstance(outcome, JobOutcome):
+                self._spawn(self._session_budget_reached(outcome, run.run_id, of_session))
             self.stats[run.state.value] += 1
             if self.run_waiters:
                 self.run_waiters.notify(run.run_id)
@@ -694,11 +709,27 @@ class Engine:
                     status=RunState.SKIPPED.value,
                 )
             )
-        await self._notice(
-            job.session_key,
-            skip_notice(job.name, skip.reason),
-            notice_meta(job.id, skip.run_id, RunState.SKIPPED.value),
-        )
+        text = (session_skip_notice if skip.session else skip_notice)(job.name, skip.reason)
+        meta = notice_meta(job.id, skip.run_id, RunState.SKIPPED.value)
+        if skip.session:
+            meta["budget_scope"] = "session"
+        await self._notice(job.session_key, text, meta)
+
+    async def _session_budget_reached(self, outcome: JobOutcome, run_id: str, reason: str) -> None:
+        """A run's end reached a cap of its session's budget: the typed event, and a notice in
+        the session (channels send it). No job is paused: the claim skips their fires.
+        """
+        key = outcome.session_key or ""
+        log.warning("session budget reached: %s", reason, extra={"session_key": key})
+        if self.bus.active:
+            await self.bus.publish(
+                SessionBudgetReached(
+                    session_key=key, job_id=outcome.job_id, run_id=run_id, reason=reason
+                )
+            )
+        meta = notice_meta(outcome.job_id, run_id, "budget_reached")
+        meta["budget_scope"] = "session"
+        await self._notice(outcome.session_key, session_cap_notice(reason), meta)
 
     async def _budget_reached(self, outcome: JobOutcome, run_id: str, reason: str) -> None:
         """A run's end paused its job at a cap of its budget: the typed event, the job's

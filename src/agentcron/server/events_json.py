@@ -58,6 +58,7 @@ from agentcron.domain.events import (
     JobRecovered,
     MessagePosted,
     RunnerEvent,
+    SessionBudgetReached,
     SessionDeleted,
     SessionSync,
     StreamEnd,
@@ -157,7 +158,7 @@ def event_json(event: Event) -> dict[str, Any]:
             body = _alert_json(event)
         case FireStarted():
             body = {"job_id": event.job_id, "run_id": event.run_id, "lateness_s": event.lateness_s}
-        case JobBudgetReached():
+        case JobBudgetReached() | SessionBudgetReached():
             body = {"job_id": event.job_id, "run_id": event.run_id, "reason": event.reason}
         case _:
             raise TypeError(f"no JSON form for {type(event).__name__}")

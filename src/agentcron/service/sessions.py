@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, timedelta
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -14,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentcron.agent.runner import TurnSource
 from agentcron.config import UNIFIED_SESSION_KEY
 from agentcron.domain.attachments import Attachment, check_attachments
+from agentcron.domain.budgets import ESTIMATE_RUNS, Budget, Spend, spend_at
 from agentcron.domain.events import Event, SessionDeleted, SessionSync
 from agentcron.domain.jobs import Job, JobKind, JobStatus, Recall, RecallState
 from agentcron.domain.sessions import Message, Role, Session, Turn
@@ -33,6 +35,7 @@ from agentcron.runtime.clock import Clock
 from agentcron.runtime.waiters import Waiters
 from agentcron.schedule import EverySpec, InvalidSpecError, parse_when
 from agentcron.schedule.quiet import parse_quiet_hours
+from agentcron.service.job_requests import check_budget
 from agentcron.service.jobs import Jobs, JobState
 from agentcron.service.paging import (
     BAD_CURSOR,
@@ -44,6 +47,7 @@ from agentcron.service.paging import (
     encode_cursor,
     page_of,
 )
+from agentcron.service.runs import MAX_USAGE_DAYS, Runs, UsageSum
 from agentcron.service.waiting import wait_for
 from agentcron.session_keys import SessionKey, check_session_key
 from agentcron.store.errors import ConflictError, RecallNotFoundError
@@ -168,6 +172,17 @@ class TurnDetail:
     reply: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class SessionSpend:
+    """A session's spend against its budget (its jobs' fires): the running figures (today
+    and this month, UTC; None: no budget) and its jobs' use per UTC day, oldest first.
+    """
+
+    session: Session
+    spend: Spend | None
+    days: builtins.list[tuple[date, UsageSum]]
+
+
 class Sessions:
     """Sessions, their transcripts and turns; messages go through the session's lane."""
 
@@ -185,6 +200,7 @@ class Sessions:
         owner_of: Callable[[str], str] = lambda key: key,
         stopping: Callable[[], bool] = lambda: False,
         end_approvals: Callable[[str], Awaitable[object]] | None = None,
+        runs: Runs | None = None,
     ) -> None:
         self._records = records
         self._lanes = lanes
@@ -198,6 +214,7 @@ class Sessions:
         self._stopping = stopping
         # Expires a session's pending approvals (and announces them) before it is deleted.
         self._end_approvals = end_approvals
+        self._runs = runs  # the usage per day (a session's spend); None: no spend report
 
     async def create(
         self,
@@ -431,6 +448,72 @@ class Sessions:
         """Tokens and cost summed over the session's turns, user and scheduled."""
         return await self._usage.usage_totals(session_key=key)
 
+    async def set_budget(self, key: str, budget: Budget | None) -> Session:
+        """Give session `key` a budget across its jobs' fires (None or an empty one: none).
+        A budget given to a session that had none starts from what its jobs spent this UTC
+        day and month; a changed one keeps the figures; removing it stops them.
+        """
+        budget = check_budget(budget)
+        session = await self.get(key)
+        if budget is None:
+            spend = None
+        elif session.budget is None or session.spend is None:
+            spend = await self._spent_so_far(key)
+        else:
+            spend = session.spend
+        return await self._records.set_session_budget(key, budget, spend)
+
+    async def spend(self, key: str, days: int = 30) -> SessionSpend:
+        """A session's spend against its budget: its running figures as of now, and its
+        jobs' use per UTC day over the last `days` days (today included, zero days too).
+        """
+        if not 1 <= days <= MAX_USAGE_DAYS:
+            raise InvalidInputError(f"days must be between 1 and {MAX_USAGE_DAYS} (got {days})")
+        session = await self.get(key)
+        now = self._clock.now()
+        today = now.astimezone(UTC).date()
+        first = today - timedelta(days=days - 1)
+        per_day = {first + timedelta(days=i): UsageSum() for i in range(days)}
+        for row in await self._jobs_usage(key, first, today):
+            bucket = per_day.get(row[0])
+            if bucket is not None:
+                _add(bucket, row[1])
+        spent = None if session.budget is None else spend_at(session.spend, now)
+        return SessionSpend(session, spent, sorted(per_day.items()))
+
+    async def _jobs_usage(
+        self, key: str, first: date, last: date
+    ) -> builtins.list[tuple[date, UsageSum]]:
+        """The use of the session's jobs' fires per UTC day (a person's turns left out)."""
+        if self._runs is None:
+            return []
+        found = await self._runs.usage(session_key=key, since=first, until=last, tz="UTC")
+        return [(row.day, row) for row in found.days if row.job_id is not None]
+
+    async def _spent_so_far(self, key: str) -> Spend:
+        """What the session's jobs spent this UTC day and month, and an estimate of one run
+        (the month's mean): where a budget given to it later starts.
+        """
+        now = self._clock.now()
+        today = now.astimezone(UTC).date()
+        day, month = UsageSum(), UsageSum()
+        for at, row in await self._jobs_usage(key, today.replace(day=1), today):
+            _add(month, row)
+            if at == today:
+                _add(day, row)
+        runs = month.runs
+        tokens = month.input_tokens + month.output_tokens
+        return replace(
+            spend_at(None, now),
+            day_usd=round(day.cost_usd or 0.0, 6),
+            day_tokens=day.input_tokens + day.output_tokens,
+            month_usd=round(month.cost_usd or 0.0, 6),
+            month_tokens=tokens,
+            est_usd=round((month.cost_usd or 0.0) / runs, 6) if runs else 0.0,
+            est_tokens=round(tokens / runs) if runs else 0,
+            est_runs=min(runs, ESTIMATE_RUNS),
+        )
+
     async def usage_of(self, key: str) -> dict[str, Any]:
         """`usage` of an existing session (SessionNotFoundError): what the API answers."""
         await self.get(key)
@@ -539,3 +622,13 @@ def _check_text(text: str) -> None:
 def _title(content: str, words: int = 8, chars: int = 60) -> str:
     text = " ".join(content.split()[:words])
     return text if len(text) <= chars else text[: chars - 1].rstrip() + "…"
+
+
+def _add(into: UsageSum, row: UsageSum) -> None:
+    """Add one usage sum to another."""
+    into.runs += row.runs
+    into.turns += row.turns
+    into.input_tokens += row.input_tokens
+    into.output_tokens += row.output_tokens
+    if row.cost_usd is not None:
+        into.cost_usd = round((into.cost_usd or 0.0) + row.cost_usd, 6)

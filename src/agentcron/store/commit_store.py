@@ -11,6 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from agentcron.domain.budgets import Budget, Spend, add_run, newly_reached, spend_at
 from agentcron.domain.jobs import Job, JobKind, RecallState
 from agentcron.domain.states import TERMINAL_STATES
 from agentcron.store.bulk import executemany, pipelined
@@ -27,7 +28,7 @@ from agentcron.store.rows import (
     job_with,
     usage_numbers,
 )
-from agentcron.store.schema import jobs
+from agentcron.store.schema import jobs, sessions
 from agentcron.store.session_store import session_values
 from agentcron.store.turn_writes import TurnWrites
 from agentcron.store.writes import (
@@ -116,16 +117,58 @@ class GroupCommitMixin(JobsMixin):
         deleted, reached = (
             self._apply_outcomes(conn, outcomes, finisher) if outcomes else (set(), {})
         )
-        if deleted or reached:
+        # Only the ends of fires whose session has a budget cost a read and a write more.
+        of_sessions = [o for o in outcomes if o.session_budgeted and o.session_key]
+        session_reached = self._apply_session_spend(conn, of_sessions) if of_sessions else {}
+        if deleted or reached or session_reached:
             for i, w in enumerate(writes):
                 outcome = w.outcome if isinstance(w, TurnFinish | RunEnd) else None
                 if outcome is None:
                     continue
                 gone, why = outcome.job_id in deleted, reached.pop(outcome.job_id, None)
-                if gone or why is not None:
+                of_session = session_reached.get(id(outcome))
+                if gone or why is not None or of_session is not None:
                     message = getattr(results[i], "message", None)
-                    results[i] = TurnFinished(message, gone, why)
+                    results[i] = TurnFinished(message, gone, why, of_session)
         return results
+
+    def _apply_session_spend(
+        self, conn: Connection, outcomes: Sequence[JobOutcome]
+    ) -> dict[int, str]:
+        """Add the runs' use to their sessions' running figures (sessions that still have a
+        budget), in finish order. Returns,
+        by `id(outcome)`, why a run reached a cap of its session's budget (newly).
+        """
+        keys = sorted({o.session_key for o in outcomes if o.session_key})
+        found = {
+            row.session_key: (Budget.of(row.budget), Spend.of(row.spend))
+            for row in conn.execute(
+                sa.select(sessions.c.session_key, sessions.c.budget, sessions.c.spend).where(
+                    sessions.c.session_key.in_(keys)
+                )
+            )
+        }
+        reached: dict[int, str] = {}
+        figures: dict[str, Spend] = {}
+        for outcome in sorted(outcomes, key=lambda o: o.finished_at):
+            key = outcome.session_key or ""
+            budget, spend = found.get(key, (None, None))
+            if budget is None:
+                continue  # its budget was removed while the fire ran
+            before = spend_at(figures.get(key, spend), outcome.finished_at)
+            after = add_run(before, outcome.finished_at, outcome.tokens, outcome.cost_usd)
+            figures[key] = after
+            why = newly_reached(budget, before, after, outcome.tokens, outcome.cost_usd)
+            if why is not None:
+                reached[id(outcome)] = why
+        if figures:
+            conn.execute(
+                sessions.update()
+                .where(sessions.c.session_key == sa.bindparam("b_key"))
+                .values(spend=sa.bindparam("b_spend")),
+                [{"b_key": k, "b_spend": s.as_dict()} for k, s in figures.items()],
+            )
+        return reached
 
     def _record_transitions(self, conn: Connection, transitions: Sequence[Transition]) -> None:
         """Apply run transitions inside the batch's transaction. Several transitions of one

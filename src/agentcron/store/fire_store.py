@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from agentcron.domain.budgets import Spend, with_estimates
 from agentcron.domain.jobs import Job, JobKind, Overlap
 from agentcron.domain.runs import BudgetSkip, ClaimedFire, ClaimResult, SessionZone
 from agentcron.domain.states import RunState, TurnState
@@ -92,12 +94,24 @@ class FireClaimsMixin(SqlBase):
         job_updates: list[dict[str, Any]] = []
         run_rows: list[dict[str, Any]] = []
         claimed_meta: dict[str, tuple[Job, datetime]] = {}
-        told: list[tuple[str, Job, datetime, str]] = []  # budget skips to be told
+        told: list[tuple[str, Job, datetime, str, bool]] = []  # budget skips to be told
+        # sessions whose budget skipped a fire: told today already (stored) or in this claim
+        today = due_by.astimezone(UTC).date().isoformat()
+        noticed: set[str] = {r.session_key for r in rows if r.session_budget_noticed == today}
+        to_mark: list[str] = []
+        # a session's figures with the estimates of the fires this claim lets run added, so
+        # that several of its jobs due at once do not each take the same room
+        planned: dict[str, Spend] = {}
         for row in rows:
             try:
                 job = _job(row)
+                key = job.session_key or ""
+                if job.session_budget is not None and key in planned:
+                    job = replace(job, session_spend=planned[key])
                 active, waiting = counts.get(job.id, (0, 0))
                 plan = planner(job, due_by, active, waiting)
+                if job.session_budget is not None and plan.run:
+                    planned[key] = with_estimates(job.session_spend, due_by, len(plan.run))
             except Exception as exc:
                 # One unreadable job must not stop every other job from firing.
                 log.exception("cannot plan job; pausing it", extra={"job_id": row.id})
@@ -151,14 +165,31 @@ class FireClaimsMixin(SqlBase):
                     "skipped: the previous fire of this job was still queued or running"
                 )
                 run_rows.append(run_row)
+            of_session = plan.session_budget
+            tell = plan.budget_notice
+            if of_session and plan.over_budget and job.session_key not in noticed:
+                # the first fire of any of the session's jobs skipped for its budget
+                noticed.add(job.session_key or "")
+                to_mark.append(job.session_key or "")
+                tell = True
             for i, fire_at in enumerate(plan.over_budget):
                 run_row = _run_values(advanced, fire_at, RunState.SKIPPED, now, None, None)
-                run_row["error"] = f"skipped: budget: {plan.budget_reason}"[:1000]
+                scope = " (session)" if of_session else ""
+                run_row["error"] = f"skipped: budget{scope}: {plan.budget_reason}"[:1000]
                 run_row["error_details"] = {"budget": plan.budget_reason}
-                if plan.budget_notice and i == 0:
-                    told.append((run_row["id"], advanced, fire_at, plan.budget_reason or ""))
+                if of_session:
+                    run_row["error_details"]["scope"] = "session"
+                if tell and i == 0:
+                    reason = plan.budget_reason or ""
+                    told.append((run_row["id"], advanced, fire_at, reason, of_session))
                 run_rows.append(run_row)
         won = self._cas_update_jobs(conn, job_updates)
+        if to_mark:  # only when a session's budget skipped a fire it had not told
+            conn.execute(
+                sessions.update()
+                .where(sessions.c.session_key.in_(to_mark))
+                .values(budget_noticed=today)
+            )
         run_rows = [r for r in run_rows if r["job_id"] in won]
         turn_for = self._open_fire_turns(conn, run_rows, claimed_meta, now, owner)
         claimed: list[ClaimedFire] = []
@@ -193,7 +224,9 @@ class FireClaimsMixin(SqlBase):
         due_next = conn.execute(_NEXT_DUE).scalar_one()
         claimed.sort(key=lambda c: (c.fire_at, c.run_id))
         skips = tuple(
-            BudgetSkip(job, run_id, at, why) for run_id, job, at, why in told if run_id in inserted
+            BudgetSkip(job, run_id, at, why, session)
+            for run_id, job, at, why, session in told
+            if run_id in inserted
         )
         return ClaimResult(claimed, len(rows), due_next, skips)
 

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from agentcron.domain.alerts import OverdueCandidate
 from agentcron.domain.approvals import Approval
+from agentcron.domain.budgets import Budget, Spend
 from agentcron.domain.deliveries import Delivery, DeliveryCursor, DeliveryState
 from agentcron.domain.grants import Grant
 from agentcron.domain.jobs import Job, JobKind, Recall, RecallState
@@ -436,6 +437,14 @@ class SessionRecords(Transcripts, Protocol):
     async def set_quiet_hours(self, key: str, hours: str | None, now: datetime) -> Session:
         """Set (None: clear) the session's quiet hours ("HH:MM-HH:MM", checked by the
         caller); SessionNotFoundError when there is no such session.
+        """
+        ...
+
+    async def set_session_budget(
+        self, key: str, budget: Budget | None, spend: Spend | None
+    ) -> Session:
+        """Set the session's budget and its running figures (None: none); a fire skipped
+        for it is told again. SessionNotFoundError when there is none.
         """
         ...
 

@@ -34,7 +34,7 @@ from agentcron.domain.sessions import Message, Role, Session, Turn, TurnSource
 from agentcron.domain.states import ACTIVE_STATES, TERMINAL_STATES, RunState, TurnState
 from agentcron.schedule import spec_from_data, spec_to_data
 from agentcron.store.ids import new_id
-from agentcron.store.schema import jobs, runs, turns
+from agentcron.store.schema import jobs, runs, sessions, turns
 from agentcron.store.writes import ArmedJob
 
 ACTIVE = [s.value for s in ACTIVE_STATES]
@@ -98,13 +98,21 @@ def _transition_stmt(columns: tuple[str, ...]) -> Any:
 
 
 # Statements on the hot path are built once (building costs more than running them).
+# A due job with its session's budget, figures and the day a skip for it was last told (a
+# primary-key lookup in the same statement: a session without a budget reads three nulls).
 _DUE = (
-    sa.select(jobs)
+    sa.select(
+        jobs,
+        sessions.c.budget.label("session_budget"),
+        sessions.c.spend.label("session_spend"),
+        sessions.c.budget_noticed.label("session_budget_noticed"),
+    )
+    .select_from(jobs.outerjoin(sessions, sessions.c.session_key == jobs.c.session_key))
     .where(jobs.c.next_run_at <= sa.bindparam("now", type_=jobs.c.next_run_at.type))
     .order_by(jobs.c.next_run_at)
     .limit(sa.bindparam("limit", type_=sa.Integer))
 )
-_DUE_LOCKED = _DUE.with_for_update(skip_locked=True)
+_DUE_LOCKED = _DUE.with_for_update(skip_locked=True, of=jobs)
 _NEXT_DUE = sa.select(sa.func.min(jobs.c.next_run_at))
 _CLAIM_COLUMNS = (
     "next_fire_at",
@@ -352,6 +360,8 @@ def _job_of(
         history_tokens=m.get("history_tokens"),
         tools=None if (tools := m.get("tools")) is None else tuple(tools),
         spend=Spend.of(m.get("spend")),
+        session_budget=Budget.of(m.get("session_budget")),
+        session_spend=Spend.of(m.get("session_spend")),
     )
 
 
@@ -409,6 +419,8 @@ def _session(row: Row[Any] | Mapping[str, Any]) -> Session:
         updated_at=m["updated_at"],
         runner_url=m.get("runner_url"),
         quiet_hours=m.get("quiet_hours"),
+        budget=Budget.of(m.get("budget")),
+        spend=Spend.of(m.get("spend")),
     )
 
 

@@ -299,6 +299,12 @@ sessions = sa.Table(
     sa.Column("turn_lease_expires_at", UTCDateTime),
     # the seq of the newest transcript entry: the next append takes last_seq + 1
     sa.Column("last_seq", sa.Integer, nullable=False, server_default="0"),
+    # its caps across its jobs' fires and (only with caps) its running figures
+    # (domain/budgets.py: Budget, Spend); `budget_noticed`: the UTC day (YYYY-MM-DD) a fire
+    # skipped for them was last told (told at most once a day; a new budget starts over)
+    sa.Column("budget", JSONValue),
+    sa.Column("spend", JSONValue),
+    sa.Column("budget_noticed", sa.String(10)),
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=False),
 )

@@ -8,6 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
+from agentcron.domain.budgets import Budget, Spend
 from agentcron.domain.sessions import Entry, MemoryScope, Message, Role, Session, Turn
 from agentcron.domain.states import TurnState
 from agentcron.store.errors import SessionNotFoundError
@@ -151,6 +152,27 @@ class SessionStore(TurnStore):
             return conn.execute(sa.select(sessions).where(sessions.c.session_key == key)).first()
 
         row = await self._db.read(op)
+        if row is None:
+            raise SessionNotFoundError(key)
+        return _session(row)
+
+    async def set_session_budget(
+        self, key: str, budget: Budget | None, spend: Spend | None
+    ) -> Session:
+        def op(conn: Connection) -> Row[Any] | None:
+            changed = conn.execute(
+                sessions.update()
+                .where(sessions.c.session_key == key)
+                .values(
+                    budget=None if budget is None else budget.as_dict(),
+                    spend=None if spend is None else spend.as_dict(),
+                    budget_noticed=None,
+                )
+                .returning(*sessions.c)
+            )
+            return changed.first()
+
+        row = await self._db.write(op)
         if row is None:
             raise SessionNotFoundError(key)
         return _session(row)

@@ -61,6 +61,8 @@ class JobOutcome:
     cost_usd: float | None = None
     session_key: str | None = None  # its job's (a budget's notice goes there)
     job_name: str = ""
+    # its job's session had a budget at the claim: the run's use goes to the session's figures
+    session_budgeted: bool = False
 
     @property
     def simple(self) -> bool:
@@ -108,6 +110,8 @@ def fire_end(
         tool_calls=tool_calls or None,
     )
     budgeted = fire.job.policy.budget is not None
+    session_budgeted = fire.job.session_budget is not None
+    counted = budgeted or session_budgeted
     numbers = usage or {}
     job = JobOutcome(
         fire.job.id,
@@ -118,11 +122,12 @@ def fire_end(
         manual=fire.asked,
         budgeted=budgeted,
         tokens=_count(numbers.get("input_tokens")) + _count(numbers.get("output_tokens"))
-        if budgeted
+        if counted
         else 0,
-        cost_usd=_cost(numbers.get("cost_usd")) if budgeted else None,
+        cost_usd=_cost(numbers.get("cost_usd")) if counted else None,
         session_key=fire.job.session_key,
         job_name=fire.job.name,
+        session_budgeted=session_budgeted,
     )
     return run, job
 
@@ -211,6 +216,7 @@ class TurnFinished:
     message: Message | None
     job_deleted: bool = False
     budget_reached: str | None = None  # its job paused at a cap of its budget: why
+    session_budget_reached: str | None = None  # its run reached a cap of its session's: why
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,8 @@ export const path = {
   grant: (id, grantId) => `/api/jobs/${encodeURIComponent(id)}/grants/${encodeURIComponent(grantId)}`,
   /** A job's trigger: POST turns it on, DELETE off; `rotate` makes a new secret. */
   jobTrigger: (id, rotate = false) => `/api/jobs/${encodeURIComponent(id)}/trigger` + (rotate ? "/rotate" : ""),
+  /** A job's spend against its budget per UTC day (`days`: 1 to 366). */
+  jobSpend: (id, days = 30) => `/api/jobs/${encodeURIComponent(id)}/spend?days=${days}`,
   jobRuns: (id, limit, cursor = null) =>
     `/api/jobs/${encodeURIComponent(id)}/runs?limit=${limit}` +
     (cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""),

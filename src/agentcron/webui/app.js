@@ -350,6 +350,8 @@ function onEvent(event) {
     case "job_failing":
     case "job_recovered":
     case "job_ending":
+    // a job paused at a cap of its budget
+    case "job_budget_reached":
       refreshSessions();
       if (concernsCurrent(event)) refreshDetail();
       if (event.job_id && event.job_id === jobDetail.jobId) refreshJobDetail();

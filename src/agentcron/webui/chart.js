@@ -152,3 +152,55 @@ export function costChart(days) {
   });
   return chart;
 }
+
+/** Tokens as the job detail writes them ("12,345"). */
+export function tokenCount(n) {
+  return typeof n === "number" && Number.isFinite(n) ? Math.round(n).toLocaleString("en-US") : "—";
+}
+
+/**
+ * Bars of a job's spend per UTC day against its cap per day (GET /api/jobs/{id}/spend's days,
+ * oldest first; the last MAX_BARS). `unit` is "usd" (cost_usd) or "tokens" (input + output);
+ * `cap` (or null) is drawn as a line, and a day at or over it is marked.
+ */
+export function spendChart(days, unit, cap) {
+  const shown = days.slice(-MAX_BARS);
+  const value = (d) => (unit === "usd" ? d.cost_usd || 0 : (d.input_tokens || 0) + (d.output_tokens || 0));
+  const text = (v) => (unit === "usd" ? money(v) : `${tokenCount(v)} tokens`);
+  const what = unit === "usd" ? "Cost" : "Tokens";
+  const label = `${what} per UTC day over ${shown.length} day${shown.length === 1 ? "" : "s"}${cap !== null ? `, against ${text(cap)} a day` : ""}`;
+  const chart = frame(label, "spend-chart");
+  chart.append(svg("line", { class: "axis", x1: 0, y1: BASE, x2: WIDTH, y2: BASE }));
+  const top = Math.max(0, cap ?? 0, ...shown.map(value));
+  const y = (v) => BASE - (top > 0 ? (v / top) * (BASE - 8) : 0);
+  const slot = WIDTH / Math.max(shown.length, 10);
+  shown.forEach((d, i) => {
+    const v = value(d);
+    const height = Math.max(MIN_BAR, BASE - y(v));
+    const x = i * slot + slot * 0.15;
+    const over = cap !== null && v >= cap;
+    chart.append(
+      svg(
+        "rect",
+        {
+          class: `bar spend${over ? " over" : ""}`,
+          x: x.toFixed(1),
+          y: (BASE - height).toFixed(1),
+          width: (slot * 0.7).toFixed(1),
+          height: height.toFixed(1),
+          "data-day": d.day,
+          "data-value": String(v),
+        },
+        svg("title", {}, `${d.day} (UTC): ${text(v)}${cap !== null ? ` of ${text(cap)}` : ""}, ${d.runs} run${d.runs === 1 ? "" : "s"}`),
+      ),
+    );
+    if (shown.length <= 10) {
+      chart.append(svg("text", { class: "day", x: (x + slot * 0.35).toFixed(1), y: HEIGHT - 3, "text-anchor": "middle" }, d.day.slice(5)));
+    }
+  });
+  if (cap !== null) {
+    const at = y(cap).toFixed(1);
+    chart.append(svg("line", { class: "cap", x1: 0, y1: at, x2: WIDTH, y2: at }, svg("title", {}, `Budget: ${text(cap)} a day`)));
+  }
+  return chart;
+}

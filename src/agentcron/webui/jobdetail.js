@@ -11,7 +11,7 @@
 // and a run its gate held back, let through or failed says so (the run's `delivery.gate`).
 
 import { ApiError, path } from "./api.js";
-import { costByDay, costChart, money, runDuration, runsChart, usageByDay } from "./chart.js";
+import { costByDay, costChart, money, runDuration, runsChart, spendChart, tokenCount, usageByDay } from "./chart.js";
 import { h, knownZone, RUN_STATE_TEXT, showError, timeEl, zonedTime } from "./dom.js";
 import { ALERT_TEXT } from "./automations.js";
 import { formatDuration, toolStatus } from "./tools.js";
@@ -185,6 +185,50 @@ const NOTIFY_TEXT = {
   "never-empty": "Sends no empty result; it is kept on the run.",
 };
 
+const CAP_WORDS = [
+  ["usd_run", "a run", "usd"],
+  ["usd_day", "a day", "usd"],
+  ["usd_month", "a month", "usd"],
+  ["tokens_run", "a run", "tokens"],
+  ["tokens_day", "a day", "tokens"],
+  ["tokens_month", "a month", "tokens"],
+];
+
+/** A budget's caps in words: "At most $0.50 a day and 20,000 tokens a run (days and months in UTC)." */
+export function budgetText(budget) {
+  const parts = CAP_WORDS.filter(([key]) => typeof budget[key] === "number").map(([key, span, unit]) =>
+    unit === "usd" ? `${money(budget[key])} ${span}` : `${tokenCount(budget[key])} tokens ${span}`,
+  );
+  if (!parts.length) return "No caps.";
+  const list = parts.length > 1 ? `${parts.slice(0, -1).join(", ")} and ${parts.at(-1)}` : parts[0];
+  return `At most ${list} (days and months in UTC).`;
+}
+
+/** The running figures against the caps: today's and this month's, and the estimate. */
+export function spentLines(budget, spent) {
+  if (!spent) return [];
+  const against = (value, cap, unit) =>
+    unit === "usd"
+      ? `${money(value)}${typeof cap === "number" ? ` of ${money(cap)}` : ""}`
+      : `${tokenCount(value)}${typeof cap === "number" ? ` of ${tokenCount(cap)}` : ""} tokens`;
+  const lines = [
+    `Today (${spent.day}, UTC): ${against(spent.day_usd, budget.usd_day, "usd")}, ${against(spent.day_tokens, budget.tokens_day, "tokens")}.`,
+    `This month (${spent.month}): ${against(spent.month_usd, budget.usd_month, "usd")}, ${against(spent.month_tokens, budget.tokens_month, "tokens")}.`,
+  ];
+  lines.push(
+    spent.est_runs > 0
+      ? `One run is estimated at ${money(spent.est_usd)}, ${tokenCount(spent.est_tokens)} tokens (the mean of its last ${spent.est_runs} run${spent.est_runs === 1 ? "" : "s"}).`
+      : "No run yet: its first fire runs, and sets the estimate.",
+  );
+  return lines;
+}
+
+/** Paused at a cap of its budget (the reason the run-end write gave): the words after "paused: ". */
+export function budgetPause(job) {
+  const why = job.paused_reason || "";
+  return !job.enabled && why.startsWith("paused: budget reached") ? why.slice("paused: ".length) : null;
+}
+
 function usageText(usage) {
   if (!usage || !usage.counted) return "no usage counted yet";
   const tokens = `${usage.input_tokens.toLocaleString()} in / ${usage.output_tokens.toLocaleString()} out tokens`;
@@ -237,6 +281,7 @@ export class JobDetail {
     this.limit = PAGE;
     this.deliveries = new Map();
     this.grants = null;
+    this.spend = null;
     this.title.textContent = "Automation";
     this.body.replaceChildren(h("p", { class: "muted" }, "Loading…"));
     showError(this.error, "");
@@ -257,8 +302,10 @@ export class JobDetail {
       const page = await this.api("GET", path.jobRuns(jobId, this.limit));
       const deliveries = await this.loadDeliveries(job.session_key);
       const grants = await this.loadGrants(jobId);
+      const spend = await this.loadSpend(job);
       if (request !== this.request) return;
       this.job = job;
+      this.spend = spend;
       this.deliveries = deliveries;
       this.grants = grants;
       this.takePage(page, true);
@@ -303,6 +350,52 @@ export class JobDetail {
       button.disabled = false;
       showError(this.error, `Could not load more runs: ${error.message}`);
     }
+  }
+
+  /** The job's spend against its budget (only a job with one); null: none or an older server. */
+  async loadSpend(job) {
+    if (!job.policy?.budget) return null;
+    try {
+      return await this.api("GET", path.jobSpend(job.id, 30));
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404) return null;
+      throw error;
+    }
+  }
+
+  /** Its budget: the caps in words, "paused: budget reached" when so, today's and this month's
+   * spend against them, and the spend per UTC day against the cap per day. */
+  budgetSection() {
+    const budget = this.job.policy?.budget;
+    if (!budget) return null;
+    const spend = this.spend;
+    const paused = budgetPause(this.job);
+    // the chart shows money when a money cap per day is set, or no token cap is; else tokens
+    const unit = typeof budget.usd_day === "number" || typeof budget.tokens_day !== "number" ? "usd" : "tokens";
+    const cap = unit === "usd" ? (budget.usd_day ?? null) : budget.tokens_day;
+    return h(
+      "section",
+      { class: "job-budget", "aria-label": "Budget" },
+      h("h3", {}, "Budget"),
+      paused
+        ? h(
+            "p",
+            { class: "budget-paused", role: "status" },
+            h("span", { class: "badge alert-badge" }, "Paused: budget reached"),
+            ` ${paused}. It stays paused until someone resumes it.`,
+          )
+        : null,
+      h("p", { class: "budget-caps" }, budgetText(budget)),
+      spend ? h("ul", { class: "budget-spent" }, spentLines(budget, spend.spent).map((line) => h("li", {}, line))) : null,
+      spend
+        ? h(
+            "figure",
+            {},
+            h("figcaption", {}, unit === "usd" ? "Cost per UTC day against the budget" : "Tokens per UTC day against the budget"),
+            spendChart(spend.days || [], unit, cap),
+          )
+        : null,
+    );
   }
 
   /** The job's standing approvals; null when the server has none (an older one). */
@@ -569,6 +662,7 @@ export class JobDetail {
     this.body.replaceChildren(
       ...[this.waitingBadge(zone)].filter(Boolean),
       facts,
+      ...[this.budgetSection()].filter(Boolean),
       ...[this.grantsSection(zone)].filter(Boolean),
       charts,
       h(

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from agentcron.config import EngineSettings
+from agentcron.domain.budgets import Budget, Spend
 from agentcron.domain.jobs import (
     AnySpec,
     Catchup,
@@ -709,3 +710,136 @@ def test_finish_job_of_a_manual_run_only_records_the_last_run(
     change = finish_job(job, manual, SETTINGS)
     assert change.values == {"last_run_at": FINISHED, "last_status": status}
     assert not change.delete
+
+
+# -- finish_job: a budgeted job's figures and its pause at a cap ----------------------------
+
+
+def budgeted(budget: Budget, spend: Spend | None = None, **kw: Any) -> Job:
+    job = make_job(HOURLY, overlap=Overlap.DEFER, next_fire_at=T0 + H, **kw)
+    return replace(job, policy=replace(job.policy, budget=budget), spend=spend)
+
+
+def ended(
+    tokens: int,
+    usd: float | None,
+    *,
+    status: RunState = RunState.SUCCEEDED,
+    manual: bool = False,
+    is_budgeted: bool = True,
+) -> JobOutcome:
+    return JobOutcome(
+        "01JOBPOLICYTEST",
+        status,
+        T0 + MIN,
+        manual=manual,
+        budgeted=is_budgeted,
+        tokens=tokens,
+        cost_usd=usd,
+        session_key="test:policies",
+        job_name="policy test",
+    )
+
+
+def test_finish_without_a_budget_keeps_no_figures() -> None:
+    job = make_job(HOURLY, overlap=Overlap.DEFER, next_fire_at=T0 + H)
+    finish = finish_job(job, ended(100, 0.1, is_budgeted=False), SETTINGS)
+    assert "spend" not in finish.values
+    assert finish.budget_reached is None
+
+
+def test_finish_adds_the_run_to_the_figures_within_the_budget() -> None:
+    finish = finish_job(budgeted(Budget(usd_day=1.0)), ended(100, 0.25), SETTINGS)
+    spend = finish.values["spend"]
+    assert (spend.day, spend.day_usd, spend.day_tokens, spend.est_runs) == (
+        "2026-11-22",
+        0.25,
+        100,
+        1,
+    )
+    assert finish.budget_reached is None
+    assert "enabled" not in finish.values  # the schedule is untouched
+
+
+# fmt: off
+BUDGET_FINISH_CASES = [
+    # id, budget, figures before, run tokens, run usd, status, manual, paused reason or None
+    ("reaches the day cap", Budget(usd_day=0.5), Spend("2026-11-22", 0.3, 0, "2026-11", 0.3), 10, 0.2, RunState.SUCCEEDED, False, "budget reached: $0.50 of $0.50 per day"),
+    ("yesterday's spend does not count", Budget(usd_day=0.5), Spend("2026-11-21", 0.45, 0, "2026-11", 0.45), 10, 0.2, RunState.SUCCEEDED, False, None),
+    ("a failed run's use counts too", Budget(tokens_day=100), None, 150, None, RunState.FAILED, False, "budget reached: 150 of 100 tokens per day"),
+    ("a person's run now counts and pauses", Budget(usd_run=0.1), None, 10, 0.2, RunState.SUCCEEDED, True, "budget reached: $0.20 of $0.10 per run"),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(
+    ("budget", "before", "tokens", "usd", "status", "manual", "reason"),
+    [pytest.param(*c[1:], id=c[0]) for c in BUDGET_FINISH_CASES],
+)
+def test_finish_pauses_a_job_at_a_cap(
+    budget: Budget,
+    before: Spend | None,
+    tokens: int,
+    usd: float | None,
+    status: RunState,
+    manual: bool,
+    reason: str | None,
+) -> None:
+    finish = finish_job(
+        budgeted(budget, before), ended(tokens, usd, status=status, manual=manual), SETTINGS
+    )
+    assert finish.budget_reached == reason
+    assert finish.values["spend"].day_tokens == tokens + (
+        before.day_tokens if before and before.day == "2026-11-22" else 0
+    )
+    if reason is None:
+        assert "paused_reason" not in finish.values
+        return
+    assert finish.values["enabled"] is False
+    assert finish.values["paused_reason"] == f"paused: {reason}"
+    assert finish.values["paused_at"] == T0 + MIN
+    assert (finish.values["next_fire_at"], finish.values["next_run_at"]) == (None, None)
+
+
+def test_finish_at_a_cap_of_a_job_already_paused_or_ended_tells_nothing() -> None:
+    # paused by a person while its fire ran: the figures still count, no second pause
+    job = budgeted(Budget(usd_day=0.1), enabled=False)
+    finish = finish_job(job, ended(10, 0.5), SETTINGS)
+    assert finish.budget_reached is None
+    assert finish.values["spend"].day_usd == 0.5
+    # its last fire: the job ends (done), not paused for the budget
+    last = replace(budgeted(Budget(usd_day=0.1)), spec=AtSpec(at=T0), next_fire_at=None)
+    finish = finish_job(last, ended(10, 0.5), SETTINGS)
+    assert finish.budget_reached is None
+    assert finish.values["finished_at"] == T0 + MIN
+
+
+def test_finish_of_a_one_shot_removed_keeps_no_figures() -> None:
+    job = replace(
+        budgeted(Budget(usd_day=0.1), delete_after_run=True), spec=AtSpec(at=T0), next_fire_at=None
+    )
+    finish = finish_job(job, ended(10, 0.5), SETTINGS)
+    assert finish.delete
+    assert finish.budget_reached is None
+    assert "spend" not in finish.values
+
+
+def test_plan_fires_skips_every_due_fire_over_the_budget_and_notes_the_first_stretch() -> None:
+    over = Spend("2026-11-22", 0.45, 0, "2026-11", 0.45, est_usd=0.1, est_runs=1)
+    job = budgeted(Budget(usd_day=0.5), over)
+    job = replace(job, policy=replace(job.policy, catchup=Catchup.ALL), next_fire_at=T0)
+    job = replace(job, next_run_at=T0)
+    plan = plan_fires(job, T0 + 2.5 * H, 0, 0, SETTINGS)
+    assert plan.run == []
+    assert plan.over_budget == tuple(hours(0, 1, 2))
+    assert plan.budget_reason is not None
+    assert plan.budget_reason.endswith("per day")
+    assert plan.budget_notice is True
+    # the job's last fire was already skipped: the stretch goes on without a new notice
+    plan = plan_fires(replace(job, last_status=RunState.SKIPPED), T0 + 2.5 * H, 0, 0, SETTINGS)
+    assert plan.over_budget
+    assert plan.budget_notice is False
+    # within the budget: they run
+    plan = plan_fires(replace(job, spend=None), T0 + 2.5 * H, 0, 0, SETTINGS)
+    assert plan.run == hours(0, 1, 2)
+    assert plan.over_budget == ()

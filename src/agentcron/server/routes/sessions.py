@@ -13,6 +13,7 @@ from agentcron.limits import check_text
 from agentcron.server.deps import Cron, Cursor, Limit
 from agentcron.server.errors import CHANGE, answers
 from agentcron.server.middleware import key_from_path
+from agentcron.service.job_requests import BudgetIn
 from agentcron.service.paging import DEFAULT_PAGE
 from agentcron.service.sessions import (
     MAX_SEARCH,
@@ -36,6 +37,7 @@ from agentcron.views import (
     SessionDetailOut,
     SessionOut,
     SessionsOut,
+    SessionSpendOut,
     SkippedRecallOut,
     StopOut,
     TurnOut,
@@ -187,6 +189,36 @@ async def session_runs(
 @router.get("/{key}/usage", responses=answers(404))
 async def session_usage(key: Key, cron: Cron) -> UsageOut:
     return UsageOut.model_validate(await cron.sessions.usage_of(key))
+
+
+@router.put("/{key}/budget", responses=answers(404, *CHANGE))
+async def set_session_budget(key: Key, body: BudgetIn, cron: Cron) -> SessionSpendOut:
+    """Give the session a budget across its jobs' fires (caps of tokens and money per run,
+    UTC day and month). A fire of any of its jobs that would pass it is skipped; no job is
+    paused. A budget given to a session that had none starts from what its jobs spent this
+    UTC day and month. Answers its spend as `GET .../spend` does (7 days).
+    """
+    await cron.sessions.set_budget(key, body.budget())
+    return SessionSpendOut.of_spend(await cron.sessions.spend(key, 7))
+
+
+@router.delete("/{key}/budget", responses=answers(404))
+async def clear_session_budget(key: Key, cron: Cron) -> SessionSpendOut:
+    """Remove the session's budget (its running figures go with it)."""
+    await cron.sessions.set_budget(key, None)
+    return SessionSpendOut.of_spend(await cron.sessions.spend(key, 7))
+
+
+@router.get("/{key}/spend", responses=answers(404))
+async def session_spend(
+    key: Key,
+    cron: Cron,
+    days: int = Query(default=30, ge=1, le=366, description="UTC days back, today included"),
+) -> SessionSpendOut:
+    """The session's spend against its budget: its caps, what its jobs' fires spent today
+    and this month (UTC) with the estimate of one run, and their tokens and cost per UTC day.
+    """
+    return SessionSpendOut.of_spend(await cron.sessions.spend(key, days))
 
 
 @router.get("/{key}/recalls", responses=answers(404))
