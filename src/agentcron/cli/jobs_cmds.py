@@ -48,6 +48,12 @@ trigger_app = typer.Typer(
 )
 app.add_typer(trigger_app, name="trigger")
 
+# The agent's cadence bounds past the first (`jobs add`, `jobs update`).
+CadenceMaxOpt = Annotated[str | None, typer.Option(help="... and no later than this (6h).")]
+AllowedHoursOpt = Annotated[
+    str | None,
+    typer.Option(help="... and only inside these local hours of its zone (08:00-20:00)."),
+]
 DstGapOpt = Annotated[
     DstGap | None,
     typer.Option(
@@ -117,14 +123,8 @@ def jobs_add(
         str | None,
         typer.Option(help="The agent may move its next run no sooner than this from then (30m)."),
     ] = None,
-    cadence_max: Annotated[
-        str | None,
-        typer.Option(help="... and no later than this (6h)."),
-    ] = None,
-    allowed_hours: Annotated[
-        str | None,
-        typer.Option(help="... and only inside these local hours of its zone (08:00-20:00)."),
-    ] = None,
+    cadence_max: CadenceMaxOpt = None,
+    allowed_hours: AllowedHoursOpt = None,
     gate: Annotated[
         str | None,
         typer.Option(
@@ -300,13 +300,8 @@ def jobs_update(
             "the --cadence-* and --allowed-hours given replace its bounds as a whole."
         ),
     ] = None,
-    cadence_max: Annotated[
-        str | None, typer.Option(help="... and no later than this (6h).")
-    ] = None,
-    allowed_hours: Annotated[
-        str | None,
-        typer.Option(help="... and only inside these local hours of its zone (08:00-20:00)."),
-    ] = None,
+    cadence_max: CadenceMaxOpt = None,
+    allowed_hours: AllowedHoursOpt = None,
     no_cadence: Annotated[
         bool, typer.Option("--no-cadence", help="Remove its bounds: the agent may not move it.")
     ] = False,

@@ -391,7 +391,7 @@ class Jobs:
         for row in found.days:
             bucket = per_day.get(row.day)
             if bucket is not None:
-                _merge(bucket, row)
+                bucket.merge(row)
         spent = None if job.policy.budget is None else spend_at(job.spend, now)
         return JobSpend(job, spent, sorted(per_day.items()))
 
@@ -406,9 +406,9 @@ class Jobs:
         )
         day, month = UsageSum(), UsageSum()
         for row in found.days:
-            _merge(month, row)
+            month.merge(row)
             if row.day == today:
-                _merge(day, row)
+                day.merge(row)
         estimate: Spend | None = None
         recent = [r for r in await self._runs.list(job_id, limit=20) if r.usage]
         for run in reversed(recent[:5]):  # oldest first, as they ended
@@ -975,13 +975,3 @@ def _aware(value: datetime | None, field: str) -> datetime | None:
     if value is not None and value.tzinfo is None:
         raise InvalidInputError(f"{field} needs a UTC offset, e.g. 2026-12-31T18:00:00+01:00")
     return value
-
-
-def _merge(into: UsageSum, row: UsageSum) -> None:
-    """Add one usage sum to another."""
-    into.runs += row.runs
-    into.turns += row.turns
-    into.input_tokens += row.input_tokens
-    into.output_tokens += row.output_tokens
-    if row.cost_usd is not None:
-        into.cost_usd = round((into.cost_usd or 0.0) + row.cost_usd, 6)

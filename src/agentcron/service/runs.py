@@ -40,6 +40,15 @@ class UsageSum:
         if row.cost_usd is not None:
             self.cost_usd = round((self.cost_usd or 0.0) + row.cost_usd, 6)
 
+    def merge(self, other: UsageSum) -> None:
+        """Add another sum to this one."""
+        self.runs += other.runs
+        self.turns += other.turns
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        if other.cost_usd is not None:
+            self.cost_usd = round((self.cost_usd or 0.0) + other.cost_usd, 6)
+
 
 @dataclass(slots=True)
 class UsageDay(UsageSum):

@@ -477,7 +477,7 @@ class Sessions:
         for row in await self._jobs_usage(key, first, today):
             bucket = per_day.get(row[0])
             if bucket is not None:
-                _add(bucket, row[1])
+                bucket.merge(row[1])
         spent = None if session.budget is None else spend_at(session.spend, now)
         return SessionSpend(session, spent, sorted(per_day.items()))
 
@@ -498,9 +498,9 @@ class Sessions:
         today = now.astimezone(UTC).date()
         day, month = UsageSum(), UsageSum()
         for at, row in await self._jobs_usage(key, today.replace(day=1), today):
-            _add(month, row)
+            month.merge(row)
             if at == today:
-                _add(day, row)
+                day.merge(row)
         runs = month.runs
         tokens = month.input_tokens + month.output_tokens
         return replace(
@@ -622,13 +622,3 @@ def _check_text(text: str) -> None:
 def _title(content: str, words: int = 8, chars: int = 60) -> str:
     text = " ".join(content.split()[:words])
     return text if len(text) <= chars else text[: chars - 1].rstrip() + "…"
-
-
-def _add(into: UsageSum, row: UsageSum) -> None:
-    """Add one usage sum to another."""
-    into.runs += row.runs
-    into.turns += row.turns
-    into.input_tokens += row.input_tokens
-    into.output_tokens += row.output_tokens
-    if row.cost_usd is not None:
-        into.cost_usd = round((into.cost_usd or 0.0) + row.cost_usd, 6)
