@@ -3,7 +3,7 @@ and PostgreSQL: a session's quiet hours (set, cleared, refused in another form),
 that holds its delivery until they end (an outbox's record, and a channel without records),
 runs silently or waits (holding no lane: the person is answered meanwhile), each said on its
 run's delivery record; and a message posted to a chat while a person's turn is live there goes
-out after that turn's reply.
+out after that turn's reply; the agent's cron tool sets a job's choice.
 """
 
 from __future__ import annotations
@@ -21,10 +21,15 @@ from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput
 from agentcron.app import AgentCron
 from agentcron.channels import ChannelManager
 from agentcron.domain.deliveries import DeliveryState
+from agentcron.domain.quiet import QuietMode
+from agentcron.domain.states import RunState
 from agentcron.server import create_app
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, T0, CronFactory
 from tests.helpers.channels import OutboxChannel, RecordingChannel
+from tests.integration.test_cadence import KEY as CHAT
+from tests.integration.test_cadence import say
+from tests.integration.test_cadence import start as scripted_cron
 from tests.integration.test_cli_commands import cli, home  # noqa: F401 (fixture)
 
 TOKEN = "test-token"
@@ -303,3 +308,48 @@ def test_the_cli_sets_and_clears_quiet_hours_and_a_job_s_choice(tmp_path: Path) 
     assert added.exit_code == 0, added.output
     assert '"quiet": "wait"' in added.stdout
     assert cli(*add, "--quiet", "sometimes").exit_code == 2
+
+
+# -- the agent's cron tool ---------------------------------------------------------------------
+
+
+async def test_the_agent_s_cron_tool_sets_a_job_s_quiet_choice(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    # A scripted model calls the cron tool as a person asked, one call a turn.
+    calls: list[dict[str, Any]] = [
+        {"action": "add", "name": "report", "when": "every day at 23:00",
+         "message": "write the report", "quiet": "wait"},
+    ]  # fmt: skip
+    cron = await scripted_cron(make_cron, calls)
+    said = await say(cron, "every night at 11 write the report; in my quiet hours, wait")
+    assert said.startswith("tool: Scheduled “report”")
+    (job,) = await cron.jobs.list(session_key=CHAT)
+    assert job.policy.quiet is QuietMode.WAIT
+    # The choice does what it says: the fire at 23:00 waits out the quiet hours.
+    await cron.sessions.set_quiet_hours(CHAT, "22:00-07:00")
+    await to(cron, T0.replace(hour=23))
+    (run,) = await cron.runs.list(job.id)
+    assert run.state is RunState.DEFERRED
+    await to(cron, datetime.fromisoformat(NIGHT_END))
+    run = await cron.runs.wait(run.id, 5)
+    assert run.state is RunState.SUCCEEDED
+    assert run.delivery is not None
+    assert run.delivery["quiet"] == {"mode": "wait", "until": NIGHT_END}
+
+    # update changes it alone (a person's convenience: no schedule, no guard rail), list says it
+    calls.append({"action": "update", "name": "report", "quiet": "silent"})
+    said = await say(cron, "don't send me the report at night at all")
+    assert said.startswith("tool: Updated “report”")
+    assert (await cron.jobs.get(job.id)).policy.quiet is QuietMode.SILENT
+    calls.append({"action": "list"})
+    assert "in quiet hours: silent" in await say(cron, "what runs here?")
+    calls.append({"action": "update", "name": "report", "quiet": "hold"})
+    await say(cron, "hold it until morning instead")
+    assert (await cron.jobs.get(job.id)).policy.quiet is QuietMode.HOLD
+    calls.append({"action": "list"})
+    assert "in quiet hours" not in await say(cron, "and now?")  # the default goes unsaid
+    # Another word is refused by the tool's schema, readably; nothing changes.
+    calls.append({"action": "update", "name": "report", "quiet": "sometimes"})
+    assert "Input should be 'hold', 'silent' or 'wait'" in await say(cron, "quiet sometimes")
+    assert (await cron.jobs.get(job.id)).policy.quiet is QuietMode.HOLD
