@@ -9,6 +9,7 @@ out after that turn's reply; the agent's cron tool sets a job's choice.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -307,6 +308,9 @@ def test_the_cli_sets_and_clears_quiet_hours_and_a_job_s_choice(tmp_path: Path) 
     added = cli(*add, "--quiet", "wait")
     assert added.exit_code == 0, added.output
     assert '"quiet": "wait"' in added.stdout
+    job_id = json.loads(added.stdout)["id"]
+    shown = cli("jobs", "show", job_id, "--db", db)
+    assert "in its session's quiet hours a fire waits until they end, then runs" in shown.stdout
     assert cli(*add, "--quiet", "sometimes").exit_code == 2
 
 
