@@ -3,12 +3,13 @@ and PostgreSQL: a session's quiet hours (set, cleared, refused in another form),
 that holds its delivery until they end (an outbox's record, and a channel without records),
 runs silently or waits (holding no lane: the person is answered meanwhile), each said on its
 run's delivery record; and a message posted to a chat while a person's turn is live there goes
-out after that turn's reply.
+out after that turn's reply; the agent's cron tool sets a job's choice.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -21,10 +22,15 @@ from agentcron.agent.runner import Outcome, SessionInfo, TurnEvents, TurnInput
 from agentcron.app import AgentCron
 from agentcron.channels import ChannelManager
 from agentcron.domain.deliveries import DeliveryState
+from agentcron.domain.quiet import QuietMode
+from agentcron.domain.states import RunState
 from agentcron.server import create_app
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, T0, CronFactory
 from tests.helpers.channels import OutboxChannel, RecordingChannel
+from tests.integration.test_cadence import KEY as CHAT
+from tests.integration.test_cadence import say
+from tests.integration.test_cadence import start as scripted_cron
 from tests.integration.test_cli_commands import cli, home  # noqa: F401 (fixture)
 
 TOKEN = "test-token"
@@ -107,13 +113,17 @@ async def to(cron: AgentCron, at: datetime) -> None:
     await wait_settled(cron.engine)
 
 
-async def until(condition: Callable[[], bool], turns: int = 1000) -> None:
-    """Let the loop run until `condition` holds (counted in loop turns, not time)."""
-    for _ in range(turns):
-        if condition():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("the condition never held")
+async def until(condition: Callable[[], bool], within: float = 10.0) -> None:
+    """Wait until `condition` holds. The work it waits for crosses the database's threads
+    (and PostgreSQL's round trips), so it is not bounded in loop turns; `within` only bounds
+    a test that would otherwise hang.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"the condition did not hold within {within} s")
+        await asyncio.sleep(0.005)
 
 
 async def runs_of(api: httpx.AsyncClient, job_id: str) -> list[dict[str, Any]]:
@@ -302,4 +312,52 @@ def test_the_cli_sets_and_clears_quiet_hours_and_a_job_s_choice(tmp_path: Path) 
     added = cli(*add, "--quiet", "wait")
     assert added.exit_code == 0, added.output
     assert '"quiet": "wait"' in added.stdout
+    job_id = json.loads(added.stdout)["id"]
+    shown = cli("jobs", "show", job_id, "--db", db)
+    assert "in its session's quiet hours a fire waits until they end, then runs" in shown.stdout
     assert cli(*add, "--quiet", "sometimes").exit_code == 2
+
+
+# -- the agent's cron tool ---------------------------------------------------------------------
+
+
+async def test_the_agent_s_cron_tool_sets_a_job_s_quiet_choice(
+    make_cron: CronFactory, clock: FakeClock
+) -> None:
+    # A scripted model calls the cron tool as a person asked, one call a turn.
+    calls: list[dict[str, Any]] = [
+        {"action": "add", "name": "report", "when": "every day at 23:00",
+         "message": "write the report", "quiet": "wait"},
+    ]  # fmt: skip
+    cron = await scripted_cron(make_cron, calls)
+    said = await say(cron, "every night at 11 write the report; in my quiet hours, wait")
+    assert said.startswith("tool: Scheduled “report”")
+    (job,) = await cron.jobs.list(session_key=CHAT)
+    assert job.policy.quiet is QuietMode.WAIT
+    # The choice does what it says: the fire at 23:00 waits out the quiet hours.
+    await cron.sessions.set_quiet_hours(CHAT, "22:00-07:00")
+    await to(cron, T0.replace(hour=23))
+    (run,) = await cron.runs.list(job.id)
+    assert run.state is RunState.DEFERRED
+    # update changes it alone, from the scheduled turn too (a person's convenience, not a
+    # guard rail; it moves no schedule): the fire's own turn makes it silent.
+    calls.append({"action": "update", "name": "report", "quiet": "silent"})
+    await to(cron, datetime.fromisoformat(NIGHT_END))
+    run = await cron.runs.wait(run.id, 5)
+    assert run.state is RunState.SUCCEEDED
+    assert run.output is not None
+    assert run.output.startswith("tool: Updated “report”")
+    assert run.delivery is not None
+    assert run.delivery["quiet"] == {"mode": "wait", "until": NIGHT_END}
+    assert (await cron.jobs.get(job.id)).policy.quiet is QuietMode.SILENT
+    calls.append({"action": "list"})
+    assert "in quiet hours: silent" in await say(cron, "what runs here?")
+    calls.append({"action": "update", "name": "report", "quiet": "hold"})
+    await say(cron, "hold it until morning instead")
+    assert (await cron.jobs.get(job.id)).policy.quiet is QuietMode.HOLD
+    calls.append({"action": "list"})
+    assert "in quiet hours" not in await say(cron, "and now?")  # the default goes unsaid
+    # Another word is refused by the tool's schema, readably; nothing changes.
+    calls.append({"action": "update", "name": "report", "quiet": "sometimes"})
+    assert "Input should be 'hold', 'silent' or 'wait'" in await say(cron, "quiet sometimes")
+    assert (await cron.jobs.get(job.id)).policy.quiet is QuietMode.HOLD

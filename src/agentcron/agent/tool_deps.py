@@ -11,6 +11,7 @@ from agentcron.domain.budgets import ContextMode
 from agentcron.domain.jobs import AnySpec, CreatedBy, Job, JobKind, Recall, RecallCallType
 from agentcron.domain.notify import Notify
 from agentcron.domain.policy import PolicyDecision, PolicyRequest
+from agentcron.domain.quiet import QuietMode
 from agentcron.domain.sessions import MemoryScope
 
 
@@ -29,6 +30,7 @@ class JobsAPI(Protocol):
         idempotency_key: str | None = ...,
         delete_after_run: bool = ...,
         notify: Notify = ...,
+        quiet: QuietMode = ...,
         context: ContextMode = ...,
         call_type: RecallCallType | None = ...,
         internal_comment: str | None = ...,

@@ -29,6 +29,7 @@ from agentcron.domain.jobs import (
 )
 from agentcron.domain.notify import Notify
 from agentcron.domain.policy import Change, JobProposal, PolicyAction, PolicyRequest, Refuse
+from agentcron.domain.quiet import QuietMode
 from agentcron.errors import AgentcronError, InvalidInputError
 from agentcron.schedule import (
     AtSpec,
@@ -82,7 +83,11 @@ def _line(job: Job) -> str:
         state = f"done (finished {_at(job.finished_at, job.spec.tz)})"
     nxt = _at(job.next_fire_at, job.spec.tz)
     last = job.last_status.value if job.last_status else "never ran"
-    return f"- “{job.name}”: {describe(job.spec)}; next {nxt}; last {last}; {state}; id {job.id}"
+    quiet = "" if job.policy.quiet is QuietMode.HOLD else f"; in quiet hours: {job.policy.quiet}"
+    return (
+        f"- “{job.name}”: {describe(job.spec)}; next {nxt}; last {last}; {state}{quiet}; "
+        f"id {job.id}"
+    )
 
 
 _RECALLS_LISTED = 20  # the pending one and the latest that ended: enough for the model
@@ -183,6 +188,7 @@ async def cron(
     notify: Literal["always", "changes", "never-empty"] | None = None,
     dst_gap: Literal["shift", "skip"] | None = None,
     dst_fold: Literal["first", "last", "both"] | None = None,
+    quiet: Literal["hold", "silent", "wait"] | None = None,
     next_fire_at: str | None = None,
     delay: str | None = None,
     reason: str | None = None,
@@ -212,6 +218,9 @@ async def cron(
             for schedules at a time of day, not intervals or one-time runs.
         dst_fold: (add, update) on a day daylight saving time repeats its time of day:
             "first" (the default: the first time), "last" (the second) or "both".
+        quiet: (add, update) what a run due in the session's quiet hours does, when the
+            person asks: "hold" (the default: it runs, its result is sent when they end),
+            "silent" (it runs, its result is never sent) or "wait" (it runs when they end).
         next_fire_at: reschedule: the new time of the next run ("2026-12-01T09:00+01:00",
             "tomorrow at 9").
         delay: reschedule: instead of next_fire_at, how long from now ("3h", "45m", "1h30m").
@@ -243,6 +252,7 @@ async def cron(
                 Notify(asked.notify or "always"),
                 (dst_gap, dst_fold),
                 ContextMode(context or "continue"),
+                QuietMode(quiet or "hold"),
             )
         job = await _find(deps, name, job_id)
         if action == "pause":
@@ -274,8 +284,10 @@ async def cron(
             changes["spec"] = with_dst(changes.get("spec", job.spec), dst_gap, dst_fold)
         if message:
             changes["message"] = message
+        if quiet:  # the person's convenience, not a guard rail: any turn may change it
+            changes["quiet"] = QuietMode(quiet)
         if not changes:
-            raise ToolError("update needs `when`, `message`, `dst_gap` or `dst_fold`")
+            raise ToolError("update needs `when`, `message`, `dst_gap`, `dst_fold` or `quiet`")
         job = await deps.jobs.update(job.id, **changes)
         return (
             f"Updated “{job.name}”: {describe(job.spec)}; "
@@ -369,6 +381,7 @@ async def _add(
     notify: Notify = Notify.ALWAYS,
     dst: tuple[str | None, str | None] = (None, None),
     context: ContextMode = ContextMode.CONTINUE,
+    quiet: QuietMode = QuietMode.HOLD,
 ) -> str:
     if deps.owner is None:
         raise ToolError("cannot add an automation here: this turn has no session to bind it to")
@@ -391,6 +404,7 @@ async def _add(
     title = (name or message).strip()[:80]
     # The same request twice (e.g. a retried tool call) creates one job.
     asked = f"{title}\n{when}\n{message}\n{zone}" + (f"\n{dst}" if any(dst) else "")
+    asked += f"\n{quiet}" if quiet is not QuietMode.HOLD else ""
     key = hashlib.sha256(asked.encode()).hexdigest()[:32]
     job = await deps.jobs.create(
         name=title,
@@ -402,6 +416,7 @@ async def _add(
         idempotency_key=key,
         delete_after_run=isinstance(spec, AtSpec),
         notify=notify,
+        quiet=quiet,
         context=context,
     )
     return (

@@ -217,6 +217,12 @@ _NOTIFY = {
 }
 
 
+_QUIET = {
+    "silent": "in its session's quiet hours it runs, its result never sent",
+    "wait": "in its session's quiet hours a fire waits until they end, then runs",
+}
+
+
 def policy(data: dict[str, Any], zone: str) -> str:
     """A job's policy in words, one clause a line."""
     window = _duration(int(data["catchup_window_s"]))
@@ -239,6 +245,9 @@ def policy(data: dict[str, Any], zone: str) -> str:
     notify = data.get("notify")
     if notify and notify != "always":  # always: as every job did before notify
         lines.append(_NOTIFY.get(notify, f"notify: {notify}"))
+    quiet = data.get("quiet")
+    if quiet and quiet != "hold":  # hold: it runs, its delivery waits, as a job does by default
+        lines.append(_QUIET.get(quiet, f"quiet: {quiet}"))
     if data.get("cadence"):  # none: the agent may not move it, as every job before bounds
         lines.append(cadence(data["cadence"]))
     if data.get("gate"):  # none: every fire runs, as every job before gates

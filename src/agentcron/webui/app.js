@@ -265,6 +265,7 @@ async function refreshDetailNow() {
     state.detail = detail;
     showTitle(sessionTitle(detail));
     showZone(detail.tz);
+    showQuiet(detail.quiet_hours);
     panel.show(detail);
   } catch (error) {
     if (request !== state.detailRequest || key !== state.current) return;
@@ -291,6 +292,51 @@ function showZone(tz) {
   $("chat-zone").textContent = state.current === null ? "" : `Times in ${zone}`;
 }
 
+// -- the chat's quiet hours: seen in its header, set and turned off in its info --------------
+
+/** The chat's quiet hours ("22:00-07:00" in its zone, or none) in its header and form. */
+function showQuiet(hours) {
+  const shown = state.current === null ? null : hours || null;
+  $("chat-quiet").textContent = shown ? `Quiet ${shown}` : "";
+  $("chat-quiet").hidden = shown === null;
+  $("quiet-off").hidden = shown === null;
+  const input = $("quiet-hours");
+  if (document.activeElement !== input) input.value = shown || ""; // not what a person types
+  for (const el of $("quiet-form").elements) el.disabled = state.current === null;
+}
+
+/** PATCH the open chat's quiet hours (null: none); a refusal is shown by the form. */
+async function setQuiet(hours) {
+  const key = state.current;
+  if (key === null) return;
+  const buttons = [$("quiet-set"), $("quiet-off")];
+  for (const b of buttons) b.disabled = true;
+  try {
+    const session = await api("PATCH", path.session(key), { quiet_hours: hours });
+    showError($("quiet-error"), "");
+    if (key !== state.current) return;
+    if (state.detail) state.detail.quiet_hours = session.quiet_hours;
+    $("quiet-hours").value = session.quiet_hours || "";
+    showQuiet(session.quiet_hours);
+    refreshSessions();
+  } catch (error) {
+    showError($("quiet-error"), `Could not set the quiet hours: ${error.message}`);
+  } finally {
+    for (const b of buttons) b.disabled = state.current === null;
+  }
+}
+
+$("quiet-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const hours = $("quiet-hours").value.trim();
+  if (!hours) {
+    showError($("quiet-error"), "Type them as HH:MM-HH:MM, e.g. 22:00-07:00 (or turn them off).");
+    return;
+  }
+  setQuiet(hours);
+});
+$("quiet-off").addEventListener("click", () => setQuiet(null));
+
 function openSession(key) {
   if (state.live && state.current && state.current !== key) state.live.unsubscribe(state.current);
   state.current = key;
@@ -303,6 +349,9 @@ function openSession(key) {
   panel.open(key);
   showTitle(session ? sessionTitle(session) : key ? key : "No chat open");
   showZone(session?.tz);
+  showError($("quiet-error"), "");
+  $("quiet-hours").value = "";
+  showQuiet(session?.quiet_hours);
   $("chat-key").textContent = key || "";
   $("delete-chat").hidden = key === null;
   $("composer-input").disabled = key === null;

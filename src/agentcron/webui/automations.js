@@ -175,6 +175,8 @@ export class AutomationsPanel {
     // The DST policy: sent only when not the default, which every schedule takes.
     if (data.get("dst_gap") && data.get("dst_gap") !== "shift") body.dst_gap = data.get("dst_gap");
     if (data.get("dst_fold") && data.get("dst_fold") !== "first") body.dst_fold = data.get("dst_fold");
+    // What it does in the chat's quiet hours: sent only when not the default (hold).
+    if (data.get("quiet") && data.get("quiet") !== "hold") body.quiet = data.get("quiet");
     const missing = ["name", "message", "when"].filter((k) => !body[k]);
     if (missing.length) {
       showError(this.formError, `Please fill in: ${missing.join(", ")}.`);

@@ -88,6 +88,7 @@ export function policyLines(job, zone) {
   lines.push(p.delete_after_run ? "Deleted after its last run." : "Kept under Done after its last run.");
   if (p.jitter) lines.push("Each fire is moved by a small random delay, so many jobs do not start at once.");
   lines.push(NOTIFY_TEXT[p.notify] || `Delivers its results: ${p.notify}.`);
+  if (p.quiet && p.quiet !== "hold") lines.push(QUIET_TEXT[p.quiet] || `In quiet hours: ${p.quiet}.`);
   const spec = job.spec || {};
   if (spec.dst_gap && spec.dst_gap !== "shift") lines.push(DST_GAP_TEXT[spec.dst_gap] || `DST gap: ${spec.dst_gap}.`);
   if (spec.dst_fold && spec.dst_fold !== "first") lines.push(DST_FOLD_TEXT[spec.dst_fold] || `DST fold: ${spec.dst_fold}.`);
@@ -228,6 +229,12 @@ export function budgetPause(job) {
   const why = job.paused_reason || "";
   return !job.enabled && why.startsWith("paused: budget reached") ? why.slice("paused: ".length) : null;
 }
+// A job's choice in its chat's quiet hours (domain/quiet.py), said only when not the default
+// (hold: it runs, its result is sent when they end).
+const QUIET_TEXT = {
+  silent: "In its chat's quiet hours it runs, and its result is never sent (it stays in the chat).",
+  wait: "A fire in its chat's quiet hours waits until they end, then runs.",
+};
 
 function usageText(usage) {
   if (!usage || !usage.counted) return "no usage counted yet";

@@ -65,6 +65,25 @@ def test_a_policy_is_printed_in_words_not_json() -> None:
     assert "(within 90 s)" in never
 
 
+@pytest.mark.parametrize(
+    ("quiet", "said"),
+    [
+        ("hold", None),  # the default goes unsaid
+        (None, None),  # a server before quiet hours
+        ("silent", "in its session's quiet hours it runs, its result never sent"),
+        ("wait", "in its session's quiet hours a fire waits until they end, then runs"),
+    ],
+)
+def test_a_quiet_choice_is_printed_in_words_when_not_the_default(
+    quiet: str | None, said: str | None
+) -> None:
+    data = {"overlap": "skip", "catchup": "skip", "catchup_window_s": 60, "max_failures": 0,
+            "quiet": quiet}  # fmt: skip
+    lines = policy(data, "UTC").splitlines()
+    quiet_lines = [line for line in lines if "quiet" in line]
+    assert quiet_lines == ([said] if said else [])
+
+
 def test_a_gate_is_printed_in_words() -> None:
     command = {"kind": "command", "target": ["./check", "new orders"], "timeout_s": 2.5,
                "no_llm": True, "notice": True}  # fmt: skip
