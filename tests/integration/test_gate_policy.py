@@ -129,9 +129,7 @@ WorldFactory = Callable[..., Awaitable[World]]
 
 
 @pytest.fixture
-async def make_world(
-    make_cron: CronFactory, tmp_path: Path
-) -> AsyncIterator[WorldFactory]:
+async def make_world(make_cron: CronFactory, tmp_path: Path) -> AsyncIterator[WorldFactory]:
     clients: list[httpx.AsyncClient] = []
 
     async def factory(policy: dict[str, Policy] | None = None, **kw: Any) -> World:

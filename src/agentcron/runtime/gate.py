@@ -21,8 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
-from agentcron.domain.approvals import Approver, ApprovalState, Policy, resolve_policy
-
+from agentcron.domain.approvals import ApprovalState, Approver, Policy, resolve_policy
 from agentcron.domain.gates import (
     CODE_KINDS,
     Gate,
@@ -115,9 +114,7 @@ class GatePolicy:
         return PolicyAnswer(policy_denied(tool, why), approval.id)
 
 
-async def run_gate(
-    gate: Gate, *, allow_code: bool, approval_id: str | None = None
-) -> GateResult:
+async def run_gate(gate: Gate, *, allow_code: bool, approval_id: str | None = None) -> GateResult:
     """The gate's answer; never raises for what the gate does (a failure is an `ERROR`
     result with the reason). `allow_code`: the setting `[engine] gates`; `approval_id`: the
     approval that let it run, kept on its result.
