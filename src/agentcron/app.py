@@ -39,6 +39,7 @@ from agentcron.engine.isolated import Evaluator, evaluate_response
 from agentcron.engine.policies import finish_job
 from agentcron.engine.scheduler import Engine, make_owner
 from agentcron.runtime.clock import Clock, SystemClock
+from agentcron.runtime.gate import GatePolicy
 from agentcron.runtime.journal import Journal
 from agentcron.runtime.slots import SlotPool
 from agentcron.service.alerts import Alerts
@@ -207,6 +208,10 @@ class AgentCron:
             )
         # The built-in agent's model clients (pooled connections to the model's server).
         self._close_models: Callable[[], Awaitable[None]] | None = None
+        # Jobs' gates pass the tool policy the built-in agent's calls pass (the same table,
+        # under `gate.command`, `gate.http`, `gate.python`); with a runner of your own there is
+        # no table here: every gate is allowed.
+        gate_policy = GatePolicy(approvals=self.approvals.broker)
         if runner is None:
             # Imported here: the agent framework (and its providers' SDKs) is loaded only
             # when the built-in agent is used.
@@ -227,11 +232,13 @@ class AgentCron:
             )
             self.tool_servers = ToolServers(configured.servers)
             rules = configured.rules
+            policies = merged_policies(rules, tool_policy)
+            gate_policy = GatePolicy(policies, self.approvals.broker, rules.approval_timeouts)
             provider = config.provider()  # where named models run, the prices, the offline pace
             runner = BuiltinRunner(
                 model,
                 tools=[*scheduling_tools(), *configured.tools, *tools],
-                tool_policy=merged_policies(rules, tool_policy),
+                tool_policy=policies,
                 approvals=self.approvals.broker,
                 toolsets=configured.toolsets,
                 tool_timeouts=rules.approval_timeouts,
@@ -284,6 +291,7 @@ class AgentCron:
             settings=settings,
             memory_scope=self.memory_scope if self.unified_session else None,
             shared_chat=session_settings.shared_chat,
+            gate_policy=gate_policy,
         )
         self.engine = Engine(
             self.store,
@@ -298,6 +306,7 @@ class AgentCron:
             evaluator=evaluator or evaluate_response,
             deliver=self.lanes.posts.deliver,
             memory=self.lanes.history_of if self.lanes.keeps_history else None,
+            gate_policy=gate_policy,
         )
         # With each periodic reap: approvals whose turn was cut off elsewhere expire.
         self.engine.reapers.append(self.approvals.reap)

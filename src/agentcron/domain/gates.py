@@ -10,12 +10,17 @@ How a gate's answer reads (`GateVerdict`):
   text as the output, an exception = a gate error.
 A timeout is a gate error. A gate error fails the run with the gate's output tail; a skip
 records the run `skipped` with the reason `gate`.
+
+Before it runs, a gate passes the tool policy under its tool name (`gate_tool`: `gate.command`,
+`gate.http`, `gate.python`), with `gate_args` as the call's arguments: allow runs it, deny
+fails the run (`policy_denied`), approve asks a person first (`runtime/gate.py`).
 """
 
 from __future__ import annotations
 
 import enum
 import re
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +49,31 @@ class GateKind(enum.StrEnum):
 
 # The kinds that run code on this machine: allowed only with the setting `[engine] gates`.
 CODE_KINDS = frozenset({GateKind.COMMAND, GateKind.PYTHON})
+
+
+# The tool name a gate of each kind has in the tool policy (a glob like `gate.*` covers all).
+GATE_TOOL_PREFIX = "gate."
+
+
+def gate_tool(kind: GateKind) -> str:
+    """The tool name the tool policy, approvals and standing grants know a gate by."""
+    return GATE_TOOL_PREFIX + kind.value
+
+
+def gate_args(gate: Gate, job_id: str) -> dict[str, Any]:
+    """A gate's approval arguments: what it runs (`target`: a URL, an entry point, or a
+    command's words as one shell-quoted line, so a grant's glob can match it) and whose gate
+    it is (`job_id`); a standing grant's pattern matches these.
+    """
+    target = shlex.join(gate.target) if isinstance(gate.target, tuple) else gate.target
+    return {"target": target, "job_id": job_id}
+
+
+def policy_denied(tool: str, why: str) -> str:
+    """A run's error when the tool policy keeps its gate from running (`why`: deny, or the
+    approval's end).
+    """
+    return f"gate denied by the tool policy ({tool}): {why}; the gate did not run"
 
 
 class GateVerdict(enum.StrEnum):
@@ -130,12 +160,15 @@ def check_gate(gate: Gate) -> None:
 
 @dataclass(frozen=True, slots=True)
 class GateResult:
-    """What a gate said: its verdict, its output (bounded, decoded) and, for an error, why."""
+    """What a gate said: its verdict, its output (bounded, decoded) and, for an error, why;
+    `approval_id`: the approval the tool policy asked for before it ran, if any.
+    """
 
     verdict: GateVerdict
     output: str = ""
     error: str | None = None
     truncated: bool = False
+    approval_id: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """What the run keeps of it (its `delivery` record's `gate`)."""
@@ -144,6 +177,8 @@ class GateResult:
             record["truncated"] = True
         if self.error:
             record["error"] = self.error
+        if self.approval_id:
+            record["approval_id"] = self.approval_id
         return record
 
 

@@ -64,7 +64,7 @@ from agentcron.domain.states import STOPPED_MID_TURN, RunState
 from agentcron.domain.triggers import with_event
 from agentcron.runtime.clock import Clock
 from agentcron.runtime.execution import Execution
-from agentcron.runtime.gate import run_gate
+from agentcron.runtime.gate import GatePolicy, run_gate
 from agentcron.runtime.journal import Journal
 from agentcron.runtime.notify import notify_outcome
 from agentcron.runtime.slots import SlotPool
@@ -202,6 +202,7 @@ class IsolatedRuns:
         deliver: Deliver | None,
         memory: MemoryReader | None,
         runs: RunRecords,
+        gate_policy: GatePolicy | None = None,
     ) -> None:
         self.runner = runner
         self.runs = runs  # a `changes` job's last delivered outcome
@@ -216,6 +217,8 @@ class IsolatedRuns:
         # Reads a delivery job's memory (`cron:{job_id}`); None: the runner keeps no history,
         # and a delivery job's run reads and saves none (it pays nothing for it).
         self.memory = memory
+        # The tool policy a delivery job's gate passes before it runs (None: all allowed).
+        self.gate_policy = gate_policy or GatePolicy()
 
     def run(
         self, fire: ClaimedFire, may_start: Callable[[ClaimedFire], bool]
@@ -397,7 +400,19 @@ class _IsolatedRun:
         """
         fire, runs = self.fire, self.runs
         self.execution.release()
-        result = await run_gate(gate, allow_code=runs.settings.gates)
+        allowed = await runs.gate_policy.check(
+            gate,
+            job_id=fire.job.id,
+            session_key=self.session.key,
+            turn_id=fire.run_id,
+            execution=self.execution,
+        )
+        if allowed.refusal is not None:  # the tool policy kept it from running
+            result = allowed.refused()
+        else:
+            result = await run_gate(
+                gate, allow_code=runs.settings.gates, approval_id=allowed.approval_id
+            )
         record: dict[str, Any] = {"gate": result.as_dict()}
         log.info("gate said %s", result.verdict.value, extra=log_context(fire) | record["gate"])
         output = result.output or None
@@ -405,7 +420,9 @@ class _IsolatedRun:
             self.gate = result
             await self.execution.take()
             return True
-        if result.verdict is GateVerdict.ERROR:
+        if allowed.refusal is not None:
+            state, error = RunState.FAILED, allowed.refusal
+        elif result.verdict is GateVerdict.ERROR:
             state, error = RunState.FAILED, f"the gate failed: {result.error}"
         elif result.verdict is GateVerdict.SKIP:
             state, error = RunState.SKIPPED, SKIPPED_BY_GATE

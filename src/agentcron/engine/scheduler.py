@@ -43,6 +43,7 @@ from agentcron.engine.isolated import (
 )
 from agentcron.engine.policies import plan_fires
 from agentcron.runtime.clock import Clock, SystemClock
+from agentcron.runtime.gate import GatePolicy
 from agentcron.runtime.journal import Journal
 from agentcron.runtime.slots import SlotPool
 from agentcron.runtime.waiters import Waiters
@@ -152,6 +153,7 @@ class Engine:
         evaluator: Evaluator = evaluate_response,
         deliver: Deliver | None = None,
         memory: MemoryReader | None = None,
+        gate_policy: GatePolicy | None = None,
     ) -> None:
         self.store = store
         self.runner = runner
@@ -224,6 +226,7 @@ class Engine:
             deliver=deliver,
             memory=memory,
             runs=store,
+            gate_policy=gate_policy,
         )
         journal.listeners.append(self._committed)
 

@@ -169,6 +169,26 @@ class Execution:
             task.cancel()
 
     @asynccontextmanager
+    async def before_start(self) -> AsyncIterator[None]:
+        """A wait for a person before the runner call (a gate's approval): no slot held (one
+        held is given back; the caller takes one again), counted awaiting_approval, and cut at
+        once by a graceful stop, like a paused call.
+        """
+        self.release()
+        self._task = asyncio.current_task()
+        counts = self.counts
+        counts.awaiting_approval += 1
+        self._waits += 1
+        self.pool.paused.add(self)
+        try:
+            self.cut_if_closing()
+            yield
+        finally:
+            self._waits -= 1
+            self.pool.paused.discard(self)
+            counts.awaiting_approval -= 1
+
+    @asynccontextmanager
     async def pause(self) -> AsyncIterator[None]:
         """`runner.paused()` inside this execution's runner call."""
         pool, counts = self.pool, self.counts

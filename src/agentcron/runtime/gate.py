@@ -1,6 +1,10 @@
 """Run one job's gate (domain/gates.py), bounded: a command (asyncio subprocess, no shell, its
 own process group, killed with it at the timeout), an HTTP GET (httpx) or a Python entry point
 ("module:function", sync in a thread or async). Output is cut at the gate's `max_output`.
+
+`GatePolicy` comes first: the gate as a call of its tool (`gate.command`, `gate.http`,
+`gate.python`) through the tool policy the built-in agent's calls pass (the same table and
+lookup, `domain/approvals.resolve_policy`) and, for `approve`, the same approval broker.
 """
 
 from __future__ import annotations
@@ -12,9 +16,12 @@ import inspect
 import logging
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import Any
 
+from agentcron.domain.approvals import ApprovalState, Approver, Policy, resolve_policy
 from agentcron.domain.gates import (
     CODE_KINDS,
     Gate,
@@ -23,10 +30,14 @@ from agentcron.domain.gates import (
     GateVerdict,
     bounded,
     command_verdict,
+    gate_args,
+    gate_tool,
     http_verdict,
+    policy_denied,
     python_verdict,
     tail,
 )
+from agentcron.runtime.execution import Execution
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +47,83 @@ GATES_OFF = (
 )
 
 
-async def run_gate(gate: Gate, *, allow_code: bool) -> GateResult:
-    """The gate's answer; never raises for what the gate does (a failure is an `ERROR`
-    result with the reason). `allow_code`: the setting `[engine] gates`.
+NO_APPROVER = "it needs a person's approval and no one can be asked here"
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyAnswer:
+    """What the tool policy said of a gate: `refusal` None lets it run (else the run's error);
+    `approval_id`: the approval asked for it, if any.
     """
+
+    refusal: str | None = None
+    approval_id: str | None = None
+
+    def refused(self) -> GateResult:
+        """A refused gate as the run's record shows it: an error that it did not run."""
+        return GateResult(GateVerdict.ERROR, error=self.refusal, approval_id=self.approval_id)
+
+
+@dataclass(frozen=True, slots=True)
+class GatePolicy:
+    """The tool policy a gate passes before it runs: `policies` (tool name or glob -> allow,
+    approve or deny: the built-in agent's table, `[tools.policy]` and `tool_policy`),
+    `approvals` (the broker a gate that needs approval waits on; None: nobody can be asked,
+    it is refused) and `timeouts` (its wait per tool name, `[tools.approval_timeout]`; else
+    the broker's). With no policy for a gate's tool it is allowed.
+    """
+
+    policies: Mapping[str, Policy] = field(default_factory=dict)
+    approvals: Approver | None = None
+    timeouts: Mapping[str, timedelta] = field(default_factory=dict)
+
+    async def check(
+        self,
+        gate: Gate,
+        *,
+        job_id: str,
+        session_key: str | None,
+        turn_id: str,
+        execution: Execution,
+    ) -> PolicyAnswer:
+        """May the gate run? `approve` waits for a person (or a standing grant of the job),
+        holding no slot (`Execution.before_start`): approved runs it; denied or expired
+        refuses it, the approval's end said in the refusal.
+        """
+        tool = gate_tool(gate.kind)
+        args = gate_args(gate, job_id)
+        policy = resolve_policy(tool, args, policies=self.policies)
+        if policy == "allow":
+            return PolicyAnswer()
+        if policy == "deny":
+            return PolicyAnswer(policy_denied(tool, "its policy is deny"))
+        if self.approvals is None:
+            return PolicyAnswer(policy_denied(tool, NO_APPROVER))
+        async with execution.before_start():
+            approval = await self.approvals.request(
+                tool=tool,
+                args=args,
+                session_key=session_key,
+                turn_id=turn_id,
+                wait=self.timeouts.get(tool),
+            )
+        if approval.state is ApprovalState.APPROVED:
+            return PolicyAnswer(approval_id=approval.id)
+        by = f" by {approval.decided_by}" if approval.decided_by else ""
+        why = f"its approval was {approval.state.value}{by}"
+        return PolicyAnswer(policy_denied(tool, why), approval.id)
+
+
+async def run_gate(gate: Gate, *, allow_code: bool, approval_id: str | None = None) -> GateResult:
+    """The gate's answer; never raises for what the gate does (a failure is an `ERROR`
+    result with the reason). `allow_code`: the setting `[engine] gates`; `approval_id`: the
+    approval that let it run, kept on its result.
+    """
+    result = await _run(gate, allow_code=allow_code)
+    return result if approval_id is None else replace(result, approval_id=approval_id)
+
+
+async def _run(gate: Gate, *, allow_code: bool) -> GateResult:
     if gate.kind in CODE_KINDS and not allow_code:
         return GateResult(GateVerdict.ERROR, error=GATES_OFF)
     try:

@@ -1,7 +1,10 @@
 """A gated fire's pre-check, between its claim and its turn (domain/gates.py): run at the
 fire's time, holding no slot; a gated-out fire ends `skipped` (reason `gate`, no transcript
 entry unless the gate asks for a notice), a failing gate ends it `failed` with the gate's
-output tail, and a gate that is the whole job (`no_llm`) ends it on its answer.
+output tail, and a gate that is the whole job (`no_llm`) ends it on its answer. Before it
+runs, the gate passes the tool policy (`runtime/gate.GatePolicy`): refused, the fire ends
+`failed` and the gate never runs; waiting for an approval, it holds no slot (the approval
+names the fire's turn, so it is its job's `waiting_approval`).
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from agentcron.domain.gates import SKIPPED_BY_GATE, Gate, GateResult, GateVerdic
 from agentcron.domain.sessions import Entry, Role
 from agentcron.domain.states import RunState
 from agentcron.runtime.clock import Clock
-from agentcron.runtime.gate import run_gate
+from agentcron.runtime.execution import Execution
+from agentcron.runtime.gate import GatePolicy, run_gate
 from agentcron.turns.lane_queue import Pending
 from agentcron.turns.turn_end import TurnEnds
 from agentcron.turns.turn_records import log_context
@@ -22,7 +26,14 @@ log = logging.getLogger(__name__)
 
 
 async def pass_gate(
-    pending: Pending, gate: Gate, *, ends: TurnEnds, clock: Clock, allow_code: bool
+    pending: Pending,
+    gate: Gate,
+    *,
+    ends: TurnEnds,
+    clock: Clock,
+    allow_code: bool,
+    policy: GatePolicy,
+    execution: Execution,
 ) -> GateResult | None:
     """The gate's answer when the turn is to happen; None when the fire ended here."""
     fire = pending.fire
@@ -30,8 +41,16 @@ async def pass_gate(
         raise ValueError("only a fire has a gate")
     if fire.fire_at > clock.now():  # claimed ahead: the gate asks at the fire's time
         await clock.sleep_until(fire.fire_at, asyncio.Event())
-    result = await run_gate(gate, allow_code=allow_code)
     key = pending.session_key
+    allowed = await policy.check(
+        gate, job_id=fire.job.id, session_key=key, turn_id=pending.turn_id, execution=execution
+    )
+    if allowed.refusal is not None:
+        refused = {"gate": allowed.refused().as_dict()}
+        log.info("gate refused by the tool policy", extra=log_context(key, pending))
+        await ends.unstarted(key, pending, RunState.FAILED, allowed.refusal, delivery=refused)
+        return None
+    result = await run_gate(gate, allow_code=allow_code, approval_id=allowed.approval_id)
     record = {"gate": result.as_dict()}
     output = result.output or None
     log.info("gate said %s", result.verdict.value, extra=log_context(key, pending) | record["gate"])

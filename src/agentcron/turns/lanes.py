@@ -40,6 +40,7 @@ from agentcron.domain.states import RunState
 from agentcron.runtime.backoff import Backoff
 from agentcron.runtime.clock import Clock
 from agentcron.runtime.execution import Execution
+from agentcron.runtime.gate import GatePolicy
 from agentcron.runtime.journal import Journal
 from agentcron.runtime.slots import SlotPool
 from agentcron.runtime.waiters import Waiters
@@ -301,6 +302,7 @@ class Lanes:
         settings: EngineSettings,
         memory_scope: Callable[[str], MemoryScope | None] | None = None,
         shared_chat: bool = False,
+        gate_policy: GatePolicy | None = None,
     ) -> None:
         self.store = store
         self.journal = journal
@@ -313,6 +315,8 @@ class Lanes:
         # Sessions that share one memory (unified mode); None: each session is its own.
         self.memory_scope = memory_scope
         self.shared_chat = shared_chat  # shared automations reply in their own chat
+        # The tool policy a job's gate passes before it runs (None: every gate is allowed).
+        self.gate_policy = gate_policy or GatePolicy()
         self.memory = TurnMemory(store.sessions, runner, settings, memory_scope)
         self._lanes: dict[str, _Lane] = {}
         self._closing = False
@@ -645,7 +649,13 @@ class Lanes:
         passed = None
         if gate is not None:  # its pre-check, holding no slot (turns/gate_step.py)
             passed = await pass_gate(
-                pending, gate, ends=self.ends, clock=self.clock, allow_code=self.settings.gates
+                pending,
+                gate,
+                ends=self.ends,
+                clock=self.clock,
+                allow_code=self.settings.gates,
+                policy=self.gate_policy,
+                execution=execution,
             )
             if passed is None:
                 return None

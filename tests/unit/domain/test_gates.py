@@ -9,11 +9,15 @@ from agentcron.domain.gates import (
     Gate,
     GateError,
     GateKind,
+    GateResult,
     GateVerdict,
     bounded,
     command_verdict,
+    gate_args,
+    gate_tool,
     http_verdict,
     notice_text,
+    policy_denied,
     python_verdict,
     tail,
     with_gate_output,
@@ -99,3 +103,21 @@ def test_a_notice_says_the_fire_did_not_run_and_what_the_gate_said_cut() -> None
     long = notice_text("x", "a" * (NOTICE_CHARS + 10))
     assert long.endswith("\n" + "a" * NOTICE_CHARS + "…")
     assert with_gate_output("Sum up.", "3 new") == "Sum up.\n\nWhat the pre-check reported:\n3 new"
+
+
+def test_a_gate_is_known_to_the_tool_policy_by_its_kind_and_asks_with_its_target() -> None:
+    assert [gate_tool(kind) for kind in GateKind] == ["gate.command", "gate.http", "gate.python"]
+    command = Gate(GateKind.COMMAND, ("python3", "-c", "exit 1", "a b"))
+    # A command's words are one shell-quoted line: a standing grant's glob can match it.
+    assert gate_args(command, "j1") == {"target": "python3 -c 'exit 1' 'a b'", "job_id": "j1"}
+    url = Gate(GateKind.HTTP, "https://example.com/queue")
+    assert gate_args(url, "j2") == {"target": "https://example.com/queue", "job_id": "j2"}
+    assert policy_denied("gate.http", "its policy is deny") == (
+        "gate denied by the tool policy (gate.http): its policy is deny; the gate did not run"
+    )
+
+
+def test_a_gate_result_keeps_the_approval_that_let_it_run() -> None:
+    assert GateResult(GateVerdict.RUN).as_dict() == {"verdict": "run"}
+    approved = GateResult(GateVerdict.RUN, "out", approval_id="a1")
+    assert approved.as_dict() == {"verdict": "run", "approval_id": "a1"}

@@ -397,3 +397,47 @@ async def test_a_returned_outcome_keeps_its_own_tools_else_takes_the_reported_on
     await make(pool).run(second)
     assert first.outcome == Outcome.succeeded("done", tools=(own,))
     assert second.outcome == Outcome.succeeded("done", tools=(PAID,))
+
+
+async def test_a_wait_before_the_start_holds_no_slot_counts_as_approval_and_a_stop_cuts_it() -> (
+    None
+):
+    pool = SlotPool(1)
+    execution = make(pool)
+    decided = asyncio.Event()
+    seen: list[tuple[object, ...]] = []
+
+    class AsksFirst(Recorder):
+        async def start(self) -> bool:
+            async with execution.before_start():  # a gate's approval, before the start write
+                seen.append((free(pool), self.counts(), execution in pool.paused))
+                await decided.wait()
+            seen.append((free(pool), self.counts(), execution in pool.paused))
+            await execution.take()  # its caller takes a slot again to go on
+            return True
+
+    steps = AsksFirst(pool)
+    task = asyncio.create_task(execution.run(steps))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    decided.set()
+    await task
+    assert seen == [(1, (0, 0, 1), True), (1, (0, 0, 0), False)]
+    assert steps.outcome is not None
+    assert steps.outcome.status is OutcomeStatus.SUCCEEDED
+    assert free(pool) == 1
+    # A graceful stop cuts such a wait at once, holding nothing.
+    waiting = make(pool)
+
+    async def asks() -> None:
+        async with waiting.before_start():
+            await asyncio.Event().wait()
+
+    cut = asyncio.create_task(asks())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert pool.turns.awaiting_approval == 1
+    pool.close()
+    with pytest.raises(asyncio.CancelledError):
+        await cut
+    assert (free(pool), pool.turns.awaiting_approval, pool.paused) == (1, 0, set())
