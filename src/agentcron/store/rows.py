@@ -3,11 +3,12 @@ mappers, value builders and the statements and state lists the store modules sha
 
 from __future__ import annotations
 
+import enum
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Row, RowMapping
@@ -266,31 +267,52 @@ def _spec(data: Any) -> AnySpec:
     return spec_from_data(data)
 
 
+E = TypeVar("E", bound=enum.Enum)
+
+
+def _by_value(kind: type[E]) -> dict[Any, E]:
+    """An enum's members by their stored value: a row's enum is a dict lookup (no call),
+    where `Kind(value)` is two Python calls per column per row on the claim's path.
+    """
+    return {member.value: member for member in kind}
+
+
+_KINDS = _by_value(JobKind)
+_CREATED_BY = _by_value(CreatedBy)
+_OVERLAPS = _by_value(Overlap)
+_CATCHUPS = _by_value(Catchup)
+_NOTIFY = _by_value(Notify)
+_QUIET = _by_value(QuietMode)
+_CONTEXTS = _by_value(ContextMode)
+_RUN_STATES = _by_value(RunState)
+_ROLES = _by_value(Role)
+
+
 def _job(row: Row[Any] | Mapping[str, Any]) -> Job:
     # A plain dict: its lookups (and `.get` for the columns later migrations added, which
     # insert values leave out) are single C calls, not RowMapping's Python `get`.
     m = dict(zip(row._fields, row, strict=True)) if isinstance(row, Row) else row
     return _job_of(
         m,
-        kind=JobKind(m["kind"]),
+        kind=_KINDS[m["kind"]],
         spec=_spec(m["spec"]),
-        created_by=CreatedBy(m["created_by"]),
+        created_by=_CREATED_BY[m["created_by"]],
         policy=JobPolicy(
-            overlap=Overlap(m["overlap"]),
-            catchup=Catchup(m["catchup"]),
+            overlap=_OVERLAPS[m["overlap"]],
+            catchup=_CATCHUPS[m["catchup"]],
             catchup_window=timedelta(seconds=m["catchup_window_s"]),
             max_failures=m["max_failures"],
             max_runs=m["max_runs"],
             end_at=m["end_at"],
             delete_after_run=bool(m["delete_after_run"]),
             jitter=bool(m["jitter"]),
-            notify=Notify(m["notify"]),
-            quiet=QuietMode(m["quiet"]),
+            notify=_NOTIFY[m["notify"]],
+            quiet=_QUIET[m["quiet"]],
             cadence=_cadence(m),
             gate=None if m["gate"] is None else Gate.of(m["gate"]),
-            budget=Budget.of(m["budget"]),
+            budget=None if not m["budget"] else Budget.of(m["budget"]),
         ),
-        last_status=RunState(m["last_status"]) if m["last_status"] else None,
+        last_status=_RUN_STATES[m["last_status"]] if m["last_status"] else None,
     )
 
 
@@ -356,12 +378,12 @@ def _job_of(
         ending_warned_at=m.get("ending_warned_at"),
         rescheduled=None if not m.get("rescheduled") else Reschedule.of_data(m["rescheduled"]),
         trigger_secret=m.get("trigger_secret"),
-        context=ContextMode(m.get("context") or ContextMode.CONTINUE),
+        context=_CONTEXTS.get(m.get("context"), ContextMode.CONTINUE),
         history_tokens=m.get("history_tokens"),
         tools=None if (tools := m.get("tools")) is None else tuple(tools),
-        spend=Spend.of(m.get("spend")),
-        session_budget=Budget.of(m.get("session_budget")),
-        session_spend=Spend.of(m.get("session_spend")),
+        spend=None if not (spend := m.get("spend")) else Spend.of(spend),
+        session_budget=None if not (sb := m.get("session_budget")) else Budget.of(sb),
+        session_spend=None if not (ss := m.get("session_spend")) else Spend.of(ss),
     )
 
 
@@ -419,8 +441,8 @@ def _session(row: Row[Any] | Mapping[str, Any]) -> Session:
         updated_at=m["updated_at"],
         runner_url=m.get("runner_url"),
         quiet_hours=m.get("quiet_hours"),
-        budget=Budget.of(m.get("budget")),
-        spend=Spend.of(m.get("spend")),
+        budget=None if not (budget := m.get("budget")) else Budget.of(budget),
+        spend=None if not (spend := m.get("spend")) else Spend.of(spend),
     )
 
 
@@ -430,7 +452,7 @@ def _message(row: Row[Any] | Mapping[str, Any]) -> Message:
         id=m["id"],
         session_key=m["session_key"],
         seq=m["seq"],
-        role=Role(m["role"]),
+        role=_ROLES[m["role"]],
         content=m["content"],
         meta=m["meta"] or {},
         created_at=m["created_at"],

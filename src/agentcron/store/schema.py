@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -96,8 +97,31 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-# Python None is SQL NULL (not the JSON text 'null'), so COALESCE and IS NULL work.
-JSONValue = sa.JSON(none_as_null=True)
+class JSONText(TypeDecorator[Any]):
+    """JSON values (SQLAlchemy's JSON type; Python None is SQL NULL, not the JSON text
+    'null', so COALESCE and IS NULL work). On SQLite a value is read by one plain function
+    (SQLAlchemy's reader is two calls per column per row, NULL or not, and a claim reads
+    several JSON columns of every job and session it touches).
+    """
+
+    impl = sa.JSON(none_as_null=True)
+    cache_ok = True
+
+    def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
+        if dialect.name != "sqlite":
+            return super().result_processor(dialect, coltype)
+        loads = getattr(dialect, "_json_deserializer", None) or json.loads
+
+        def json_sqlite(value: Any) -> Any:
+            if value is None:
+                return None
+            # a bare JSON number comes back as one: the JSON column's numeric affinity
+            return loads(value) if isinstance(value, str) else value
+
+        return json_sqlite
+
+
+JSONValue = JSONText()
 
 metadata = sa.MetaData()
 
