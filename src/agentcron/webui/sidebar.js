@@ -67,6 +67,16 @@ export class Sidebar {
       { root: this.list.closest("nav"), rootMargin: "200px" },
     );
     this.observer.observe(this.more);
+    // The observer tells only of a change of state: a list that grew and was scrolled to its
+    // new end within one frame stays "in view" to it, and it says nothing. A scroll near the
+    // end reads on too.
+    this.list.closest("nav").addEventListener(
+      "scroll",
+      () => {
+        if (this.cursor && !this.loading && this.moreInView()) this.loadMore().catch(() => {});
+      },
+      { passive: true },
+    );
   }
 
   url(limit, cursor = null) {
@@ -80,14 +90,22 @@ export class Sidebar {
   async reload() {
     const generation = ++this.generation;
     const limit = Math.min(REFRESH_MAX, Math.max(PAGE, this.sessions.length));
-    const page = await this.api("GET", this.url(limit));
+    // No next page is read on top of a reload: it would add to the list this one replaces
+    // (a page read before it is dropped by its generation).
+    const reading = this.api("GET", this.url(limit));
+    this.loading = reading;
+    let page;
+    try {
+      page = await reading;
+    } finally {
+      if (generation === this.generation) this.loading = null;
+    }
     if (generation !== this.generation) return;
     // The open chat stays listed, on the first page or not (a search shows only what it finds).
     const open = this.query ? null : this.get(this.current);
     this.sessions = [...page.sessions].sort(newestFirst);
     if (open && !this.get(open.key)) this.sessions.push(open);
     this.cursor = page.next_cursor ?? null;
-    this.loading = null;
     this.render();
     // The end of the list may be in view already (a tall screen, or scrolled there while this
     // was read): the observer tells only of a change, so read on here.
