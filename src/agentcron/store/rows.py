@@ -400,7 +400,7 @@ def _run(row: Row[Any] | Mapping[str, Any]) -> Run:
         session_key=m["session_key"],
         fire_at=m["fire_at"],
         job_name=m.get("job_name"),
-        state=RunState(m["state"]),
+        state=_RUN_STATES[m["state"]],
         owner=m["owner"],
         lease_expires_at=m["lease_expires_at"],
         claimed_at=m["claimed_at"],
