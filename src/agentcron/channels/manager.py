@@ -636,13 +636,10 @@ class ChannelManager:
             chat = ChatContext(channel=channel, chat_id=chat_id)
         if chat is None:
             return None
-        try:
-            view = views.approval_view(await self.cron.approvals.get(event.approval_id))
-        except ApprovalNotFoundError:  # pruned meanwhile: what the event says
-            view = {"id": event.approval_id, "session_key": key, "turn_id": event.turn_id}
-            view["tool"] = event.tool
-            if isinstance(event, ApprovalRequested):
-                view.update(args=event.args, expires_at=event.expires_at or None)
+        said: dict[str, Any] = {"tool": event.tool}
+        if isinstance(event, ApprovalRequested):
+            said.update(args=event.args, expires_at=event.expires_at or None)
+        view = await self._approval_view(event.approval_id, key, event.turn_id, said)
         # the event says what happened; the record may already be further along
         if isinstance(event, ApprovalRequested):
             view.update(state="pending", decision=None, decided_by=None, decided_at=None)
@@ -669,6 +666,15 @@ class ChannelManager:
             approval=view,
         )
 
+    async def _approval_view(
+        self, approval_id: str, key: str, turn_id: str | None, said: dict[str, Any]
+    ) -> dict[str, Any]:
+        """An approval's record as its view; once pruned, what its event `said` of it."""
+        try:
+            return views.approval_view(await self.cron.approvals.get(approval_id))
+        except ApprovalNotFoundError:  # pruned meanwhile: what the event says
+            return {"id": approval_id, "session_key": key, "turn_id": turn_id, **said}
+
     async def _resolve_reminder(self, event: ApprovalReminder) -> OutboundMessage | None:
         """A scheduled run still waits for a person: a reminder to its session's channel,
         once (its record's `reminded_at`, and its own delivery id `apm.<id>`).
@@ -679,11 +685,8 @@ class ChannelManager:
         chat = await self._chat(key, event.approval_id)
         if chat is None:
             return None
-        try:
-            view = views.approval_view(await self.cron.approvals.get(event.approval_id))
-        except ApprovalNotFoundError:  # pruned meanwhile: what the event says
-            view = {"id": event.approval_id, "session_key": key, "turn_id": event.turn_id}
-            view.update(tool=event.tool, job_id=event.job_id, expires_at=event.expires_at)
+        said = {"tool": event.tool, "job_id": event.job_id, "expires_at": event.expires_at}
+        view = await self._approval_view(event.approval_id, key, event.turn_id, said)
         if view.get("state", "pending") != "pending":
             return None  # decided while the reminder waited in the queue: nothing to remind
         return OutboundMessage(
