@@ -9,7 +9,6 @@ nothing changes. The same for a delivery job's gate (an isolated run).
 
 from __future__ import annotations
 
-import asyncio
 import shlex
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -32,6 +31,7 @@ from agentcron.schedule import parse_when
 from agentcron.server import create_app
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, CronFactory
+from tests.helpers.waiting import until
 
 TOKEN = "test-token"
 KEY = "websocket:gated"
@@ -47,14 +47,6 @@ def cron_backend(request: pytest.FixtureRequest) -> str:
 def answer(response: httpx.Response, status: int = 200) -> Any:
     assert response.status_code == status, response.text
     return response.json()
-
-
-async def until(check: Callable[[], Awaitable[bool]], what: str) -> None:
-    for _ in range(2000):
-        if await check():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"never: {what}")
 
 
 @dataclass

@@ -8,8 +8,7 @@ its record on the run; a restart sends no second reminder.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -30,6 +29,7 @@ from agentcron.server import create_app
 from agentcron.testing import FakeClock, wait_settled
 from tests.conftest import BACKENDS, T0, CronFactory
 from tests.helpers.channels import RecordingChannel
+from tests.helpers.waiting import until
 
 KEY = "mine:ops"  # a session of the recording channel
 AUTH = {"Authorization": "Bearer t"}
@@ -51,14 +51,6 @@ def archiver(archive: Path) -> Callable[[str], str]:
         return f"archived {name}"
 
     return archive_logs
-
-
-async def until(check: Callable[[], Awaitable[bool]], what: str) -> None:
-    for _ in range(2000):
-        if await check():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"never: {what}")
 
 
 @dataclass
