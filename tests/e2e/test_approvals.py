@@ -15,7 +15,8 @@ from playwright.async_api import Locator, Page, Route, WebSocketRoute, expect
 
 from agentcron.agent.gate import UserTool
 from agentcron.agent.offline import OfflineModel
-from tests.e2e.conftest import T0, StartServer, Ui, log_in, new_chat, say, screenshot
+from tests.e2e.conftest import T0, StartServer, StreamGate, Ui, log_in, new_chat, say, screenshot
+from tests.helpers.waiting import until
 
 pytestmark = pytest.mark.e2e
 
@@ -337,5 +338,66 @@ async def test_a_reload_of_the_chat_keeps_the_card_of_a_click_on_its_way(
     await waiting.get_by_role("button", name="Deny").click()
     await expect(waiting.get_by_role("status")).to_have_text("Denied by web UI")
     await expect(waiting.get_by_role("button")).to_have_count(0)
+    await expect(transcript(page).get_by_role("group", name="Approval for deploy")).to_have_count(1)
+    assert deployer.done == []
+
+
+@pytest.mark.timeout(30)
+async def test_a_card_decided_while_its_turn_runs_stays_through_a_read_of_the_list(
+    start_server: StartServer, page: Page
+) -> None:
+    """The chat's list is read again after a Deny, while the turn still streams its reply but
+    is not live on the page (a subscription answer from before the turn began): the settled
+    card is held on its own, then goes after its call in the reply when the reply arrives.
+    """
+    deployer = Deployer()
+    gate = StreamGate()
+    ui = await start_server(model=OfflineModel(sleep=gate.sleep), tools=[deployer.tool()])
+    ui.gates.append(gate)
+    await page.clock.set_fixed_time(NINE_AM)
+    socket: list[WebSocketRoute] = []
+    confirmed: list[dict[str, object]] = []
+
+    def keep_the_subscription(route: WebSocketRoute) -> None:
+        server = route.connect_to_server()
+        socket.append(route)
+
+        def to_page(message: str | bytes) -> None:
+            if (event := json.loads(message)).get("type") == "subscribed":
+                confirmed.append(event)
+            route.send(message)
+
+        server.on_message(to_page)
+
+    await page.route_web_socket(re.compile(r"/api/ws$"), keep_the_subscription)
+    await log_in(page, ui)
+    key = await new_chat(page)
+
+    async def subscribed() -> bool:
+        return any(event["session_key"] == key for event in confirmed)
+
+    await until(subscribed, "the new chat's subscription is confirmed")
+    before_the_turn = next(event for event in confirmed if event["session_key"] == key)
+    assert before_the_turn["running_turn"] is None
+    gate.hold_after(2)  # the reply after the denial stops after two words
+    await say(page, "use deploy with env=production")
+    waiting = card(page)
+    await waiting.get_by_role("button", name="Deny").click()
+    await expect(waiting.get_by_role("status")).to_have_text("Denied by web UI")
+    await asyncio.wait_for(gate.held.wait(), 10)
+
+    # The list is read again, its turn unknown to the page as a live one.
+    async with page.expect_response(lambda r: r.request.method == "GET" and "/approvals" in r.url):
+        socket[-1].send(json.dumps(before_the_turn))
+    held = transcript(page).locator("article.approval-holder")
+    await expect(held.get_by_role("status")).to_have_text("Denied by web UI")
+
+    gate.release()
+    reply = transcript(page).locator("article.role-assistant:not(.streaming):not(.approval-holder)")
+    await expect(reply.locator(".msg-body")).to_contain_text("Denied by web UI")
+    await expect(reply.locator("details.tool + .approval").get_by_role("status")).to_have_text(
+        "Denied by web UI"
+    )
+    await expect(held).to_have_count(0)
     await expect(transcript(page).get_by_role("group", name="Approval for deploy")).to_have_count(1)
     assert deployer.done == []

@@ -322,6 +322,7 @@ export class ChatView {
         for (const card of this.live.tools.querySelectorAll(":scope > .approval")) attachCard(saved, card);
         tools = saved;
       }
+      this.adoptHeld(meta.turn_id, tools);
       const el = this.entryElement(message, tools);
       this.live.el.replaceWith(el);
       this.live = null;
@@ -329,9 +330,13 @@ export class ChatView {
       return;
     }
     let tools = null;
-    if (message.role === "assistant" && this.turnTools.has(meta.turn_id)) {
-      tools = this.turnTools.get(meta.turn_id);
+    if (message.role === "assistant" && meta.turn_id) {
+      tools = this.turnTools.get(meta.turn_id) || null;
       this.turnTools.delete(meta.turn_id);
+      if (this.heldFor(meta.turn_id).length) {
+        tools ??= h("div", { class: "tools" });
+        this.adoptHeld(meta.turn_id, tools);
+      }
     }
     const el = message.role === "summary" ? this.summaryElement(message) : this.entryElement(message, tools);
     if (this.live) this.list.insertBefore(el, this.live.el);
@@ -465,12 +470,24 @@ export class ChatView {
     this.setRunning(true);
     // A card shown before its turn was on screen (the approvals were read while the turn's
     // start was still on its way) moves into the turn.
-    for (const holder of this.list.querySelectorAll(":scope > .approval-holder")) {
-      if (holder.dataset.turnId !== event.turn_id) continue;
-      for (const card of holder.querySelectorAll(":scope > .approval")) tools.append(card);
+    this.adoptHeld(event.turn_id, tools);
+    this.placeCards();
+  }
+
+  /** The cards held on their own (see showApproval) for turn `turnId`. */
+  heldFor(turnId) {
+    return [...this.list.querySelectorAll(":scope > .approval-holder")].filter(
+      (holder) => holder.dataset.turnId === turnId,
+    );
+  }
+
+  /** Turn `turnId` is on screen now (live, or its reply): its held cards go into `tools`,
+   * after their calls, and their holders go. */
+  adoptHeld(turnId, tools) {
+    for (const holder of this.heldFor(turnId)) {
+      for (const card of holder.querySelectorAll(":scope > .approval")) attachCard(tools, card);
       holder.remove();
     }
-    this.placeCards();
   }
 
   /** Cards of the live turn not yet after the row of their call go after it, now it is here. */
@@ -513,11 +530,14 @@ export class ChatView {
       } else if (approval.state === "pending" || (this.live && approval.turnId === this.live.turnId)) {
         this.showApproval(approval);
       } else if (approval.turnId) {
-        // A decided one (while the server keeps it): its outcome after the call, as it was live.
-        const tools = this.list.querySelector(
-          `article[data-turn-id="${CSS.escape(approval.turnId)}"]:not(.streaming) > .tools`,
-        );
+        // A decided one (while the server keeps it): its outcome after the call, as it was live;
+        // held on its own while its turn is on screen but not closed (it goes in with the reply).
+        const turn = CSS.escape(approval.turnId);
+        const tools = this.list.querySelector(`article[data-turn-id="${turn}"]:not(.streaming) > .tools`);
         if (tools) this.showApproval(approval, tools);
+        else if (!this.closedTurns.has(approval.turnId) && this.list.querySelector(`article[data-turn-id="${turn}"]`)) {
+          this.showApproval(approval);
+        }
       }
     }
   }
