@@ -24,6 +24,7 @@ FILE = "tests/integration/test_signals.py"
 # Plugins FILE and the gate never use, left out of the child runs: importing them was half of
 # each run's start-up (the gate itself lives in tests/conftest.py).
 UNUSED_PLUGINS = ["-p", "no:hypothesispytest", "-p", "no:schemathesis"]
+IN_ONE_PROCESS = ["-n", "0"]  # one file: no workers to start
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +53,7 @@ def start_postgres_tests(*, required: bool) -> tuple[subprocess.Popen[str], str]
         env["AGENTCRON_REQUIRE_POSTGRES"] = "1"
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *UNUSED_PLUGINS,
-         "-m", "postgres", FILE],
+         *IN_ONE_PROCESS, "-m", "postgres", FILE],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     return proc, where
