@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -45,6 +46,8 @@ from agentcron.store.writes import (
 )
 
 log = logging.getLogger(__name__)
+# A transition's optional fields in _RUN_FIELDS' order, read in one call per transition.
+_run_fields = operator.attrgetter(*_RUN_FIELDS)
 
 
 class GroupCommitMixin(JobsMixin):
@@ -85,27 +88,29 @@ class GroupCommitMixin(JobsMixin):
             executemany(conn, self._insert_sessions, list(new.values()))
             keys.update(new)
         staged = TurnWrites(conn, keys)
-        transitions: list[Transition] = []
+        # run transitions, each with the reply it ends with (a turn's closing entry), if any
+        transitions: list[tuple[Transition, str | None]] = []
         outcomes: list[JobOutcome] = []
         results: list[WriteResult] = []
         for w in writes:
             if isinstance(w, TurnStart):
                 message, session, busy, at = staged.start(w)
                 if message is not None and w.run is not None:
-                    transitions.append(w.run if at == w.run.at else replace(w.run, at=at))
+                    transitions.append((w.run if at == w.run.at else replace(w.run, at=at), None))
                 results.append(TurnStarted(message, session, busy))
             elif isinstance(w, TurnFinish):
                 message = staged.finish(w)
                 if w.run is not None:
-                    reply = None if message is None else message.id
-                    transitions.append(replace(w.run, message_id=reply))
+                    # the run ends with this reply (or none): its own message_id does not count
+                    run = w.run if w.run.message_id is None else replace(w.run, message_id=None)
+                    transitions.append((run, None if message is None else message.id))
                 if w.outcome is not None:
                     outcomes.append(w.outcome)
                 results.append(TurnFinished(message))
             elif isinstance(w, InsertJobs):
                 results.append(self._insert_jobs_write(conn, w))
             else:
-                transitions.append(w.run)
+                transitions.append((w.run, None))
                 if w.outcome is not None:
                     outcomes.append(w.outcome)
                 if w.remember is not None:
@@ -170,15 +175,18 @@ class GroupCommitMixin(JobsMixin):
             )
         return reached
 
-    def _record_transitions(self, conn: Connection, transitions: Sequence[Transition]) -> None:
-        """Apply run transitions inside the batch's transaction. Several transitions of one
-        run collapse into one row update that keeps every state's timestamp. Only an active
-        run moves: a terminal state is final.
+    def _record_transitions(
+        self, conn: Connection, transitions: Sequence[tuple[Transition, str | None]]
+    ) -> None:
+        """Apply run transitions (each with the id of the reply it ends with, or None)
+        inside the batch's transaction. Several transitions of one run collapse into one row
+        update that keeps every state's timestamp. Only an active run moves: a terminal state
+        is final.
         """
         if not transitions:
             return
         merged: dict[str, dict[str, Any]] = {}
-        for t in transitions:
+        for t, reply in transitions:
             row = merged.get(t.run_id)
             if row is None:
                 row = merged[t.run_id] = {"b_id": t.run_id}
@@ -186,10 +194,11 @@ class GroupCommitMixin(JobsMixin):
             if t.state in TERMINAL_STATES:
                 row["owner"] = row["lease_expires_at"] = None
             row[_STATE_TIME.get(t.state, "finished_at")] = t.at
-            for col in _RUN_FIELDS:
-                value = getattr(t, col)
+            for col, value in zip(_RUN_FIELDS, _run_fields(t), strict=True):
                 if value is not None:
                     row[col] = value
+            if reply is not None:
+                row["message_id"] = reply
             if t.usage:
                 row.update(usage_numbers(t.usage))
         # One statement per shape of change (the columns it sets): a burst has two or three
