@@ -25,6 +25,7 @@ from agentcron.config import EngineSettings
 from agentcron.store.sql import SqlStore, sqlite_url
 from agentcron.testing import FakeClock
 from tests.helpers.long import LONG_MARKER, long_tests_on, split_long
+from tests.helpers.order import slow_files_first
 from tests.helpers.postgres import (
     Verdict,
     pg_address,
@@ -52,6 +53,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     `cron_backend` and the like); tests that make a PostgreSQL database otherwise say so
     themselves with `@pytest.mark.postgres`. Deselect the `long` tests unless
     AGENTCRON_LONG_TESTS=1 (a smaller instance of each of their properties runs by default).
+    Put the files holding slow or browser tests first.
     """
     for item in items:
         callspec = getattr(item, "callspec", None)
@@ -61,7 +63,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     kept, dropped = split_long(items, is_long, long_tests_on())
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = kept
+    # Files of slow and browser tests first: the parallel run hands out whole files in this
+    # order, and a long one handed out last would keep one worker busy alone at the end.
+    items[:] = slow_files_first(
+        kept,
+        lambda item: str(item.path),
+        lambda item: any(item.get_closest_marker(m) for m in ("slow", "e2e")),
+    )
 
 
 @functools.cache
