@@ -13,19 +13,11 @@ from alembic import command
 from agentcron.store.database import sync_url
 from agentcron.store.migrate import alembic_config, current_revision, upgrade_connection
 from tests.conftest import T0
+from tests.helpers.migrations import INSERT_JOB, columns
 
 pytestmark = pytest.mark.fresh_db
 
-_INSERT = sa.text(
-    "INSERT INTO jobs (id, name, kind, spec, created_by, overlap, catchup, catchup_window_s, "
-    "max_failures, created_at, updated_at) VALUES ('J1', 'ping', 'agent_turn', '{}', 'user', "
-    "'skip', 'skip', 0, 3, :at, :at)"
-)
 _ALERTS = {"overdue_since", "failing_since", "ending_warned_at"}
-
-
-def _columns(conn: sa.Connection) -> set[str]:
-    return {c["name"] for c in sa.inspect(conn).get_columns("jobs")}
 
 
 def _indexes(conn: sa.Connection) -> set[str]:
@@ -39,8 +31,8 @@ def test_kept_jobs_have_no_alert_and_the_columns_go_down_and_up(store_url: str) 
     try:
         with engine.begin() as conn:
             upgrade_connection(conn, "0025")
-            assert not _ALERTS & _columns(conn)
-            conn.execute(_INSERT, {"at": T0})
+            assert not _ALERTS & columns(conn, "jobs")
+            conn.execute(INSERT_JOB, {"at": T0})
         with engine.begin() as conn:
             upgrade_connection(conn, "0026")
             assert current_revision(conn) == "0026"
@@ -52,10 +44,10 @@ def test_kept_jobs_have_no_alert_and_the_columns_go_down_and_up(store_url: str) 
         with engine.begin() as conn:  # down and up again
             command.downgrade(alembic_config(conn), "0025")
             assert current_revision(conn) == "0025"
-            assert not _ALERTS & _columns(conn)
+            assert not _ALERTS & columns(conn, "jobs")
             assert "ix_jobs_failures" not in _indexes(conn)
             upgrade_connection(conn, "0026")
-            assert _columns(conn) >= _ALERTS
+            assert columns(conn, "jobs") >= _ALERTS
             assert conn.execute(sa.text("SELECT count(*) FROM jobs")).scalar() == 1
     finally:
         engine.dispose()

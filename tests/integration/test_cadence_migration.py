@@ -11,19 +11,11 @@ from alembic import command
 from agentcron.store.database import sync_url
 from agentcron.store.migrate import alembic_config, current_revision, upgrade_connection
 from tests.conftest import T0
+from tests.helpers.migrations import INSERT_JOB, columns
 
 pytestmark = pytest.mark.fresh_db
 
-_INSERT = sa.text(
-    "INSERT INTO jobs (id, name, kind, spec, created_by, overlap, catchup, catchup_window_s, "
-    "max_failures, created_at, updated_at) VALUES ('J1', 'ping', 'agent_turn', '{}', 'user', "
-    "'skip', 'skip', 0, 3, :at, :at)"
-)
 _NEW_JOB_COLUMNS = {"cadence_min_s", "cadence_max_s", "allowed_hours", "rescheduled"}
-
-
-def _columns(conn: sa.Connection, table: str) -> set[str]:
-    return {c["name"] for c in sa.inspect(conn).get_columns(table)}
 
 
 def test_kept_jobs_have_no_bounds_and_the_columns_go_down_and_up(store_url: str) -> None:
@@ -34,19 +26,19 @@ def test_kept_jobs_have_no_bounds_and_the_columns_go_down_and_up(store_url: str)
     try:
         with engine.begin() as conn:
             upgrade_connection(conn, "0026")
-            assert not _NEW_JOB_COLUMNS & _columns(conn, "jobs")
-            conn.execute(_INSERT, {"at": T0})
+            assert not _NEW_JOB_COLUMNS & columns(conn, "jobs")
+            conn.execute(INSERT_JOB, {"at": T0})
         with engine.begin() as conn:
             upgrade_connection(conn, "0027")
             assert current_revision(conn) == "0027"
             assert tuple(conn.execute(read).one()) == (None, None, None, None)
-            assert "reschedules" in _columns(conn, "runs")
+            assert "reschedules" in columns(conn, "runs")
             conn.execute(sa.text("UPDATE jobs SET cadence_min_s = 1800 WHERE id = 'J1'"))
         with engine.begin() as conn:  # down and up again
             command.downgrade(alembic_config(conn), "0026")
             assert current_revision(conn) == "0026"
-            assert not _NEW_JOB_COLUMNS & _columns(conn, "jobs")
-            assert "reschedules" not in _columns(conn, "runs")
+            assert not _NEW_JOB_COLUMNS & columns(conn, "jobs")
+            assert "reschedules" not in columns(conn, "runs")
             upgrade_connection(conn, "0027")
             assert tuple(conn.execute(read).one()) == (None, None, None, None)
     finally:

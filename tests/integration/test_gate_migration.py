@@ -11,18 +11,9 @@ from alembic import command
 from agentcron.store.database import sync_url
 from agentcron.store.migrate import alembic_config, current_revision, upgrade_connection
 from tests.conftest import T0
+from tests.helpers.migrations import INSERT_JOB, columns
 
 pytestmark = pytest.mark.fresh_db
-
-_INSERT = sa.text(
-    "INSERT INTO jobs (id, name, kind, spec, created_by, overlap, catchup, catchup_window_s, "
-    "max_failures, created_at, updated_at) VALUES ('J1', 'ping', 'agent_turn', '{}', 'user', "
-    "'skip', 'skip', 0, 3, :at, :at)"
-)
-
-
-def _columns(conn: sa.Connection) -> set[str]:
-    return {c["name"] for c in sa.inspect(conn).get_columns("jobs")}
 
 
 def test_kept_jobs_have_no_gate_and_the_column_goes_down_and_up(store_url: str) -> None:
@@ -30,8 +21,8 @@ def test_kept_jobs_have_no_gate_and_the_column_goes_down_and_up(store_url: str) 
     try:
         with engine.begin() as conn:
             upgrade_connection(conn, "0027")
-            assert "gate" not in _columns(conn)
-            conn.execute(_INSERT, {"at": T0})
+            assert "gate" not in columns(conn, "jobs")
+            conn.execute(INSERT_JOB, {"at": T0})
         with engine.begin() as conn:
             upgrade_connection(conn, "0028")
             assert current_revision(conn) == "0028"
@@ -40,8 +31,8 @@ def test_kept_jobs_have_no_gate_and_the_column_goes_down_and_up(store_url: str) 
         with engine.begin() as conn:  # down and up again
             command.downgrade(alembic_config(conn), "0027")
             assert current_revision(conn) == "0027"
-            assert "gate" not in _columns(conn)
+            assert "gate" not in columns(conn, "jobs")
             upgrade_connection(conn, "0028")
-            assert "gate" in _columns(conn)
+            assert "gate" in columns(conn, "jobs")
     finally:
         engine.dispose()

@@ -11,6 +11,7 @@ from alembic import command
 from agentcron.store.database import sync_url
 from agentcron.store.migrate import alembic_config, current_revision, upgrade_connection
 from tests.conftest import T0
+from tests.helpers.migrations import columns
 
 pytestmark = pytest.mark.fresh_db
 
@@ -18,10 +19,6 @@ _INSERT = sa.text(
     "INSERT INTO approvals (id, session_key, turn_id, tool, args, requested_at, expires_at, "
     "state) VALUES ('A1', 'api:x', 'T1', 'touch', '{}', :at, :at, 'pending')"
 )
-
-
-def _columns(conn: sa.Connection, table: str) -> set[str]:
-    return {c["name"] for c in sa.inspect(conn).get_columns(table)}
 
 
 def test_grants_come_and_go_and_kept_approvals_have_no_job(store_url: str) -> None:
@@ -34,7 +31,7 @@ def test_grants_come_and_go_and_kept_approvals_have_no_job(store_url: str) -> No
         with engine.begin() as conn:
             upgrade_connection(conn, "0025")
             assert current_revision(conn) == "0025"
-            assert {"job_id", "grant_id", "reminded_at"} <= _columns(conn, "approvals")
+            assert {"job_id", "grant_id", "reminded_at"} <= columns(conn, "approvals")
             assert "job_grants" in sa.inspect(conn).get_table_names()
             kept = conn.execute(
                 sa.text("SELECT job_id, grant_id, reminded_at FROM approvals WHERE id = 'A1'")
@@ -44,9 +41,9 @@ def test_grants_come_and_go_and_kept_approvals_have_no_job(store_url: str) -> No
             command.downgrade(alembic_config(conn), "0024")
             assert current_revision(conn) == "0024"
             assert "job_grants" not in sa.inspect(conn).get_table_names()
-            assert "job_id" not in _columns(conn, "approvals")
+            assert "job_id" not in columns(conn, "approvals")
             upgrade_connection(conn, "0025")
             assert "job_grants" in sa.inspect(conn).get_table_names()
-            assert "reminded_at" in _columns(conn, "approvals")
+            assert "reminded_at" in columns(conn, "approvals")
     finally:
         engine.dispose()

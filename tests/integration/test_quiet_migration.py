@@ -11,14 +11,10 @@ from alembic import command
 from agentcron.store.database import sync_url
 from agentcron.store.migrate import alembic_config, current_revision, upgrade_connection
 from tests.conftest import T0
+from tests.helpers.migrations import INSERT_JOB, columns
 
 pytestmark = pytest.mark.fresh_db
 
-_JOB = sa.text(
-    "INSERT INTO jobs (id, name, kind, spec, created_by, overlap, catchup, catchup_window_s, "
-    "max_failures, created_at, updated_at) VALUES ('J1', 'ping', 'agent_turn', '{}', 'user', "
-    "'skip', 'skip', 0, 3, :at, :at)"
-)
 _SESSION = sa.text(
     "INSERT INTO sessions (session_key, channel, chat_id, created_at, updated_at) "
     "VALUES ('telegram:1', 'telegram', '1', :at, :at)"
@@ -29,18 +25,14 @@ _READ = sa.text(
 )
 
 
-def _columns(conn: sa.Connection, table: str) -> set[str]:
-    return {c["name"] for c in sa.inspect(conn).get_columns(table)}
-
-
 def test_kept_sessions_are_never_quiet_and_the_columns_go_down_and_up(store_url: str) -> None:
     engine = sa.create_engine(sync_url(store_url))
     try:
         with engine.begin() as conn:
             upgrade_connection(conn, "0030")
-            assert "quiet" not in _columns(conn, "jobs")
-            assert "quiet_hours" not in _columns(conn, "sessions")
-            conn.execute(_JOB, {"at": T0})
+            assert "quiet" not in columns(conn, "jobs")
+            assert "quiet_hours" not in columns(conn, "sessions")
+            conn.execute(INSERT_JOB, {"at": T0})
             conn.execute(_SESSION, {"at": T0})
         with engine.begin() as conn:
             upgrade_connection(conn, "0031")
@@ -49,8 +41,8 @@ def test_kept_sessions_are_never_quiet_and_the_columns_go_down_and_up(store_url:
         with engine.begin() as conn:  # down and up again
             command.downgrade(alembic_config(conn), "0030")
             assert current_revision(conn) == "0030"
-            assert "quiet" not in _columns(conn, "jobs")
-            assert "quiet_hours" not in _columns(conn, "sessions")
+            assert "quiet" not in columns(conn, "jobs")
+            assert "quiet_hours" not in columns(conn, "sessions")
             upgrade_connection(conn, "0031")
             assert tuple(conn.execute(_READ).one()) == ("hold", None)
     finally:

@@ -11,6 +11,7 @@ from alembic import command
 from agentcron.store.database import sync_url
 from agentcron.store.migrate import alembic_config, current_revision, upgrade_connection
 from tests.conftest import T0
+from tests.helpers.migrations import columns
 
 pytestmark = pytest.mark.fresh_db
 
@@ -22,16 +23,12 @@ _NEW = {"budget", "spend", "budget_noticed"}
 _READ = sa.text("SELECT budget, spend, budget_noticed FROM sessions WHERE session_key = 'api:one'")
 
 
-def _columns(conn: sa.Connection) -> set[str]:
-    return {c["name"] for c in sa.inspect(conn).get_columns("sessions")}
-
-
 def test_kept_sessions_have_no_budget_and_the_columns_go_down_and_up(store_url: str) -> None:
     engine = sa.create_engine(sync_url(store_url))
     try:
         with engine.begin() as conn:
             upgrade_connection(conn, "0031")
-            assert not _NEW & _columns(conn)
+            assert not _NEW & columns(conn, "sessions")
             conn.execute(_INSERT, {"at": T0})
         with engine.begin() as conn:
             upgrade_connection(conn, "0032")
@@ -40,9 +37,9 @@ def test_kept_sessions_have_no_budget_and_the_columns_go_down_and_up(store_url: 
         with engine.begin() as conn:  # down and up again
             command.downgrade(alembic_config(conn), "0031")
             assert current_revision(conn) == "0031"
-            assert not _NEW & _columns(conn)
+            assert not _NEW & columns(conn, "sessions")
             upgrade_connection(conn, "0032")
-            assert _columns(conn) >= _NEW
+            assert columns(conn, "sessions") >= _NEW
             assert tuple(conn.execute(_READ).one()) == (None, None, None)
     finally:
         engine.dispose()

@@ -11,18 +11,9 @@ from alembic import command
 from agentcron.store.database import sync_url
 from agentcron.store.migrate import alembic_config, current_revision, upgrade_connection
 from tests.conftest import T0
+from tests.helpers.migrations import INSERT_JOB, columns
 
 pytestmark = pytest.mark.fresh_db
-
-_INSERT = sa.text(
-    "INSERT INTO jobs (id, name, kind, spec, created_by, overlap, catchup, catchup_window_s, "
-    "max_failures, created_at, updated_at) VALUES ('J1', 'ping', 'agent_turn', '{}', 'user', "
-    "'skip', 'skip', 0, 3, :at, :at)"
-)
-
-
-def _columns(conn: sa.Connection, table: str) -> set[str]:
-    return {c["name"] for c in sa.inspect(conn).get_columns(table)}
 
 
 def _has_events_table(conn: sa.Connection) -> bool:
@@ -34,14 +25,14 @@ def test_kept_jobs_have_no_trigger_and_the_migration_goes_down_and_up(store_url:
     try:
         with engine.begin() as conn:
             upgrade_connection(conn, "0028")
-            assert "trigger_secret" not in _columns(conn, "jobs")
-            conn.execute(_INSERT, {"at": T0})
+            assert "trigger_secret" not in columns(conn, "jobs")
+            conn.execute(INSERT_JOB, {"at": T0})
         with engine.begin() as conn:
             upgrade_connection(conn, "0029")
             assert current_revision(conn) == "0029"
             secret = conn.execute(sa.text("SELECT trigger_secret FROM jobs WHERE id = 'J1'"))
             assert secret.scalar() is None
-            assert {"event_id", "event"} <= _columns(conn, "runs")
+            assert {"event_id", "event"} <= columns(conn, "runs")
             assert _has_events_table(conn)
             row = {"at": T0}
             conn.execute(
@@ -62,11 +53,11 @@ def test_kept_jobs_have_no_trigger_and_the_migration_goes_down_and_up(store_url:
         with engine.begin() as conn:  # down and up again
             command.downgrade(alembic_config(conn), "0028")
             assert current_revision(conn) == "0028"
-            assert "trigger_secret" not in _columns(conn, "jobs")
-            assert not ({"event_id", "event"} & _columns(conn, "runs"))
+            assert "trigger_secret" not in columns(conn, "jobs")
+            assert not ({"event_id", "event"} & columns(conn, "runs"))
             assert not _has_events_table(conn)
             upgrade_connection(conn, "0029")
-            assert "trigger_secret" in _columns(conn, "jobs")
+            assert "trigger_secret" in columns(conn, "jobs")
             assert _has_events_table(conn)
     finally:
         engine.dispose()
