@@ -67,6 +67,15 @@ function attachCard(container, card) {
   }
 }
 
+/** The turn of `holders` (see heldFor) is on screen now, live or its reply: their cards go into
+ * its `tools`, after their calls, and the holders go. */
+function adoptHeld(holders, tools) {
+  for (const holder of holders) {
+    for (const card of holder.querySelectorAll(":scope > .approval")) attachCard(tools, card);
+    holder.remove();
+  }
+}
+
 export class ChatView {
   /** onRunning(bool): a turn of this session started/ended; onError(message). */
   constructor({ api, onRunning, onError }) {
@@ -322,7 +331,7 @@ export class ChatView {
         for (const card of this.live.tools.querySelectorAll(":scope > .approval")) attachCard(saved, card);
         tools = saved;
       }
-      this.adoptHeld(meta.turn_id, tools);
+      adoptHeld(this.heldFor(meta.turn_id), tools);
       const el = this.entryElement(message, tools);
       this.live.el.replaceWith(el);
       this.live = null;
@@ -333,9 +342,10 @@ export class ChatView {
     if (message.role === "assistant" && meta.turn_id) {
       tools = this.turnTools.get(meta.turn_id) || null;
       this.turnTools.delete(meta.turn_id);
-      if (this.heldFor(meta.turn_id).length) {
+      const held = this.heldFor(meta.turn_id);
+      if (held.length) {
         tools ??= h("div", { class: "tools" });
-        this.adoptHeld(meta.turn_id, tools);
+        adoptHeld(held, tools);
       }
     }
     const el = message.role === "summary" ? this.summaryElement(message) : this.entryElement(message, tools);
@@ -470,7 +480,7 @@ export class ChatView {
     this.setRunning(true);
     // A card shown before its turn was on screen (the approvals were read while the turn's
     // start was still on its way) moves into the turn.
-    this.adoptHeld(event.turn_id, tools);
+    adoptHeld(this.heldFor(event.turn_id), tools);
     this.placeCards();
   }
 
@@ -479,15 +489,6 @@ export class ChatView {
     return [...this.list.querySelectorAll(":scope > .approval-holder")].filter(
       (holder) => holder.dataset.turnId === turnId,
     );
-  }
-
-  /** Turn `turnId` is on screen now (live, or its reply): its held cards go into `tools`,
-   * after their calls, and their holders go. */
-  adoptHeld(turnId, tools) {
-    for (const holder of this.heldFor(turnId)) {
-      for (const card of holder.querySelectorAll(":scope > .approval")) attachCard(tools, card);
-      holder.remove();
-    }
   }
 
   /** Cards of the live turn not yet after the row of their call go after it, now it is here. */
