@@ -320,6 +320,31 @@ async def test_concurrent_claims_split_the_fires(store: SqlStore, ledger: FireLe
     assert len(set(fires)) == 40
 
 
+async def test_a_claim_opens_turns_in_existing_and_missing_sessions(
+    store: SqlStore, ledger: FireLedger
+) -> None:
+    """A fire's session is read with its zone; one that does not exist (yet) is made with the
+    defaults, and a session that exists is left as it was.
+    """
+    await store.sessions.ensure_session("api:kept", T0, tz="Europe/Berlin", title="Kept")
+    await insert_jobs(
+        store, [armed("kept", session_key="api:kept"), armed("new", session_key="api:new")], T0
+    )
+    fires = {f.job.name: f for f in await claim(ledger, T0 + MIN)}
+    assert fires.keys() == {"kept", "new"}
+    assert (fires["kept"].session_tz, fires["new"].session_tz) == ("Europe/Berlin", "UTC")
+    assert all(f.turn_id is not None and not f.deferred for f in fires.values())
+    kept, made = (
+        await store.sessions.get_session("api:kept"),
+        await store.sessions.get_session("api:new"),
+    )
+    assert (kept.tz, kept.title, kept.created_at) == ("Europe/Berlin", "Kept", T0)
+    assert (made.channel, made.chat_id, made.tz) == ("api", "new", "UTC")
+    for f in fires.values():
+        turn = await store.sessions.get_turn(f.turn_id or "")
+        assert (turn.session_key, turn.state) == (f.job.session_key, TurnState.QUEUED)
+
+
 async def test_claim_work_is_proportional_to_due_jobs(store: SqlStore, ledger: FireLedger) -> None:
     await insert_jobs(
         store, [armed(f"far{i}", spec=AtSpec(at=T0 + timedelta(days=9))) for i in range(300)], T0

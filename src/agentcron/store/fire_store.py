@@ -38,6 +38,19 @@ from agentcron.store.turn_store import OPEN_TURN, turn_values
 
 log = logging.getLogger(__name__)
 
+# Built once: a statement built per claim is compiled (or looked up) again each time.
+_SESSION_ZONES = sa.select(sessions.c.session_key, sessions.c.tz, sessions.c.quiet_hours).where(
+    sessions.c.session_key.in_(sa.bindparam("keys", expanding=True))
+)
+_OPEN_TURN_SESSIONS = (
+    sa.select(turns.c.session_key)
+    .distinct()
+    .where(
+        turns.c.session_key.in_(sa.bindparam("keys", expanding=True)),
+        turns.c.state.in_(OPEN_TURN),
+    )
+)
+
 
 class FireClaimsMixin(SqlBase):
     """Claiming due fires under leases, renewing the leases, pruning ended runs (the claim
@@ -86,7 +99,9 @@ class FireClaimsMixin(SqlBase):
         due_by: datetime,
     ) -> ClaimResult:
         query = _DUE_LOCKED if self.skip_locked else _DUE
-        rows = conn.execute(query, {"now": due_by, "limit": limit}).all()
+        result = conn.execute(query, {"now": due_by, "limit": limit})
+        columns = tuple(result.keys())
+        rows = result.all()
         if not rows:
             return ClaimResult([], 0, conn.execute(_NEXT_DUE).scalar_one())
         # Only the skip / buffer_one policies look at a job's other active fires.
@@ -104,7 +119,7 @@ class FireClaimsMixin(SqlBase):
         planned: dict[str, Spend] = {}
         for row in rows:
             try:
-                job = _job(row)
+                job = _job(row, columns)
                 key = job.session_key or ""
                 if job.session_budget is not None and key in planned:
                     job = replace(job, session_spend=planned[key])
@@ -257,22 +272,23 @@ class FireClaimsMixin(SqlBase):
         tz: dict[str, SessionZone] = {}
         busy: set[str] = set()
         for chunk in _chunks(keys):
-            executemany(conn, self._insert_sessions, [session_values(key, now) for key in chunk])
+            # Read first, insert only the sessions missing: a fire's session nearly always
+            # exists, and an insert that does nothing still binds a whole row per key.
             tz.update(
                 (key, SessionZone(zone, quiet))
-                for key, zone, quiet in conn.execute(
-                    sa.select(sessions.c.session_key, sessions.c.tz, sessions.c.quiet_hours).where(
-                        sessions.c.session_key.in_(chunk)
+                for key, zone, quiet in conn.execute(_SESSION_ZONES, {"keys": chunk})
+            )
+            missing = [session_values(key, now) for key in chunk if key not in tz]
+            if missing:
+                executemany(conn, self._insert_sessions, missing)
+                # A session made by another process meanwhile keeps its own zone.
+                tz.update(
+                    (key, SessionZone(zone, quiet))
+                    for key, zone, quiet in conn.execute(
+                        _SESSION_ZONES, {"keys": [m["session_key"] for m in missing]}
                     )
                 )
-            )
-            busy.update(
-                conn.execute(
-                    sa.select(turns.c.session_key)
-                    .distinct()
-                    .where(turns.c.session_key.in_(chunk), turns.c.state.in_(OPEN_TURN))
-                ).scalars()
-            )
+            busy.update(conn.execute(_OPEN_TURN_SESSIONS, {"keys": chunk}).scalars())
         out: dict[str, tuple[dict[str, Any], SessionZone]] = {}
         for row in bound:
             job = claimed_meta[row["id"]][0]

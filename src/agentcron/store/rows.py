@@ -289,10 +289,17 @@ _RUN_STATES = _by_value(RunState)
 _ROLES = _by_value(Role)
 
 
-def _job(row: Row[Any] | Mapping[str, Any]) -> Job:
+def _job(row: Row[Any] | Mapping[str, Any], keys: Sequence[str] | None = None) -> Job:
+    """A job from its row; `keys`: the row's column names, read once for a whole result (a
+    row's own `_fields` is built again at every call).
+    """
     # A plain dict: its lookups (and `.get` for the columns later migrations added, which
     # insert values leave out) are single C calls, not RowMapping's Python `get`.
-    m = dict(zip(row._fields, row, strict=True)) if isinstance(row, Row) else row
+    m: Mapping[str, Any] = (
+        dict(zip(row._fields if keys is None else keys, row, strict=True))
+        if isinstance(row, Row)
+        else row
+    )
     return _job_of(
         m,
         kind=_KINDS[m["kind"]],

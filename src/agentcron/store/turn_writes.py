@@ -100,8 +100,11 @@ class TurnWrites:
         query = _SESSIONS_FOR_UPDATE if conn.dialect.name == "postgresql" else _SESSIONS_IN
         ordered = sorted(keys)
         for start in range(0, len(ordered), 500):
-            for row in conn.execute(query, {"keys": ordered[start : start + 500]}):
-                self._sessions[row.session_key] = dict(row._mapping)
+            result = conn.execute(query, {"keys": ordered[start : start + 500]})
+            columns = tuple(result.keys())  # once: a row's own mapping lists them per call
+            for row in result:
+                values = dict(zip(columns, row, strict=True))
+                self._sessions[values["session_key"]] = values
         self._touched: set[str] = set()
         self._messages: list[dict[str, Any]] = []
         self._starts: list[dict[str, Any]] = []
