@@ -345,6 +345,21 @@ async def test_a_claim_opens_turns_in_existing_and_missing_sessions(
         assert (turn.session_key, turn.state) == (f.job.session_key, TurnState.QUEUED)
 
 
+async def test_jobs_due_at_one_instant_are_claimed_in_the_order_they_were_made(
+    store: SqlStore, ledger: FireLedger
+) -> None:
+    # ids grow with time; stored last-made first, so neither backend's storage order helps
+    made = [armed(f"j{i}", spec=AtSpec(at=T0 + MIN), session_key="api:herd") for i in range(12)]
+    await insert_jobs(store, list(reversed(made)), T0)
+    pages = []
+    for _ in range(3):
+        fires, *_ = await ledger.claim_due(
+            T0 + MIN, owner="o:1:A", lease_until=T0 + 2 * MIN, limit=5, planner=planner
+        )
+        pages.append([f.job.name for f in fires])
+    assert pages == [[f"j{i}" for i in range(5)], [f"j{i}" for i in range(5, 10)], ["j10", "j11"]]
+
+
 async def test_claim_work_is_proportional_to_due_jobs(store: SqlStore, ledger: FireLedger) -> None:
     await insert_jobs(
         store, [armed(f"far{i}", spec=AtSpec(at=T0 + timedelta(days=9))) for i in range(300)], T0

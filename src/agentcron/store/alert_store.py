@@ -1,6 +1,6 @@
 """The alert sweep's reads and its once-per-episode marks (service/alerts.py).
 
-Each read returns candidates only, from an index range: late armed jobs (`ix_jobs_next_run_at`),
+Each read returns candidates only, from an index range: late armed jobs (`ix_jobs_due`),
 open runs older than a limit (`ix_runs_state_finished`: the open states' ranges), jobs with a
 failure count past N (`ix_jobs_failures`), jobs whose end is near (`ix_jobs_end_at`,
 `ix_jobs_remaining_runs`) and the jobs with an open episode (`ix_jobs_overdue_since`,

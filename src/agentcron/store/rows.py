@@ -111,7 +111,9 @@ _DUE = (
     )
     .select_from(jobs.outerjoin(sessions, sessions.c.session_key == jobs.c.session_key))
     .where(jobs.c.next_run_at <= sa.bindparam("now", type_=jobs.c.next_run_at.type))
-    .order_by(jobs.c.next_run_at)
+    # Jobs due at one instant in the order they were made (ids grow with time): the due
+    # index holds both, so a herd due at one instant is read in pages, not sorted whole.
+    .order_by(jobs.c.next_run_at, jobs.c.id)
     .limit(sa.bindparam("limit", type_=sa.Integer))
 )
 _DUE_LOCKED = _DUE.with_for_update(skip_locked=True, of=jobs)

@@ -204,7 +204,8 @@ jobs = sa.Table(
     sa.Column("trigger_secret", sa.Text),
 )
 # Only armed jobs are in the due index: paused / finished jobs have next_run_at NULL.
-sa.Index("ix_jobs_next_run_at", jobs.c.next_run_at)
+# Due order: by due time, then by id (creation order) for jobs due at the same instant.
+sa.Index("ix_jobs_due", jobs.c.next_run_at, jobs.c.id)
 sa.Index("ix_jobs_session_key", jobs.c.session_key)
 # The alert sweep's candidates (store/alert_store.py): each question reads an index range, not
 # every job (failing: a failure count past N; ending: an end or a last run near; alerted: the
