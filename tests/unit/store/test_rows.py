@@ -1,4 +1,4 @@
-"""The claim's due read walks one index in due order (due time, then id) and sorts nothing:
+"""store/rows.py: the claim's due read walks one index in due order (due time, then id) and sorts
 a herd of jobs due at one instant is read a page at a time, not sorted whole per claim.
 """
 
