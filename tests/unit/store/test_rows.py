@@ -1,5 +1,5 @@
-"""store/rows.py: the claim's due read walks one index in due order (due time, then id) and sorts
-a herd of jobs due at one instant is read a page at a time, not sorted whole per claim.
+"""store/rows.py: the claim's due read walks one index in due order (due time, then id) and
+sorts nothing, so a herd of jobs due at one instant is read a page at a time, not sorted whole.
 """
 
 from __future__ import annotations
