@@ -90,9 +90,14 @@ class _Statements:
     ) -> None:
         if not threading.current_thread().name.startswith(WRITER_THREAD):
             return
-        if many and params and not isinstance(params[0], tuple | list | dict):
+        if (
+            many
+            and params
+            and (isinstance(params, dict) or not isinstance(params[0], tuple | list | dict))
+        ):
             # SQLAlchemy's "insertmanyvalues": one INSERT of several VALUES groups (flat
-            # parameters), reported as part of an executemany
+            # parameters: a tuple on SQLite, a dict of numbered names on PostgreSQL), reported
+            # as part of an executemany
             many = False
             self.rows += statement.count("), (") + 1
         else:
