@@ -252,6 +252,30 @@ async def test_a_second_claim_of_the_same_fire_loses(store: SqlStore, ledger: Fi
     assert [r.id for r in runs] == [first.run_id]
 
 
+async def test_a_claim_keeps_the_fires_that_land_beside_one_recorded_already(
+    store: SqlStore, ledger: FireLedger
+) -> None:
+    """In one claim, a fire whose run exists already loses and opens no turn; the fires
+    beside it in the same batch are claimed as usual.
+    """
+    (a,) = await insert_jobs(store, [armed("a", session_key="api:s")], T0)
+    (first,) = await claim(ledger, T0 + MIN, owner="a:1:A")
+    current = await store.get_job(a.id)
+    await store.update_job(  # rewound to the fire it had, as an edit racing a claim might
+        a.id,
+        {"next_fire_at": T0 + MIN, "next_run_at": T0 + MIN},
+        T0 + MIN,
+        expected_version=current.version,
+    )
+    (b,) = await insert_jobs(store, [armed("b", session_key="api:s")], T0)
+    fires = await claim(ledger, T0 + MIN, owner="b:1:B")
+    assert [(f.job.name, f.deferred) for f in fires] == [("b", True)]  # behind a's open turn
+    assert [r.id for r in await store.list_runs(job_id=a.id)] == [first.run_id]
+    assert [r.id for r in await store.list_runs(job_id=b.id)] == [fires[0].run_id]
+    turns = [await store.sessions.get_turn(f.turn_id or "") for f in (first, fires[0])]
+    assert [t.run_id for t in turns] == [first.run_id, fires[0].run_id]
+
+
 async def test_insert_jobs_keeps_the_job_limit(store: SqlStore) -> None:
     """Past `max_jobs` an insert stores nothing; system jobs do not count; duplicates add none."""
     await insert_jobs(store, [armed("sys", kind=JobKind.SYSTEM_EVENT)], T0, max_jobs=2)

@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 _SESSION_ZONES = sa.select(sessions.c.session_key, sessions.c.tz, sessions.c.quiet_hours).where(
     sessions.c.session_key.in_(sa.bindparam("keys", expanding=True))
 )
+_RUN_IDS = sa.select(runs.c.id).where(runs.c.id.in_(sa.bindparam("ids", expanding=True)))
 _OPEN_TURN_SESSIONS = (
     sa.select(turns.c.session_key)
     .distinct()
@@ -214,7 +215,7 @@ class FireClaimsMixin(SqlBase):
             for run_row in run_rows:  # an executemany takes rows of one shape
                 shapes.setdefault(tuple(run_row), []).append(run_row)
             for rows_of_shape in shapes.values():
-                inserted.update(r.id for r in conn.execute(self._insert_runs, rows_of_shape))
+                inserted.update(self._insert_runs_of(conn, rows_of_shape))
             turn_rows = [t for run_id, (t, _) in turn_for.items() if run_id in inserted]
             if turn_rows:
                 executemany(conn, _INSERT_TURNS, turn_rows)
@@ -244,6 +245,20 @@ class FireClaimsMixin(SqlBase):
             if run_id in inserted
         )
         return ClaimResult(claimed, len(rows), due_next, skips)
+
+    def _insert_runs_of(self, conn: Connection, rows: list[dict[str, Any]]) -> set[str]:
+        """Insert claimed runs (one shape); returns the ids that landed. A run whose fire is
+        recorded already (`(job_id, fire_at)`) is left out; that is rare, so the count of the
+        batch is read first and the ids are looked up only when it falls short.
+        """
+        result = executemany(conn, self._insert_claimed_runs, rows)
+        ids = [r["id"] for r in rows]
+        if result is not None and result.rowcount == len(rows):
+            return set(ids)
+        landed: set[str] = set()
+        for chunk in _chunks(ids):  # new ids: one stored is one this batch inserted
+            landed.update(conn.execute(_RUN_IDS, {"ids": chunk}).scalars())
+        return landed
 
     def _open_fire_turns(
         self,

@@ -36,6 +36,9 @@ class SqlBase:
         self.dialect = self._db.dialect
         self.skip_locked = self.dialect == "postgresql"
         self._insert_runs = self._insert(runs).on_conflict_do_nothing().returning(runs.c.id)
+        # The same without RETURNING, for the claim's batch (`bulk.executemany`: its count
+        # says whether every run landed; RETURNING would take Core's per-row path).
+        self._insert_claimed_runs = self._insert(runs).on_conflict_do_nothing()
         self._insert_sessions = self._insert(sessions).on_conflict_do_nothing()
         self._insert_jobs = self._insert(jobs).on_conflict_do_nothing()
         self.sessions = SessionStore(self._db)
