@@ -43,6 +43,8 @@ import httpx
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+PAGE = 200  # the API's largest page of a list (runs, messages): longer lists are read on
+
 RESULTS = Path(__file__).resolve().parent / "results"
 TERMINAL = {"succeeded", "failed", "empty", "missed", "skipped", "interrupted", "cancelled"}
 TURN_TERMINAL = {"succeeded", "failed", "empty", "interrupted", "cancelled"}
@@ -382,12 +384,28 @@ async def progress(api: Api, stats: Stats, stop: asyncio.Event, every: float) ->
 # --- checks ---------------------------------------------------------------------------------
 
 
+async def runs_of(api: Api, job_id: str) -> list[dict[str, Any]] | None:
+    """Every run of a job, following `next_cursor` a page (the API's largest) at a time; None
+    when a page cannot be read.
+    """
+    found: list[dict[str, Any]] = []
+    params: dict[str, Any] = {"limit": PAGE}
+    while True:
+        page = await api.json("GET", f"/api/jobs/{job_id}/runs", "/runs", params=params)
+        if page is None:
+            return None
+        found.extend(page["runs"])
+        if not page.get("next_cursor"):
+            return found
+        params = {"limit": PAGE, "cursor": page["next_cursor"]}
+
+
 async def fetch_all(api: Api, key: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A session's whole transcript (paged with `after`) and its turns."""
     entries: list[dict[str, Any]] = []
     after: int | None = None
     while True:
-        params: dict[str, Any] = {"limit": 10_000}
+        params: dict[str, Any] = {"limit": PAGE}
         if after is not None:
             params["after"] = after
         page = await api.json("GET", f"/api/sessions/{key}/messages", "/messages", params=params)
@@ -920,20 +938,12 @@ async def soak(plan: Plan, seed: int, keep: bool) -> dict[str, Any]:
         await rss_task
 
         # read everything back through the API
-        runs_lists = await gather_limited(
-            8,
-            [
-                api.json("GET", f"/api/jobs/{j['id']}/runs", "/runs", params={"limit": 1000})
-                for j in jobs
-            ],
-        )
+        runs_lists = await gather_limited(8, [runs_of(api, j["id"]) for j in jobs])
         runs_by_job: dict[str, list[dict[str, Any]]] = {}
         for job, got in zip(jobs, runs_lists, strict=True):
             if got is None:
                 raise RuntimeError(f"cannot read the runs of job {job['id']}")
-            if len(got["runs"]) >= 1000:
-                raise RuntimeError(f"job {job['id']} has 1,000+ runs: the list is cut")
-            runs_by_job[job["id"]] = [r for r in got["runs"] if r["id"] not in grown]
+            runs_by_job[job["id"]] = [r for r in got if r["id"] not in grown]
         fetched = await gather_limited(8, [fetch_all(api, k) for k in keys])
         transcripts = dict(zip(keys, fetched, strict=True))
         checks = check_everything(jobs, paused, runs_by_job, transcripts, stats, grown)
