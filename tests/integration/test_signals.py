@@ -114,6 +114,43 @@ async def test_a_change_is_heard_by_the_other_process_only(
     assert heard_a.notices == []
 
 
+async def test_a_quiet_sqlite_process_reads_its_counter_only_when_the_files_move(
+    store_url: str,
+) -> None:
+    """SQLite, idle: the files are looked at, the change counter (a thread hop) is not read
+    while they do not move; the first change after the quiet spell is heard within the slow
+    look's interval, and the ones right after it at the fast one.
+    """
+    if not store_url.startswith("sqlite"):
+        pytest.skip("PostgreSQL hears notices (LISTEN): it reads no counter")
+    a, b = SqlStore(store_url), SqlStore(store_url)
+    for s in (a, b):
+        await s.open()
+    b.signals.quiet_after, b.signals.idle_poll = 0.2, 0.3
+    await b.signals.start()
+    heard = Heard(b.signals, Topic.SESSIONS)
+    try:
+        await asyncio.sleep(0.6)  # quiet now: nobody writes
+        reads = b.signals.counter_reads
+        await asyncio.sleep(2.0)  # ~7 looks at the files; polling the counter was ~40 reads
+        assert b.signals.counter_reads == reads
+        sent = time.monotonic()
+        await _note(a, Topic.SESSIONS, ["api:first"])
+        at, _ = await heard.next(within=5)
+        assert at - sent < 2.0  # within the slow look (0.3 s), with room for a busy machine
+        delays = []
+        for i in range(5):  # lively now: the fast look
+            sent = time.monotonic()
+            await _note(a, Topic.SESSIONS, [f"api:s{i}"])
+            at, _ = await heard.next()
+            delays.append(at - sent)
+        assert statistics.median(delays) < 0.1, delays
+    finally:
+        for s in (a, b):
+            await s.signals.stop()
+            await s.close()
+
+
 async def test_a_rolled_back_change_is_not_announced(pair: tuple[SqlStore, SqlStore]) -> None:
     a, b = pair
     heard = Heard(b.signals, Topic.APPROVALS)
