@@ -294,9 +294,10 @@ class FireClaimsMixin(SqlBase):
                 for key, zone, quiet in conn.execute(_SESSION_ZONES, {"keys": chunk})
             )
             missing = [session_values(key, now) for key in chunk if key not in tz]
-            if missing:
-                executemany(conn, self._insert_sessions, missing)
-                # A session made by another process meanwhile keeps its own zone.
+            made = executemany(conn, self._insert_sessions, missing)
+            if made is not None and made.rowcount == len(missing):
+                tz.update((m["session_key"], SessionZone(m["tz"])) for m in missing)
+            elif missing:  # made by another process meanwhile: it keeps its own zone
                 tz.update(
                     (key, SessionZone(zone, quiet))
                     for key, zone, quiet in conn.execute(

@@ -51,6 +51,8 @@ USED_FROM_OUTSIDE = {
     "ALL": "Catchup.ALL: a value the API and the job model accept",
     "scheduled_by": "Trigger.scheduled_by: a field the user's runner reads",
     "advance": "FakeClock.advance: agentcron.testing's API for the user's tests",
+    "counter_reads": "SignalHub.counter_reads: what an idle process costs, read by "
+    "tests/integration/test_signals.py",
     "ensure": "cron.system.ensure: the library's API for system jobs (README)",
     "__getattr__": "agentcron's module hook (PEP 562): public names loaded on first use",
     "__dir__": "agentcron's module hook (PEP 562): dir() lists the lazily loaded names",
