@@ -17,7 +17,7 @@ async def _runner(trigger: object) -> str:
 @pytest.mark.parametrize("cron_backend", ["sqlite", "postgresql"], indirect=True)
 def test_the_default_claim_ahead_follows_the_backend(cron_url: str) -> None:
     cron = AgentCron(url=cron_url, runner=_runner)
-    expected = PG_CLAIM_AHEAD if cron.store.dialect == "postgresql" else timedelta(milliseconds=5)
+    expected = PG_CLAIM_AHEAD if cron.store.dialect == "postgresql" else timedelta(milliseconds=25)
     assert cron.settings.claim_ahead == expected
     assert cron.engine.settings.claim_ahead == expected
     own = AgentCron(url=cron_url, runner=_runner, settings=EngineSettings(claim_ahead=timedelta(0)))

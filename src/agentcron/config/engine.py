@@ -57,9 +57,12 @@ class EngineSettings:
     takeover: timedelta = timedelta(seconds=10)
     max_concurrent_runs: int = 16  # turns running at once
     # Claim fires this much before they are due and start each at its exact time, so the
-    # claim transaction is not part of a fire's lateness. On PostgreSQL, where a claim is a
-    # few network round trips, AgentCron makes the default `PG_CLAIM_AHEAD` instead.
-    claim_ahead: timedelta = timedelta(milliseconds=5)
+    # claim transaction and the start's write are not part of a fire's lateness. 25 ms: with
+    # 5 ms the claim and the start's group commit did not always fit (lateness p99 ~4 ms, max
+    # ~11 ms at 100 fires/s; with 25 ms ~1.5 / ~4 ms, bench/results/standing-20261126.md).
+    # On PostgreSQL, where a claim is a few network round trips, AgentCron makes the default
+    # `PG_CLAIM_AHEAD` instead.
+    claim_ahead: timedelta = timedelta(milliseconds=25)
     misfire_grace: timedelta = timedelta(seconds=60)  # later than this = a missed fire
     catchup_scan_limit: int = 1000  # due fires enumerated per job and claim
     backoff: tuple[timedelta, ...] = field(
