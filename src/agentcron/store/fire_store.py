@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -51,6 +51,12 @@ _OPEN_TURN_SESSIONS = (
         turns.c.state.in_(OPEN_TURN),
     )
 )
+
+
+def _zones(conn: Connection, keys: Sequence[str]) -> Iterator[tuple[str, SessionZone]]:
+    """The zone and quiet hours of each of `keys` that exists (one read)."""
+    for key, zone, quiet in conn.execute(_SESSION_ZONES, {"keys": list(keys)}):
+        yield key, SessionZone(zone, quiet)
 
 
 class FireClaimsMixin(SqlBase):
@@ -289,21 +295,13 @@ class FireClaimsMixin(SqlBase):
         for chunk in _chunks(keys):
             # Read first, insert only the sessions missing: a fire's session nearly always
             # exists, and an insert that does nothing still binds a whole row per key.
-            tz.update(
-                (key, SessionZone(zone, quiet))
-                for key, zone, quiet in conn.execute(_SESSION_ZONES, {"keys": chunk})
-            )
+            tz.update(_zones(conn, chunk))
             missing = [session_values(key, now) for key in chunk if key not in tz]
             made = executemany(conn, self._insert_sessions, missing)
             if made is not None and made.rowcount == len(missing):
                 tz.update((m["session_key"], SessionZone(m["tz"])) for m in missing)
             elif missing:  # made by another process meanwhile: it keeps its own zone
-                tz.update(
-                    (key, SessionZone(zone, quiet))
-                    for key, zone, quiet in conn.execute(
-                        _SESSION_ZONES, {"keys": [m["session_key"] for m in missing]}
-                    )
-                )
+                tz.update(_zones(conn, [m["session_key"] for m in missing]))
             busy.update(conn.execute(_OPEN_TURN_SESSIONS, {"keys": chunk}).scalars())
         out: dict[str, tuple[dict[str, Any], SessionZone]] = {}
         for row in bound:
